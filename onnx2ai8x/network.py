@@ -1,0 +1,89 @@
+"""The Network: hardware layers as the accelerator executes them.
+
+Field names follow the vendor tool's resolved per-layer configuration (the `layers`
+record of golden `case.json`), so a resolved Network can be compared with it directly.
+Dimensions are `(H, W)` for 2-D data and `(L, 1)` for 1-D data, as the vendor tool holds
+them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Operator codes of the vendor's resolved configuration.
+OP_NONE = 0  # passthrough
+OP_CONV1D = 1
+OP_CONV2D = 2
+OP_CONVTRANSPOSE2D = 3
+OP_LINEAR = 4
+OPERATOR_NAMES = {OP_NONE: "passthrough", OP_CONV1D: "conv1d", OP_CONV2D: "conv2d",
+                  OP_CONVTRANSPOSE2D: "convtranspose2d", OP_LINEAR: "linear"}
+
+ACT_NONE = None
+ACT_RELU = 1
+ACT_ABS = 2
+ACTIVATION_NAMES = {ACT_NONE: None, ACT_RELU: "ReLU", ACT_ABS: "Abs"}
+
+ELTWISE_NONE = 0
+ELTWISE_ADD = -1
+ELTWISE_MUL = -2
+ELTWISE_OR = -3
+ELTWISE_SUB = -4
+ELTWISE_XOR = -5
+ELTWISE_NAMES = {ELTWISE_NONE: "none", ELTWISE_ADD: "add", ELTWISE_MUL: "mul",
+                 ELTWISE_OR: "or", ELTWISE_SUB: "sub", ELTWISE_XOR: "xor"}
+
+
+@dataclass(frozen=True, eq=False)
+class Layer:
+    """One hardware layer (pool -> element-wise -> conv/linear -> shift -> activation)."""
+
+    name: str
+    operator: int
+    input_channels: int
+    output_channels: int
+    input_dim: tuple[int, int]
+    pooled_dim: tuple[int, int]
+    output_dim: tuple[int, int]
+    kernel_size: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    stride: tuple[int, int] = (1, 1)
+    dilation: tuple[int, int] = (1, 1)
+    conv_groups: int = 1
+    pool: tuple[int, int] = (1, 1)
+    pool_stride: tuple[int, int] = (1, 1)
+    pool_dilation: tuple[int, int] = (1, 1)
+    pool_average: bool = False
+    pool_first: bool = True
+    eltwise: int = ELTWISE_NONE
+    operands: int = 1
+    activation: int | None = ACT_NONE
+    output_shift: int = 0
+    quantization: int = 8  # weight bits; -1 is binary (MAX78002)
+    output_width: int = 8
+    flatten: bool = False
+    output_padding: tuple[int, int] = (0, 0)
+    # Graph connectivity: indices of producing layers; -1 is the network input.
+    in_sequences: tuple[int, ...] | None = None
+    # Integer weights in PyTorch layout (out, in/groups, kh, kw) / (out, in/groups, k) /
+    # linear (out, in); None for layers without weights.
+    weights: np.ndarray | None = field(default=None, repr=False)
+    # Value added to the accumulator per output channel (already scaled), or None.
+    bias: np.ndarray | None = field(default=None, repr=False)
+    # The hardware's 8-bit bias values as stored in bias memory, or None.
+    bias_hw: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def operator_name(self) -> str:
+        return OPERATOR_NAMES[self.operator]
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """The hardware layers in execution order, with the input shape."""
+
+    layers: tuple[Layer, ...]
+    input_shape: tuple[int, ...]  # (C, H, W) or (C, L)
+    device: str | None = None
+    name: str = "network"
