@@ -1,0 +1,51 @@
+"""The Placement: where each hardware layer runs and where its data lives.
+
+Field names follow the vendor tool's resolved configuration (golden `case.json`
+`layers`), so a Placement can be compared with it, and built from it in tests.
+Kernel-memory and bias-memory allocation are computed from the Placement by
+`onnx2ai8x.map.kernels` / `onnx2ai8x.map.bias` (pure functions).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .network import Network
+
+
+@dataclass(frozen=True)
+class LayerPlacement:
+    """Mapping decisions for one layer (sidecar keys, resolved)."""
+
+    processor_map: int  # 64-bit mask of input processors
+    output_processor_map: int  # 64-bit mask of output processors
+    in_offset: int  # byte offset of the input in data memory
+    out_offset: int  # byte offset of the output in data memory
+    write_gap: int = 0
+    streaming: bool = False
+    big_data: bool = False  # CHW input (only the first layer can be CHW)
+    bypass: bool = False
+    output_layer: bool = False
+    next_sequence: int = -1
+    prev_sequence: int = -1
+    in_sequences: tuple[int, ...] | None = None
+    input_skip: int = 0
+    input_channel_skip: int = 0
+    input_crop: tuple[int, int] = (0, 0)
+    read_ahead: bool = False
+    buffer_shift: int | None = None
+    buffer_insert: int | None = None
+    bias_group_map: tuple[int, ...] | None = None
+    simulated_sequence: int | None = None
+    # MAX78002 "snoop"/conditional and other rarely used keys, as given in the sidecar.
+    extra: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Placement:
+    """A Network placed on a device."""
+
+    network: Network
+    device: str  # "MAX78000" or "MAX78002"
+    layers: tuple[LayerPlacement, ...]
+    final_layer: int
+    first_layer_used: int = 0
