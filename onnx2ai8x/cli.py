@@ -1,0 +1,275 @@
+"""The `onnx2ai8x` command line.
+
+The main form converts a model: `onnx2ai8x MODEL.onnx --device MAX78000`. Subcommands:
+`check`, `sidecar`, `run`, `import-izer`. Every user error is rendered as one message and
+an exit code (0 ok, 1 invalid model or limits, 2 usage); no traceback reaches a user.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import __version__
+from .errors import EXIT_INVALID, EXIT_USAGE, Ai8xError
+
+SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer")
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help=(
+        "ONNX in, MAX78000/MAX78002 C project out.\n\n"
+        "Examples:\n\n"
+        "  onnx2ai8x model.onnx --device MAX78000\n\n"
+        "  onnx2ai8x check model.onnx --device MAX78002\n\n"
+        "  onnx2ai8x run model.onnx --input x.npy -o y.npy\n\n"
+        "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
+        "--device MAX78000 -o net.onnx"
+    ),
+)
+
+DeviceOpt = Annotated[str, typer.Option("--device", "-d",
+                                        help="Target device: MAX78000 or MAX78002.")]
+SidecarOpt = Annotated[Path | None, typer.Option(
+    "--sidecar", help="Full or partial network description (vendor YAML); "
+                      "only what it leaves out is inferred.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"onnx2ai8x {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """ONNX in, MAX78000/MAX78002 C project out."""
+
+
+def _require_file(path: Path, what: str) -> None:
+    if not path.is_file():
+        raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
+                        "check the path", exit_code=EXIT_USAGE)
+
+
+@app.command("convert")
+def convert_cmd(
+    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to convert.")],
+    device: DeviceOpt = "MAX78000",
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Output directory (default: next to the model, named "
+                               "after it).")] = None,
+    sidecar: SidecarOpt = None,
+    sample_input: Annotated[Path | None, typer.Option(
+        "--sample-input", help="Sample input (.npy) for the known-answer test; a "
+                               "deterministic one is generated when omitted.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite",
+                                            help="Replace an existing output "
+                                                 "directory.")] = False,
+    fifo: Annotated[bool, typer.Option("--fifo", help="Use FIFOs to load streaming "
+                                                      "input.")] = False,
+    fast_fifo: Annotated[bool, typer.Option("--fast-fifo")] = False,
+    softmax: Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")] = False,
+    mlator: Annotated[bool, typer.Option("--mlator")] = False,
+    overlap_data: Annotated[bool, typer.Option("--overlap-data")] = False,
+    no_unload: Annotated[bool, typer.Option("--no-unload")] = False,
+    no_kat: Annotated[bool, typer.Option("--no-kat")] = False,
+    max_checklines: Annotated[int | None, typer.Option("--max-checklines")] = None,
+    new_kernel_loader: Annotated[bool, typer.Option("--new-kernel-loader")] = False,
+    timer: Annotated[int | None, typer.Option("--timer")] = None,
+    boost: Annotated[str | None, typer.Option("--boost")] = None,
+    riscv: Annotated[bool, typer.Option("--riscv")] = False,
+    compact_weights: Annotated[bool, typer.Option("--compact-weights")] = False,
+    mexpress: Annotated[bool | None, typer.Option("--mexpress/--no-mexpress")] = None,
+    avg_pool_rounding: Annotated[bool, typer.Option("--avg-pool-rounding")] = False,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Convert MODEL.onnx into a C project for the vendor SDK."""
+    from .convert import ConvertRequest, convert
+
+    _require_file(model, "model")
+    if sidecar is not None:
+        _require_file(sidecar, "sidecar")
+    if sample_input is not None:
+        _require_file(sample_input, "sample input")
+    out = output if output is not None else model.with_suffix("")
+    options = dict(fifo=fifo, fast_fifo=fast_fifo, softmax=softmax, mlator=mlator,
+                   overlap_data=overlap_data, no_unload=no_unload, no_kat=no_kat,
+                   max_checklines=max_checklines, new_kernel_loader=new_kernel_loader,
+                   timer=timer, boost=boost, riscv=riscv, compact_weights=compact_weights,
+                   mexpress=mexpress, avg_pool_rounding=avg_pool_rounding)
+    result = convert(ConvertRequest(model=model, device=device, output=out,
+                                    sidecar=sidecar, sample_input=sample_input,
+                                    overwrite=overwrite, options=options,
+                                    progress=not (quiet or json_out)))
+    if json_out:
+        typer.echo(result.report_json)
+    elif not quiet:
+        typer.echo(result.summary)
+        typer.echo(f"wrote {out}")
+
+
+@app.command("check")
+def check_cmd(
+    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to check.")],
+    device: DeviceOpt = "MAX78000",
+    sidecar: SidecarOpt = None,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Legalize and map MODEL.onnx; print diagnostics and the summary only."""
+    from .convert import plan
+
+    _require_file(model, "model")
+    if sidecar is not None:
+        _require_file(sidecar, "sidecar")
+    result = plan(model, device, sidecar)
+    if json_out:
+        typer.echo(result.report_json)
+    elif not quiet:
+        typer.echo(result.summary)
+        typer.echo("ok: the model fits the device")
+
+
+@app.command("sidecar")
+def sidecar_cmd(
+    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model.")],
+    device: DeviceOpt = "MAX78000",
+    output: Annotated[Path | None, typer.Option("--output", "-o",
+                                                help="Where to write the YAML "
+                                                     "(default: stdout).")] = None,
+    sidecar: SidecarOpt = None,
+) -> None:
+    """Write the inferred network description (sidecar YAML) only."""
+    from .convert import plan
+    from .fsutil import write_text_atomic
+
+    _require_file(model, "model")
+    if sidecar is not None:
+        _require_file(sidecar, "sidecar")
+    result = plan(model, device, sidecar)
+    if output is None:
+        typer.echo(result.sidecar_text, nl=False)
+    else:
+        write_text_atomic(output, result.sidecar_text)
+
+
+@app.command("run")
+def run_cmd(
+    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model.")],
+    input: Annotated[Path, typer.Option("--input", "-i",
+                                        help="Input sample (.npy): integers in "
+                                             "[-128, 127], (C,H,W), (C,L) or with a "
+                                             "batch dimension.")],
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Where to write the result (.npy, or .npz with one "
+                               "array per graph output when there are several).")] = None,
+) -> None:
+    """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels."""
+    import numpy as np
+
+    from .fsutil import save_arrays_atomic
+    from .runner import run_file
+
+    _require_file(model, "model")
+    _require_file(input, "input")
+    names, outputs = run_file(model, input)
+    if output is None:
+        for name, arr in zip(names, outputs, strict=True):
+            typer.echo(f"{name}: shape {tuple(arr.shape)} dtype {arr.dtype}")
+            typer.echo(np.array2string(arr, threshold=64))
+    else:
+        save_arrays_atomic(output, names, outputs)
+
+
+@app.command("import-izer")
+def import_izer_cmd(
+    config_file: Annotated[Path, typer.Option("--config-file",
+                                              help="Network description (vendor "
+                                                   "YAML).")],
+    checkpoint_file: Annotated[Path, typer.Option("--checkpoint-file",
+                                                  help="Quantized checkpoint "
+                                                       "(.pth.tar).")],
+    device: DeviceOpt = "MAX78000",
+    output: Annotated[Path, typer.Option("--output", "-o",
+                                         help="ONNX file to write.")] = Path("model.onnx"),
+    sample: Annotated[Path | None, typer.Option(
+        "--sample", help="Sample input (.npy) giving the input shape.")] = None,
+) -> None:
+    """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX."""
+    _require_file(config_file, "config file")
+    _require_file(checkpoint_file, "checkpoint file")
+    if sample is not None:
+        _require_file(sample, "sample")
+    try:
+        from .importer.izer import import_izer_command
+    except ImportError as exc:  # torch is only needed here
+        raise Ai8xError("usage.torch-missing", "import-izer",
+                        f"the importer needs PyTorch ({exc})",
+                        "pip install 'onnx2ai8x[torch]'", exit_code=EXIT_USAGE) from None
+    import_izer_command(config_file, checkpoint_file, device, output, sample)
+
+
+def _argv_with_default_command(argv: list[str]) -> list[str]:
+    """`onnx2ai8x model.onnx ...` means `onnx2ai8x convert model.onnx ...`."""
+    if not argv:
+        return argv
+    first = argv[0]
+    if first in SUBCOMMANDS or first.startswith("-"):
+        # `--device X model.onnx` also means convert when a model path follows
+        if first.startswith("-") and first not in ("--help", "-h", "--version") and any(
+                a.endswith(".onnx") for a in argv):
+            return ["convert", *argv]
+        return argv
+    return ["convert", *argv]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
+    try:
+        app(args=args, prog_name="onnx2ai8x", standalone_mode=False)
+    except Ai8xError as exc:
+        typer.echo(exc.render(), err=True)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        return EXIT_INVALID
+    except _click_usage_errors() as exc:
+        exc.show()
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
+        typer.echo(f"internal error: {type(exc).__name__}: {exc}\n"
+                   "  hint: this is a bug in onnx2ai8x; please report it with the model "
+                   "and command line", err=True)
+        return EXIT_INVALID
+    return 0
+
+
+def _click_usage_errors() -> tuple[type[BaseException], ...]:
+    import click
+
+    return (click.ClickException,)
+
+
+def _json_dumps(value: object) -> str:
+    return json.dumps(value, indent=2, sort_keys=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
