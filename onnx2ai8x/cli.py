@@ -247,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         typer.echo("aborted", err=True)
         return EXIT_INVALID
-    except _click_usage_errors() as exc:
-        exc.show()
+    except typer.TyperException as exc:  # usage errors from the command-line parser
+        show = getattr(exc, "show", None)
+        if show is not None:
+            show()
+        else:
+            typer.echo(str(exc), err=True)
         return EXIT_USAGE
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
@@ -259,12 +263,6 @@ def main(argv: list[str] | None = None) -> int:
                    "and command line", err=True)
         return EXIT_INVALID
     return 0
-
-
-def _click_usage_errors() -> tuple[type[BaseException], ...]:
-    import click
-
-    return (click.ClickException,)
 
 
 def _json_dumps(value: object) -> str:
