@@ -1,0 +1,86 @@
+"""Helpers for whole-pipeline golden tests: vendor project -> ONNX -> C project."""
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+from tests.conftest import GOLDEN
+
+C2TRACE = GOLDEN.parent / "tools" / "c2trace.py"
+
+# vendor_args that only add timing, logging or power-measurement code (golden README)
+DISPLAY_ONLY = {"--verbose", "--display-checkpoint", "--energy"}
+WITH_VALUE = {"--timer", "--boost", "--max-checklines"}
+
+
+def cli_options(vendor_args: list[str]) -> list[str]:
+    """The converter's options for a case's vendor_args (same spelling as the vendor's)."""
+    out: list[str] = []
+    i = 0
+    while i < len(vendor_args):
+        arg = vendor_args[i]
+        if arg in WITH_VALUE:
+            out += [arg, vendor_args[i + 1]]
+            i += 2
+            continue
+        if arg not in DISPLAY_ONLY:
+            out.append(arg)
+        i += 1
+    return out
+
+
+def case_json(name: str) -> dict:
+    return json.loads((GOLDEN / name / "case.json").read_text())
+
+
+def expected_trace(name: str) -> dict:
+    with gzip.open(GOLDEN / name / "expected.json.gz", "rt") as handle:
+        return json.load(handle)
+
+
+@cache
+def _imported_bytes(name: str) -> bytes:
+    from onnx2ai8x.importer.izer import import_project
+
+    case = GOLDEN / name
+    model = import_project(case / "network.yaml", case / "checkpoint.pth.tar",
+                           case_json(name)["device"], case / "sample.npy")
+    return model.SerializeToString()
+
+
+def imported_model(name: str, directory: Path) -> Path:
+    """The case imported into ai8x-ONNX (sidecar + checkpoint), written to `directory`."""
+    path = directory / f"{name}.onnx"
+    path.write_bytes(_imported_bytes(name))
+    return path
+
+
+def convert(model: Path, device: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """Run the converter as a user does: a separate process, the main command form."""
+    return subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model),
+                           "--device", device, "-o", str(out), "--quiet", *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+def c2trace_compare(project: Path, expected: dict, tmp: Path) -> subprocess.CompletedProcess:
+    ref = tmp / "expected.json"
+    ref.write_text(json.dumps(expected))
+    return subprocess.run([sys.executable, str(C2TRACE), "compare", str(project), str(ref)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def trace_of(project: Path) -> dict:
+    proc = subprocess.run([sys.executable, str(C2TRACE), str(project)], capture_output=True,
+                          text=True, timeout=300, check=True)
+    return json.loads(proc.stdout)
+
+
+def copy_case_file(name: str, file: str, tmp: Path) -> Path:
+    target = tmp / file
+    shutil.copy(GOLDEN / name / file, target)
+    return target
