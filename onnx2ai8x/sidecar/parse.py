@@ -1,0 +1,778 @@
+"""Parse and validate a sidecar: the vendor's YAML network description (seed 004).
+
+Every key the language defines is accepted with all its spellings; anything else is an
+error with a "did you mean". Per-layer defaults follow the vendor tool (izer/yamlcfg.py):
+the language is only useful if a file means the same here as there.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+
+import yaml
+
+from ..errors import EXIT_USAGE, Ai8xError
+from ..network import (
+    ACT_ABS,
+    ACT_RELU,
+    ELTWISE_ADD,
+    ELTWISE_NONE,
+    ELTWISE_OR,
+    ELTWISE_SUB,
+    ELTWISE_XOR,
+    OP_CONV1D,
+    OP_CONV2D,
+    OP_CONVTRANSPOSE2D,
+    OP_LINEAR,
+    OP_NONE,
+)
+from .model import DATA_BUFFER, INPUT, STOP, DataBuffer, Pair, Sidecar, SidecarLayer, Unload
+
+GLOBAL_KEYS = ("arch", "dataset", "layers", "output_map", "unload", "data_buffer", "snoop",
+               "bias", "weights")
+
+LAYER_KEYS = (
+    "name", "sequence", "next_sequence", "processors", "output_processors", "in_offset",
+    "out_offset", "output_width", "data_format", "operation", "op", "operator",
+    "convolution", "eltwise", "dilation", "groups", "conv_groups", "pool_first", "operands",
+    "activate", "activation", "quantization", "output_shift", "kernel_size", "stride", "pad",
+    "max_pool", "avg_pool", "pool_dilation", "pool_stride", "in_channels", "in_dim",
+    "in_crop", "in_sequences", "out_channels", "streaming", "flatten", "write_gap",
+    "read_gap", "in_skip", "in_channel_skip", "bias_group", "bias_quadrant", "output",
+    "weight_source", "buffer_shift", "buffer_insert", "simulated_sequence", "snoop_sequence",
+    "bypass", "calcx4", "readahead", "tcalc", "output_pad",
+)
+
+UNLOAD_KEYS = ("processors", "channels", "dim", "offset", "width", "write_gap")
+DATA_BUFFER_KEYS = ("processors", "channels", "dim", "offset", "width", "name")
+
+# Keys that are different spellings of one setting (seed 004: `operation`, `activate`).
+SYNONYMS = (
+    ("operation", "op", "operator", "convolution"),
+    ("activate", "activation"),
+    ("groups", "conv_groups"),
+    ("read_gap", "in_skip"),
+    ("bias_group", "bias_quadrant"),
+    ("max_pool", "avg_pool"),
+)
+
+# operation values (lower case) -> (operator, element-wise op); element-wise operations
+# are passthrough layers with two operands by default (seed 004, `operation` table).
+OPERATIONS = {
+    "conv1d": (OP_CONV1D, ELTWISE_NONE),
+    "conv2d": (OP_CONV2D, ELTWISE_NONE),
+    "convtranspose2d": (OP_CONVTRANSPOSE2D, ELTWISE_NONE),
+    "none": (OP_NONE, ELTWISE_NONE),
+    "passthrough": (OP_NONE, ELTWISE_NONE),
+    "linear": (OP_LINEAR, ELTWISE_NONE),
+    "fc": (OP_LINEAR, ELTWISE_NONE),
+    "mlp": (OP_LINEAR, ELTWISE_NONE),
+    "add": (OP_NONE, ELTWISE_ADD),
+    "sub": (OP_NONE, ELTWISE_SUB),
+    "or": (OP_NONE, ELTWISE_OR),
+    "bitwiseor": (OP_NONE, ELTWISE_OR),
+    "bitwise_or": (OP_NONE, ELTWISE_OR),
+    "xor": (OP_NONE, ELTWISE_XOR),
+    "bitwisexor": (OP_NONE, ELTWISE_XOR),
+    "bitwise_xor": (OP_NONE, ELTWISE_XOR),
+}
+ELTWISE_VALUES = {"add": ELTWISE_ADD, "sub": ELTWISE_SUB, "or": ELTWISE_OR, "xor": ELTWISE_XOR}
+ACTIVATIONS = {"relu": ACT_RELU, "abs": ACT_ABS, "none": None}
+
+DEFAULT_2D_KERNEL = (3, 3)
+DEFAULT_1D_KERNEL = (9, 1)  # vendor default for Conv1d without kernel_size
+RESERVED_NAMES = ("stop", "input")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys (a silent overwrite hides typos)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+    loader.flatten_mapping(node)
+    mapping = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise Ai8xError("sidecar.yaml", f"line {key_node.start_mark.line + 1}",
+                            f"unusable mapping key {key!r}", "keys are plain words") from None
+        if key in mapping:
+            raise Ai8xError("sidecar.duplicate-key", f"line {key_node.start_mark.line + 1}",
+                            f"key `{key}` is given twice in the same mapping",
+                            "remove one of them")
+        mapping[key] = loader.construct_object(value_node, deep=deep)
+    return mapping
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_mapping)
+
+
+class _Ctx:
+    """Where we are, for messages; one per parse call (no module state)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def where(self, yaml_index: int | None = None, name: str | None = None,
+              key: str | None = None) -> str:
+        text = self.source
+        if yaml_index is not None:
+            text += f": layer {yaml_index}" + (f" ({name})" if name else "")
+        if key:
+            text += f", `{key}`"
+        return text
+
+    def fail(self, code: str, message: str, hint: str = "", *, layer: int | None = None,
+             name: str | None = None, key: str | None = None) -> Ai8xError:
+        return Ai8xError(code, self.where(layer, name, key), message, hint)
+
+
+def _suggest(word: str, choices: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(str(word).lower(), choices, n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else \
+        "known keys: " + ", ".join(sorted(choices))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _LayerReader:
+    """Typed access to one layer mapping, with messages naming layer and key."""
+
+    def __init__(self, ctx: _Ctx, index: int, data: dict) -> None:
+        self.ctx = ctx
+        self.index = index
+        self.data = data
+        name = data.get("name")
+        self.name = name if isinstance(name, str) else None
+
+    def fail(self, key: str, message: str, hint: str = "",
+             code: str = "sidecar.value") -> Ai8xError:
+        return self.ctx.fail(code, message, hint, layer=self.index, name=self.name, key=key)
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def int(self, key: str, low: int | None = None, high: int | None = None) -> int:
+        value = self.data[key]
+        if not _is_int(value):
+            raise self.fail(key, f"`{key}` must be an integer, got {value!r}",
+                            code="sidecar.type")
+        if (low is not None and value < low) or (high is not None and value > high):
+            rng = f"{low if low is not None else '-inf'} to {high if high is not None else 'inf'}"
+            raise self.fail(key, f"`{key}` is {value}; it must be {rng}")
+        return value
+
+    def bool(self, key: str) -> bool:
+        value = self.data[key]
+        if isinstance(value, bool) or value in (0, 1):
+            return bool(value)
+        raise self.fail(key, f"`{key}` must be true or false, got {value!r}",
+                        code="sidecar.type")
+
+    def word(self, key: str) -> str:
+        value = self.data[key]
+        if value is None:  # YAML `null`/`~`: treat as the word "none"
+            return "none"
+        if not isinstance(value, str):
+            raise self.fail(key, f"`{key}` must be a word, got {value!r}", code="sidecar.type")
+        return value.lower()
+
+    def mask(self, key: str, bits: int = 64) -> int:
+        return _mask(self.data[key], bits, lambda msg, code: self.fail(key, msg, code=code),
+                     key)
+
+    def pair(self, key: str, low: int = 1) -> Pair:
+        """An integer for both dimensions, or `[H, W]`."""
+        value = self.data[key]
+        if _is_int(value):
+            items = [value, value]
+        elif isinstance(value, list) and len(value) in (1, 2) and all(map(_is_int, value)):
+            items = list(value) * (2 // len(value))
+        else:
+            raise self.fail(key, f"`{key}` must be an integer or a list [H, W] of integers, "
+                                 f"got {value!r}", code="sidecar.type")
+        if min(items) < low:
+            raise self.fail(key, f"`{key}` is {value!r}; values must be at least {low}")
+        return items[0], items[1]
+
+    def reference(self, key: str, value: object) -> int | str:
+        if isinstance(value, str):
+            return value.lower()
+        if _is_int(value):
+            return value
+        raise self.fail(key, f"`{key}` must name a layer (number or `name`), got {value!r}",
+                        code="sidecar.type")
+
+
+def _mask(value: object, bits: int, fail, key: str) -> int:
+    """A processor mask: an int, or hex text where dots, underscores and `0x` are ignored."""
+    if isinstance(value, str):
+        text = value.replace(".", "").replace("_", "").strip()
+        try:
+            value = int(text, 16)
+        except ValueError:
+            raise fail(f"`{key}` must be a hexadecimal mask, got {value!r}",
+                       "sidecar.type") from None
+    if not _is_int(value):
+        raise fail(f"`{key}` must be a hexadecimal mask, got {value!r}", "sidecar.type")
+    if not 1 <= value < 2 ** bits:
+        raise fail(f"`{key}` is {value:#x}; it must select 1 to {bits} processors "
+                   f"(1 .. 2**{bits}-1)", "sidecar.value")
+    return value
+
+
+def _check_keys(ctx: _Ctx, data: dict, allowed: tuple[str, ...], what: str,
+                layer: int | None = None, name: str | None = None) -> None:
+    for key in data:
+        if key not in allowed:
+            raise ctx.fail("sidecar.unknown-key", f"unknown {what} key `{key}`",
+                           _suggest(str(key), allowed), layer=layer, name=name,
+                           key=str(key))
+    for group in SYNONYMS:
+        given = [k for k in group if k in data]
+        if len(given) > 1:
+            raise ctx.fail("sidecar.conflict",
+                           f"{' and '.join(f'`{k}`' for k in given)} set the same thing",
+                           f"keep only one of them (`{given[0]}`)", layer=layer, name=name,
+                           key=given[1])
+
+
+def load_yaml(text: str, source: str = "<string>") -> dict:
+    ctx = _Ctx(source)
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except Ai8xError as exc:
+        raise Ai8xError(exc.code, f"{source}: {exc.diagnostics[0].where}",
+                        exc.diagnostics[0].message, exc.diagnostics[0].hint) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "file"
+        raise ctx.fail("sidecar.yaml", f"not valid YAML at {where}: "
+                       f"{getattr(exc, 'problem', None) or exc}",
+                       "check indentation and that list items start with `- `") from None
+    if not isinstance(data, dict):
+        raise ctx.fail("sidecar.structure", "the sidecar must be a YAML mapping with `arch`, "
+                       "`dataset` and `layers`", "see the example in the documentation")
+    return data
+
+
+def parse_file(path: str | Path) -> Sidecar:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise Ai8xError("usage.missing-file", str(path), "sidecar file not found",
+                        "check the --config-file path", exit_code=EXIT_USAGE) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise Ai8xError("sidecar.unreadable", str(path), f"cannot read the sidecar ({exc})",
+                        "pass a UTF-8 YAML file") from None
+    return parse_text(text, str(path))
+
+
+def parse_text(text: str, source: str = "<string>") -> Sidecar:
+    return parse_dict(load_yaml(text, source), source)
+
+
+def parse_dict(cfg: dict, source: str = "<string>") -> Sidecar:
+    """Validate a loaded YAML mapping and apply the language's per-layer defaults."""
+    ctx = _Ctx(source)
+    _check_keys(ctx, cfg, GLOBAL_KEYS, "global")
+    for key in ("arch", "dataset", "layers"):
+        if key not in cfg:
+            raise ctx.fail("sidecar.missing-key", f"the mandatory global key `{key}` is missing",
+                           "a sidecar needs `arch`, `dataset` and `layers`", key=key)
+    for key in ("arch", "dataset"):
+        if not isinstance(cfg[key], str | int | float) or isinstance(cfg[key], bool):
+            raise ctx.fail("sidecar.type", f"`{key}` must be a name, got {cfg[key]!r}", key=key)
+    layers_cfg = cfg["layers"]
+    if not isinstance(layers_cfg, list) or not layers_cfg:
+        raise ctx.fail("sidecar.type", "`layers` must be a non-empty list of layer mappings",
+                       "start each layer with `- `", key="layers")
+
+    buffers = _data_buffers(ctx, cfg.get("data_buffer"))
+    buffer_names = {b.name.lower() for b in buffers or ()}
+
+    parsed: dict[int, tuple[dict, int]] = {}
+    sequence = 0
+    for yaml_index, entry in enumerate(layers_cfg):
+        if not isinstance(entry, dict):
+            raise ctx.fail("sidecar.type", f"layer entries must be mappings, got {entry!r}",
+                           "write each layer as `- key: value` lines", layer=yaml_index)
+        rd = _LayerReader(ctx, yaml_index, entry)
+        _check_keys(ctx, entry, LAYER_KEYS, "layer", yaml_index, rd.name)
+        if rd.has("sequence"):
+            sequence = rd.int("sequence", 0)
+        if sequence in parsed:
+            raise rd.fail("sequence", f"sequence {sequence} is used by two layers "
+                          f"(file positions {parsed[sequence][1]} and {yaml_index})",
+                          "give every layer its own `sequence`", code="sidecar.duplicate")
+        parsed[sequence] = (entry, yaml_index)
+        sequence += 1
+
+    # Sequence numbers may have gaps: layers run in sorted order (seed 004, `sequence`).
+    order = sorted(parsed)
+    names: list[str | None] = []
+    for seq in order:
+        entry, yaml_index = parsed[seq]
+        name = entry.get("name")
+        if name is None:
+            names.append(None)
+            continue
+        if not isinstance(name, str) or not name:
+            raise ctx.fail("sidecar.type", f"`name` must be a word, got {name!r}",
+                           layer=yaml_index, key="name")
+        if name.lower() in RESERVED_NAMES:
+            raise ctx.fail("sidecar.value", f"`{name}` is a reserved name",
+                           "`stop` and `input` have special meaning; pick another name",
+                           layer=yaml_index, name=name, key="name")
+        if name.lower() in [n.lower() for n in names if n] or name.lower() in buffer_names:
+            raise ctx.fail("sidecar.duplicate", f"the layer name `{name}` is used twice",
+                           "layer names must be unique (case does not count)",
+                           layer=yaml_index, name=name, key="name")
+        names.append(name)
+
+    layers = []
+    for index, seq in enumerate(order):
+        entry, yaml_index = parsed[seq]
+        layers.append(_parse_layer(ctx, index, yaml_index, entry, names, buffer_names))
+    layers = _apply_shared_padding_quirk(layers)
+
+    for lay in layers:
+        if buffers and lay.in_sequences == (DATA_BUFFER,):
+            missing = [k for k in ("in_offset", "out_offset", "in_dim", "in_channels")
+                       if k not in json.loads(lay.raw)]
+            if missing:
+                raise ctx.fail("sidecar.missing-key",
+                               "reading the data buffer needs "
+                               + ", ".join(f"`{k}`" for k in missing),
+                               "give `in_offset`, `out_offset`, `in_dim` and `in_channels`",
+                               layer=lay.index, name=lay.name, key=missing[0])
+
+    output_map = None
+    if "output_map" in cfg:
+        output_map = _mask(cfg["output_map"], 64,
+                           lambda msg, code: ctx.fail(code, msg, key="output_map"),
+                           "output_map")
+    snoop = None
+    if "snoop" in cfg:
+        val = cfg["snoop"]
+        if not isinstance(val, list) or not all(map(_is_int, val)):
+            raise ctx.fail("sidecar.type", "`snoop` must be a list of integers", key="snoop")
+        snoop = tuple(val)
+    bias = None
+    if "bias" in cfg:
+        val = cfg["bias"]
+        if not isinstance(val, list) or not all(map(_is_int, val)):
+            raise ctx.fail("sidecar.type", "`bias` must be a list of integers", key="bias")
+        bias = tuple(val)
+    return Sidecar(
+        source=source, arch=str(cfg["arch"]), dataset=str(cfg["dataset"]),
+        layers=tuple(layers), output_map=output_map, unload=_unloads(ctx, cfg.get("unload")),
+        data_buffer=buffers, snoop=snoop, bias=bias,
+        weights=json.dumps(cfg["weights"], sort_keys=True, default=str)
+        if "weights" in cfg else None)
+
+
+def _find(rd: _LayerReader, key: str, ref: int | str, names: list[str | None],
+          buffer_names: set[str], allow_stop: bool = False) -> int:
+    if isinstance(ref, int):
+        return ref
+    if ref == "input":
+        return INPUT
+    if allow_stop and ref == "stop":
+        return STOP
+    for i, n in enumerate(names):
+        if n is not None and n.lower() == ref:
+            return i
+    if ref in buffer_names:
+        return DATA_BUFFER
+    known = tuple(n.lower() for n in names if n) + tuple(buffer_names)
+    raise rd.fail(key, f"`{key}` names `{ref}`, but no layer has that name",
+                  _suggest(ref, known + ("input",)) if known else
+                  "give the layer a `name`, or use its number", code="sidecar.reference")
+
+
+def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
+                 names: list[str | None], buffer_names: set[str]) -> SidecarLayer:
+    rd = _LayerReader(ctx, yaml_index, entry)
+    v: dict = {}
+
+    if not rd.has("processors") or entry["processors"] in (None, 0):
+        raise rd.fail("processors", "`processors` is missing or zero; every layer needs the "
+                      "mask of processors that read its input",
+                      "e.g. `processors: 0x000000000000000f` for 4 channels",
+                      code="sidecar.missing-key")
+    v["processors"] = rd.mask("processors")
+    v["output_processors"] = rd.mask("output_processors") if rd.has("output_processors") \
+        else None
+
+    v["pooling"] = False
+    v["pool_average"] = False
+    v["pool"] = (1, 1)
+    for key in ("max_pool", "avg_pool"):
+        if rd.has(key):
+            v["pool"] = rd.pair(key)
+            v["pooling"] = True
+            v["pool_average"] = key == "avg_pool"
+    pool_stride = rd.pair("pool_stride") if rd.has("pool_stride") else None
+
+    quantization = None
+    if rd.has("quantization"):
+        val = entry["quantization"]
+        val = val.lower() if isinstance(val, str) else val
+        if val in ("bin", "binary"):
+            quantization = -1
+        elif _is_int(val) and val in (1, 2, 4, 8):
+            quantization = val
+        else:
+            raise rd.fail("quantization", f"`quantization` is {entry['quantization']!r}; "
+                          "it must be 1, 2, 4, 8 or binary")
+    v["quantization"] = quantization
+    v["output_shift"] = rd.int("output_shift", -15 - 7, 15) if rd.has("output_shift") \
+        else None
+
+    v["in_channels"] = rd.int("in_channels", 1) if rd.has("in_channels") else None
+    v["in_dim"] = None
+    if rd.has("in_dim"):
+        val = entry["in_dim"]
+        if _is_int(val):
+            val = [val, 1]  # 1-D length L is [L, 1]
+        if not isinstance(val, list) or len(val) not in (1, 2) or not all(map(_is_int, val)) \
+                or min(val) < 1:
+            raise rd.fail("in_dim", f"`in_dim` must be a length or [H, W], got "
+                          f"{entry['in_dim']!r}", code="sidecar.type")
+        v["in_dim"] = (val[0], val[1] if len(val) > 1 else 1)
+    v["in_crop"] = (0, 0)
+    if rd.has("in_crop"):
+        val = entry["in_crop"]
+        if not isinstance(val, list) or len(val) != 2 or not all(map(_is_int, val)) \
+                or min(val) < 0:
+            raise rd.fail("in_crop", f"`in_crop` must be [start, end] counts, got {val!r}",
+                          code="sidecar.type")
+        v["in_crop"] = (val[0], val[1])
+    key = "in_skip" if rd.has("in_skip") else "read_gap"
+    v["read_gap"] = rd.int(key, 0) if rd.has(key) else 0
+    v["in_channel_skip"] = rd.int("in_channel_skip", 0) if rd.has("in_channel_skip") else 0
+    v["in_offset"] = rd.int("in_offset", 0) if rd.has("in_offset") else None
+    v["out_channels"] = rd.int("out_channels", 1) if rd.has("out_channels") else None
+    v["out_offset"] = rd.int("out_offset", 0) if rd.has("out_offset") else 0
+    v["out_offset_given"] = rd.has("out_offset")
+
+    v["activation"] = None
+    for key in ("activate", "activation"):
+        if rd.has(key):
+            word = rd.word(key)
+            if word not in ACTIVATIONS:
+                raise rd.fail(key, f"`{key}` is {entry[key]!r}; it must be ReLU, Abs or None",
+                              _suggest(word, tuple(ACTIVATIONS)))
+            v["activation"] = ACTIVATIONS[word]
+
+    operator, eltwise, operands = OP_CONV2D, ELTWISE_NONE, 1
+    padding: Pair = (1, 1)
+    pad_given = False
+    kernel: Pair = DEFAULT_2D_KERNEL
+    op_key = next((k for k in ("convolution", "operation", "operator", "op") if rd.has(k)),
+                  None)
+    if op_key:
+        word = rd.word(op_key)
+        if word not in OPERATIONS:
+            raise rd.fail(op_key, f"`{op_key}` is {entry[op_key]!r}, not an operation",
+                          _suggest(word, tuple(OPERATIONS)))
+        operator, eltwise = OPERATIONS[word]
+        if operator == OP_NONE:
+            padding = (0, 0)
+        if eltwise != ELTWISE_NONE:
+            operands = 2
+        if operator == OP_LINEAR:
+            kernel, padding = (1, 1), (0, 0)
+    v["operator_given"] = op_key is not None
+
+    if rd.has("pad"):
+        pad = rd.int("pad", 0)
+        padding, pad_given = (pad, pad), True
+
+    v["dilation"] = (1, 1)
+    if rd.has("dilation"):
+        v["dilation"] = rd.pair("dilation")
+        if operator == OP_NONE:
+            raise rd.fail("dilation", "`dilation` needs a convolution; this layer has none",
+                          "remove `dilation` or set `operation: conv1d/conv2d`")
+
+    if rd.has("eltwise"):
+        word = rd.word("eltwise")
+        if word not in ELTWISE_VALUES:
+            raise rd.fail("eltwise", f"`eltwise` is {entry['eltwise']!r}; it must be add, sub, "
+                          "or or xor", _suggest(word, tuple(ELTWISE_VALUES)))
+        eltwise, operands = ELTWISE_VALUES[word], 2
+
+    v["pool_first"] = rd.bool("pool_first") if rd.has("pool_first") else True
+
+    if rd.has("operands"):
+        if eltwise == ELTWISE_NONE:
+            raise rd.fail("operands", "`operands` only applies to element-wise operations",
+                          "add `eltwise: add` (or use `operation: add`), or remove `operands`")
+        operands = rd.int("operands", 2, 16)
+
+    v["big_data"] = False
+    if rd.has("data_format"):
+        word = rd.word("data_format")
+        if word in ("chw", "big"):
+            v["big_data"] = True
+        elif word not in ("hwc", "little"):
+            raise rd.fail("data_format", f"`data_format` is {entry['data_format']!r}; it must "
+                          "be HWC (little) or CHW (big)")
+
+    v["output_width"] = 8
+    if rd.has("output_width"):
+        width = rd.int("output_width")
+        if width not in (8, 32):
+            raise rd.fail("output_width", f"`output_width` is {width}; it must be 8 or 32")
+        v["output_width"] = width
+
+    v["kernel_given"] = rd.has("kernel_size")
+    if rd.has("kernel_size"):
+        if operator == OP_LINEAR:
+            raise rd.fail("kernel_size", "a linear layer has no `kernel_size` (it is 1x1)",
+                          "remove `kernel_size`")
+        text = str(entry["kernel_size"]).lower().replace(" ", "")
+        if operator == OP_CONV2D:
+            if text not in ("1x1", "3x3"):
+                raise rd.fail("kernel_size", f"`kernel_size` is {entry['kernel_size']!r}; "
+                              "Conv2d supports 1x1 or 3x3")
+            kernel = (int(text[0]), int(text[2]))
+        elif operator == OP_CONVTRANSPOSE2D:
+            if text != "3x3":
+                raise rd.fail("kernel_size", f"`kernel_size` is {entry['kernel_size']!r}; "
+                              "ConvTranspose2d supports 3x3 only")
+            kernel = (3, 3)
+        else:
+            if not text.isdigit() or not 1 <= int(text) <= 9:
+                raise rd.fail("kernel_size", f"`kernel_size` is {entry['kernel_size']!r}; "
+                              "Conv1d supports 1 to 9",
+                              "Conv1d kernels are one number, e.g. `kernel_size: 3`")
+            kernel = (int(text), 1)
+    elif operator == OP_CONV1D:
+        kernel = DEFAULT_1D_KERNEL
+
+    stride: Pair = (1, 1)
+    if rd.has("stride"):
+        val = entry["stride"]
+        if isinstance(val, list):
+            if len(val) != 2 or not all(map(_is_int, val)) or val[0] != val[1]:
+                raise rd.fail("stride", f"`stride` is {val!r}; both dimensions must be equal")
+            val = val[0]
+        if not _is_int(val) or val < 1:
+            raise rd.fail("stride", f"`stride` must be a positive integer, got {val!r}",
+                          code="sidecar.type")
+        if v["pooling"] and val != 1:
+            raise rd.fail("stride", "a layer that pools must use `stride: 1`",
+                          "stride with `pool_stride` instead")
+        if operator == OP_CONVTRANSPOSE2D and val != 2:
+            raise rd.fail("stride", f"ConvTranspose2d always uses stride 2, not {val}",
+                          "remove `stride`")
+        stride = (val, val)
+
+    v["streaming"] = rd.bool("streaming") if rd.has("streaming") else False
+    v["flatten"] = rd.bool("flatten") if rd.has("flatten") else False
+
+    v["in_sequences"] = None
+    if rd.has("in_sequences"):
+        val = entry["in_sequences"]
+        items = val if isinstance(val, list) else [val]
+        if not items:
+            raise rd.fail("in_sequences", "`in_sequences` is an empty list",
+                          "list the layers (numbers or names) whose outputs are the input")
+        v["in_sequences"] = tuple(
+            _find(rd, "in_sequences", rd.reference("in_sequences", x), names, buffer_names)
+            for x in items)
+    for key in ("next_sequence", "simulated_sequence"):
+        v[key] = None
+        if rd.has(key):
+            v[key] = _find(rd, key, rd.reference(key, entry[key]), names, buffer_names,
+                           allow_stop=True)
+    v["snoop_sequence"] = rd.int("snoop_sequence") if rd.has("snoop_sequence") else None
+
+    key = "conv_groups" if rd.has("conv_groups") else "groups"
+    v["conv_groups"] = rd.int(key, 1) if rd.has(key) else 1
+    v["write_gap"] = rd.int("write_gap", 0) if rd.has("write_gap") else 0
+    v["bypass"] = rd.bool("bypass") if rd.has("bypass") else False
+
+    v["bias_group"] = None
+    key = "bias_quadrant" if rd.has("bias_quadrant") else "bias_group"
+    if rd.has(key):
+        val = entry[key]
+        items = [val] if _is_int(val) else val
+        if not isinstance(items, list) or not items or not all(map(_is_int, items)) \
+                or not all(0 <= g <= 3 for g in items):
+            raise rd.fail(key, f"`{key}` must be a group 0..3 or a list of them, got {val!r}")
+        v["bias_group"] = tuple(items)
+    v["calcx4"] = rd.bool("calcx4") if rd.has("calcx4") else False
+    v["tcalc"] = rd.bool("tcalc") if rd.has("tcalc") else None
+    v["readahead"] = rd.bool("readahead") if rd.has("readahead") else False
+
+    v["pool_dilation"] = (1, 1)
+    if rd.has("pool_dilation"):
+        v["pool_dilation"] = rd.pair("pool_dilation")
+        if not v["pooling"]:
+            raise rd.fail("pool_dilation", "`pool_dilation` needs pooling in the same layer",
+                          "add `max_pool`/`avg_pool`, or remove `pool_dilation`")
+
+    if rd.has("output_pad"):
+        out_pad = rd.int("output_pad", 0)
+        v["output_padding"] = (out_pad, out_pad)
+    else:
+        v["output_padding"] = (1, 1) if operator == OP_CONVTRANSPOSE2D else (0, 0)
+
+    v["output"] = rd.bool("output") if rd.has("output") else False
+    v["weight_source"] = None
+    if rd.has("weight_source"):
+        v["weight_source"] = _find(rd, "weight_source",
+                                   rd.reference("weight_source", entry["weight_source"]),
+                                   names, buffer_names)
+    v["buffer_shift"] = None
+    if rd.has("buffer_shift"):
+        v["buffer_shift"] = rd.int("buffer_shift", 1)
+        if not rd.has("in_sequences"):
+            raise rd.fail("buffer_shift", "`buffer_shift` needs `in_sequences` naming the "
+                          "data buffer", code="sidecar.missing-key")
+    v["buffer_insert"] = None
+    if rd.has("buffer_insert"):
+        v["buffer_insert"] = rd.int("buffer_insert", 1)
+        if not rd.has("out_offset"):
+            raise rd.fail("buffer_insert", "`buffer_insert` needs `out_offset`",
+                          code="sidecar.missing-key")
+
+    pool = v["pool"]
+    pool_dilation = v["pool_dilation"]
+    dilation = v["dilation"]
+    # 1-D layers have no second dimension: the vendor tool forces it to 1/0.
+    if operator == OP_CONV1D:
+        padding = (padding[0], 0)
+        pool = (pool[0], 1)
+        pool_stride = (pool_stride[0], 1) if pool_stride else None
+        stride = (stride[0], 1)
+        dilation = (dilation[0], 1)
+        pool_dilation = (pool_dilation[0], 1)
+    elif operator == OP_NONE:
+        kernel = (1, 1)
+    elif operator == OP_CONVTRANSPOSE2D:
+        stride = (2, 2)
+
+    if not v["pool_first"] and (operands == 1 or pool == (1, 1)):
+        raise rd.fail("pool_first", "`pool_first: false` only matters with both pooling and "
+                      "an element-wise operation", "remove `pool_first`")
+
+    return SidecarLayer(
+        index=index, yaml_index=yaml_index, name=rd.name, operator=operator, eltwise=eltwise,
+        operands=operands, padding=padding, pad_given=pad_given, kernel_size=kernel,
+        stride=stride, pool=pool, pool_stride=pool_stride or (1, 1),
+        pool_dilation=pool_dilation, dilation=dilation,
+        raw=json.dumps(entry, sort_keys=True, default=str),
+        **{k: v[k] for k in v if k not in ("pool", "pool_dilation", "dilation")})
+
+
+def _apply_shared_padding_quirk(layers: list[SidecarLayer]) -> list[SidecarLayer]:
+    """Reproduce how the vendor tool's default padding behaves across layers.
+
+    The vendor parser gives every convolution without `pad` one *shared* default [1, 1]
+    list and zeroes its second entry in place for a Conv1d layer; so as soon as one Conv1d
+    layer relies on the default pad, every layer relying on it gets padding [1, 0]. This
+    is invisible for 1-D networks and changes mixed 1-D/2-D networks only when pad is left
+    out; we do the same so a sidecar means what it meant to the vendor tool.
+    """
+    from dataclasses import replace
+
+    def uses_shared(lay: SidecarLayer) -> bool:
+        return not lay.pad_given and lay.operator in (OP_CONV1D, OP_CONV2D,
+                                                      OP_CONVTRANSPOSE2D)
+
+    if not any(uses_shared(lay) and lay.operator == OP_CONV1D for lay in layers):
+        return layers
+    return [replace(lay, padding=(lay.padding[0], 0)) if uses_shared(lay) else lay
+            for lay in layers]
+
+
+def _unloads(ctx: _Ctx, value: object) -> tuple[Unload, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        raise ctx.fail("sidecar.type", "`unload` must be a list of regions", key="unload")
+    items = []
+    for i, item in enumerate(value):
+        where_key = f"unload[{i}]"
+        if not isinstance(item, dict):
+            raise ctx.fail("sidecar.type", f"`{where_key}` must be a mapping", key=where_key)
+        for key in item:
+            if key not in UNLOAD_KEYS:
+                raise ctx.fail("sidecar.unknown-key", f"unknown `unload` key `{key}`",
+                               _suggest(str(key), UNLOAD_KEYS), key=f"{where_key}.{key}")
+        for key in ("processors", "channels", "dim", "offset"):
+            if key not in item:
+                raise ctx.fail("sidecar.missing-key", f"`unload` items need `{key}`",
+                               key=f"{where_key}.{key}")
+        items.append(Unload(
+            processors=_mask(item["processors"], 64,
+                             lambda msg, code, k=where_key: ctx.fail(code, msg, key=k),
+                             "processors"),
+            channels=_plain_int(ctx, item["channels"], f"{where_key}.channels", 1),
+            dim=_dim(ctx, item["dim"], f"{where_key}.dim"),
+            offset=_plain_int(ctx, item["offset"], f"{where_key}.offset", 0),
+            width=_plain_int(ctx, item.get("width", 8), f"{where_key}.width", 8),
+            write_gap=_plain_int(ctx, item.get("write_gap", 0), f"{where_key}.write_gap", 0)))
+    return tuple(items)
+
+
+def _data_buffers(ctx: _Ctx, value: object) -> tuple[DataBuffer, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value:
+        raise ctx.fail("sidecar.type", "`data_buffer` must be a list", key="data_buffer")
+    items = []
+    for i, item in enumerate(value):
+        where_key = f"data_buffer[{i}]"
+        if not isinstance(item, dict):
+            raise ctx.fail("sidecar.type", f"`{where_key}` must be a mapping", key=where_key)
+        for key in item:
+            if key not in DATA_BUFFER_KEYS:
+                raise ctx.fail("sidecar.unknown-key", f"unknown `data_buffer` key `{key}`",
+                               _suggest(str(key), DATA_BUFFER_KEYS), key=f"{where_key}.{key}")
+        for key in ("processors", "channels", "dim", "offset", "name"):
+            if key not in item:
+                raise ctx.fail("sidecar.missing-key", f"`data_buffer` needs `{key}`",
+                               key=f"{where_key}.{key}")
+        if not isinstance(item["name"], str):
+            raise ctx.fail("sidecar.type", "`data_buffer` `name` must be a word",
+                           key=f"{where_key}.name")
+        items.append(DataBuffer(
+            name=item["name"],
+            processors=_mask(item["processors"], 64,
+                             lambda msg, code, k=where_key: ctx.fail(code, msg, key=k),
+                             "processors"),
+            channels=_plain_int(ctx, item["channels"], f"{where_key}.channels", 1),
+            dim=_dim(ctx, item["dim"], f"{where_key}.dim"),
+            offset=_plain_int(ctx, item["offset"], f"{where_key}.offset", 0),
+            width=_plain_int(ctx, item.get("width", 8), f"{where_key}.width", 8)))
+    return tuple(items)
+
+
+def _plain_int(ctx: _Ctx, value: object, key: str, low: int) -> int:
+    if not _is_int(value) or value < low:
+        raise ctx.fail("sidecar.type", f"`{key}` must be an integer >= {low}, got {value!r}",
+                       key=key)
+    return value
+
+
+def _dim(ctx: _Ctx, value: object, key: str) -> Pair:
+    if _is_int(value) and value > 0:
+        return value, 1
+    if isinstance(value, list) and len(value) == 2 and all(map(_is_int, value)) \
+            and min(value) > 0:
+        return value[0], value[1]
+    raise ctx.fail("sidecar.type", f"`{key}` must be a length or [H, W], got {value!r}",
+                   key=key)
