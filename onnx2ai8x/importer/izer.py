@@ -1,0 +1,115 @@
+"""import-izer: a vendor project (sidecar YAML + quantized checkpoint) as ai8x-ONNX.
+
+The sidecar is resolved against the checkpoint exactly as the vendor tool does it
+(`onnx2ai8x.sidecar.resolve`), and the resulting Network is written by the one ONNX
+builder (`custom_ops.builder`, docs/design.md section 1). Each layer's main node is named
+after the sidecar's `name` (or `layer<N>`) and carries the sidecar entry as JSON in its
+`ai8x.sidecar` metadata, so `convert` can reproduce the vendor's mapping later.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import EXIT_USAGE, Ai8xError
+from ..fsutil import write_bytes_atomic
+from ..network import OP_CONVTRANSPOSE2D, OP_NONE, Network
+from ..sidecar import Sidecar, parse_file
+from ..sidecar.resolve import Resolved, resolve, to_network
+from .checkpoint import Checkpoint, read_checkpoint
+
+
+def _input_shape(sample: Path | str | Sequence[int] | None, sidecar: Sidecar,
+                 checkpoint: Checkpoint) -> tuple[int, ...]:
+    if isinstance(sample, str | Path):
+        from ..runner import load_sample
+
+        data = load_sample(Path(sample))
+        if data.ndim == 2:  # (C, L) 1-D data is held as (C, L, 1)
+            data = data[:, :, None]
+        if data.ndim != 3:
+            raise Ai8xError("usage.bad-input", str(sample),
+                            f"the sample has shape {data.shape}; expected (C, H, W), or "
+                            "(C, L) / (C, L, 1) for 1-D data",
+                            "save the sample without a batch dimension", exit_code=EXIT_USAGE)
+        return tuple(data.shape)
+    if sample is not None:
+        return tuple(int(x) for x in sample)
+    # Without a sample the dimensions must come from the sidecar's first layer.
+    first = sidecar.layers[0]
+    if first.in_dim is None:
+        raise Ai8xError("usage.bad-input", sidecar.where(first, "in_dim"),
+                        "the input dimensions are unknown: the checkpoint holds no data "
+                        "sizes and the first layer has no `in_dim`",
+                        "pass --sample <input.npy> (the vendor's sample_<dataset>.npy), or "
+                        "give the first layer `in_dim`", exit_code=EXIT_USAGE)
+    channels = first.in_channels
+    if channels is None and first.operator != OP_NONE and checkpoint.layers:
+        w = checkpoint.layers[0].weight
+        channels = w.shape[0] if first.operator == OP_CONVTRANSPOSE2D \
+            else w.shape[1] * first.conv_groups
+        channels *= first.operands
+    if channels is None:
+        raise Ai8xError("usage.bad-input", sidecar.where(first, "in_channels"),
+                        "the input channel count is unknown", "pass --sample <input.npy>",
+                        exit_code=EXIT_USAGE)
+    return (channels, *first.in_dim)
+
+
+def resolve_project(config_file: Path | str, checkpoint_file: Path | str, device: str,
+                    input_shape: Path | str | Sequence[int] | None = None) -> Resolved:
+    """Parse, load and resolve a vendor project (no ONNX yet)."""
+    sidecar = parse_file(config_file)
+    checkpoint = read_checkpoint(checkpoint_file)
+    shape = _input_shape(input_shape, sidecar, checkpoint)
+    return resolve(sidecar, checkpoint.layers, device, shape, checkpoint.arch)
+
+
+def layer_metadata(resolved: Resolved) -> dict[str, dict[str, str]]:
+    """Per main node: the layer's sidecar entry (`ai8x.sidecar`) as canonical JSON."""
+    meta = {}
+    for lay in resolved.layers:
+        mapping = json.loads(lay.sidecar_json)
+        # Masks as hex text: JSON readers lose 64-bit integers to floats.
+        for key in ("processors", "output_processors"):
+            if isinstance(mapping.get(key), int):
+                mapping[key] = f"0x{mapping[key]:016x}"
+        meta[lay.name] = {"ai8x.sidecar": json.dumps(mapping, sort_keys=True)}
+    return meta
+
+
+def build_onnx(resolved: Resolved, network: Network | None = None, doc: str = ""):
+    try:
+        from custom_ops.builder import build_model
+    except ImportError as exc:
+        raise Ai8xError("internal.builder-missing", "custom_ops.builder",
+                        f"the ai8x-ONNX builder is not available ({exc})",
+                        "reinstall onnx2ai8x") from None
+    network = network or to_network(resolved)
+    return build_model(network, layer_metadata=layer_metadata(resolved), doc=doc)
+
+
+def import_project(config_file: Path | str, checkpoint_file: Path | str, device: str,
+                   input_shape: Path | str | Sequence[int] | None = None):
+    """The ai8x-ONNX model (onnx.ModelProto) of a vendor project.
+
+    `input_shape` is a sample .npy path (int64 (C, H, W), or (C, L, 1) for 1-D data, as
+    the vendor tool reads it), an explicit shape, or None when the first layer's `in_dim`
+    gives it.
+    """
+    resolved = resolve_project(config_file, checkpoint_file, device, input_shape)
+    doc = (f"Imported by onnx2ai8x import-izer from {Path(config_file).name} and "
+           f"{Path(checkpoint_file).name} for {resolved.device}.")
+    return build_onnx(resolved, doc=doc)
+
+
+def import_izer_command(config_file: Path, checkpoint_file: Path, device: str, output: Path,
+                        sample: Path | None) -> None:
+    """CLI entry: import and write the ONNX file atomically (nothing written on error)."""
+    model = import_project(config_file, checkpoint_file, device, sample)
+    write_bytes_atomic(Path(output), model.SerializeToString())
+
+
+__all__ = ["build_onnx", "import_izer_command", "import_project", "layer_metadata",
+           "resolve_project"]
