@@ -85,6 +85,32 @@ DEFAULT_1D_KERNEL = (9, 1)  # vendor default for Conv1d without kernel_size
 RESERVED_NAMES = ("stop", "input")
 
 
+# What a key takes, shown as the fix when a value is wrong (seed 004, per-layer keys).
+KEY_HINTS = {
+    "processors": "a 64-bit hex mask, e.g. `processors: 0x000000000000000f`",
+    "output_processors": "a 64-bit hex mask, e.g. `output_processors: 0x00000000000000f0`",
+    "output_map": "a 64-bit hex mask, e.g. `output_map: 0x0000000000000ff0`",
+    "in_offset": "a byte offset in data memory, e.g. `in_offset: 0x4000`",
+    "out_offset": "a byte offset in data memory, e.g. `out_offset: 0x4000`",
+    "output_width": "`output_width: 8` (default) or `output_width: 32`",
+    "kernel_size": "Conv2d: `1x1` or `3x3`; Conv1d: 1 to 9; ConvTranspose2d: `3x3`",
+    "quantization": "`quantization: 1`, `2`, `4`, `8` or `binary` (MAX78002)",
+    "output_shift": "an integer; the total shift must stay within [-15, 15]",
+    "pad": "`pad: 0`, `1` or `2`",
+    "stride": "`stride: 1` (ConvTranspose2d: 2)",
+    "operands": "`operands: 2` to `16`",
+    "activate": "`activate: ReLU`, `Abs` or `None`",
+    "activation": "`activation: ReLU`, `Abs` or `None`",
+    "data_format": "`data_format: HWC` (default) or `CHW`",
+    "in_dim": "`in_dim: [H, W]` or a 1-D length `in_dim: L`",
+    "in_crop": "`in_crop: [start, end]`",
+    "sequence": "a layer number not used by another layer",
+    "bias_group": "a bias group 0..3 or a list of them",
+}
+BOOL_HINT = "write `true` or `false`"
+INT_HINT = "write a whole number"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate mapping keys (a silent overwrite hides typos)."""
 
@@ -128,6 +154,8 @@ class _Ctx:
 
     def fail(self, code: str, message: str, hint: str = "", *, layer: int | None = None,
              name: str | None = None, key: str | None = None) -> Ai8xError:
+        if not hint and key:
+            hint = KEY_HINTS.get(key.split(".")[-1], "")
         return Ai8xError(code, self.where(layer, name, key), message, hint)
 
 
@@ -162,17 +190,18 @@ class _LayerReader:
         value = self.data[key]
         if not _is_int(value):
             raise self.fail(key, f"`{key}` must be an integer, got {value!r}",
-                            code="sidecar.type")
+                            KEY_HINTS.get(key, INT_HINT), code="sidecar.type")
         if (low is not None and value < low) or (high is not None and value > high):
             rng = f"{low if low is not None else '-inf'} to {high if high is not None else 'inf'}"
-            raise self.fail(key, f"`{key}` is {value}; it must be {rng}")
+            raise self.fail(key, f"`{key}` is {value}; it must be {rng}",
+                            KEY_HINTS.get(key, f"use a value from {rng}"))
         return value
 
     def bool(self, key: str) -> bool:
         value = self.data[key]
         if isinstance(value, bool) or value in (0, 1):
             return bool(value)
-        raise self.fail(key, f"`{key}` must be true or false, got {value!r}",
+        raise self.fail(key, f"`{key}` must be true or false, got {value!r}", BOOL_HINT,
                         code="sidecar.type")
 
     def word(self, key: str) -> str:

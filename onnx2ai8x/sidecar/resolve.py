@@ -503,6 +503,10 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                 odim = tuple((pdim[a] - dil[a] * (k[a] - 1) - 1 + 2 * pad[a]) // st[a] + 1
                              for a in (0, 1))
             if lay.flatten:
+                if op == OP_NONE or pool != (1, 1):
+                    raise _fail(sidecar, lay, "flatten", "sidecar.value",
+                                "`flatten` cannot be combined with pooling or a passthrough "
+                                "layer", "pool in the layer before, or remove `flatten`")
                 px = pdim[0] * pdim[1]
                 if px > MAX_FLATTEN_PIXELS:
                     raise _fail(sidecar, lay, "flatten", "sidecar.dimension",
@@ -554,6 +558,17 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
             break
 
     # --- checks the vendor tool makes when it lays out the network ---
+    # Input maps first: an output map defaults to the next layer's input map, so a wrong
+    # `processors` is reported where it was written.
+    for ll in visited:
+        lay = layers[ll]
+        passes, per_pass = _expand_thresh(in_ch[ll], lim)
+        if _popcount(lay.processors) != per_pass:
+            raise _fail(sidecar, lay, "processors", "sidecar.processors",
+                        f"{in_ch[ll]} input channels need {per_pass} processors per pass "
+                        f"({passes} pass{'es' if passes > 1 else ''}), but `processors` "
+                        f"{lay.processors:#018x} enables {_popcount(lay.processors)}",
+                        f"enable exactly {per_pass} processors")
     for ll in range(count):
         if ll not in visited:
             continue
@@ -572,13 +587,6 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
             raise _fail(sidecar, lay, "output_shift", "sidecar.value",
                         "a passthrough layer cannot shift its output",
                         "remove `output_shift`")
-        passes, per_pass = _expand_thresh(in_ch[ll], lim)
-        if _popcount(lay.processors) != per_pass:
-            raise _fail(sidecar, lay, "processors", "sidecar.processors",
-                        f"{in_ch[ll]} input channels need {per_pass} processors per pass "
-                        f"({passes} pass{'es' if passes > 1 else ''}), but `processors` "
-                        f"{lay.processors:#018x} enables {_popcount(lay.processors)}",
-                        f"enable exactly {per_pass} processors")
         omap = out_map[ll]
         passes, per_pass = _expand_thresh(out_ch[ll], lim)
         if omap is not None and _popcount(omap) != per_pass:
@@ -596,10 +604,6 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                         f"`groups` {lay.conv_groups} must equal the input channels "
                         f"({in_ch[ll]}) and output channels ({out_ch[ll]}) (depthwise only)",
                         f"use `groups: {in_ch[ll]}` or `groups: 1`")
-        if lay.flatten and (lay.operator == OP_NONE or pools[ll] != (1, 1)):
-            raise _fail(sidecar, lay, "flatten", "sidecar.value",
-                        "`flatten` cannot be combined with pooling or a passthrough layer",
-                        "pool in the layer before, or remove `flatten`")
 
     resolved = []
     for i in range(count):
