@@ -324,6 +324,8 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                             "add a global `data_buffer`")
 
     assigned, quant, shift, in_ch, out_ch = _assign_weights(sidecar, weights, lim)
+    weight_in = list(in_ch)  # input channels the weights expect (linear: in_features)
+    arriving = [0] * n  # channels the data flow delivers to each layer
 
     # --- sequence walk: channels, links, processor maps (vendor izer.py, first pass) ---
     next_seq: list[int] = [lay.next_sequence if lay.next_sequence is not None else
@@ -354,16 +356,20 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                                 "only earlier layers' outputs (or -1/input) can be inputs")
                 else:
                     chans.append(out_ch[e])
+            # The vendor tool requires equal channel counts for concatenation too.
+            if any(c != chans[0] for c in chans):
+                what = "element-wise" if lay.eltwise != ELTWISE_NONE else "concatenated"
+                raise _fail(sidecar, lay, "in_sequences", "sidecar.channels",
+                            f"the {what} inputs have different channel counts "
+                            f"({', '.join(map(str, chans))})",
+                            "all inputs listed in `in_sequences` need the same channel count")
             if lay.eltwise == ELTWISE_NONE:
                 in_ch[ll] = sum(chans)  # concatenation on the channel axis
             else:
                 in_ch[ll] = chans[0]
-                if any(c != chans[0] for c in chans):
-                    raise _fail(sidecar, lay, "in_sequences", "sidecar.channels",
-                                "the element-wise inputs have different channel counts "
-                                f"({', '.join(map(str, chans))})",
-                                "all operands of an element-wise operation need the same "
-                                "channel count")
+            arriving[ll] = in_ch[ll]
+        else:
+            arriving[ll] = shape[0] // lay.operands if prev == -1 else out_ch[prev]
         if in_ch[ll] <= 0:
             in_ch[ll] = shape[0] // lay.operands if ll == 0 else out_ch[prev]
         if lay.in_channels is not None:
@@ -556,6 +562,24 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
         ll = next_seq[ll]
         if ll == -1:
             break
+
+    # Sidecar and checkpoint must agree on the data flowing into each weight layer (the
+    # vendor tool does not check this and computes garbage when they disagree).
+    for ll in visited:
+        lay = layers[ll]
+        if assigned[ll] is None or lay.in_channels is not None:
+            continue
+        pdim = pooled[ll] or (1, 1)
+        expect = arriving[ll] * (pdim[0] * pdim[1] if lay.flatten else 1)
+        if weight_in[ll] != expect:
+            src = "in_sequences" if lay.in_sequences is not None else None
+            came = f"{arriving[ll]} channels" + (f" x {pdim[0]}x{pdim[1]} pixels (flatten)"
+                                                  if lay.flatten else "")
+            raise _fail(sidecar, lay, src, "sidecar.channels",
+                        f"the checkpoint layer `{assigned[ll].name}` expects {weight_in[ll]} "
+                        f"inputs, but {came} arrive here",
+                        "check the layer order, `in_sequences` and `flatten` against the "
+                        "model, or set `in_channels`")
 
     # --- checks the vendor tool makes when it lays out the network ---
     # Input maps first: an output map defaults to the next layer's input map, so a wrong

@@ -104,3 +104,12 @@ def test_layer_numbering_in_messages():
     with pytest.raises(Ai8xError) as err:
         _one("  - processors: 1\n  - processors: 1\n    name: second\n    pad: x\n")
     assert "layer 1 (second), `pad`" in err.value.render()
+
+
+def test_sidecar_modules_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, onnx2ai8x.sidecar.resolve, onnx2ai8x.importer.izer; "
+            "sys.exit(1 if 'torch' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
