@@ -655,6 +655,13 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
             calcx4=lay.calcx4, tcalc=lay.tcalc,
             weights=None if ck is None else ck.weight,
             bias_hw=None if ck is None else ck.bias_hw, sidecar_json=lay.raw))
+    names = [lay.name for lay in resolved]
+    for i, lay in enumerate(resolved):
+        if names.index(lay.name) != i:
+            raise _fail(sidecar, layers[i], "name", "sidecar.duplicate",
+                        f"the layer name `{lay.name}` is also the default name of another "
+                        "layer (unnamed layers are called layer<N>)",
+                        "choose a name that is not layer<N>")
     return Resolved(device=lim.name, input_shape=shape, layers=tuple(resolved),
                     final_layer=final_layer, first_layer_used=min(visited),
                     sidecar=sidecar)
