@@ -1,0 +1,202 @@
+"""What the hardware actually runs per layer, derived once from (Network, Placement).
+
+The accelerator does not always run a layer in the shape the network states: a 1x1
+convolution next to a streaming layer runs on the 3x3 kernel hardware, a dilated Conv1d
+runs with a stretched kernel (or as a Conv2d), a transposed convolution uses flipped
+padding, and channel counts above 64 need several passes (seed 000, "Multi-Pass",
+"Streaming Mode", "Conv1d dilation" sections). Every register module reads these values
+instead of recomputing them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...network import OP_CONV2D, OP_CONVTRANSPOSE2D, OP_NONE, Network
+from ...placement import Placement
+from ..options import EmitOptions
+from .device import DeviceRegs, device_regs
+
+MAX_STREAM_LAYERS = 8  # both devices: the 1x1-to-3x3 rewrite looks at the first 9 layers
+# A dilated Conv1d whose stretched kernel still fits 9 taps keeps the Conv1d hardware.
+MAX_STRETCHED_KERNEL = 9
+
+
+def popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+def ffs(x: int) -> int:
+    """Index of the lowest set bit (-1 for 0)."""
+    return (x & -x).bit_length() - 1
+
+
+def fls(x: int) -> int:
+    """Index of the highest set bit (-1 for 0)."""
+    return x.bit_length() - 1
+
+
+@dataclass(frozen=True)
+class HwLayer:
+    """One layer as the hardware runs it (see module docstring)."""
+
+    operator: int  # hardware operator (a dilated Conv1d may run as Conv2d)
+    input_dim: tuple[int, int]
+    pooled_dim: tuple[int, int]
+    kernel_size: tuple[int, int]
+    padding: tuple[int, int]
+    in_expand: int  # input passes
+    in_expand_thresh: int
+    in_expand_invol: int
+    out_expand: int  # output passes
+    out_expand_thresh: int
+    tram_max: int
+    out_ignore: int
+    out_pad: int
+    broadcast: bool  # depthwise layer reading and writing the same processors
+    emulate_eltwise: bool  # multi-pass element-wise emulated as a taller passthrough
+    calcx4: bool
+    tcalc: bool
+    avgpool_reset: bool  # MAX78002: a reset layer is inserted before this one
+    snoop_sequence: int | None
+
+
+@dataclass(frozen=True)
+class HwNetwork:
+    """The whole network as the hardware runs it."""
+
+    network: Network
+    placement: Placement
+    dev: DeviceRegs
+    options: EmitOptions
+    layers: tuple[HwLayer, ...]
+    groups_used: tuple[int, ...]
+    hw_add_layers: tuple[int, ...]  # reset layers inserted before each layer (cumulative)
+    start_layer: int
+    pipeline: bool
+    binary_weights: bool
+
+    @property
+    def count(self) -> int:
+        return len(self.placement.layers)
+
+    @property
+    def sum_hw_layers(self) -> int:
+        return self.hw_add_layers[-1] if self.hw_add_layers else 0
+
+    def hw_index(self, ll: int) -> int:
+        return ll + self.hw_add_layers[ll]
+
+
+def _extra(placement: Placement, ll: int, key: str, default: object = None) -> object:
+    for k, v in placement.layers[ll].extra:
+        if k == key:
+            return v
+    return default
+
+
+def _expand(channels: int, max_proc: int, shared: int) -> tuple[int, int]:
+    passes = (channels + max_proc - 1) // max_proc
+    thresh = (channels + passes - 1) // passes
+    if channels > max_proc:
+        thresh = min((thresh + shared - 1) & ~(shared - 1), max_proc)
+    return passes, thresh
+
+
+def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
+    """The hardware view of a placed network (pure)."""
+    net = placement.network
+    dev = device_regs(placement.device)
+    layers = net.layers
+    places = placement.layers
+    count = len(places)
+    first = placement.first_layer_used
+    start_layer = 0
+    streaming = [p.streaming for p in places]
+    prev_seq = [p.prev_sequence for p in places]
+
+    kernel = [tuple(lay.kernel_size) for lay in layers]
+    padding = [tuple(lay.padding) for lay in layers]
+    # Streaming has no 1x1 path: such a convolution next to a streaming layer runs on the
+    # 3x3 hardware with the weight in the centre and padding 1 (same output size).
+    if dev.emulate_1x1_streaming:
+        for ll in range(min(MAX_STREAM_LAYERS + 1, count)):
+            lay = layers[ll]
+            near_stream = streaming[ll] or (prev_seq[ll] >= 0 and streaming[prev_seq[ll]])
+            if kernel[ll] == (1, 1) and lay.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D) \
+                    and near_stream:
+                kernel[ll] = (3, 3)
+                padding[ll] = (1, 1)
+
+    operands = [lay.operands for lay in layers]
+    out: list[HwLayer] = []
+    for ll in range(count):
+        lay, pl = layers[ll], places[ll]
+        op = lay.operator
+        in_dim = tuple(lay.input_dim)
+        pooled = tuple(lay.pooled_dim)
+        ksize = kernel[ll]
+        pad = padding[ll]
+        out_ignore = out_pad = 0
+        in_expand, in_thresh = _expand(lay.input_channels, dev.max_proc, dev.p_shared)
+        out_expand, out_thresh = _expand(lay.output_channels, dev.max_proc, dev.p_shared)
+        dil = lay.dilation[0]
+        if dil > 1:
+            k = lay.kernel_size[0]
+            if (k - 1) * dil < MAX_STRETCHED_KERNEL:
+                ksize = (k + (k - 1) * (dil - 1), 1)
+            else:
+                # Long dilation: Conv2d hardware, rows of `dilation` columns, pad 1.
+                op = OP_CONV2D
+                in_dim = ((lay.input_dim[0] + dil - 1) // dil, dil)
+                pooled = in_dim
+                pad = (1, 1)
+                ksize = (3, 3)
+                out_pad = in_dim[0] * in_dim[1] - lay.output_dim[0]
+                if k == 3:
+                    out_ignore = 4 * dil * out_expand
+        if op == OP_NONE:
+            tram_max = 1
+        elif op == OP_CONVTRANSPOSE2D:
+            # PyTorch's transposed-convolution padding is the complement of the hardware's.
+            pad = (ksize[0] - 1 - pad[0], ksize[1] - 1 - pad[1])
+            tram_max = max(0, (pooled[1] - 1) * lay.stride[1] + 1 + lay.output_padding[1]
+                           + 2 * pad[1] - ksize[1]) + 1
+        else:
+            tram_max = max(0, pooled[1] + 2 * pad[1] - ksize[1]) + 1
+        tcalc_given = _extra(placement, ll, "tcalc")
+        tcalc = bool(tcalc_given) if tcalc_given is not None \
+            else bool(pl.read_ahead and in_expand > 1)
+        invol = (in_expand + 3) & ~3 if tcalc else in_expand
+        broadcast = lay.conv_groups > 1 and pl.processor_map == pl.output_processor_map
+        emulate = (dev.emulate_eltwise_mp and lay.operands > 1 and in_expand > 1
+                   and lay.operands * in_expand != lay.operands + in_expand)
+        # The vendor indexes operands[prev_sequence] directly, so -1 means the last layer.
+        avg_reset = (dev.require_passthrough_avgpool_after_eltwise and ll > 0
+                     and operands[prev_seq[ll]] > 1 and lay.pool_average)
+        snoop_seq = _extra(placement, ll, "snoop_sequence")
+        out.append(HwLayer(
+            operator=op, input_dim=in_dim, pooled_dim=pooled, kernel_size=ksize, padding=pad,
+            in_expand=in_expand, in_expand_thresh=in_thresh, in_expand_invol=invol,
+            out_expand=out_expand, out_expand_thresh=out_thresh, tram_max=tram_max,
+            out_ignore=out_ignore, out_pad=out_pad, broadcast=broadcast,
+            emulate_eltwise=emulate, calcx4=bool(_extra(placement, ll, "calcx4", False)),
+            tcalc=tcalc, avgpool_reset=bool(avg_reset),
+            snoop_sequence=None if snoop_seq is None else int(snoop_seq)))  # type: ignore[arg-type]
+
+    used = 0
+    for ll in range(first, count):
+        used |= places[ll].processor_map
+    used |= places[placement.final_layer].output_processor_map
+    groups = tuple(g for g in range(dev.p_numgroups)
+                   if (used >> g * dev.p_numpro) & ((1 << dev.p_numpro) - 1))
+    add, total = [], 0
+    for ll in range(count):
+        if out[ll].avgpool_reset:
+            total += 1
+        add.append(total)
+    pipeline = dev.support_pipeline if options.pipeline is None \
+        else options.pipeline and dev.support_pipeline
+    binary = any(layers[ll].quantization == -1 for ll in range(first, count))
+    return HwNetwork(network=net, placement=placement, dev=dev, options=options,
+                     layers=tuple(out), groups_used=groups, hw_add_layers=tuple(add),
+                     start_layer=start_layer, pipeline=pipeline, binary_weights=binary)

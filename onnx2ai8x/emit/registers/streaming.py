@@ -1,0 +1,178 @@
+"""Streaming and FIFO registers per layer: stream start (prefill), the two stream deltas,
+the rollover (circular buffer size) and the input frame size (seed 000, "Streaming Mode",
+"FIFOs": CNNx16_n_Ly_STREAM1/2, _FMAX, CNNx16_n_IFRM).
+
+MAX78000 and MAX78002 compute these differently (MAX78002 counts padding and read-ahead
+in the prefill, and sizes the rollover buffer from it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import Ai8xError
+from .hwlayers import HwNetwork
+
+
+@dataclass(frozen=True)
+class StreamValues:
+    start: int
+    start_hwc: int  # MAX78002: prefill before CHW packing
+    delta1: int
+    delta2: int
+    invol: int
+    col_inc: int
+
+
+def _max78000(hw: HwNetwork, ll: int) -> StreamValues:
+    lay = hw.network.layers[ll]
+    pl = hw.placement.layers[ll]
+    h = hw.layers[ll]
+    start = delta1 = delta2 = 0
+    if ll == hw.start_layer and hw.options.uses_fifo:
+        if pl.streaming:
+            start = (lay.pool[0] - 1) * h.input_dim[1] + lay.pool[1]
+        else:
+            start = h.input_dim[0] * h.input_dim[1]
+            if pl.big_data:
+                start = (start + 3) // 4
+        start *= lay.pool[0]
+        if pl.streaming:
+            delta1 = (lay.pool_stride[1] - 1) * lay.operands
+            delta2 = (lay.pool[0] - 1) * h.input_dim[1] * lay.operands
+    elif ll > hw.start_layer and pl.streaming:
+        prev = pl.prev_sequence
+        ph = hw.layers[prev]
+        row = ph.pooled_dim[1] + 2 * ph.padding[1]
+        start = row * (ph.kernel_size[0] - 1 + lay.pool[0] - 1) \
+            + ph.kernel_size[1] - 1 + lay.pool[1]
+        delta1 = lay.pool_stride[1] * lay.operands
+        delta2 = (lay.pool_stride[0] - 1) * row + lay.pool[1] * lay.operands
+    return StreamValues(start, start, delta1, delta2, _invol(hw, ll), 0)
+
+
+def _max78002(hw: HwNetwork, ll: int) -> StreamValues:
+    lay = hw.network.layers[ll]
+    pl = hw.placement.layers[ll]
+    h = hw.layers[ll]
+    cols = h.input_dim[1]
+    pad = h.padding[1]
+    row_inc = max(lay.pool[0] * lay.pool_dilation[0], lay.pool_stride[0])
+    col_inc = max(lay.pool[1] * lay.pool_dilation[1], lay.pool_stride[1])
+    start = start_hwc = delta1 = delta2 = 0
+    effective_cols = 0
+    if pl.streaming:
+        effective_cols = cols // lay.pool_stride[1]
+        if effective_cols * lay.pool_stride[1] + lay.pool[1] - 1 > cols:
+            effective_cols -= 1
+    if ll == hw.start_layer and hw.options.uses_fifo:
+        if pl.streaming:
+            if lay.pool_stride[0] == 1 and lay.pool[0] == 1:
+                start = col_inc
+            else:
+                start = (row_inc * (cols + pad * 2) + pad + 2 * col_inc) * lay.operands
+                if pl.read_ahead:
+                    start += lay.pool_stride[1]
+        else:
+            start = h.input_dim[0] * h.input_dim[1]
+        start_hwc = start
+        if pl.big_data:
+            start = (start + 3) // 4
+    elif ll > hw.start_layer and pl.streaming:
+        start = pad * (cols + 2 * pad) \
+            + (row_inc * (cols + 2 * pad) + pad + 2 * col_inc) * lay.operands
+        if pl.read_ahead:
+            start += lay.pool_stride[1]
+        start_hwc = start
+        if pl.big_data:
+            start = (start + 3) // 4
+    if pl.streaming:
+        skipped = max(0, cols - effective_cols * lay.pool_stride[1])
+        delta1 = lay.pool_stride[1] * lay.operands
+        if ll == hw.start_layer:
+            if lay.pool_stride[0] == 1 and lay.pool[0] == 1:
+                delta1 -= 1
+            if pl.big_data:
+                delta1 = (delta1 + 3) // 4
+            if lay.pool_stride[0] == 1:
+                delta2 = delta1 + skipped
+            else:
+                delta2 = (lay.pool_stride[0] - 1) * cols + skipped + lay.pool[1] - 1
+            if pl.big_data:
+                delta2 = (delta2 + 3) // 4
+            if hw.pipeline and delta2 > 0:
+                delta2 += 1
+        else:
+            if pl.big_data:
+                delta1 = (delta1 + 3) // 4
+            if lay.pool_stride[0] == 1:
+                delta2 = delta1 + skipped
+            else:
+                delta2 = (lay.pool_stride[0] - 1) * cols + skipped
+            if pl.big_data:
+                delta2 = (delta2 + 3) // 4
+    return StreamValues(start, start_hwc, delta1, delta2, _invol(hw, ll), col_inc)
+
+
+def _invol(hw: HwNetwork, ll: int) -> int:
+    # Each streaming layer's TRAM volume starts after all earlier layers' passes.
+    if ll > hw.start_layer and hw.placement.layers[ll].streaming:
+        return sum(hw.layers[i].in_expand_invol for i in range(ll))
+    return 0
+
+
+def stream_values(hw: HwNetwork, ll: int) -> StreamValues:
+    if hw.dev.require_new_streaming:
+        return _max78002(hw, ll)
+    return _max78000(hw, ll)
+
+
+def stream1(hw: HwNetwork, sv: StreamValues) -> int:
+    return sv.start
+
+
+def stream2(hw: HwNetwork, ll: int, sv: StreamValues) -> int:
+    lay = hw.network.layers[ll]
+    if sv.invol >= 16:
+        raise Ai8xError("emit.limit", lay.name,
+                        f"streaming volume offset {sv.invol} exceeds the limit of 15",
+                        "use fewer streaming layers or fewer input passes")
+    return sv.delta2 << 16 | sv.delta1 << 4 | sv.invol
+
+
+def rollover(hw: HwNetwork, ll: int, sv: StreamValues) -> int | None:
+    """FIFO rollover (circular input buffer size, words); None when not streaming a FIFO."""
+    lay = hw.network.layers[ll]
+    pl = hw.placement.layers[ll]
+    h = hw.layers[ll]
+    if not (hw.options.uses_fifo and pl.streaming):
+        return None
+    if not hw.dev.require_new_streaming:
+        if pl.big_data:
+            val = 12
+        else:
+            val = sv.start + (lay.pool[0] - 1) * h.input_dim[1] \
+                + max(lay.stride[1], lay.pool_stride[1], lay.pool[1])
+        # The buffer must hold whole multi-pass groups.
+        rem = val % h.in_expand
+        return val + h.in_expand - rem if rem else val
+    cols, pad = h.input_dim[1], h.padding[1]
+    if ll == hw.start_layer:
+        val = sv.start_hwc + sv.col_inc + (lay.pool_stride[1] - 1) * (cols + pad * 2)
+        if pl.big_data:
+            val *= lay.pool_stride[1] * 4
+        return val
+    row_inc = max(lay.pool[0] * lay.pool_dilation[0], lay.pool_stride[0])
+    val = sv.start_hwc + (h.in_expand - 1) * (row_inc * cols + pad + sv.col_inc) + sv.col_inc
+    val += (h.in_expand - val % h.in_expand) % h.in_expand
+    if pl.big_data:
+        val = (val + 3) // 4
+    return val
+
+
+def input_frame(hw: HwNetwork, ll: int) -> int | None:
+    """Input frame size for the FIFO-fed first layer (None otherwise)."""
+    if not (ll == hw.start_layer and hw.options.uses_fifo):
+        return None
+    h = hw.layers[ll]
+    val = h.input_dim[0] * h.input_dim[1]
+    return (val + 3) // 4 if hw.placement.layers[ll].big_data else val

@@ -1,0 +1,60 @@
+"""Register writes as values, and the weight-memory facts the registers point at."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Write:
+    """`*((volatile uint32_t *) address) <op> value;` in the generated C."""
+
+    address: int
+    value: int
+    op: str = "="  # "=", "|=" or "&="
+    comment: str = ""
+
+    def c(self) -> str:
+        text = f"*((volatile uint32_t *) 0x{self.address:08x}) {self.op} 0x{self.value:08x};"
+        return text + (f" // {self.comment}" if self.comment else "")
+
+
+@dataclass
+class WriteList:
+    """Collects the writes of one C function (local to one emission run).
+
+    A register whose value is zero is left alone unless forced: the accelerator's
+    registers reset to zero, so the vendor tool (and we) skip those writes.
+    """
+
+    writes: list[Write] = field(default_factory=list)
+
+    def put(self, address: int, value: int, comment: str = "", *, force: bool = False) -> None:
+        if value != 0 or force:
+            self.writes.append(Write(address, value & 0xFFFFFFFF, "=", comment))
+
+    def modify(self, address: int, value: int, op: str, comment: str = "") -> None:
+        self.writes.append(Write(address, value & 0xFFFFFFFF, op, comment))
+
+    def done(self) -> tuple[Write, ...]:
+        return tuple(self.writes)
+
+
+BIAS_ALL_GROUPS = -1
+
+
+@dataclass(frozen=True)
+class WeightMemoryMap:
+    """Per layer, where its kernels and bias live (from kernel and bias allocation).
+
+    `kernel_offset`: first kernel-memory column (in 9-byte kernel units) of the layer;
+    `kernel_count`: kernels per processor; `kernel_out_channels`: output channels the
+    mask counter walks; `bias_offsets[layer][group]`: byte offset in that quadrant's bias
+    memory or None; `bias_group[layer]`: the quadrant holding the bias (None: no bias,
+    BIAS_ALL_GROUPS: a depthwise layer with bias in every quadrant it uses).
+    """
+
+    kernel_offset: tuple[int, ...]
+    kernel_count: tuple[int, ...]
+    kernel_out_channels: tuple[int, ...]
+    bias_offsets: tuple[tuple[int | None, ...], ...]
+    bias_group: tuple[int | None, ...]
