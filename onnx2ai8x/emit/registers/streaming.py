@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from ...errors import Ai8xError
 from .hwlayers import HwNetwork
 
+# The vendor tool starts every later MAX78000 streaming layer two elements late
+# (its `--increase-start` default); the hardware was validated with that margin.
+MAX78000_START_MARGIN = 2
+
 
 @dataclass(frozen=True)
 class StreamValues:
@@ -44,7 +48,7 @@ def _max78000(hw: HwNetwork, ll: int) -> StreamValues:
         ph = hw.layers[prev]
         row = ph.pooled_dim[1] + 2 * ph.padding[1]
         start = row * (ph.kernel_size[0] - 1 + lay.pool[0] - 1) \
-            + ph.kernel_size[1] - 1 + lay.pool[1]
+            + ph.kernel_size[1] - 1 + lay.pool[1] + MAX78000_START_MARGIN
         delta1 = lay.pool_stride[1] * lay.operands
         delta2 = (lay.pool_stride[0] - 1) * row + lay.pool[1] * lay.operands
     return StreamValues(start, start, delta1, delta2, _invol(hw, ll), 0)
@@ -59,11 +63,25 @@ def _max78002(hw: HwNetwork, ll: int) -> StreamValues:
     row_inc = max(lay.pool[0] * lay.pool_dilation[0], lay.pool_stride[0])
     col_inc = max(lay.pool[1] * lay.pool_dilation[1], lay.pool_stride[1])
     start = start_hwc = delta1 = delta2 = 0
-    effective_cols = 0
+    # Later layers use the revised equations (the vendor's `--debug-new-streaming`,
+    # on by default); the first layer keeps the original ones.
+    revised = ll > 0
+    effective_cols = col_adjust = 0
+    last_layer = False
     if pl.streaming:
-        effective_cols = cols // lay.pool_stride[1]
-        if effective_cols * lay.pool_stride[1] + lay.pool[1] - 1 > cols:
-            effective_cols -= 1
+        nxt = pl.next_sequence
+        # The vendor indexes `streaming[next_sequence]` directly (-1: the last layer).
+        last_layer = ll == hw.placement.final_layer or not hw.placement.layers[nxt].streaming
+        if revised:
+            effective_cols = cols // col_inc
+            if effective_cols * lay.pool_stride[1] + lay.pool[1] > cols:
+                effective_cols -= 1
+            col_adjust = 0 if col_inc == 1 else cols - effective_cols * col_inc
+        else:
+            effective_cols = cols // lay.pool_stride[1]
+            if effective_cols * lay.pool_stride[1] + lay.pool[1] - 1 > cols:
+                effective_cols -= 1
+            col_adjust = cols - effective_cols * col_inc
     if ll == hw.start_layer and hw.options.uses_fifo:
         if pl.streaming:
             if lay.pool_stride[0] == 1 and lay.pool[0] == 1:
@@ -78,10 +96,13 @@ def _max78002(hw: HwNetwork, ll: int) -> StreamValues:
         if pl.big_data:
             start = (start + 3) // 4
     elif ll > hw.start_layer and pl.streaming:
-        start = pad * (cols + 2 * pad) \
+        row_prim = (pad or lay.pool_stride[0]) if revised else pad
+        start = row_prim * (cols + 2 * pad) \
             + (row_inc * (cols + 2 * pad) + pad + 2 * col_inc) * lay.operands
         if pl.read_ahead:
             start += lay.pool_stride[1]
+        if last_layer and revised:
+            start += col_adjust * lay.pool_stride[1]
         start_hwc = start
         if pl.big_data:
             start = (start + 3) // 4
@@ -104,10 +125,11 @@ def _max78002(hw: HwNetwork, ll: int) -> StreamValues:
         else:
             if pl.big_data:
                 delta1 = (delta1 + 3) // 4
+            extra = col_adjust if revised else skipped
             if lay.pool_stride[0] == 1:
-                delta2 = delta1 + skipped
+                delta2 = delta1 + extra
             else:
-                delta2 = (lay.pool_stride[0] - 1) * cols + skipped
+                delta2 = (lay.pool_stride[0] - 1) * cols + extra
             if pl.big_data:
                 delta2 = (delta2 + 3) // 4
     return StreamValues(start, start_hwc, delta1, delta2, _invol(hw, ll), col_inc)
