@@ -39,6 +39,15 @@ class EmitOptions:
         return self.fifo or self.fast_fifo
 
     @classmethod
+    def from_cli(cls, **kw: object) -> EmitOptions:
+        """Options from the converter's command line (None / unset flags keep defaults)."""
+        values = {k: v for k, v in kw.items() if k in cls.__dataclass_fields__ and v is not None}
+        # The CLI flag can only switch the new kernel loader on; it is on by default.
+        if values.get("new_kernel_loader") is False:
+            values.pop("new_kernel_loader")
+        return cls(**values)  # type: ignore[arg-type]
+
+    @classmethod
     def from_vendor_args(cls, args: list[str]) -> EmitOptions:
         """Options from a vendor command line (golden `vendor_args`)."""
         kw: dict[str, object] = {}
