@@ -75,6 +75,19 @@ def _floor_div(out: str, num: str, den: str) -> list[onnx.NodeProto]:
     ]
 
 
+def _clip(out: str, x: str, lo: str, hi: str) -> list[onnx.NodeProto]:
+    """`out` = min(max(x, lo), hi) on int64, by comparisons.
+
+    Not `Clip`/`Min`/`Max`: onnxruntime 1.31 gets them wrong on int64 values beyond the
+    int32 range (Min(4294967294, 2147483647) returned 4294967294; found by
+    tests/custom_ops/test_ops.py). Less/Greater/Where are exact.
+    """
+    return [helper.make_node("Less", [x, lo], [f"{out}_below"]),
+            helper.make_node("Where", [f"{out}_below", lo, x], [f"{out}_lo"]),
+            helper.make_node("Greater", [f"{out}_lo", hi], [f"{out}_above"]),
+            helper.make_node("Where", [f"{out}_above", hi, f"{out}_lo"], [out])]
+
+
 def _output_shift_function() -> onnx.FunctionProto:
     # Y = floor(0.5 + X * 2**shift / 128), written for integers as
     # floor((X * 2**p + 64 * 2**q) / (128 * 2**q)) with p = max(shift, 0), q = max(-shift, 0).
@@ -98,12 +111,13 @@ def _output_shift_function() -> onnx.FunctionProto:
         # (or the 32-bit output register) cannot tell the difference.
         _const_int("lo", -(2 ** 31)),
         _const_int("hi", 2 ** 31 - 1),
-        helper.make_node("Clip", ["y", "lo", "hi"], ["yc"]),
+        *_clip("yc", "y", "lo", "hi"),
         helper.make_node("CastLike", ["yc", "X"], ["Y"]),
     ]
     return helper.make_function(DOMAIN, "OutputShift", ["X"], ["Y"], nodes,
                                 [helper.make_opsetid("", OPSET)],
-                                attributes=["shift", "weight_bits"])
+                                attributes=["shift"],
+                                attribute_protos=[helper.make_attribute("weight_bits", 8)])
 
 
 def _clamp_function() -> onnx.FunctionProto:
@@ -111,14 +125,15 @@ def _clamp_function() -> onnx.FunctionProto:
         helper.make_node("Cast", ["X"], ["x"], to=TensorProto.INT64),
         _const_from_attr("lo", "min"),
         _const_from_attr("hi", "max"),
-        helper.make_node("Clip", ["x", "lo", "hi"], ["y"]),
+        *_clip("y", "x", "lo", "hi"),
     ]
     cast = helper.make_node("Cast", ["y"], ["Y"])
     cast.attribute.append(_attr_ref("to", "to", onnx.AttributeProto.INT))
     nodes.append(cast)
     return helper.make_function(DOMAIN, "Clamp", ["X"], ["Y"], nodes,
                                 [helper.make_opsetid("", OPSET)],
-                                attributes=["min", "max", "to"])
+                                attributes=["min", "max"],
+                                attribute_protos=[helper.make_attribute("to", TensorProto.INT8)])
 
 
 def _pool_round_function() -> onnx.FunctionProto:
@@ -152,12 +167,14 @@ def _pool_round_function() -> onnx.FunctionProto:
         helper.make_node("Where", ["neg", "nm", "m"], ["v"]),
         _const_int("lo", -128),
         _const_int("hi", 127),
-        helper.make_node("Clip", ["v", "lo", "hi"], ["vc"]),
+        *_clip("vc", "v", "lo", "hi"),
         helper.make_node("Cast", ["vc"], ["Y"], to=TensorProto.INT8),
     ]
     return helper.make_function(DOMAIN, "PoolRound", ["X"], ["Y"], nodes,
                                 [helper.make_opsetid("", OPSET)],
-                                attributes=["count", "rounding"])
+                                attributes=["count"],
+                                attribute_protos=[helper.make_attribute("rounding",
+                                                                        ROUNDING_TRUNCATE)])
 
 
 def functions() -> list[onnx.FunctionProto]:
