@@ -87,7 +87,10 @@ def build_onnx(resolved: Resolved, network: Network | None = None, doc: str = ""
                         f"the ai8x-ONNX builder is not available ({exc})",
                         "reinstall onnx2ai8x") from None
     network = network or to_network(resolved)
-    return build_model(network, layer_metadata=layer_metadata(resolved), doc=doc)
+    # Graph outputs are the vendor's output layers (`output: true`, else the final layer).
+    outputs = [i for i, lay in enumerate(resolved.layers) if lay.output_layer]
+    return build_model(network, layer_metadata=layer_metadata(resolved), doc=doc,
+                       outputs=outputs)
 
 
 def import_project(config_file: Path | str, checkpoint_file: Path | str, device: str,

@@ -670,7 +670,11 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
 def to_network(resolved: Resolved) -> Network:
     """The Network (what to compute) of a resolved configuration."""
     out = []
-    for lay in resolved.layers:
+    for i, lay in enumerate(resolved.layers):
+        seqs = lay.in_sequences
+        if seqs is None and lay.prev_sequence != i - 1:
+            # a MAX78002 `next_sequence` jump: the input is the layer that ran before
+            seqs = (lay.prev_sequence,)
         out.append(Layer(
             name=lay.name, operator=lay.operator, input_channels=lay.input_channels,
             output_channels=lay.output_channels, input_dim=lay.input_dim or (0, 0),
@@ -682,7 +686,7 @@ def to_network(resolved: Resolved) -> Network:
             operands=lay.operands, activation=lay.activation,
             output_shift=lay.output_shift or 0, quantization=lay.quantization,
             output_width=lay.output_width, flatten=lay.flatten,
-            output_padding=lay.output_padding, in_sequences=lay.in_sequences,
+            output_padding=lay.output_padding, in_sequences=seqs,
             weights=lay.weights,
             bias=None if lay.bias_hw is None else lay.bias_hw * 128,
             bias_hw=lay.bias_hw))

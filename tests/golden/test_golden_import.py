@@ -21,10 +21,17 @@ pytest.importorskip("torch")
 _SIMULATED_STOP = ("the vendor's known answer follows `simulated_sequence: stop` on layer 0, "
                    "so expected_output holds layer 0's output; the imported graph (like the "
                    "hardware) runs the whole `next_sequence` chain and outputs the last layer")
+_SIMULATED_SKIP = ("a layer's `simulated_sequence` jumps past the next layers: the vendor's "
+                   "known answer assumes the MAX78002 snoop unit skips them at run time (a "
+                   "data-dependent jump), while the static ONNX graph follows `next_sequence` "
+                   "through every layer; a skipped binary depthwise layer (weights -1) "
+                   "negates the data, so every value differs in sign")
 KNOWN_DIFFERENCES: dict[str, str] = {
     "ai87-suite-snoop-noxval": _SIMULATED_STOP,
     "ai87-suite-snoop2-noxval": _SIMULATED_STOP,
     "ai87-suite-snoop2-stop": _SIMULATED_STOP,
+    "ai87-suite-snoop-skipl1": _SIMULATED_SKIP,
+    "ai87-suite-snoop2-skip": _SIMULATED_SKIP,
 }
 
 # Data memory geometry (vendor izer/tornadocnn.py): base of data SRAM, distance between
@@ -171,7 +178,7 @@ def test_output_layout_covers_expected_addresses(name):
                                        lay.write_gap))
     expected = json.load(gzip.open(case_dir / "expected.json.gz"))["expected_output"]
     addresses = {a + 4 * i for a, _, values in expected for i in range(len(values))}
-    if name in KNOWN_DIFFERENCES:
+    if KNOWN_DIFFERENCES.get(name) == _SIMULATED_STOP:  # a different layer is checked
         pytest.xfail(KNOWN_DIFFERENCES[name])
     assert addresses == set(words)
 
