@@ -62,6 +62,8 @@ class DeviceRegs:
     fast_fifo_cr: int = 0
     fast_fifo_ie: int = 2
     # geometry
+    sram_offset: int = 0x300000  # data memory, relative to cnn_base
+    mask_offs: int = 1024  # kernel memory word stride per processor (readback layout)
     p_numgroups: int = 4
     p_numpro: int = 16
     p_shared: int = 4
@@ -107,6 +109,10 @@ class DeviceRegs:
             return base + reg * 4 + layer * 4
         return base + reg * 4 * self.max_layers + layer * 4
 
+    def sram_addr(self, offset: int) -> int:
+        """Absolute address of a data-memory byte offset (quadrant 0 relative)."""
+        return APB_BASE + self.cnn_base + self.sram_offset + offset
+
     def fifo_addr(self, reg: int) -> int:
         return APB_BASE + reg * 4
 
@@ -130,7 +136,8 @@ MAX78002 = DeviceRegs(
     lctl=12, lctl2=13, mcnt=None, mcnt1=14, mcnt2=15, ochan=16, tptr=17, ena=18, post=19,
     stream1=0x2000, stream2=0x2008, fmax=0x2010, max_lreg=19, reg_ifrm=0x42018,
     reg_snoop=tuple(range(0x42020, 0x42038)),
-    instance_size=8192, write_ptr_shift=15, pad_cnt_offs=13, pad_ena_offs=15,
+    instance_size=8192, write_ptr_shift=15, sram_offset=0x800000, mask_offs=8192,
+    pad_cnt_offs=13, pad_ena_offs=15,
     cnt_diff_offs=16, cnt_inc_offs=4, mp_stride_offs=4, xpch_max_offs=12, rd_ahead_offs=17,
     cprime_max_offs=18, rprime_max_offs=22, shift_cnt_offs=26, ctl_pipeline_offs=5,
     require_reg_clear=True, support_pipeline=True, require_new_streaming=True,

@@ -1,0 +1,428 @@
+"""The C project writer: register program + memory contents -> SDK project files.
+
+Everything the C does is computed here in Python (register values in `registers`,
+memory contents by `onnx2ai8x.emit.memory` / `onnx2ai8x.emit.unload`); the Jinja2
+templates in `templates/` only lay the values out. The project is written atomically.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import Ai8xError
+from ..fsutil import write_dir_atomic
+from ..network import Network
+from ..placement import Placement
+from .options import EmitOptions
+from .registers import HwNetwork, RegisterProgram, WeightMemoryMap, derive, register_program
+from .registers.hwlayers import ffs, popcount
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
+WIDE_UNROLL = 8  # 32-bit output words copied per unload loop iteration
+NARROW_UNROLL = 1  # 8-bit output words unpacked per unload loop iteration
+
+FIFO_STATUS = 1  # FIFO status register index (bit n: FIFO n full)
+FIFO_DATA = 2  # first FIFO data register index
+FAST_FIFO_STATUS = 1
+FAST_FIFO_DATA = 4
+
+
+@dataclass(frozen=True)
+class ProjectData:
+    """The memory contents of a project (from kernel/bias allocation and the reference)."""
+
+    kernels: tuple[tuple[int, tuple[int, ...]], ...]  # (address, words) of the stream
+    bias: tuple[tuple[int, tuple[int, ...]], ...]  # (address, bytes)
+    inputs: tuple[tuple[int, tuple[int, ...]], ...]  # (address, words) memory loads
+    expected: tuple[tuple[int, int, tuple[int, ...]], ...]  # (address, mask, words)
+    memory: WeightMemoryMap
+
+
+@dataclass(frozen=True)
+class FifoFeed:
+    """How main.c feeds the input FIFOs."""
+
+    streams: int
+    status: int  # status register address
+    data: tuple[int, ...]  # data register address per stream
+    full_bit: tuple[int, ...]
+    lengths: tuple[int, ...]
+    words: tuple[tuple[int, ...], ...]
+
+    @property
+    def length(self) -> int:
+        return max(self.lengths)
+
+
+@dataclass(frozen=True)
+class UnloadCode:
+    buffer: str
+    declarations: tuple[str, ...]
+    body: tuple[str, ...]
+    words: int  # 32-bit words the output buffer needs
+
+
+def _tuples(items: Sequence) -> tuple:
+    return tuple(tuple(_tuples(x) if isinstance(x, list | tuple) else int(x) for x in item)
+                 if isinstance(item, list | tuple) else item for item in items)
+
+
+def weight_memory_map(placement: Placement) -> WeightMemoryMap:
+    """Per-layer kernel and bias placement from `onnx2ai8x.map` (kernel/bias allocation).
+
+    Integration point with the kernel/bias allocator: until `onnx2ai8x.map.kernels` and
+    `onnx2ai8x.map.bias` expose their per-layer results, this raises NotImplementedError.
+    """
+    try:
+        from ..map import bias as bias_alloc  # noqa: F401
+        from ..map import kernels as kernel_alloc  # noqa: F401
+    except ImportError as exc:
+        raise NotImplementedError("kernel/bias allocation is not available yet") from exc
+    raise NotImplementedError("kernel/bias allocation results are not wired in yet")
+
+
+def project_data(network: Network, placement: Placement, sample: np.ndarray,
+                 outputs: list[np.ndarray]) -> ProjectData:
+    """Memory contents from the data-section functions (onnx2ai8x.emit.memory / unload)."""
+    try:
+        from . import memory as mem_sections
+        from . import unload as unload_sections
+    except ImportError as exc:
+        raise NotImplementedError("data sections are not available yet") from exc
+    memory = weight_memory_map(placement)
+    kernels = mem_sections.kernel_stream(network, placement, memory)  # type: ignore[attr-defined]
+    bias = mem_sections.bias_loads(network, placement)  # type: ignore[attr-defined]
+    inputs = mem_sections.input_loads(network, placement, sample)  # type: ignore[attr-defined]
+    expected = unload_sections.expected_output(network, placement, outputs)  # type: ignore[attr-defined]
+    return ProjectData(kernels=_tuples(kernels), bias=_tuples(bias), inputs=_tuples(inputs),
+                       expected=_tuples(expected), memory=memory)
+
+
+def fifo_feed(hw: HwNetwork, sample: np.ndarray) -> FifoFeed:
+    """Words per input FIFO (seed 000, "FIFOs": CHW one channel per FIFO, four bytes
+    of a row per word; HWC four channels per word, one FIFO per group of four)."""
+    pl = hw.placement.layers[hw.start_layer]
+    lay = hw.network.layers[hw.start_layer]
+    data = np.asarray(sample, dtype=np.int64).reshape(lay.input_channels, -1)
+    chans, pixels = data.shape
+    if lay.operands != 1:
+        raise Ai8xError("emit.fifo", lay.name, "a FIFO-fed first layer takes one operand",
+                        "load element-wise inputs through memory (drop --fifo)")
+    pmap = pl.processor_map
+    streams: dict[int, list[int]] = {}
+    if pl.big_data:
+        for start in range(0, pixels, 4):
+            fifo, rest = 0, 0
+            for c in range(chans):
+                if rest == 0:
+                    rest, fifo = pmap, 0
+                while rest & 1 == 0:
+                    rest >>= 16
+                    fifo += 1
+                val = 0
+                for b in range(4):
+                    if start + b < pixels:
+                        val |= (int(data[c, start + b]) & 0xFF) << b * 8
+                streams.setdefault(fifo, []).append(val)
+                rest >>= 16
+                fifo += 1
+    else:
+        for px in range(pixels):
+            fifo, rest = 0, 0
+            for c in range(0, chans, 4):
+                if rest == 0:
+                    rest, fifo = pmap, 0
+                while rest & 0x0F == 0:
+                    rest >>= 16
+                    fifo += 1
+                val = 0
+                for b in range(4):
+                    if rest & 1 and c + b < chans:
+                        val |= (int(data[c + b, px]) & 0xFF) << b * 8
+                    rest >>= 1
+                streams.setdefault(fifo, []).append(val)
+                rest >>= 12
+                fifo += 1
+    order = sorted(streams)
+    dev = hw.dev
+    if hw.options.fast_fifo:
+        status = dev.fast_fifo_addr(FAST_FIFO_STATUS)
+        data_regs = tuple(dev.fast_fifo_addr(FAST_FIFO_DATA) for _ in order)
+        full = tuple(2 for _ in order)
+    else:
+        status = dev.fifo_addr(FIFO_STATUS)
+        data_regs = tuple(dev.fifo_addr(FIFO_DATA + f) for f in order)
+        full = tuple(1 << f for f in order)
+    words = tuple(tuple(streams[f]) for f in order)
+    return FifoFeed(streams=len(order), status=status, data=data_regs, full_bit=full,
+                    lengths=tuple(len(w) for w in words), words=words)
+
+
+def _output_layers(hw: HwNetwork) -> list[int]:
+    marked = [ll for ll, p in enumerate(hw.placement.layers) if p.output_layer]
+    return marked or [hw.placement.final_layer]
+
+
+def unload_code(hw: HwNetwork) -> UnloadCode:
+    """cnn_unload(): read the output layers' data memory into the caller's buffer.
+
+    Reads follow the output layout (seed 000, "Data memory": four channels per 32-bit
+    word in HWC order, each group of four output processors in its own memory instance,
+    `out_offset` and `write_gap` applied); 8-bit outputs are unpacked channel-major.
+    """
+    dev = hw.dev
+    outs = _output_layers(hw)
+    widths = {hw.network.layers[ll].output_width for ll in outs}
+    o_width = 32 if 8 not in widths else 8
+    body: list[str] = []
+    need_i = need_offs = False
+    out_addr = 0
+    written = 0
+    first = True
+    for ll in outs:
+        lay = hw.network.layers[ll]
+        pl = hw.placement.layers[ll]
+        h = hw.layers[ll]
+        chans, rows, cols = lay.output_channels, lay.output_dim[0], lay.output_dim[1]
+        pixels = rows * cols
+        if o_width != 32 and pixels != 1:
+            need_offs = True
+        out_size = lay.output_width // 8
+        omap = pl.output_processor_map
+        coffs_start = ffs(omap) & ~(dev.p_shared - 1)
+        map_init = omap >> coffs_start
+        width = h.out_expand * out_size
+        emit: list = []
+        c = 0
+        poffs, next_map = coffs_start, map_init
+        while c < chans:
+            if c % h.out_expand_thresh == 0:
+                poffs, next_map = coffs_start, map_init
+            expand = c // h.out_expand_thresh
+            proc = poffs & ~(dev.p_shared - 1)
+            for doffs in range(pixels):
+                this_map = next_map
+                offs = pl.out_offset + (((proc % dev.p_numpro) * dev.instance_size
+                                         | (proc // dev.p_numpro) * dev.group_stride // 4)
+                                        + doffs * width + expand * out_size) \
+                    * (pl.write_gap + 1) * 4
+                for shift in range(4):
+                    if this_map & 1:
+                        if o_width == 32:
+                            emit.append(offs)
+                            offs += 4
+                        elif out_size == 4:
+                            emit.extend((offs + 4 * shift, k) for k in range(4))
+                        else:
+                            emit.append((offs, shift))
+                    this_map >>= 1
+            poffs += 4
+            c += popcount(next_map & 0x0F)
+            next_map >>= 4
+        if o_width == 32:
+            idx = 0
+            while idx < len(emit):
+                delta = emit[idx + 1] - emit[idx] if idx + 1 < len(emit) else 4
+                run = 0
+                # Runs are measured from the list's start, as the vendor tool does; the
+                # reads are the same, only the loop split differs.
+                while idx + run + 1 < len(emit) and emit[run + 1] - emit[run] == delta:
+                    run += 1
+                addr = dev.sram_addr(emit[idx])
+                if out_addr == 0 or out_addr != addr:
+                    body.append(f"addr = (volatile uint32_t *) 0x{addr:08x};")
+                    out_addr = addr
+                remaining = run + 1
+                while remaining > 0:
+                    loops = max(1, remaining // WIDE_UNROLL)
+                    pad = "  " if loops > 1 else ""
+                    if loops > 1:
+                        need_i = True
+                        body.append(f"for (i = 0; i < {loops}; i++) {{")
+                    for _ in range(min(remaining, WIDE_UNROLL)):
+                        if delta == 4:
+                            body.append(f"{pad}*out_buf++ = *addr++;")
+                        else:
+                            body.append(f"{pad}*out_buf++ = *addr;")
+                            body.append(f"{pad}addr {'+' if delta >= 0 else '-'}= "
+                                        f"0x{abs(delta) // 4:04x};")
+                    if loops > 1:
+                        body.append("}")
+                    remaining -= loops * WIDE_UNROLL
+                    out_addr += loops * WIDE_UNROLL
+                idx += run + 1
+        else:
+            idx = 0
+            short = pixels == 1
+            if not short:
+                body.append("offs = 0x0000;")
+            if not first:
+                body.append(f"out_buf = ((uint8_t *) out_buf32) + 0x{written:04x};")
+            while idx < len(emit):
+                read = emit[idx][0]
+                shifts = []
+                count = 0
+                while idx + count < len(emit) and emit[idx + count][0] == read:
+                    shifts.append(emit[idx + count][1])
+                    count += 1
+                delta = emit[idx + count][0] - emit[idx][0] if idx + count < len(emit) else 4
+                run = 0
+                while idx + count * (run + 1) < len(emit) \
+                        and emit[idx + count * (run + 1)][0] - emit[idx + count * run][0] \
+                        == delta:
+                    run += 1
+                addr = dev.sram_addr(read)
+                if out_addr == 0 or out_addr != addr:
+                    body.append(f"addr = (volatile uint32_t *) 0x{addr:08x};")
+                    out_addr = addr
+                remaining = run + 1
+                while remaining > 0:
+                    loops = max(1, remaining // NARROW_UNROLL)
+                    pad = "  " if loops > 1 else ""
+                    if loops > 1:
+                        need_i = True
+                        body.append(f"for (i = 0; i < {loops}; i++) {{")
+                    for _ in range(min(remaining, NARROW_UNROLL)):
+                        if delta == 4:
+                            body.append(f"{pad}val = *addr++;")
+                        else:
+                            body.append(f"{pad}val = *addr;")
+                            body.append(f"{pad}addr {'+' if delta >= 0 else '-'}= "
+                                        f"0x{abs(delta) // 4:04x};")
+                        for shift in shifts:
+                            src = "val" if shift == 0 else f"(val >> {shift * 8})"
+                            if short:
+                                body.append(f"{pad}*out_buf++ = {src} & 0xff;")
+                            else:
+                                at = "offs" if shift == 0 else f"offs+0x{pixels * shift:02x}"
+                                body.append(f"{pad}out_buf[{at}] = {src} & 0xff;")
+                        if not short:
+                            body.append(f"{pad}offs++;")
+                    if loops > 1:
+                        body.append("}")
+                    remaining -= loops * NARROW_UNROLL
+                    out_addr += 4 * loops * NARROW_UNROLL
+                idx += (run + 1) * count
+                if not short and idx < len(emit) and count > 1:
+                    body.append(f"offs += 0x{pixels * (count - 1):04x};")
+        written += chans * pixels * lay.output_width // 8
+        first = False
+    decl = []
+    if o_width != 32:
+        decl += ["uint8_t *out_buf = (uint8_t *) out_buf32;", "uint32_t val;"]
+    decl.append("volatile uint32_t *addr;")
+    if need_i:
+        decl.append("int i;")
+    if need_offs:
+        decl.append("uint32_t offs;")
+    return UnloadCode(buffer="out_buf32" if o_width != 32 else "out_buf",
+                      declarations=tuple(decl), body=tuple(body), words=(written + 3) // 4)
+
+
+def _environment():
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                              undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def _boost(value: str | None, name: str) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        port, pin = (int(x) for x in value.split("."))
+    except ValueError:
+        raise Ai8xError("usage.boost", name, f"--boost `{value}` is not PORT.PIN",
+                        "use e.g. --boost 2.5 for port 2 pin 5") from None
+    return port, pin
+
+
+def render_project(placement: Placement, program: RegisterProgram, data: ProjectData,
+                   options: EmitOptions, sample: np.ndarray | None = None,
+                   name: str | None = None) -> dict[str, str]:
+    """File name -> text of the C project (pure)."""
+    if options.mlator:
+        raise Ai8xError("emit.option", "--mlator", "--mlator is not supported yet",
+                        "drop --mlator (the unload reads memory directly)")
+    hw = derive(placement, options)
+    net = placement.network
+    name = name or net.name
+    if options.uses_fifo:
+        if sample is None:
+            raise Ai8xError("emit.fifo", name, "a FIFO project needs the sample input",
+                            "pass the sample to write_project")
+        fifo = fifo_feed(hw, sample)
+        input_words = fifo.words
+    else:
+        fifo = None
+        input_words = tuple(words for _, words in data.inputs)
+    unload = unload_code(hw)
+    final = placement.final_layer
+    final_layer = net.layers[final]
+    group_mask = sum(1 << g for g in hw.groups_used)
+    pipeline = hw.pipeline
+    ctx = dict(
+        name=name, device=placement.device, layer_count=hw.count,
+        input_format="CHW" if placement.layers[hw.start_layer].big_data else "HWC",
+        program=program, kernels=data.kernels, bias=data.bias, inputs=data.inputs,
+        input_words=input_words, expected=data.expected, fifo=fifo, unload=unload,
+        unload_words=max(1, unload.words), num_outputs=final_layer.output_channels,
+        timer=options.timer, mexpress=options.mexpress,
+        mask_high=~(hw.dev.mask_offs - 1) & 0xFFFFFFFF, mask_low=hw.dev.mask_offs - 1,
+        group_mask=group_mask, group_unmask=~group_mask & 0xF,
+        has_pll=hw.dev.support_pipeline,
+        clock_source="IPLL" if hw.dev.support_pipeline else "PCLK",
+        clock_divider=1,
+        clock_comment="PLL, divider 1" if pipeline or hw.dev.support_pipeline
+        else "peripheral clock, divider 1",
+        softmax=options.softmax, softmax_wide=final_layer.output_width == 32,
+        softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
+        kat=not options.no_kat, unload_flag=not options.no_unload,
+        boost=_boost(options.boost, name), riscv=options.riscv,
+    )
+    env = _environment()
+    files = {
+        "cnn.h": "cnn.h.j2", "cnn.c": "cnn.c.j2", "weights.h": "weights.h.j2",
+        "main.c": "main.c.j2", "sampledata.h": "sampledata.h.j2",
+        "sampleoutput.h": "sampleoutput.h.j2", "Makefile": "Makefile.j2",
+        "project.mk": "project.mk.j2",
+    }
+    if options.softmax:
+        files["softmax.c"] = "softmax.c.j2"
+        files["softmax.h"] = "softmax.h.j2"
+    out = {}
+    for target, template in files.items():
+        tmpl = env.get_template(template)
+        out[target] = tmpl.render(**ctx)
+    return out
+
+
+def write_project(network: Network, placement: Placement, out_dir: Path | str, *,
+                  options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
+                  overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
+                  data: ProjectData | None = None) -> None:
+    """Write the C project for a placed network to `out_dir` (atomically).
+
+    `data` overrides the memory contents (tests); normally they come from the kernel/bias
+    allocation and the data-section functions.
+    """
+    if placement.network is not network:
+        placement = Placement(network=network, device=placement.device,
+                              layers=placement.layers, final_layer=placement.final_layer,
+                              first_layer_used=placement.first_layer_used)
+    if data is None:
+        data = project_data(network, placement, sample, outputs)
+    program = register_program(placement, data.memory, options)
+    files = render_project(placement, program, data, options, sample)
+
+    def fill(tmp: Path) -> None:
+        for fname, text in sorted(files.items()):
+            (tmp / fname).write_text(text, encoding="utf-8")
+        for fname, blob in sorted((extra_files or {}).items()):
+            (tmp / fname).write_bytes(blob)
+
+    write_dir_atomic(Path(out_dir), fill, overwrite)
