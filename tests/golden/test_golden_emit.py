@@ -81,3 +81,72 @@ def test_register_functions(name: str, golden_dir) -> None:
         diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
         assert not diff, f"{fn}: " + ", ".join(
             f"0x{k:08x}: {a.get(k, 'absent')!s} != {b.get(k, 'absent')!s}" for k in diff[:8])
+
+
+def _c2trace():
+    import importlib.util
+
+    path = GOLDEN.parent / "tools" / "c2trace.py"
+    if not path.is_file():
+        pytest.skip("../shared/tools/c2trace.py is absent")
+    spec = importlib.util.spec_from_file_location("c2trace", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", golden_params())
+def test_unload_code(name: str, golden_dir, tmp_path) -> None:
+    """cnn_unload() reads the same addresses, in the same blocks, as the vendor's."""
+    from onnx2ai8x.emit.project import unload_code
+
+    c2trace = _c2trace()
+    case = golden_dir / name
+    placement = case_placement(case)
+    code = unload_code(derive(placement, case_options(case)))
+    text = "int cnn_unload(uint32_t *out_buf)\n{\n" + "\n".join(code.body) + "\n}\n"
+    (tmp_path / "cnn.c").write_text(text)
+    assert c2trace.trace(tmp_path)["unload"] == _expected(name)["unload"]
+
+
+def _reference_outputs(case) -> list:
+    """The imported ONNX run on the sample (the project's reference numerics)."""
+    pytest.importorskip("torch")
+    import numpy as np
+
+    import custom_ops
+    from onnx2ai8x.importer.izer import import_project
+    from onnx2ai8x.runner import fit_to_input
+
+    device = json.loads((case / "case.json").read_text())["device"]
+    model = import_project(case / "network.yaml", case / "checkpoint.pth.tar", device,
+                           case / "sample.npy")
+    session = custom_ops.session(model)
+    inp = session.get_inputs()[0]
+    x = fit_to_input(np.load(case / "sample.npy"), len(inp.shape), case.name)
+    return [np.asarray(o)[0] for o in session.run(None, {inp.name: x})]
+
+
+@pytest.mark.parametrize("name", golden_params())
+def test_project_trace(name: str, golden_dir, tmp_path) -> None:
+    """The whole C project is register-exact with the vendor's (c2trace compare)."""
+    import numpy as np
+
+    from onnx2ai8x.emit.project import project_data, write_project
+
+    c2trace = _c2trace()
+    case = golden_dir / name
+    placement = case_placement(case)
+    sample = np.load(case / "sample.npy")
+    try:
+        from onnx2ai8x.emit.project import weight_memory_map
+        weight_memory_map(placement)
+    except NotImplementedError as exc:
+        pytest.skip(f"memory sections not available yet: {exc}")
+    outputs = _reference_outputs(case)
+    data = project_data(placement.network, placement, sample, outputs)
+    out = tmp_path / "project"
+    write_project(placement.network, placement, out, options=case_options(case),
+                  sample=sample, outputs=outputs, data=data)
+    diffs = c2trace.compare(c2trace.trace(out), _expected(name))
+    assert not diffs, "\n".join(diffs)
