@@ -348,6 +348,13 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     if options.mlator:
         raise Ai8xError("emit.option", "--mlator", "--mlator is not supported yet",
                         "drop --mlator (the unload reads memory directly)")
+    if options.riscv:
+        raise Ai8xError("emit.option", "--riscv", "RISC-V projects are not supported yet",
+                        "drop --riscv to generate an Arm project")
+    if options.fast_fifo:
+        # The fast FIFO is wired to the RISC-V core only (seed 000, "FIFOs").
+        raise Ai8xError("emit.option", "--fast-fifo", "the fast FIFO needs the RISC-V core",
+                        "use --fifo instead")
     hw = derive(placement, options)
     net = placement.network
     name = name or net.name

@@ -132,3 +132,10 @@ def test_output_is_deterministic(tmp_path: Path) -> None:
     b = _write(tmp_path / "b")
     for f in sorted(a.iterdir()):
         assert f.read_bytes() == (b / f.name).read_bytes()
+
+
+@pytest.mark.parametrize("options", [EmitOptions(riscv=True), EmitOptions(fast_fifo=True)])
+def test_unsupported_targets_are_user_errors(tmp_path: Path, options: EmitOptions) -> None:
+    with pytest.raises(Ai8xError, match="RISC-V"):
+        _write(tmp_path, options, streaming=True)
+    assert not (tmp_path / "proj").exists()
