@@ -1,0 +1,1 @@
+"""Mapping: processor, kernel-memory and bias-memory allocation (pure functions)."""
