@@ -38,9 +38,11 @@ def _args(case_dir) -> list[str]:
     return json.loads((case_dir / "case.json").read_text())["vendor_args"]
 
 
-def _plain(items) -> list:
-    return [[_plain(x) if isinstance(x, list | tuple) else int(x) for x in item]
-            for item in items]
+def _plain(value):
+    """Nested tuples/lists of integers as JSON-like lists of ints."""
+    if isinstance(value, list | tuple):
+        return [_plain(x) for x in value]
+    return int(value)
 
 
 def _first_difference(got: list, want: list) -> str:
