@@ -15,6 +15,7 @@ import onnx
 
 from onnx2ai8x.errors import EXIT_USAGE, Ai8xError
 
+from .fast import optimize
 from .ops import DOMAIN, VERSION, functions, register_schemas
 
 # The schemas make `onnx.checker` and shape inference know the ai8x ops by name; the
@@ -59,7 +60,7 @@ def session(path_or_model: str | os.PathLike | onnx.ModelProto, *, threads: int 
     """
     import onnxruntime as ort
 
-    model = add_functions(_load(path_or_model))
+    model = optimize(add_functions(_load(path_or_model)))
     # onnx's helpers stamp their newest IR version; the ops used need only IR 9 (opset 19).
     model.ir_version = min(model.ir_version, IR_VERSION)
     options = ort.SessionOptions()

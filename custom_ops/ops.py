@@ -51,67 +51,36 @@ def _const_int(out: str, value: int, dtype: int = TensorProto.INT64) -> onnx.Nod
                             value=helper.make_tensor(out, dtype, [], [value]))
 
 
-def _pow2(out: str, exponent: str) -> list[onnx.NodeProto]:
-    """`out` = 2**exponent as int64, exponent a non-negative int64 scalar (exact)."""
-    return [
-        _const_int(f"{out}_one", 1, TensorProto.UINT64),
-        helper.make_node("Cast", [exponent], [f"{out}_e"], to=TensorProto.UINT64),
-        helper.make_node("BitShift", [f"{out}_one", f"{out}_e"], [f"{out}_u"],
-                         direction="LEFT"),
-        helper.make_node("Cast", [f"{out}_u"], [out], to=TensorProto.INT64),
-    ]
-
-
-def _floor_div(out: str, num: str, den: str) -> list[onnx.NodeProto]:
-    """`out` = floor(num / den) for int64 tensors and den > 0.
-
-    `Mod` with fmod=0 takes the sign of the divisor, so num - mod is an exact multiple
-    of den and the division is exact whatever rounding `Div` uses for integers.
-    """
-    return [
-        helper.make_node("Mod", [num, den], [f"{out}_r"], fmod=0),
-        helper.make_node("Sub", [num, f"{out}_r"], [f"{out}_m"]),
-        helper.make_node("Div", [f"{out}_m", den], [out]),
-    ]
-
-
-def _clip(out: str, x: str, lo: str, hi: str) -> list[onnx.NodeProto]:
-    """`out` = min(max(x, lo), hi) on int64, by comparisons.
-
-    Not `Clip`/`Min`/`Max`: onnxruntime 1.31 gets them wrong on int64 values beyond the
-    int32 range (Min(4294967294, 2147483647) returned 4294967294; found by
-    tests/custom_ops/test_ops.py). Less/Greater/Where are exact.
-    """
-    return [helper.make_node("Less", [x, lo], [f"{out}_below"]),
-            helper.make_node("Where", [f"{out}_below", lo, x], [f"{out}_lo"]),
-            helper.make_node("Greater", [f"{out}_lo", hi], [f"{out}_above"]),
-            helper.make_node("Where", [f"{out}_above", hi, f"{out}_lo"], [out])]
+def _const_float(out: str, value: float, dtype: int = TensorProto.DOUBLE) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [out],
+                            value=helper.make_tensor(out, dtype, [], [value]))
 
 
 def _output_shift_function() -> onnx.FunctionProto:
-    # Y = floor(0.5 + X * 2**shift / 128), written for integers as
-    # floor((X * 2**p + 64 * 2**q) / (128 * 2**q)) with p = max(shift, 0), q = max(-shift, 0).
+    # Y = floor(0.5 + X * 2**(shift - 7)), the vendor's own float64 formula
+    # (izer/simulate.py: floor(0.5 + acc / (128 / 2**output_shift))). It is exact integer
+    # arithmetic here: X (an int32 accumulator) is exact in a double, scaling by a power
+    # of two is exact, |X * 2**(shift-7)| < 2**52 keeps "+ 0.5" exact, and Floor is exact.
+    # Doubles are used rather than int64 division because onnxruntime's integer
+    # Div/Mod are several times slower and its int64 Min/Max/Clip mis-compare values
+    # beyond the int32 range (found by tests/custom_ops/test_ops.py).
     nodes = [
-        helper.make_node("Cast", ["X"], ["x"], to=TensorProto.INT64),
+        helper.make_node("Cast", ["X"], ["x"], to=TensorProto.DOUBLE),
         _const_from_attr("s", "shift"),
-        _const_int("zero", 0),
-        helper.make_node("Max", ["s", "zero"], ["p"]),
-        helper.make_node("Neg", ["s"], ["ns"]),
-        helper.make_node("Max", ["ns", "zero"], ["q"]),
-        *_pow2("pp", "p"),
-        *_pow2("qq", "q"),
-        _const_int("half", ACC_DIVISOR // 2),
-        _const_int("div", ACC_DIVISOR),
-        helper.make_node("Mul", ["x", "pp"], ["xs"]),
-        helper.make_node("Mul", ["half", "qq"], ["hq"]),
-        helper.make_node("Add", ["xs", "hq"], ["num"]),
-        helper.make_node("Mul", ["div", "qq"], ["den"]),
-        *_floor_div("y", "num", "den"),
+        helper.make_node("Cast", ["s"], ["sd"], to=TensorProto.DOUBLE),
+        _const_float("seven", 7.0),
+        _const_float("two", 2.0),
+        _const_float("half", 0.5),
+        helper.make_node("Sub", ["sd", "seven"], ["e"]),
+        helper.make_node("Pow", ["two", "e"], ["scale"]),
+        helper.make_node("Mul", ["x", "scale"], ["xs"]),
+        helper.make_node("Add", ["xs", "half"], ["xh"]),
+        helper.make_node("Floor", ["xh"], ["y"]),
         # Saturate to int32 so the cast back is exact; the int8 clamp that follows
         # (or the 32-bit output register) cannot tell the difference.
-        _const_int("lo", -(2 ** 31)),
-        _const_int("hi", 2 ** 31 - 1),
-        *_clip("yc", "y", "lo", "hi"),
+        _const_float("lo", -(2.0 ** 31)),
+        _const_float("hi", 2.0 ** 31 - 1),
+        helper.make_node("Clip", ["y", "lo", "hi"], ["yc"]),
         helper.make_node("CastLike", ["yc", "X"], ["Y"]),
     ]
     return helper.make_function(DOMAIN, "OutputShift", ["X"], ["Y"], nodes,
@@ -121,11 +90,14 @@ def _output_shift_function() -> onnx.FunctionProto:
 
 
 def _clamp_function() -> onnx.FunctionProto:
+    # Bounds are cast to the input's type (the schema limits them to int8/int32/int64
+    # values of the bound's own range in practice: -128..127 or 0..127).
     nodes = [
-        helper.make_node("Cast", ["X"], ["x"], to=TensorProto.INT64),
-        _const_from_attr("lo", "min"),
-        _const_from_attr("hi", "max"),
-        *_clip("y", "x", "lo", "hi"),
+        _const_from_attr("lo64", "min"),
+        _const_from_attr("hi64", "max"),
+        helper.make_node("CastLike", ["lo64", "X"], ["lo"]),
+        helper.make_node("CastLike", ["hi64", "X"], ["hi"]),
+        helper.make_node("Clip", ["X", "lo", "hi"], ["y"]),
     ]
     cast = helper.make_node("Cast", ["y"], ["Y"])
     cast.attribute.append(_attr_ref("to", "to", onnx.AttributeProto.INT))
@@ -137,37 +109,34 @@ def _clamp_function() -> onnx.FunctionProto:
 
 
 def _pool_round_function() -> onnx.FunctionProto:
-    # X is the float mean of `count` int8 values. X * count recovers the exact integer
-    # window sum (|sum| <= 256 * 128 is far inside float32's exact range, and the mean's
-    # relative error of ~1e-7 moves it by < 0.01), then integer division rounds it.
+    # X is the float mean of `count` int8 values. Round(X * count) recovers the exact
+    # integer window sum S (|S| <= 256 * 128 is far inside float32's exact range and the
+    # mean's relative error of ~1e-7 moves X * count by < 0.01). q = S / count is then
+    # correctly rounded: a quotient that is not an integer or a half lies at least
+    # 1 / (2 * count) from one, far beyond float32's error at |q| <= 128, so
+    # floor(|q|) (truncate) and floor(|q| + 0.5) (nearest, half away from zero) are exact.
     nodes = [
         _const_from_attr("n", "count"),
         helper.make_node("Cast", ["n"], ["nf"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["X", "nf"], ["sf"]),
         helper.make_node("Round", ["sf"], ["sr"]),
-        helper.make_node("Cast", ["sr"], ["s"], to=TensorProto.INT64),
-        _const_int("zero", 0),
-        _const_int("two", 2),
-        helper.make_node("Less", ["s", "zero"], ["neg"]),
-        helper.make_node("Abs", ["s"], ["a"]),
-        # truncate: |s| div n (both non-negative, so every integer division agrees)
-        *_floor_div("t", "a", "n"),
-        # nearest, half away from zero: (2|s| + n) div 2n
-        helper.make_node("Mul", ["a", "two"], ["a2"]),
-        helper.make_node("Add", ["a2", "n"], ["a2n"]),
-        helper.make_node("Mul", ["n", "two"], ["n2"]),
-        *_floor_div("r", "a2n", "n2"),
+        helper.make_node("Div", ["sr", "nf"], ["q"]),
+        helper.make_node("Abs", ["q"], ["a"]),
         _const_from_attr("mode", "rounding", "value_string"),
         helper.make_node("Constant", [], ["nearest"],
                          value=helper.make_tensor("nearest", TensorProto.STRING, [],
                                                   [ROUNDING_NEAREST.encode()])),
         helper.make_node("Equal", ["mode", "nearest"], ["is_nearest"]),
-        helper.make_node("Where", ["is_nearest", "r", "t"], ["m"]),
-        helper.make_node("Neg", ["m"], ["nm"]),
-        helper.make_node("Where", ["neg", "nm", "m"], ["v"]),
-        _const_int("lo", -128),
-        _const_int("hi", 127),
-        *_clip("vc", "v", "lo", "hi"),
+        _const_float("half", 0.5, TensorProto.FLOAT),
+        _const_float("zero", 0.0, TensorProto.FLOAT),
+        helper.make_node("Where", ["is_nearest", "half", "zero"], ["bump"]),
+        helper.make_node("Add", ["a", "bump"], ["ab"]),
+        helper.make_node("Floor", ["ab"], ["m"]),
+        helper.make_node("Sign", ["q"], ["sg"]),
+        helper.make_node("Mul", ["m", "sg"], ["v"]),
+        _const_float("lo", -128.0, TensorProto.FLOAT),
+        _const_float("hi", 127.0, TensorProto.FLOAT),
+        helper.make_node("Clip", ["v", "lo", "hi"], ["vc"]),
         helper.make_node("Cast", ["vc"], ["Y"], to=TensorProto.INT8),
     ]
     return helper.make_function(DOMAIN, "PoolRound", ["X"], ["Y"], nodes,
@@ -207,7 +176,8 @@ def _schemas() -> list[onnx.defs.OpSchema]:
     output_shift = S(
         "OutputShift", DOMAIN, VERSION,
         "Scale an accumulator as the CNN output stage does: "
-        "Y = floor(0.5 + X * 2**shift / 128), exact, saturated to the int32 range.",
+        "Y = floor(0.5 + X * 2**shift / 128), exact for |X * 2**shift / 128| < 2**52, "
+        "saturated to the int32 range.",
         inputs=[P("X", "T", "accumulator (integer)")],
         outputs=[P("Y", "T", "scaled value, same type")],
         type_constraints=[("T", _INT_TYPES, "integer accumulators")],
