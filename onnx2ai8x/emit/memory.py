@@ -16,7 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import Ai8xError
+from ..network import Network
+from ..placement import Placement
 
 MAX_PROCESSORS = 64
 PROCESSORS_PER_QUADRANT = 16
@@ -83,3 +87,101 @@ def output_expansion(channels: int) -> tuple[int, int]:
         per_pass = min(-(-per_pass // PROCESSORS_PER_INSTANCE) * PROCESSORS_PER_INSTANCE,
                        MAX_PROCESSORS)
     return passes, per_pass
+
+
+START_LAYER = 0  # the vendor tool loads the input for layer 0 (its --start-layer default)
+
+
+def input_expansion(channels: int) -> tuple[int, int]:
+    """(passes, channels per pass) of a layer's input; same rule as the output."""
+    return output_expansion(channels)
+
+
+def input_loads(network: Network, placement: Placement, sample: np.ndarray,
+                *, fifo: bool = False) -> list[tuple[int, list[int]]]:
+    """`(address, words)` per `memcpy32` of the sample input into data memory.
+
+    HWC input (seed 000, "Data memory"): each quad of input processors gets one buffer;
+    per pixel one word per operand holding up to four channels (byte `p % 4` for
+    processor `p`), passes of a multi-pass input interleaved pixel by pixel.
+    CHW input ("big data"): one buffer per input processor, four consecutive pixels of
+    its channel per word. With FIFOs (`fifo=True`) nothing is loaded into memory.
+    """
+    if fifo:
+        return []
+    mem = data_memory(placement.device)
+    lay = network.layers[START_LAYER]
+    pl = placement.layers[START_LAYER]
+    chans = lay.input_channels
+    rows, cols = int(lay.input_dim[0]), int(lay.input_dim[1])
+    operands = lay.operands
+    arr = np.asarray(sample, dtype=np.int64)
+    if arr.size != operands * chans * rows * cols:
+        raise Ai8xError("emit.input", lay.name,
+                        f"sample has {arr.size} values, the first layer reads "
+                        f"{operands}x{chans}x{rows}x{cols}",
+                        "pass a sample shaped as the network input")
+    data = (arr.reshape(operands * chans, rows * cols) & 0xFF).astype(np.uint32)
+    passes, per_pass = input_expansion(chans)
+    pmap = pl.processor_map
+    if pl.big_data:
+        return _chw_loads(mem, pmap, pl.in_offset, data, chans, passes, per_pass)
+    loads: list[tuple[int, list[int]]] = []
+    pixels = rows * cols
+    # Per quad (processor of its first channel): (address, words) of every pass.
+    pending: dict[int, list[tuple[int, np.ndarray]]] = {}
+    c = 0
+    for ch in range(0, passes * MAX_PROCESSORS, PROCESSORS_PER_INSTANCE):
+        proc = ch % MAX_PROCESSORS
+        quad_map = (pmap >> proc) & 0xF
+        if not quad_map:
+            continue
+        expand = c // per_pass
+        addr = mem.base + mem.quad_word(proc) * 4 + expand * 4 * operands
+        if expand == 0:
+            addr += pl.in_offset
+        words = np.zeros((pixels, operands), dtype=np.uint32)
+        this_c = c
+        for slot in range(PROCESSORS_PER_INSTANCE):
+            if quad_map >> slot & 1:
+                if this_c < chans:
+                    for op in range(operands):
+                        words[:, op] |= data[this_c + op * chans] << np.uint32(8 * slot)
+                this_c += 1
+        pending.setdefault(proc, []).append((addr, words))
+        if expand == passes - 1:
+            # One buffer per quad: pass k of pixel i at word (i * passes + k) * operands.
+            parts = pending[proc]
+            merged = np.zeros((pixels, passes, operands), dtype=np.uint32)
+            for k, (_, w) in enumerate(parts):
+                merged[:, k, :] = w
+            loads.append((parts[0][0], [int(x) for x in merged.reshape(-1)]))
+        c += popcount(quad_map)
+        if c >= per_pass * passes:
+            break
+    return loads
+
+
+def _chw_loads(mem: DataMemory, pmap: int, in_offset: int, data: np.ndarray, chans: int,
+               passes: int, per_pass: int) -> list[tuple[int, list[int]]]:
+    """CHW input: each enabled processor's channel, four pixels per word (byte 0 first)."""
+    loads = []
+    c = 0
+    for ch in range(passes * MAX_PROCESSORS):
+        proc = ch % MAX_PROCESSORS
+        if not pmap >> proc & 1:
+            continue
+        expand = c // per_pass
+        addr = mem.base + mem.quad_word(proc) * 4 + expand * 4
+        if expand == 0:
+            addr += in_offset
+        values = data[c] if c < chans else np.zeros(data.shape[1], dtype=np.uint32)
+        padded = np.zeros(-(-values.size // 4) * 4, dtype=np.uint32)
+        padded[:values.size] = values
+        quads = padded.reshape(-1, 4)
+        words = quads[:, 0] | quads[:, 1] << 8 | quads[:, 2] << 16 | quads[:, 3] << 24
+        loads.append((addr, [int(x) for x in words]))
+        c += 1
+        if c >= per_pass * passes:
+            break
+    return loads

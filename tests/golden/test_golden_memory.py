@@ -82,3 +82,17 @@ def test_unload(name):
     got = _plain(unload_plan(placement.network, placement))
     want = _expected(name)["unload"]
     assert got == want, _first_difference(got, want)
+
+
+@pytest.mark.parametrize("name", golden_params())
+def test_input(name):
+    import numpy as np
+
+    from onnx2ai8x.emit.memory import input_loads
+
+    case_dir, placement = _case(name)
+    sample = np.load(case_dir / "sample.npy")
+    got = _plain(input_loads(placement.network, placement, sample,
+                             fifo="--fifo" in _args(case_dir)))
+    want = _expected(name)["input"]
+    assert got == want, _first_difference(got, want)
