@@ -34,6 +34,106 @@ def _unique(names: set[str], base: str) -> str:
     return name
 
 
+def _attr(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _match_output_stage(node, only_user, inits):
+    """(bias or None, folded nodes, shift, abs?, lo, hi) when `node` is followed by the
+    builder's 8-bit output stage [Add bias] -> OutputShift -> [Abs] -> Clamp(int8)."""
+    folded = []
+    cur = node.output[0]
+    bias = None
+    add = only_user(cur, "Add")
+    if add is not None and add.input[0] == cur and add.input[1] in inits:
+        bias = numpy_helper.to_array(inits[add.input[1]]).astype(np.int64)
+        folded.append(add)
+        cur = add.output[0]
+    shift = only_user(cur, "OutputShift", "ai8x")
+    if shift is None:
+        return None
+    folded.append(shift)
+    cur = shift.output[0]
+    absn = only_user(cur, "Abs")
+    if absn is not None:
+        folded.append(absn)
+        cur = absn.output[0]
+    clamp = only_user(cur, "Clamp", "ai8x")
+    if clamp is None or _attr(clamp, "to", TensorProto.INT8) != TensorProto.INT8:
+        return None
+    folded.append(clamp)
+    return (bias, folded, int(_attr(shift, "shift")), absn is not None,
+            int(_attr(clamp, "min")), int(_attr(clamp, "max")))
+
+
+def _fused_float_layer(node, x, weights, fused, names, new_inits):
+    """Conv/MatMul + bias + output shift + activation + clamp, all in float32.
+
+    Exact: the accumulator (bias included) is an integer below 2**24; scaling by a power
+    of two is exact; floor(v + 0.5) is exact whenever |v| < 2**23, and any larger value
+    is clamped to the same int8 result either way.
+    """
+    bias, folded, shift, use_abs, lo, hi = fused
+    base = node.name or node.output[0]
+    out = folded[-1].output[0]
+
+    def const(tag: str, arr) -> str:
+        name = _unique(names, f"{base}/{tag}")
+        new_inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name))
+        return name
+
+    def tensor(tag: str) -> str:
+        return _unique(names, f"{base}/{tag}")
+
+    nodes = []
+    acc = tensor("facc")
+    if node.op_type == "ConvInteger":
+        ins = [x, const("fweight", weights)]
+        if bias is not None:
+            ins.append(const("fbias", bias.reshape(-1)))
+        conv = helper.make_node("Conv", ins, [acc], name=acc)
+        conv.attribute.extend(node.attribute)
+        nodes.append(conv)
+    else:
+        mm = tensor("fmatmul") if bias is not None else acc
+        nodes.append(helper.make_node("MatMul", [x, const("fweight", weights)], [mm], name=mm))
+        if bias is not None:
+            nodes.append(helper.make_node("Add", [mm, const("fbias", bias.reshape(-1))], [acc],
+                                          name=acc))
+    scaled, rounded, floored = tensor("fscaled"), tensor("fhalf"), tensor("ffloor")
+    nodes += [
+        helper.make_node("Mul", [acc, const("fscale", 2.0 ** (shift - 7))], [scaled],
+                         name=scaled),
+        helper.make_node("Add", [scaled, const("fhalf_c", 0.5)], [rounded], name=rounded),
+        helper.make_node("Floor", [rounded], [floored], name=floored)]
+    cur = floored
+    if use_abs:
+        # abs after the int8 clip (vendor) equals clip(abs) to [0, 127] here
+        ab = tensor("fabs")
+        nodes.append(helper.make_node("Abs", [cur], [ab], name=ab))
+        cur = ab
+    clipped = tensor("fclip")
+    nodes.append(helper.make_node("Clip", [cur, const("flo", lo), const("fhi", hi)], [clipped],
+                                  name=clipped))
+    nodes.append(helper.make_node("Cast", [clipped], [out], name=node.name, to=TensorProto.INT8))
+    return nodes
+
+
+def _drop_dead_nodes(graph: onnx.GraphProto) -> None:
+    """Remove nodes none of whose outputs is used (the int8 casts the float path bypasses)."""
+    while True:
+        used = {i for node in graph.node for i in node.input}
+        used.update(o.name for o in graph.output)
+        live = [n for n in graph.node if any(o in used for o in n.output)]
+        if len(live) == len(graph.node):
+            return
+        del graph.node[:]
+        graph.node.extend(live)
+
+
 def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy of `model` with exact, faster kernels for its integer convolutions."""
     out = onnx.ModelProto()
@@ -46,7 +146,13 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
     new_nodes: list[onnx.NodeProto] = []
     new_inits: list[onnx.TensorProto] = []
 
+    # int8 tensor -> a float32 tensor holding the same integers (saves Cast round trips
+    # and lets pooling and convolution stay in onnxruntime's fast float layouts)
+    float_eq: dict[str, str] = {}
+
     def convert_input(x: str, kind: str) -> str:
+        if kind == "float" and x in float_eq:
+            return float_eq[x]
         key = (x, kind)
         if key not in converted:
             if kind == "float":
@@ -66,8 +172,35 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
             converted[key] = name
         return converted[key]
 
+    consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
+        for i in node.input:
+            consumers.setdefault(i, []).append(node)
+    outputs = {o.name for o in graph.output}
+    skip: set[int] = set()  # ids of nodes folded into a fused float layer
+
+    def only_user(tensor: str, op: str, domain: str = "") -> onnx.NodeProto | None:
+        users = consumers.get(tensor, [])
+        if tensor in outputs or len(users) != 1:
+            return None
+        user = users[0]
+        return user if user.op_type == op and user.domain == domain else None
+
+    for node in graph.node:
+        if id(node) in skip:
+            continue
         w = inits.get(node.input[1]) if len(node.input) == 2 else None
+        if node.op_type == "MaxPool" and node.domain in ("", "ai.onnx") \
+                and node.input[0] in float_eq and len(node.output) == 1:
+            # max of integers held exactly in float32 is exact
+            fout = _unique(names, f"{node.output[0]}/float")
+            fpool = helper.make_node("MaxPool", [float_eq[node.input[0]]], [fout], name=fout)
+            fpool.attribute.extend(node.attribute)
+            new_nodes.append(fpool)
+            new_nodes.append(helper.make_node("Cast", [fout], [node.output[0]], name=node.name,
+                                              to=TensorProto.INT8))
+            float_eq[node.output[0]] = fout
+            continue
         if node.op_type not in ("ConvInteger", "MatMulInteger") \
                 or node.domain not in ("", "ai.onnx") \
                 or w is None or w.data_type != TensorProto.INT8:
@@ -80,6 +213,17 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
             per_output = np.abs(weights).sum(axis=0)
         bound = int(per_output.max(initial=0)) * _SAMPLE_MAX
         acc = _unique(names, f"{node.name or node.output[0]}/acc")
+        fused = _match_output_stage(node, only_user, inits)
+        if fused is not None:
+            bias = fused[0]
+            fbound = bound + (int(np.abs(bias).max(initial=0)) if bias is not None else 0)
+            if fbound < FLOAT_EXACT_LIMIT:
+                x = convert_input(node.input[0], "float")
+                layer = _fused_float_layer(node, x, weights, fused, names, new_inits)
+                new_nodes.extend(layer)
+                float_eq[layer[-1].output[0]] = layer[-1].input[0]
+                skip.update(id(n) for n in fused[1])
+                continue
         if bound < FLOAT_EXACT_LIMIT:
             x = convert_input(node.input[0], "float")
             wname = _unique(names, f"{w.name}/float")
@@ -103,6 +247,7 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.node[:]
     graph.node.extend(new_nodes)
     graph.initializer.extend(new_inits)
+    _drop_dead_nodes(graph)
     used = {i for node in graph.node for i in node.input}
     used.update(o.name for o in graph.output)
     keep = [t for t in graph.initializer if t.name in used]
