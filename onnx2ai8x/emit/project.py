@@ -85,18 +85,26 @@ def weight_memory_map(placement: Placement) -> WeightMemoryMap:
 
 
 def project_data(network: Network, placement: Placement, sample: np.ndarray,
-                 outputs: list[np.ndarray]) -> ProjectData:
-    """Memory contents from the data-section functions (onnx2ai8x.emit.memory / unload)."""
-    try:
-        from . import memory as mem_sections
-        from . import unload as unload_sections
-    except ImportError as exc:
-        raise NotImplementedError("data sections are not available yet") from exc
+                 outputs: list[np.ndarray], options: EmitOptions | None = None) -> ProjectData:
+    """Memory contents from the data-section functions (onnx2ai8x.emit.memory / unload).
+
+    `outputs` are the reference outputs of `unload.known_answer_layers(placement)`.
+    """
+    from . import memory as mem_sections
+    from . import unload as unload_sections
+
+    options = options or EmitOptions()
     memory = weight_memory_map(placement)
-    kernels = mem_sections.kernel_stream(network, placement, memory)  # type: ignore[attr-defined]
-    bias = mem_sections.bias_loads(network, placement)  # type: ignore[attr-defined]
-    inputs = mem_sections.input_loads(network, placement, sample)  # type: ignore[attr-defined]
-    expected = unload_sections.expected_output(network, placement, outputs)  # type: ignore[attr-defined]
+    kernel_stream = getattr(mem_sections, "kernel_stream", None)
+    bias_loads = getattr(mem_sections, "bias_loads", None)
+    if kernel_stream is None or bias_loads is None:
+        raise NotImplementedError("kernel stream / bias loads are not available yet")
+    kernels = kernel_stream(network, placement, memory)
+    bias = bias_loads(network, placement, memory)
+    inputs = () if options.uses_fifo else \
+        mem_sections.input_loads(network, placement, sample)
+    expected = unload_sections.expected_output(network, placement, outputs,
+                                               max_checklines=options.max_checklines)
     return ProjectData(kernels=_tuples(kernels), bias=_tuples(bias), inputs=_tuples(inputs),
                        expected=_tuples(expected), memory=memory)
 
@@ -422,7 +430,7 @@ def write_project(network: Network, placement: Placement, out_dir: Path | str, *
                               layers=placement.layers, final_layer=placement.final_layer,
                               first_layer_used=placement.first_layer_used)
     if data is None:
-        data = project_data(network, placement, sample, outputs)
+        data = project_data(network, placement, sample, outputs, options)
     program = register_program(placement, data.memory, options)
     files = render_project(placement, program, data, options, sample)
 

@@ -144,7 +144,7 @@ def test_project_trace(name: str, golden_dir, tmp_path) -> None:
     except NotImplementedError as exc:
         pytest.skip(f"memory sections not available yet: {exc}")
     outputs = _reference_outputs(case)
-    data = project_data(placement.network, placement, sample, outputs)
+    data = project_data(placement.network, placement, sample, outputs, case_options(case))
     out = tmp_path / "project"
     write_project(placement.network, placement, out, options=case_options(case),
                   sample=sample, outputs=outputs, data=data)
