@@ -67,9 +67,11 @@ class Layer:
     # Graph connectivity: indices of producing layers; -1 is the network input.
     in_sequences: tuple[int, ...] | None = None
     # Integer weights in PyTorch layout (out, in/groups, kh, kw) / (out, in/groups, k) /
-    # linear (out, in); None for layers without weights.
+    # linear (out, in) / ConvTranspose2d (in, out/groups, kh, kw) as the checkpoint stores
+    # them (the builder flips the kernel); None for layers without weights.
     weights: np.ndarray | None = field(default=None, repr=False)
-    # Value added to the accumulator per output channel (already scaled), or None.
+    # Value added to the accumulator per output channel (already scaled: the hardware's
+    # 8-bit bias value * 128, whatever the weight width), or None.
     bias: np.ndarray | None = field(default=None, repr=False)
     # The hardware's 8-bit bias values as stored in bias memory, or None.
     bias_hw: np.ndarray | None = field(default=None, repr=False)
