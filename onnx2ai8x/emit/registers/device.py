@@ -69,6 +69,10 @@ class DeviceRegs:
     p_shared: int = 4
     instance_size: int = 2048
     write_ptr_shift: int = 13
+    # field widths the vendor checks (bits)
+    max_isval_bits: int = 14  # stream start
+    max_dsval2_bits: int = 12  # stream delta 2
+    max_fbuf_bits: int = 17  # rollover
     # field positions
     pad_cnt_offs: int = 16
     pad_ena_offs: int | None = None
@@ -137,6 +141,7 @@ MAX78002 = DeviceRegs(
     stream1=0x2000, stream2=0x2008, fmax=0x2010, max_lreg=19, reg_ifrm=0x42018,
     reg_snoop=tuple(range(0x42020, 0x42038)),
     instance_size=8192, write_ptr_shift=15, sram_offset=0x800000, mask_offs=8192,
+    max_isval_bits=15, max_dsval2_bits=14, max_fbuf_bits=18,
     pad_cnt_offs=13, pad_ena_offs=15,
     cnt_diff_offs=16, cnt_inc_offs=4, mp_stride_offs=4, xpch_max_offs=12, rd_ahead_offs=17,
     cprime_max_offs=18, rprime_max_offs=22, shift_cnt_offs=26, ctl_pipeline_offs=5,

@@ -160,7 +160,10 @@ def post_processing(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext,
     bias_group = mem.bias_group[ll]
     offs = mem.bias_offsets[ll][group] if mem.bias_offsets[ll] else None
     if lay.conv_groups == 1 and group == bias_group:
-        assert offs is not None
+        if offs is None:
+            raise Ai8xError("emit.internal", lay.name,
+                            f"the bias is placed in quadrant {group} without an offset",
+                            "report this: kernel/bias allocation is inconsistent")
         val |= 1 << 12 | (offs // 4 if h.calcx4 else offs)
     elif offs is not None and lay.conv_groups > 1:
         val |= 1 << 12 | (offs // 4 if h.broadcast else offs)

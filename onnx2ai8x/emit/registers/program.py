@@ -92,7 +92,7 @@ def _configure_layer(hw: HwNetwork, mem: WeightMemoryMap, ll: int, w: WriteList)
         reset_reg(group, dev.ena, _RESET_LAYER["ena"])
         lreg(group, dev.ena, layer_control.enables(hw, ctx, group),
              "Mask and processor enables")
-        lreg(group, dev.stream1, streaming.stream1(hw, sv), "Stream processing start")
+        lreg(group, dev.stream1, streaming.stream1(hw, ll, sv), "Stream processing start")
         lreg(group, dev.stream2, streaming.stream2(hw, ll, sv), "Stream processing delta")
         fmax = streaming.rollover(hw, ll, sv)
         if fmax is not None:
