@@ -1,0 +1,509 @@
+"""Automatic placement: processors and data memory for a Network without a sidecar.
+
+What the mapper decides and why (seed 000, "MAX78000 and MAX78002 Hardware and
+Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory"):
+
+* Processors. Each input channel of a layer runs on its own processor; beyond 64
+  channels the channels wrap in passes and the per-pass count rounds up to a multiple
+  of 4. The count is therefore fixed by the channel count; the mapper only chooses where
+  the block of processors starts. A layer's kernels live in the kernel memory of its
+  input processors, so the start is chosen where the layer's kernels land lowest in
+  kernel memory (this spreads layers over the 64 processors and keeps room for later
+  layers). Starts are multiples of 4: an output block that starts inside a memory
+  instance costs extra kernels (and mask cycles) for the skipped columns.
+* Cycles. The frame cycles of a layer (onnx2ai8x.map.latency) depend on the passes,
+  pooling, kernel and the output channels the mask counter walks; with the channel
+  count fixed, the only mapping choice that changes them is the alignment of the output
+  block, which is why blocks start on instance boundaries. Passthrough and depthwise
+  layers keep their data on the same processors (no data movement, broadcast mode).
+* Data format. HWC (four channels per word) except for a first layer whose HWC input
+  would not fit in one data memory instance: CHW (one channel per instance, four pixels
+  per word) takes a quarter of the memory and needs at most 16 channels.
+* Data memory. A layer's input offset is its producer's output offset. Outputs are
+  placed first-fit at the lowest offset that overwrites no data still needed by a later
+  layer (live ranges), in the byte lanes (processors) they use.
+* Element-wise operands are written interleaved (`write_gap` = operands - 1, operand k
+  at base + 4k: "each machine fetch gathers one operand", seed 004 "Residual
+  Connections"). Concatenated inputs sit on consecutive processor blocks at one offset
+  (single pass) or in consecutive passes at consecutive offsets (multi-pass), so the
+  consumer sees them contiguous.
+* Streaming is not chosen automatically; a network whose data does not fit raises an
+  Ai8xError asking for a sidecar with `streaming: true`.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import Ai8xError, Diagnostic
+from ..network import ELTWISE_NONE, OP_CONV1D, OP_NONE, Network
+from ..placement import LayerPlacement, Placement
+from .memory_check import (
+    INPUT,
+    MAX_PROC,
+    P_NUMPRO,
+    P_SHARED,
+    MemoryFacts,
+    check_placement,
+    expand,
+    ffs,
+    input_bytes,
+    inputs_of,
+    kernel_capacity,
+    kernel_columns,
+    lanes,
+    last_use,
+    memory_facts,
+    output_bytes,
+    output_ignore,
+    place_kernels,
+    popcount,
+)
+
+Hints = Mapping[str, Mapping[str, int]]
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One allocation in data memory: a layer output, the network input, or the
+    interleaved/concatenated inputs of one consumer."""
+
+    members: tuple[int, ...]  # producers (-1: network input)
+    lanes: int
+    size: int  # bytes, including bytes written below the first offset
+    below: int  # bytes written below the offset (long-dilation Conv1d)
+    born: int
+    dies: int
+    layout: str  # "single", "interleave", "sequential", "lanes"
+    member_size: int = 0
+
+
+def _block(start: int, width: int) -> int:
+    return ((1 << width) - 1) << start
+
+
+def _chw_map(channels: int) -> int:
+    """One channel per memory instance: processors 0, 4, 8, ..."""
+    out = 0
+    for c in range(channels):
+        out |= 1 << (P_SHARED * c)
+    return out
+
+
+def _fail(network: Network, ll: int, code: str, message: str, hint: str) -> Ai8xError:
+    where = f"layer `{network.layers[ll].name}`" if ll >= 0 else "network input"
+    return Ai8xError(code, where, message, hint)
+
+
+def _hints_of(network: Network, partial: object) -> dict[int, dict[str, int]]:
+    """Per layer index, the decisions a partial sidecar (or Placement) fixes."""
+    out: dict[int, dict[str, int]] = {}
+    if partial is None:
+        return out
+    if isinstance(partial, Placement):
+        for ll, pl in enumerate(partial.layers):
+            out[ll] = {"processors": pl.processor_map,
+                       "output_processors": pl.output_processor_map,
+                       "out_offset": pl.out_offset}
+        return out
+    names = {lay.name: i for i, lay in enumerate(network.layers)}
+    for key, value in dict(partial).items():  # type: ignore[call-overload]
+        ll = names.get(key) if not isinstance(key, int) else key
+        if ll is None:
+            raise Ai8xError("map.hint", f"hint `{key}`", "no layer of that name",
+                            f"use one of {', '.join(sorted(names))}")
+        out[ll] = {k: int(v) for k, v in dict(value).items()}
+    return out
+
+
+class _Mapper:
+    """Mutable working state of one auto_place call (never shared between calls)."""
+
+    def __init__(self, network: Network, facts: MemoryFacts,
+                 hints: dict[int, dict[str, int]], chw: bool = False) -> None:
+        self.net = network
+        self.facts = facts
+        self.hints = hints
+        self.n = len(network.layers)
+        self.tensor: dict[int, int] = {}  # producer -> output processor map
+        self.pmap = [0] * self.n
+        self.busy: list[list[tuple[int, int]]] = [[] for _ in range(MAX_PROC)]
+        self.big_data = False
+        self.want_chw = chw
+        self.free_outputs: list[int] = []  # outputs nobody reads (block may move)
+
+    # --- processors -------------------------------------------------------------------
+    def channels_of(self, src: int) -> int:
+        if src == INPUT:
+            return self.net.input_shape[0]
+        return self.net.layers[src].output_channels
+
+    def kernel_cost(self, ll: int, pmap: int) -> int:
+        """Lowest column end at which layer ll's kernels fit on `pmap` (big if none)."""
+        lay = self.net.layers[ll]
+        length = kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1)
+        if length == 0:
+            return 0
+        procs = [p for p in range(MAX_PROC) if pmap >> p & 1]
+        col = 0
+        while True:
+            clash = [e for p in procs for (s, e) in self.busy[p] if s < col + length
+                     and col < e]
+            if not clash:
+                break
+            col = max(clash)
+        end = col + length
+        if any(end > kernel_capacity(self.facts, p) for p in procs):
+            return 1 << 20
+        return end
+
+    def commit_kernels(self, ll: int) -> None:
+        lay = self.net.layers[ll]
+        length = kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1)
+        if length == 0:
+            return
+        end = self.kernel_cost(ll, self.pmap[ll])
+        if end >= 1 << 20:
+            return  # reported by the final kernel-memory check
+        for p in range(MAX_PROC):
+            if self.pmap[ll] >> p & 1:
+                self.busy[p].append((end - length, end))
+
+    def choose(self, ll: int, width: int, prefer: int | None) -> int:
+        """The processor block (start on an instance boundary) for layer ll's input."""
+        if width > MAX_PROC:
+            raise _fail(self.net, ll, "map.processors",
+                        f"{width} processors per pass exceed the {MAX_PROC} processors",
+                        "reduce the channel count")
+        cands = []
+        if prefer is not None and popcount(prefer) == width:
+            cands.append(prefer)
+        cands += [_block(s, width) for s in range(0, MAX_PROC - width + 1, P_SHARED)]
+        best = min(cands, key=lambda m: (self.kernel_cost(ll, m), m != prefer, ffs(m)))
+        return best
+
+    def map_processors(self) -> None:
+        net = self.net
+        first = net.layers[0]
+        in_c = self.channels_of(INPUT)
+        h = net.input_shape[1]
+        w = net.input_shape[2] if len(net.input_shape) > 2 else 1
+        hwc_bytes = h * w * expand(first.input_channels)[0] * first.operands * 4
+        if (hwc_bytes > self.facts.data_bytes or self.want_chw) \
+                and first.operator != OP_CONV1D \
+                and first.operands == 1 and in_c <= MAX_PROC // P_SHARED \
+                and inputs_of(net, 0) == (INPUT,):
+            self.big_data = True
+            self.tensor[INPUT] = _chw_map(in_c)
+        for ll, lay in enumerate(net.layers):
+            srcs = inputs_of(net, ll)
+            passes, width = expand(lay.input_channels)
+            hint = self.hints.get(ll, {})
+            if "processors" in hint:
+                forced = hint["processors"]
+                for src in srcs:
+                    self.tensor.setdefault(src, forced)
+            if len(srcs) == 1 or lay.eltwise != ELTWISE_NONE:
+                self._map_same(ll, srcs, width)
+            else:
+                self._map_concat(ll, srcs, passes, width)
+            self.commit_kernels(ll)
+        for src in range(self.n):
+            if src not in self.tensor:
+                hint = self.hints.get(src, {})
+                width = expand(net.layers[src].output_channels)[1]
+                # Outputs nobody reads: packed from processor 0, where the unload
+                # expects them by default (moved only if that memory is still in use).
+                self.tensor[src] = hint.get("output_processors", _block(0, width))
+                if "output_processors" not in hint:
+                    self.free_outputs.append(src)
+
+    def _prefer(self, src: int) -> int | None:
+        """Passthrough and depthwise layers keep data on their input processors."""
+        if src == INPUT:
+            return None
+        lay = self.net.layers[src]
+        if lay.operator == OP_NONE or lay.conv_groups > 1:
+            return self.pmap[src]
+        return None
+
+    def _map_same(self, ll: int, srcs: tuple[int, ...], width: int) -> None:
+        known = [self.tensor[s] for s in srcs if s in self.tensor]
+        if known:
+            pmap = known[0]
+            if any(k != pmap for k in known):
+                raise _fail(self.net, ll, "map.eltwise",
+                            "the element-wise operands already sit on different processors",
+                            "give the operands' producers the same output processors")
+        else:
+            pmap = self.choose(ll, width, self._prefer(srcs[0]))
+        if popcount(pmap) != width:
+            raise _fail(self.net, ll, "map.processors",
+                        f"the input is on {popcount(pmap)} processors, this layer needs "
+                        f"{width}", "give every reader of a layer the same channel count")
+        for s in srcs:
+            self.tensor[s] = pmap
+        self.pmap[ll] = pmap
+
+    def _map_concat(self, ll: int, srcs: tuple[int, ...], passes: int, width: int) -> None:
+        chans = [self.channels_of(s) for s in srcs]
+        if passes == 1:
+            if any(s in self.tensor for s in srcs):
+                maps = [self.tensor.get(s, 0) for s in srcs]
+                if 0 in maps or any(ffs(b) != ffs(a) + popcount(a)
+                                    for a, b in zip(maps, maps[1:], strict=False)):
+                    raise _fail(self.net, ll, "map.concat",
+                                "the concatenated inputs are already placed on processors "
+                                "that are not consecutive", "concatenate layer outputs "
+                                "that nothing else reads, or write a sidecar")
+                pmap = 0
+                for m in maps:
+                    pmap |= m
+            else:
+                pmap = self.choose(ll, width, None)
+                start = ffs(pmap)
+                for s, c in zip(srcs, chans, strict=True):
+                    self.tensor[s] = _block(start, c)
+                    start += c
+        else:
+            if any(expand(c)[1] != width or c % width for c in chans):
+                raise _fail(self.net, ll, "map.concat",
+                            f"multi-pass concatenation of {chans} channels needs every input "
+                            f"to fill whole passes of {width} channels",
+                            "concatenate inputs whose channel counts are multiples of the "
+                            "per-pass processor count")
+            known = [self.tensor[s] for s in srcs if s in self.tensor]
+            pmap = known[0] if known else self.choose(ll, width, None)
+            for s in srcs:
+                if self.tensor.setdefault(s, pmap) != pmap:
+                    raise _fail(self.net, ll, "map.concat",
+                                "the concatenated inputs sit on different processors",
+                                "write a sidecar for this network")
+        self.pmap[ll] = pmap
+
+    # --- data memory ------------------------------------------------------------------
+    def groups(self) -> tuple[list[_Group], dict[int, int], dict[int, int]]:
+        """Allocation groups; member -> group index; member -> position in group."""
+        net, n = self.net, self.n
+        last = last_use(net)
+        owner: dict[int, int] = {}
+        pos: dict[int, int] = {}
+        out: list[_Group] = []
+
+        def size_of(src: int) -> int:
+            if src == INPUT:
+                return input_bytes(net, 0, self.big_data)
+            return output_bytes(net.layers[src])
+
+        def lanes_of(src: int) -> int:
+            if src == INPUT:
+                return lanes(self.tensor[INPUT], self.big_data)
+            return lanes(self.tensor[src], net.layers[src].output_width != 8)
+
+        def dies(src: int) -> int:
+            return last[src]
+
+        for ll, lay in enumerate(net.layers):
+            srcs = inputs_of(net, ll)
+            if len(srcs) < 2:
+                continue
+            if INPUT in srcs:
+                raise _fail(net, ll, "map.eltwise" if lay.eltwise else "map.concat",
+                            "combining the network input with layer outputs is not placed "
+                            "automatically", "copy the input with a passthrough layer first")
+            if any(s in owner for s in srcs):
+                raise _fail(net, ll, "map.shared-operand",
+                            "an input of this layer is also combined by another layer; its "
+                            "output cannot be laid out for both",
+                            "copy it with a passthrough layer (seed 004, Residual "
+                            "Connections)")
+            member = max(size_of(s) for s in srcs)
+            if lay.eltwise != ELTWISE_NONE:
+                layout, size = "interleave", member * len(srcs)
+            elif expand(lay.input_channels)[0] > 1:
+                layout, size = "sequential", sum(size_of(s) for s in srcs)
+            else:
+                layout, size = "lanes", member
+            lane = 0
+            for s in srcs:
+                lane |= lanes_of(s)
+            gi = len(out)
+            out.append(_Group(srcs, lane, size, 0, min(srcs), max(dies(s) for s in srcs),
+                              layout, member))
+            for k, s in enumerate(srcs):
+                owner[s] = gi
+                pos[s] = k
+        for src in [INPUT, *range(n)]:
+            if src in owner:
+                continue
+            below = output_ignore(net.layers[src]) if src >= 0 else 0
+            owner[src] = len(out)
+            pos[src] = 0
+            out.append(_Group((src,), lanes_of(src), size_of(src) + below, below, src,
+                              n if src == n - 1 else dies(src), "single"))
+        # A member of an interleaved group read by another layer too cannot be read
+        # with a gap on these devices.
+        for gi, g in enumerate(out):
+            if g.layout != "interleave":
+                continue
+            for ll in range(n):
+                srcs = inputs_of(net, ll)
+                if len(srcs) == 1 and srcs[0] in g.members:
+                    raise _fail(net, ll, "map.shared-operand",
+                                f"the output of `{net.layers[srcs[0]].name}` is an "
+                                "element-wise operand (written with gaps) and is also read "
+                                "directly here", "insert a passthrough layer that copies it "
+                                "(seed 004, Residual Connections)")
+            del gi
+        return out, owner, pos
+
+    def allocate(self) -> tuple[list[_Group], list[int]]:
+        groups, _, _ = self.groups()
+        placed: list[tuple[_Group, int]] = []
+        offsets = []
+        for g in sorted(range(len(groups)), key=lambda i: (groups[i].born, i)):
+            grp = groups[g]
+            hint = None
+            if len(grp.members) == 1 and grp.members[0] >= 0:
+                hint = self.hints.get(grp.members[0], {}).get("out_offset")
+            cands = sorted({0, *(off + o.size for o, off in placed)}) if hint is None \
+                else [hint - grp.below]
+            for start in cands:
+                start = (start + 3) & ~3
+                end = start + grp.size
+                if end > self.facts.data_bytes:
+                    continue
+                clash = any(o.lanes & grp.lanes and off < end and start < off + o.size
+                            and o.born <= grp.dies and grp.born <= o.dies
+                            for o, off in placed)
+                if not clash:
+                    break
+            else:
+                who = grp.members[0]
+                raise _fail(self.net, who, "map.data-memory",
+                            f"{grp.size} bytes per memory instance find no free room in "
+                            f"the {self.facts.data_bytes:#x}-byte data memory next to the "
+                            "data still needed", "the network needs streaming; write a "
+                            "sidecar with `streaming: true` for the first layers (automatic "
+                            "streaming is not supported yet)")
+            placed.append((grp, start))
+            offsets.append((g, start))
+        by_group = dict(offsets)
+        return groups, [by_group[i] for i in range(len(groups))]
+
+
+def auto_place(network: Network, device: object,
+               partial: Hints | Placement | None = None) -> Placement:
+    """Place `network` on `device` without a sidecar (pure function).
+
+    `partial` fixes some decisions: a Placement (its processor maps and output offsets
+    are kept), or {layer name: {"processors": mask, "output_processors": mask,
+    "out_offset": bytes}}. Raises Ai8xError when the network does not fit.
+    """
+    facts = memory_facts(device)
+    if not network.layers:
+        raise Ai8xError("map.empty", "network", "the network has no layers",
+                        "convert a model with at least one layer")
+    if len(network.layers) > facts.max_layers:
+        raise _fail(network, facts.max_layers, "map.layers",
+                    f"{len(network.layers)} layers, {facts.name} runs at most "
+                    f"{facts.max_layers}", "merge layers or use a MAX78002")
+    hints = _hints_of(network, partial)
+    mapper = _Mapper(network, facts, hints)
+    mapper.map_processors()
+    try:
+        groups, offsets = _allocate_moving_outputs(mapper)
+    except Ai8xError as err:
+        if mapper.big_data or err.code != "map.data-memory":
+            raise
+        # CHW input takes a quarter of the memory of HWC: retry with it.
+        mapper = _Mapper(network, facts, hints, chw=True)
+        mapper.map_processors()
+        if not mapper.big_data:
+            raise
+        groups, offsets = _allocate_moving_outputs(mapper)
+    _, owner, pos = mapper.groups()
+    n = len(network.layers)
+    out_off: dict[int, int] = {}
+    gap = [0] * n
+    for src, gi in owner.items():
+        g, base = groups[gi], offsets[gi] + groups[gi].below
+        k = pos[src]
+        if g.layout == "interleave":
+            off = base + 4 * k
+            if src >= 0:
+                gap[src] = len(g.members) - 1
+        elif g.layout == "sequential":
+            off = base + sum(output_bytes(network.layers[s]) for s in g.members[:k])
+        else:
+            off = base
+        out_off[src] = off
+    layers = []
+    for ll, lay in enumerate(network.layers):
+        srcs = inputs_of(network, ll)
+        default = (ll - 1,) if ll > 0 else (INPUT,)
+        seqs = None if tuple(srcs) == default and lay.in_sequences in (None, default) \
+            else tuple(srcs)
+        first_src = srcs[0]
+        in_offset = out_off[first_src]
+        gi = owner[first_src]
+        if groups[gi].layout in ("interleave", "sequential", "lanes"):
+            in_offset = offsets[gi] + groups[gi].below
+        layers.append(LayerPlacement(
+            processor_map=mapper.pmap[ll], output_processor_map=mapper.tensor[ll],
+            in_offset=in_offset, out_offset=out_off[ll], write_gap=gap[ll],
+            big_data=mapper.big_data and ll == 0, output_layer=ll == n - 1,
+            next_sequence=ll + 1 if ll < n - 1 else -1, prev_sequence=ll - 1,
+            in_sequences=seqs))
+    placement = Placement(network=network, device=facts.name, layers=tuple(layers),
+                          final_layer=n - 1)
+    _check_passthrough_maps(network, placement)
+    diags = check_placement(network, placement, facts.name)
+    if diags:
+        raise Ai8xError.many(diags)
+    return placement
+
+
+def _allocate_moving_outputs(mapper: _Mapper) -> tuple[list[_Group], list[int]]:
+    """Allocate data memory; when an unread output finds no room, try its other
+    processor blocks (an output in other byte lanes may share offsets with live data)."""
+    while True:
+        try:
+            return mapper.allocate()
+        except Ai8xError as err:
+            movable = [s for s in mapper.free_outputs
+                       if f"`{mapper.net.layers[s].name}`" in err.diagnostics[0].where]
+            if not movable:
+                raise
+            src = movable[0]
+            width = popcount(mapper.tensor[src])
+            nxt = ffs(mapper.tensor[src]) + P_SHARED
+            if nxt + width > MAX_PROC:
+                raise
+            mapper.tensor[src] = _block(nxt, width)
+
+
+def _check_passthrough_maps(network: Network, placement: Placement) -> None:
+    """A passthrough layer writes, per quadrant, the same number of processors packed
+    (vendor rule); report a mapping that cannot satisfy it."""
+    diags = []
+    for lay, pl in zip(network.layers, placement.layers, strict=True):
+        if lay.operator != OP_NONE:
+            continue
+        for g in range(MAX_PROC // P_NUMPRO):
+            inp = (pl.processor_map >> (P_NUMPRO * g)) & 0xFFFF
+            outp = (pl.output_processor_map >> (P_NUMPRO * g)) & 0xFFFF
+            if outp:
+                outp >>= ffs(outp)
+            if outp != (1 << popcount(inp)) - 1:
+                diags.append(Diagnostic(
+                    "map.passthrough", f"layer `{lay.name}`",
+                    "a passthrough layer's output processors must be its input processors "
+                    "packed within each quadrant; its reader needs other processors",
+                    "write a sidecar for this layer"))
+                break
+    if diags:
+        raise Ai8xError.many(diags)
+
+
+__all__ = ["auto_place", "place_kernels"]
