@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import Ai8xError
+from ..map.bias import BiasAllocation, allocate_bias
+from ..map.kernels import KernelAllocation, allocate_kernels, hardware_kernel, kernel_memory
 from ..network import Network
 from ..placement import Placement
 
@@ -185,3 +187,64 @@ def _chw_loads(mem: DataMemory, pmap: int, in_offset: int, data: np.ndarray, cha
         if c >= per_pass * passes:
             break
     return loads
+
+
+def _kernel_index(kernels: KernelAllocation, network: Network, ll: int, column: int) -> int:
+    """Column as addressed in memory: calcx4 layers spread their kernels over the four
+    memory instances (quarter `column // count`, row `column % count`)."""
+    if not kernels.calcx4[ll]:
+        return column
+    mem = kernel_memory(kernels.device)
+    lay = network.layers[ll]
+    ks = hardware_kernel(lay, mem)
+    size = 1 if ks is None else ks[1][0] * ks[1][1]
+    passes = input_expansion(lay.input_channels)[0]
+    count = passes * lay.output_channels * 9 * abs(lay.quantization) // (size * 8)
+    start = kernels.offset[ll]
+    quarter, rest = divmod(column - start, (count + 3) // 4)
+    start //= 4
+    if column < mem.width_small:
+        return quarter * (mem.width_small // 4) + rest + start
+    return quarter * ((mem.width_large - mem.width_small) // 4) + rest + mem.width_small + start
+
+
+def kernel_stream(network: Network, placement: Placement,
+                  kernels: KernelAllocation | None = None) -> list[tuple[int, list[int]]]:
+    """The `KERNELS` stream: `(address, words)` per run of consecutive kernel columns.
+
+    Kernels are written with the express loader (seed 000, "Kernel memory"): the
+    address of a run is the column's address with the in-processor part divided by 4,
+    and each 9-byte kernel follows the previous one byte by byte, big-endian words, the
+    last word of a run padded with zero bytes.
+    """
+    if kernels is None:
+        kernels = allocate_kernels(network, placement)
+    mem = kernel_memory(kernels.device)
+    owner = dict(kernels.owner)
+    window = mem.stride * 16
+    runs: list[tuple[int, list[bytes]]] = []
+    for p, cols in enumerate(kernels.columns):
+        placed = sorted((_kernel_index(kernels, network, owner[(p, col)], col), data)
+                        for col, data in cols)
+        for index, data in placed:
+            addr = mem.address(p, index)
+            if runs and addr == runs[-1][0] + 16 * len(runs[-1][1]):
+                runs[-1][1].append(data)
+            else:
+                runs.append((addr, [data]))
+    stream = []
+    for addr, datas in runs:
+        raw = b"".join(datas)
+        raw += bytes(-len(raw) % 4)
+        words = [int.from_bytes(raw[i:i + 4], "big") for i in range(0, len(raw), 4)]
+        stream.append((addr & ~(window - 1) | (addr & (window - 1)) >> 2, words))
+    return stream
+
+
+def bias_loads(network: Network, placement: Placement,
+               bias: BiasAllocation | None = None) -> list[tuple[int, list[int]]]:
+    """`(address, bytes)` per `memcpy_8to32` into a quadrant's bias memory (quadrants
+    without bias values are skipped; each byte goes to its own 32-bit word)."""
+    if bias is None:
+        bias = allocate_bias(network, placement)
+    return [(bias.address(q), list(values)) for q, values in enumerate(bias.memory) if values]

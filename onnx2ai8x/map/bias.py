@@ -1,0 +1,296 @@
+"""Bias memory: which quadrant holds each layer's bias values, and at which offset.
+
+Each quadrant has its own bias memory of 8-bit values (seed 000, "Bias": 512 bytes per
+quadrant on MAX78000, 2048 on MAX78002). A regular layer keeps all its bias values in one
+quadrant; depthwise layers keep each value in the quadrant of the processor that uses
+it. The allocation follows the vendor tool (izer/kbias.py) so registers and bias loads
+match: depthwise layers first, in layer order; then the regular layers by first-fit
+descending (MAX78000: flattened layers first; then layers bound to one quadrant; then
+larger before smaller, ties in layer order), each into the allowed quadrant with the
+least bias memory used so far. Layers with identical bias values share them
+(izer/kdedup.py). All-zero biases are not stored.
+
+`allocate_bias(network, placement) -> BiasAllocation`, per layer (as `placement.layers`):
+
+- `group[ll]`: the quadrant holding the layer's bias, `ALL_GROUPS` for a depthwise layer
+  (every quadrant it reads from holds its own part), or None (no bias);
+- `offsets[ll][q]`: byte offset of the layer's bias in quadrant `q`'s bias memory
+  (None where the quadrant holds none of it);
+- `memory[q]`: the bytes to load into quadrant `q`'s bias memory (empty: unused).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import Ai8xError
+from ..network import Network
+from ..placement import Placement
+
+QUADRANTS = 4
+PROCESSORS_PER_QUADRANT = 16
+MAX_PROCESSORS = 64
+SHARED = 4
+ALL_GROUPS = -1
+_UNSET = None
+
+
+@dataclass(frozen=True)
+class BiasMemory:
+    """Bias memory of one device."""
+
+    device: str
+    size: int  # bytes per quadrant
+    base: int  # absolute address of quadrant 0's bias memory
+    quadrant_stride: int
+    flatten_first: bool  # MAX78000 allocates flattened layers' bias first
+    stream_bias: bool  # a streaming first layer can use a bias without a spare byte
+
+
+_BIAS_MEMORY = {
+    "MAX78000": BiasMemory("MAX78000", 512, 0x50108000, 0x400000, True, False),
+    "MAX78002": BiasMemory("MAX78002", 2048, 0x51180000, 0x1000000, False, True),
+}
+
+
+def bias_memory(device: str) -> BiasMemory:
+    try:
+        return _BIAS_MEMORY[device]
+    except KeyError:
+        raise Ai8xError("map.device", device, f"no bias-memory layout for device `{device}`",
+                        "use --device MAX78000 or --device MAX78002") from None
+
+
+@dataclass(frozen=True)
+class BiasAllocation:
+    """Bias memory placement (fields: see the module docstring)."""
+
+    device: str
+    group: tuple[int | None, ...]
+    offsets: tuple[tuple[int | None, ...], ...]
+    memory: tuple[tuple[int, ...], ...]
+
+    def address(self, quadrant: int) -> int:
+        mem = bias_memory(self.device)
+        return mem.base + quadrant * mem.quadrant_stride
+
+
+def _ffs(value: int) -> int:
+    return (value & -value).bit_length() - 1
+
+
+def _fls(value: int) -> int:
+    return value.bit_length() - 1
+
+
+def _popcount(value: int) -> int:
+    return bin(value).count("1")
+
+
+def _expansion(channels: int) -> tuple[int, int]:
+    passes = -(-channels // MAX_PROCESSORS)
+    per_pass = -(-channels // passes)
+    if channels > MAX_PROCESSORS:
+        per_pass = min(-(-per_pass // SHARED) * SHARED, MAX_PROCESSORS)
+    return passes, per_pass
+
+
+def _extra(placement: Placement, ll: int, key: str, default=None):
+    for k, v in placement.layers[ll].extra:
+        if k == key:
+            return v
+    return default
+
+
+def layer_bias(network: Network, placement: Placement, ll: int) -> np.ndarray | None:
+    """The 8-bit bias values of a layer as stored in bias memory, or None."""
+    lay = network.layers[ll]
+    if placement.layers[ll].bypass and lay.weights is None:
+        return None
+    if lay.bias_hw is not None:
+        return np.asarray(lay.bias_hw, dtype=np.int64).reshape(-1)
+    if lay.bias is not None:
+        # The accumulator value is the stored byte scaled by 2^(weight bits - 1) / 2^7.
+        return np.floor_divide(np.asarray(lay.bias, dtype=np.int64), 128).reshape(-1)
+    return None
+
+
+def _deduplicate(values: list[np.ndarray | None]) -> list[int | None]:
+    """Per layer, the earlier layer with identical bias values (or itself)."""
+    source: list[int | None] = []
+    for ll, b in enumerate(values):
+        if b is None:
+            source.append(None)
+            continue
+        found = ll
+        for j in range(ll):
+            bj = values[j]
+            if source[j] == j and bj is not None and bj.shape == b.shape \
+                    and np.array_equal(bj, b):
+                found = j
+                break
+        source.append(found)
+    return source
+
+
+def groups_used(placement: Placement) -> list[int]:
+    """Quadrants with processors used by any layer (or the final layer's output)."""
+    used = 0
+    for pl in placement.layers[placement.first_layer_used:]:
+        used |= pl.processor_map
+    used |= placement.layers[placement.final_layer].output_processor_map
+    return [q for q in range(QUADRANTS)
+            if (used >> q * PROCESSORS_PER_QUADRANT) & 0xFFFF]
+
+
+def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
+    """Place every layer's bias in bias memory (see the module docstring)."""
+    bmem = bias_memory(placement.device)
+    layers = len(placement.layers)
+    values = [layer_bias(network, placement, ll) for ll in range(layers)]
+    source = _deduplicate(values)
+    stored = [v if source[ll] == ll else None for ll, v in enumerate(values)]
+    quads = groups_used(placement)
+    start = placement.first_layer_used
+
+    cells: list[list[int | None]] = [[_UNSET] * bmem.size for _ in range(QUADRANTS)]
+    used = [0] * QUADRANTS
+    offsets: list[list[int | None]] = [[None] * QUADRANTS for _ in range(layers)]
+    group: list[int | None] = [None] * layers
+    regular: list[tuple[int, list[int], int, bool]] = []
+
+    for ll in range(start, layers):
+        b = stored[ll]
+        if b is None:
+            continue
+        lay = network.layers[ll]
+        pl = placement.layers[ll]
+        if b.size != lay.output_channels:
+            raise Ai8xError("map.bias", lay.name,
+                            f"{b.size} bias values for {lay.output_channels} output channels",
+                            "give one bias value per output channel")
+        if not np.any(b != 0):
+            continue  # an all-zero bias is left out (the vendor does the same)
+        out_expand, out_thresh = _expansion(lay.output_channels)
+        if lay.conv_groups == 1:
+            blen = lay.output_channels + _ffs(pl.output_processor_map) % SHARED * out_expand
+            if ll == 0 and pl.streaming and not bmem.stream_bias:
+                blen += 1  # MAX78000: a streaming first layer skips the first bias byte
+            allowed = quads if pl.bias_group_map is None else list(pl.bias_group_map)
+            regular.append((ll, allowed, blen, lay.flatten))
+            continue
+        group[ll] = ALL_GROUPS
+        _place_depthwise(bmem, cells, used, offsets, ll, b, pl.processor_map,
+                         pl.processor_map == pl.output_processor_map, out_expand, out_thresh,
+                         lay.name)
+
+    def priority(entry: tuple[int, list[int], int, bool]) -> int:
+        if bmem.flatten_first and entry[3]:
+            return -1
+        if len(entry[1]) == 1:
+            return 0
+        return bmem.size - entry[2]
+
+    for ll, allowed, blen, _ in sorted(regular, key=priority):
+        lay = network.layers[ll]
+        if not bool(_extra(placement, ll, "calcx4", False)):
+            q = min(allowed, key=lambda t: used[t])
+        else:
+            q = min(allowed, key=lambda t: (used[t] + 3) & ~3)
+            used[q] = (used[q] + 3) & ~3  # calcx4 reads four bias bytes at a time
+        if used[q] + blen > bmem.size:
+            raise Ai8xError("map.bias", lay.name,
+                            f"bias memory exhausted: {blen} bytes needed, quadrant {q} has "
+                            f"{bmem.size - used[q]} of {bmem.size} left",
+                            "allow more quadrants (`bias_quadrant`), or drop biases")
+        group[ll] = q
+        offsets[ll] = [used[q]] * QUADRANTS
+        used[q] += blen
+
+    for ll, _, _, _ in regular:
+        lay = network.layers[ll]
+        pl = placement.layers[ll]
+        b = stored[ll]
+        q = group[ll]
+        assert b is not None and q is not None and offsets[ll][q] is not None
+        base = offsets[ll][q]
+        target = _ffs(pl.output_processor_map) % SHARED * _expansion(lay.output_channels)[0]
+        if ll == 0 and pl.streaming and not bmem.stream_bias:
+            cells[q][base] = 0
+            target += 1
+        for i in range(lay.output_channels):
+            cells[q][base + target + i] = int(b[i]) & 0xFF
+
+    # Layers sharing another layer's bias take its placement.
+    for ll in range(layers):
+        src = source[ll]
+        if src is not None and src != ll:
+            offsets[ll] = list(offsets[src])
+            group[ll] = group[src]
+
+    memory = tuple(tuple(0 if v is None else v for v in cells[q][:used[q]])
+                   for q in range(QUADRANTS))
+    return BiasAllocation(device=placement.device, group=tuple(group),
+                          offsets=tuple(tuple(o) for o in offsets), memory=memory)
+
+
+def _place_depthwise(bmem: BiasMemory, cells: list[list[int | None]], used: list[int],
+                     offsets: list[list[int | None]], ll: int, b: np.ndarray, pmap: int,
+                     broadcast: bool, out_expand: int, out_thresh: int, name: str) -> None:
+    """Depthwise bias: each value in the quadrant of the processor computing its channel,
+    in processor order (broadcast layers: transposed within each quad of four)."""
+    hole = np.iinfo(np.int64).min
+
+    def add(q: int, val: int | None) -> None:
+        if used[q] >= bmem.size:
+            raise Ai8xError("map.bias", name,
+                            f"bias memory of quadrant {q} exhausted ({bmem.size} bytes)",
+                            "drop biases or move layers to other quadrants")
+        if val is not None and val != hole:
+            cells[q][used[q]] = int(val) & 0xFF
+        used[q] += 1
+
+    quads_read = 0
+    for q in range(QUADRANTS):
+        if (pmap >> q * PROCESSORS_PER_QUADRANT) & 0xFFFF:
+            if broadcast:
+                used[q] = (used[q] + 3) & ~3  # all quadrants read in parallel
+            offsets[ll][q] = used[q]
+            quads_read += 1
+        else:
+            offsets[ll][q] = None
+
+    map_used = pmap
+    if not broadcast:
+        # The first gap of the first quadrant moves to the end of that quadrant.
+        first = _ffs(map_used)
+        fq = first // PROCESSORS_PER_QUADRANT
+        qmask = 0xFFFF << fq * PROCESSORS_PER_QUADRANT
+        map_used &= ~qmask
+        map_used |= (pmap & qmask) >> first % PROCESSORS_PER_QUADRANT
+    start_proc, last_proc = _ffs(map_used), _fls(map_used)
+    if broadcast:
+        last_proc = ((last_proc + 16) & ~0x0F) - 1
+    if broadcast or quads_read > 1:
+        start_proc &= ~0xFFFF
+
+    padded = b.astype(np.int64)
+    leftover = out_expand * out_thresh - padded.size
+    if leftover:
+        padded = np.append(padded, np.full(leftover, hole, dtype=np.int64))
+    padded = padded.reshape(out_expand, -1)
+    for proc in range(start_proc, last_proc + 1):
+        if not map_used >> proc & 1:
+            # The vendor inserts at the absolute processor index.
+            padded = np.insert(padded, proc, np.full(out_expand, hole, dtype=np.int64), axis=1)
+
+    q = 0
+    for expand in range(out_expand):
+        for p in range(start_proc, last_proc + 1):
+            q = p // PROCESSORS_PER_QUADRANT
+            src = (p & ~0x0F) + (p % 4) * 4 + (p % 16) // 4 if broadcast else p
+            k = src - start_proc
+            add(q, int(padded[expand][k]) if k < padded.shape[1] else None)
+    while used[q] > 0 and cells[q][used[q] - 1] is None:
+        used[q] -= 1

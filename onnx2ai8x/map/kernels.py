@@ -1,0 +1,497 @@
+"""Kernel memory: where each layer's weights live and what every kernel word holds.
+
+Kernel memory (seed 000, "Kernel memory") has one column of 9-byte kernels per
+processor; a layer occupies the same columns `offset .. offset + length - 1` in every
+processor it reads from. 1/2/4-bit weights pack 8/4/2 output channels into one byte
+(quantization, seed 000, "Weight quantization"); 1-D kernels share 9-byte columns.
+The placement follows the vendor tool's allocator exactly (izer/kernels.py: layers with
+all 64 input processors first, then the others in layer order; first free column that is
+a multiple of 4 and free for every processor of the layer; on MAX78002 layers that only
+use the processors with extended memory are packed from the end; identical weights of
+two layers are stored once, izer/kdedup.py), so the register values and the
+`KERNELS` stream match the vendor's.
+
+`allocate_kernels(network, placement) -> KernelAllocation`, per layer (index as in
+`placement.layers`):
+
+- `offset[ll]`: first kernel column (9-byte units) of the layer (the vendor's
+  `kern_offs`; 0 for layers without weights);
+- `length[ll]`: columns per processor (`kern_len`);
+- `count[ll]`: kernels the mask counter steps over per processor (`kern_count`);
+- `out_channels[ll]`: output channels the mask counter walks (`kern_ochan`);
+- `source[ll]`: the layer whose stored weights this layer uses (itself, or an earlier
+  layer with identical weights), or None for layers without weights;
+- `calcx4[ll]`: MAX78002 calcx4 layout (kernels interleaved over four instances);
+- `columns`: per processor, `{column: 9 kernel bytes}` of everything stored, and
+  `owner`: the layer of each stored column (`{(processor, column): layer}`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import Ai8xError
+from ..network import OP_CONV1D, OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE, Layer, Network
+from ..placement import Placement
+
+MAX_PROCESSORS = 64
+PROCESSORS_PER_QUADRANT = 16
+SHARED = 4  # kernel columns are allocated in multiples of four (and quads of processors)
+KERNEL_BYTES = 9
+FREE = -1
+
+
+@dataclass(frozen=True)
+class KernelMemory:
+    """Kernel memory geometry of one device (vendor: izer/tornadocnn.py)."""
+
+    device: str
+    width_small: int  # kernels per processor (processors without extended memory)
+    width_large: int  # kernels per processor with extended memory (p % 16 == 0)
+    instance_large: int  # kernels per large memory instance
+    instance_small: int  # kernels per small (extended) memory instance
+    stride: int  # kernel slots between processors in the address map
+    base: int  # absolute address of quadrant 0, processor 0, kernel 0
+    quadrant_stride: int
+    weight_mask: bool  # depthwise kernels of a layer must stay in one instance
+    calcx4: bool  # calcx4 supported
+    max_dilation_1d_kernel: int = 4
+
+    def width(self, processor: int) -> int:
+        return self.width_large if processor % PROCESSORS_PER_QUADRANT == 0 \
+            else self.width_small
+
+    def address(self, processor: int, column: int) -> int:
+        """Absolute address of a kernel column (16 bytes per kernel in the address map)."""
+        return (self.base + (processor // PROCESSORS_PER_QUADRANT) * self.quadrant_stride
+                + (processor % PROCESSORS_PER_QUADRANT) * self.stride * 16 + column * 16)
+
+
+_KERNEL_MEMORY = {
+    "MAX78000": KernelMemory("MAX78000", 768, 768, 768, 768, 1024, 0x50180000, 0x400000,
+                             weight_mask=False, calcx4=False),
+    "MAX78002": KernelMemory("MAX78002", 4096, 5120, 1024, 256, 8192, 0x51400000, 0x1000000,
+                             weight_mask=True, calcx4=True),
+}
+
+
+def kernel_memory(device: str) -> KernelMemory:
+    try:
+        return _KERNEL_MEMORY[device]
+    except KeyError:
+        raise Ai8xError("map.device", device, f"no kernel-memory layout for device `{device}`",
+                        "use --device MAX78000 or --device MAX78002") from None
+
+
+@dataclass(frozen=True)
+class KernelAllocation:
+    """Kernel memory placement of a network (fields: see the module docstring)."""
+
+    device: str
+    offset: tuple[int, ...]
+    length: tuple[int, ...]
+    count: tuple[int, ...]
+    out_channels: tuple[int, ...]
+    source: tuple[int | None, ...]
+    calcx4: tuple[bool, ...]
+    columns: tuple[tuple[tuple[int, bytes], ...], ...]  # per processor: (column, 9 bytes)
+    owner: tuple[tuple[tuple[int, int], int], ...]  # ((processor, column), layer)
+
+
+def _ffs(value: int) -> int:
+    return (value & -value).bit_length() - 1
+
+
+def _fls(value: int) -> int:
+    return value.bit_length() - 1
+
+
+def _popcount(value: int) -> int:
+    return bin(value).count("1")
+
+
+def _expansion(channels: int) -> tuple[int, int]:
+    passes = -(-channels // MAX_PROCESSORS)
+    per_pass = -(-channels // passes)
+    if channels > MAX_PROCESSORS:
+        per_pass = min(-(-per_pass // SHARED) * SHARED, MAX_PROCESSORS)
+    return passes, per_pass
+
+
+def _extra(placement: Placement, ll: int, key: str, default=None):
+    for k, v in placement.layers[ll].extra:
+        if k == key:
+            return v
+    return default
+
+
+def hardware_kernel(layer: Layer, mem: KernelMemory) -> tuple[np.ndarray, tuple[int, int]] | None:
+    """The layer's kernels as the hardware stores them, and the hardware kernel size.
+
+    Rows are (output channel, input channel) pairs, output-major, as the vendor holds
+    them: transposed convolutions use the flipped kernel with in/out swapped; dilated 1-D
+    kernels are stretched with zeros when they fit 9 taps, else run as 3x3 2-D kernels
+    with the taps in the centre column (seed 000, "Conv1d dilation").
+    """
+    if layer.weights is None or layer.operator == OP_NONE:
+        return None
+    w = np.asarray(layer.weights, dtype=np.int64)
+    ks = (int(layer.kernel_size[0]), int(layer.kernel_size[1]))
+    if layer.operator == OP_LINEAR:
+        return w.reshape(-1, 1, 1), (1, 1)
+    if layer.operator == OP_CONVTRANSPOSE2D:
+        w = np.flip(w, axis=(2, 3)).swapaxes(0, 1)
+        return w.reshape(-1, ks[0], ks[1]), ks
+    if layer.operator == OP_CONV1D:
+        k = w.reshape(-1, ks[0])
+        dil = int(layer.dilation[0])
+        if dil > 1:
+            if (ks[0] - 1) * dil < KERNEL_BYTES:
+                taps = [s for s in range(1, ks[0]) for _ in range(dil - 1)]
+                k = np.insert(k, taps, 0, axis=1)
+                return k, (k.shape[1], 1)
+            if ks[0] <= mem.max_dilation_1d_kernel:
+                k4 = np.insert(w.reshape(layer.output_channels, -1, ks[0], 1), [0, 1], 0, axis=3)
+                if ks[0] == 2:
+                    k4 = np.insert(k4, 0, 0, axis=2)
+                elif ks[0] == 1:
+                    k4 = np.insert(k4, [0, 1], 0, axis=2)
+                return k4.reshape(-1, 3, 3), (3, 3)
+            raise Ai8xError("map.kernels", layer.name,
+                            f"dilated 1-D kernel of length {ks[0]} does not fit the hardware",
+                            f"use a kernel of at most {mem.max_dilation_1d_kernel} taps")
+        return k, (ks[0], 1)
+    return w.reshape(-1, ks[0], ks[1]), ks
+
+
+def _deduplicate(network: Network, placement: Placement,
+                 kernels: list[np.ndarray | None]) -> list[int | None]:
+    """Per layer, the earlier layer whose identical weights it reuses (or itself).
+
+    Identical means equal shape, values, weight bits and input processors (vendor:
+    izer/kdedup.py)."""
+    source: list[int | None] = []
+    for ll, k in enumerate(kernels):
+        if k is None:
+            source.append(None)
+            continue
+        found = ll
+        for j in range(ll):
+            kj = kernels[j]
+            if source[j] == j and kj is not None and kj.shape == k.shape \
+                    and network.layers[j].quantization == network.layers[ll].quantization \
+                    and placement.layers[j].processor_map == placement.layers[ll].processor_map \
+                    and np.array_equal(kj, k):
+                found = j
+                break
+        source.append(found)
+    return source
+
+
+class _Memory:
+    """Kernel memory being filled (local to one allocation run)."""
+
+    def __init__(self, mem: KernelMemory) -> None:
+        self.mem = mem
+        self.owner = np.full((MAX_PROCESSORS, mem.width_large), FREE, dtype=np.int64)
+        self.used = np.zeros((MAX_PROCESSORS, mem.width_large), dtype=np.int64)
+        self.data = np.zeros((MAX_PROCESSORS, mem.width_large, KERNEL_BYTES), dtype=np.int64)
+
+    def fits(self, p: int, offs: int, length: int, reverse: bool = False) -> bool:
+        if reverse:
+            return offs >= 0
+        return offs + length <= self.mem.width(p)
+
+
+def _exhausted(layer: Layer, p: int, offs: int, length: int) -> Ai8xError:
+    return Ai8xError("map.kernels", layer.name,
+                     f"kernel memory exhausted at processor {p}: {length} kernel columns "
+                     f"needed from column {offs}",
+                     "use fewer or lower-bit weights, spread the layer over more processors, "
+                     "or reuse weights")
+
+
+def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
+            first: int, last: int, pmap: int, reverse: bool, must_fit: bool) -> int:
+    """First column (searching up, or down from `offs`) free for `length` columns in every
+    processor of `pmap`, stepping by four; -1 when the reverse search finds nothing."""
+    mem = memory.mem
+
+    def instance_mask(o: int) -> int:
+        return mem.instance_small - 1 if o + 1 >= mem.width_small else mem.instance_large - 1
+
+    def give_up(p: int, o: int, rev: bool) -> bool:
+        if memory.fits(p, o, length, rev):
+            return False
+        if must_fit:
+            raise _exhausted(layer, p, o, length)
+        return True
+
+    p = first
+    while memory.owner[p][offs] != FREE:
+        offs += -SHARED if reverse else SHARED
+        if give_up(p, offs, reverse):
+            return -1
+    while p < last + 1:
+        if not pmap >> p & 1:
+            p += 1
+            continue
+        if not reverse:
+            if mem.weight_mask and groups > 1:
+                # Depthwise kernels of one layer must sit in one memory instance.
+                mm = instance_mask(offs + 1)
+                if (offs + 1) & ~mm != (offs + length) & ~mm:
+                    offs = ((offs + mm) & ~mm) - 1
+                mm = instance_mask(offs + 1)
+                if (offs + 1) & ~mm != (offs + length) & ~mm:
+                    return -1
+            cols = range(offs, offs + length)
+        else:
+            if mem.weight_mask and groups > 1:
+                mm = instance_mask(offs - 1)
+                if (offs - 1) & ~mm != (offs - length) & ~mm:
+                    offs &= ~mm
+            cols = range(offs, offs - length, -1)
+        for i in cols:
+            if memory.owner[p][i] != FREE:
+                offs = (i + SHARED) & ~(SHARED - 1) if not reverse else (i - 1) & ~(SHARED - 1)
+                # The vendor checks the new start with the forward rule in both directions.
+                if give_up(p, offs, False):
+                    return -1
+                p = first - 1
+                break
+        p += 1
+    return offs
+
+
+def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation:
+    """Place every layer's kernels in kernel memory (see the module docstring)."""
+    mem = kernel_memory(placement.device)
+    count_layers = len(placement.layers)
+    hw = []
+    for ll in range(count_layers):
+        lay = network.layers[ll]
+        pl = placement.layers[ll]
+        hw.append(None if pl.bypass else hardware_kernel(lay, mem))
+    kernels = [None if h is None else h[0] for h in hw]
+    source = _deduplicate(network, placement, kernels)
+    calcx4 = [bool(_extra(placement, ll, "calcx4", False)) for ll in range(count_layers)]
+
+    offset = [0] * count_layers
+    length = [0] * count_layers
+    kcount = [0] * count_layers
+    kochan = [0] * count_layers
+    memory = _Memory(mem)
+    first_used = placement.first_layer_used
+    everything = (1 << MAX_PROCESSORS) - 1
+    order = [ll for ll in range(first_used, count_layers)
+             if placement.layers[ll].processor_map == everything]
+    order += [ll for ll in range(first_used, count_layers)
+              if placement.layers[ll].processor_map != everything]
+    for ll in order:
+        if source[ll] != ll or hw[ll] is None:
+            continue
+        _place_layer(memory, network, placement, ll, hw[ll], calcx4, offset, length,
+                     kcount, kochan)
+
+    for ll in range(count_layers):
+        src = source[ll]
+        if src is not None and src != ll:
+            offset[ll], length[ll] = offset[src], length[src]
+            kcount[ll], kochan[ll] = kcount[src], kochan[src]
+
+    columns = []
+    owner = []
+    for p in range(MAX_PROCESSORS):
+        row = []
+        for col in range(mem.width(p)):
+            ll = int(memory.owner[p][col])
+            if ll != FREE:
+                row.append((col, bytes(int(b) & 0xFF for b in memory.data[p][col])))
+                owner.append(((p, col), ll))
+        columns.append(tuple(row))
+    return KernelAllocation(device=placement.device, offset=tuple(offset), length=tuple(length),
+                            count=tuple(kcount), out_channels=tuple(kochan),
+                            source=tuple(source), calcx4=tuple(calcx4),
+                            columns=tuple(columns), owner=tuple(owner))
+
+
+def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: int,
+                 hw: tuple[np.ndarray, tuple[int, int]], calcx4: list[bool],
+                 offset: list[int], length: list[int], kcount: list[int],
+                 kochan: list[int]) -> None:
+    mem = memory.mem
+    lay = network.layers[ll]
+    pl = placement.layers[ll]
+    kernel, ks = hw
+    quant = abs(lay.quantization) if lay.quantization else 8
+    qfactor = 8 // quant
+    in_expand, in_thresh = _expansion(lay.input_channels)
+    out_expand, out_thresh = _expansion(lay.output_channels)
+    out_chan = lay.output_channels
+    groups = lay.conv_groups
+
+    # The kernel rows in the order the processors consume them.
+    if lay.flatten:
+        reshaped = kernel.reshape(out_chan, in_expand, -1).swapaxes(1, 2).reshape(
+            out_chan * in_thresh, -1, ks[0], ks[1])
+        in_exp, in_chan = 1, in_thresh
+    elif calcx4[ll]:
+        if out_chan % 4:
+            raise Ai8xError("map.kernels", lay.name,
+                            "calcx4 needs a multiple of 4 output channels",
+                            "turn calcx4 off for this layer")
+        reshaped = kernel.reshape(out_chan // 4, 4, -1).transpose(1, 0, 2).reshape(kernel.shape)
+        in_exp, in_chan = in_expand, lay.input_channels
+    else:
+        reshaped = kernel
+        in_exp, in_chan = in_expand, lay.input_channels
+    if lay.quantization == -1:
+        # Binary weights: -1 is stored as 1, +1 as 0 (seed 000, "Binary weights").
+        reshaped = reshaped.clip(-1, 0)
+
+    pmap = pl.processor_map
+    if pmap == 0:
+        raise Ai8xError("map.kernels", lay.name, "layer has weights but no input processors",
+                        "set `processors` for this layer")
+    first_proc, last_proc = _ffs(pmap), _fls(pmap)
+    ksize = ks[0] * ks[1]
+    out_map = pl.output_processor_map
+    first_out = _ffs(out_map)
+    start_col = first_out % SHARED
+    if out_expand > 1:
+        first_out -= start_col
+    if groups == 1:
+        kc = (1 + _fls(out_map) - first_out) * out_expand * in_exp
+        count = ochan = kc + start_col * out_expand * in_exp
+    else:
+        kc = in_exp
+        count = kc + start_col * in_exp
+        ochan = (1 + _fls(out_map) - first_out) * in_exp + start_col * in_exp
+    if lay.flatten:
+        per = reshaped.shape[1]
+        unused = out_expand * _popcount(out_map) - out_chan
+        kc = kc * per - unused * per
+        count = count * per - unused * per
+        ochan = count
+    # Low-bit kernels pad the last packed byte of each kernel group.
+    res = (kc % qfactor) * ksize * (qfactor - 1)
+    klen = (kc * ksize * quant + res + 71) // 72
+
+    # Greedy search (vendor's new kernel loader): MAX78002 layers on extended-memory
+    # processors only are packed from the end of kernel memory first.
+    found = -1
+    if not (ll > 0 and calcx4[ll] and not calcx4[ll - 1]):
+        extended = mem.width_large > mem.width_small and all(
+            p % PROCESSORS_PER_QUADRANT == 0
+            for p in range(first_proc, last_proc + 1) if pmap >> p & 1)
+        if extended and (not mem.weight_mask or groups == 1 or klen <= mem.instance_small):
+            found = _search(memory, lay, groups, klen, mem.width_large - 1, first_proc,
+                            last_proc, pmap, reverse=True, must_fit=False)
+    if found == -1:
+        found = _search(memory, lay, groups, klen, 0, first_proc, last_proc, pmap,
+                        reverse=False, must_fit=True)
+        if found == -1:
+            raise _exhausted(lay, last_proc, 0, klen)
+        koffs = found
+        if ll > 0 and calcx4[ll] and not calcx4[ll - 1]:
+            koffs *= 4  # vendor workaround for a calcx4 layer after a non-calcx4 layer
+        koffs = (koffs + SHARED - 1) & ~(SHARED - 1)
+    else:
+        koffs = (found - (klen - 1)) & ~(SHARED - 1)
+    if koffs + klen > mem.width(last_proc):
+        raise _exhausted(lay, last_proc, koffs, klen)
+
+    proc_mask = (1 << qfactor) - 1
+    map_init = out_map >> _ffs(out_map)
+    value_mask = (1 << quant) - 1
+    rows = len(reshaped)
+
+    def add(p: int, col_target: int, b: int) -> int:
+        col = koffs + col_target
+        if col + 1 > mem.width(p):
+            raise _exhausted(lay, p, col, 1)
+        if memory.used[p][col] == 0:
+            if memory.owner[p][col] != FREE:
+                raise _exhausted(lay, p, col, 1)
+            memory.owner[p][col] = ll
+        memory.data[p][col][8 - memory.used[p][col]] = b & 0xFF
+        memory.used[p][col] += 1
+        if memory.used[p][col] == KERNEL_BYTES:
+            col_target += 1
+        return col_target
+
+    ch = 0
+    for p in range(first_proc, last_proc + 1):
+        if not pmap >> p & 1:
+            continue
+        m = 0
+        col_target, col_bytes = divmod(start_col * ksize * in_exp, KERNEL_BYTES)
+        for _ in range(col_bytes // qfactor):
+            col_target = add(p, col_target, 0)
+        for expand in range(out_expand if groups == 1 else 1):
+            this_map = map_init
+            if groups == 1:
+                col, stop = expand * out_thresh, expand * out_thresh + out_thresh
+            else:
+                col, stop = expand, expand + 1
+            while col < stop:
+                # Skip output processors that are not used (one bit per packed channel).
+                if this_map != 0:
+                    while this_map & proc_mask == 0:
+                        col_target += 1
+                        this_map >>= qfactor
+                this_map >>= qfactor
+                in_ch = in_chan * qfactor if lay.flatten else in_chan
+                src = ch + m * in_ch
+                for ie in range(in_exp):
+                    if ie * in_thresh + ch < in_ch and src < rows:
+                        n = 0
+                        parts: list[np.ndarray] = []
+                        packed = np.zeros(reshaped[src].size, dtype=np.int64)
+                        for i in range(qfactor):
+                            if m < out_chan:
+                                idx = n + ie * qfactor
+                                kidx = src + (idx % in_exp) * in_thresh + (idx // in_exp) * in_chan
+                                if kidx < rows:
+                                    this = reshaped[kidx].reshape(-1) & value_mask
+                                    if lay.flatten:
+                                        parts.append(this)
+                                    else:
+                                        packed |= this << (i * quant)
+                                n += 1
+                        if lay.flatten:
+                            flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+                            if flat.size % qfactor:
+                                flat = np.concatenate(
+                                    [flat, np.zeros(qfactor - flat.size % qfactor, np.int64)])
+                            for i in range(flat.size // qfactor):
+                                e = 0
+                                for j in range(qfactor):
+                                    e |= int(flat[i * qfactor + j]) << (j * quant)
+                                col_target = add(p, col_target, e)
+                        else:
+                            for i in range(ksize):
+                                col_target = add(p, col_target, int(packed[ksize - i - 1]))
+                    else:
+                        # Channels beyond the input: zero kernels keep the passes aligned.
+                        for _ in range(ksize // qfactor):
+                            col_target = add(p, col_target, 0)
+                if lay.flatten:
+                    col += 1
+                    m += 1
+                else:
+                    col += qfactor
+                    m += qfactor
+        if koffs + col_target < mem.width(p) and memory.used[p][koffs + col_target] > 0:
+            col_target += 1  # finish a partly filled column
+        while col_target - start_col < klen:
+            col_target = add(p, col_target, 0)
+        if lay.flatten:
+            klen = col_target
+        ch += 1
+    offset[ll] = koffs
+    length[ll] = klen
+    kcount[ll] = count
+    kochan[ll] = ochan
