@@ -1,0 +1,220 @@
+"""Write a Placement as a sidecar in the vendor's network-description language (seed 004).
+
+The file is what a user would have written by hand for this network and mapping: one
+entry per layer with the operation, its geometry, and every mapping decision, each
+explained by a comment. Reading it back (onnx2ai8x.sidecar) gives the same Placement, so
+an automatic mapping can be saved, edited and fed back with `--sidecar`.
+
+Keys are written only where the vendor's default would differ (seed 004 lists the
+defaults: `in_offset` is the previous layer's `out_offset`, `output_processors` are the
+next layer's `processors`, the final output is packed from processor 0, Conv2d is 3x3
+with pad 1, ...), except `processors` and `out_offset`, which every layer states.
+The text is deterministic: same input, same bytes.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..network import (
+    ACT_ABS,
+    ACT_RELU,
+    ELTWISE_NAMES,
+    ELTWISE_NONE,
+    OP_CONV1D,
+    OP_CONV2D,
+    OP_CONVTRANSPOSE2D,
+    OP_LINEAR,
+    OP_NONE,
+    Layer,
+    Network,
+)
+from ..placement import Placement
+
+_OPS = {OP_NONE: "passthrough", OP_CONV1D: "conv1d", OP_CONV2D: "conv2d",
+        OP_CONVTRANSPOSE2D: "convtranspose2d", OP_LINEAR: "mlp"}
+_ACTS = {ACT_RELU: "ReLU", ACT_ABS: "Abs"}
+MAX_PROC = 64
+
+
+def _popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+def _ffs(x: int) -> int:
+    return (x & -x).bit_length() - 1
+
+
+def _expand(channels: int) -> tuple[int, int]:
+    passes = max(1, -(-channels // MAX_PROC))
+    per_pass = -(-channels // passes)
+    if channels > MAX_PROC:
+        per_pass = min(-(-per_pass // 4) * 4, MAX_PROC)
+    return passes, per_pass
+
+
+def _mask(x: int) -> str:
+    return f"0x{x:016x}"
+
+
+def _pair(p: tuple[int, int], one_d: bool) -> str:
+    if one_d or p[0] == p[1]:
+        return str(p[0])
+    return f"[{p[0]}, {p[1]}]"
+
+
+def _procs(x: int) -> str:
+    """Processor ranges of a mask, e.g. `0-15, 32-47`."""
+    out, p = [], 0
+    while p < MAX_PROC:
+        if x >> p & 1:
+            q = p
+            while q + 1 < MAX_PROC and x >> (q + 1) & 1:
+                q += 1
+            out.append(f"{p}" if p == q else f"{p}-{q}")
+            p = q + 1
+        else:
+            p += 1
+    return ", ".join(out) or "none"
+
+
+def _geometry(lay: Layer) -> list[tuple[str, str]]:
+    """The operation keys of one layer (what it computes)."""
+    one_d = lay.operator == OP_CONV1D
+    keys: list[tuple[str, str]] = [("op", _OPS[lay.operator])]
+    if lay.operator == OP_CONV2D:
+        keys.append(("kernel_size", f"{lay.kernel_size[0]}x{lay.kernel_size[1]}"))
+    elif lay.operator == OP_CONV1D:
+        keys.append(("kernel_size", str(lay.kernel_size[0])))
+    if lay.operator in (OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D):
+        keys.append(("pad", str(lay.padding[0])))
+    if lay.dilation != (1, 1):
+        keys.append(("dilation", _pair(lay.dilation, one_d)))
+    if lay.conv_groups > 1:
+        keys.append(("groups", str(lay.conv_groups)))
+    if lay.operator == OP_CONVTRANSPOSE2D and lay.output_padding != (1, 1):
+        keys.append(("output_pad", str(lay.output_padding[0])))
+    pooled = lay.pool != (1, 1) or lay.pool_stride != (1, 1)
+    if pooled:
+        keys.append(("avg_pool" if lay.pool_average else "max_pool", _pair(lay.pool, one_d)))
+        keys.append(("pool_stride", _pair(lay.pool_stride, one_d)))
+        if lay.pool_dilation != (1, 1):
+            keys.append(("pool_dilation", _pair(lay.pool_dilation, one_d)))
+    if lay.eltwise != ELTWISE_NONE:
+        keys.append(("eltwise", ELTWISE_NAMES[lay.eltwise]))
+        if lay.operands != 2:
+            keys.append(("operands", str(lay.operands)))
+        if not lay.pool_first and pooled:
+            keys.append(("pool_first", "false"))
+    if lay.flatten:
+        keys.append(("flatten", "true"))
+    if lay.activation in _ACTS:
+        keys.append(("activate", _ACTS[lay.activation]))
+    if lay.weights is not None and lay.operator != OP_NONE:
+        q = lay.quantization or 8
+        if q != 8:
+            keys.append(("quantization", "binary" if q == -1 else str(q)))
+        # The sidecar's shift excludes the implicit 8 - |bits| (seed 004, output_shift).
+        keys.append(("output_shift", str(lay.output_shift - (8 - abs(q)))))
+    if lay.output_width != 8:
+        keys.append(("output_width", str(lay.output_width)))
+    return keys
+
+
+def _explain(network: Network, placement: Placement, ll: int) -> list[str]:
+    """Why each mapping decision of layer `ll` is what it is."""
+    lay, pl = network.layers[ll], placement.layers[ll]
+    passes, per_pass = _expand(lay.input_channels)
+    notes = [f"{lay.input_channels} input channel(s) on processors {_procs(pl.processor_map)}"
+             f" ({per_pass} per pass, {passes} pass{'es' if passes > 1 else ''})"]
+    if pl.big_data:
+        notes.append("CHW input: one channel per memory instance, four pixels per word "
+                     "(HWC would not fit, or was not chosen)")
+    if pl.write_gap:
+        notes.append(f"write_gap {pl.write_gap}: output interleaved with the other "
+                     "element-wise operand(s)")
+    seqs = pl.in_sequences
+    if seqs is not None and len(seqs) > 1 and lay.eltwise == ELTWISE_NONE:
+        notes.append("concatenated inputs sit side by side so this layer reads them as one")
+    notes.append(f"output {lay.output_channels} channel(s) to processors "
+                 f"{_procs(pl.output_processor_map)} at {pl.out_offset:#06x} (kept clear of "
+                 "data still needed by later layers)")
+    return notes
+
+
+def _arriving_dim(network: Network, placement: Placement, ll: int) -> tuple[int, int]:
+    """The dimensions the resolver gives a layer without `in_dim`: its (first) input's."""
+    pl = placement.layers[ll]
+    if pl.in_sequences is not None:
+        src = pl.in_sequences[0]
+    else:
+        src = pl.prev_sequence if ll > 0 else -1
+    if src == -1:
+        shape = network.input_shape
+        return (shape[1], shape[2] if len(shape) > 2 else 1)
+    return tuple(network.layers[src].output_dim)  # type: ignore[return-value]
+
+
+def write_sidecar(network: Network, placement: Placement, device: object | None = None,
+                  reasons: Mapping[str, str | Sequence[str]] | None = None) -> str:
+    """The sidecar YAML text for `placement` (vendor syntax, deterministic).
+
+    `reasons` adds comment lines per layer name (why the mapper chose something).
+    """
+    dev = str(getattr(device, "name", device) or placement.device)
+    reasons = reasons or {}
+    n = len(network.layers)
+    lines = [
+        "---",
+        f"# Network `{network.name}` placed on {dev}.",
+        "# Every mapping key below was chosen by onnx2ai8x; edit and pass back with --sidecar.",
+        f"arch: {network.name}",
+        f"dataset: {network.name}",
+        "",
+        "layers:",
+    ]
+    places = placement.layers
+    for ll, (lay, pl) in enumerate(zip(network.layers, places, strict=True)):
+        extra = reasons.get(lay.name, ())
+        extra = [extra] if isinstance(extra, str) else list(extra)
+        lines.append(f"  # Layer {ll}: {lay.operator_name}, "
+                     f"{lay.input_channels}x{lay.input_dim[0]}x{lay.input_dim[1]} -> "
+                     f"{lay.output_channels}x{lay.output_dim[0]}x{lay.output_dim[1]}")
+        lines += [f"  # {note}" for note in _explain(network, placement, ll) + extra]
+        entry: list[tuple[str, str]] = [("name", lay.name)]
+        if pl.in_sequences is not None:
+            refs = ["input" if s == -1 else network.layers[s].name for s in pl.in_sequences]
+            entry.append(("in_sequences", f"[{', '.join(refs)}]"))
+        entry.append(("processors", _mask(pl.processor_map)))
+        # Defaults the resolver applies when a key is absent (seed 004).
+        default_in = 0 if ll == 0 else places[pl.prev_sequence if pl.prev_sequence >= 0
+                                              else ll - 1].out_offset
+        if pl.in_offset != default_in:
+            entry.append(("in_offset", f"{pl.in_offset:#06x}"))
+        entry.append(("out_offset", f"{pl.out_offset:#06x}"))
+        nxt = pl.next_sequence if pl.next_sequence is not None else ll + 1
+        if 0 <= nxt < n and nxt != ll:
+            default_out = places[nxt].processor_map
+        else:
+            default_out = (1 << _expand(lay.output_channels)[1]) - 1
+        if pl.output_processor_map != default_out:
+            entry.append(("output_processors", _mask(pl.output_processor_map)))
+        if pl.write_gap:
+            entry.append(("write_gap", str(pl.write_gap)))
+        if pl.big_data:
+            entry.append(("data_format", "CHW"))
+        if pl.streaming:
+            entry.append(("streaming", "true"))
+        if pl.output_layer and ll != placement.final_layer:
+            entry.append(("output", "true"))
+        if pl.next_sequence not in (None, ll + 1) and not (ll == n - 1
+                                                            and pl.next_sequence == -1):
+            entry.append(("next_sequence", "stop" if pl.next_sequence == -1
+                          else network.layers[pl.next_sequence].name))
+        if lay.input_dim != _arriving_dim(network, placement, ll):
+            # the data is reinterpreted (same pixel count, other shape)
+            entry.append(("in_dim", f"[{lay.input_dim[0]}, {lay.input_dim[1]}]"))
+        entry += _geometry(lay)
+        for i, (key, value) in enumerate(entry):
+            lines.append(f"  {'- ' if i == 0 else '  '}{key}: {value}")
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
