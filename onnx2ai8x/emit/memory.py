@@ -224,8 +224,10 @@ def kernel_stream(network: Network, placement: Placement,
     window = mem.stride * 16
     runs: list[tuple[int, list[bytes]]] = []
     for p, cols in enumerate(kernels.columns):
-        placed = sorted((_kernel_index(kernels, network, owner[(p, col)], col), data)
-                        for col, data in cols)
+        # A stable sort by address: where calcx4 layers overlap other layers, both writes
+        # stay in the stream in column order (the later one is what the memory keeps).
+        placed = sorted(((_kernel_index(kernels, network, owner[(p, col)], col), data)
+                         for col, data in cols), key=lambda item: item[0])
         for index, data in placed:
             addr = mem.address(p, index)
             if runs and addr == runs[-1][0] + 16 * len(runs[-1][1]):

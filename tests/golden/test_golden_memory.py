@@ -96,3 +96,23 @@ def test_input(name):
                              fifo="--fifo" in _args(case_dir)))
     want = _expected(name)["input"]
     assert got == want, _first_difference(got, want)
+
+
+@pytest.mark.parametrize("name", golden_params())
+def test_kernels(name):
+    from onnx2ai8x.emit.memory import kernel_stream
+
+    _, placement = _case(name)
+    got = _plain(kernel_stream(placement.network, placement))
+    want = _expected(name)["kernels"]
+    assert got == want, _first_difference(got, want)
+
+
+@pytest.mark.parametrize("name", golden_params())
+def test_bias(name):
+    from onnx2ai8x.emit.memory import bias_loads
+
+    _, placement = _case(name)
+    got = _plain(bias_loads(placement.network, placement))
+    want = _expected(name)["bias"]
+    assert got == want, _first_difference(got, want)
