@@ -250,3 +250,19 @@ def bias_loads(network: Network, placement: Placement,
     if bias is None:
         bias = allocate_bias(network, placement)
     return [(bias.address(q), list(values)) for q, values in enumerate(bias.memory) if values]
+
+
+def weight_memory_map(network: Network, placement: Placement,
+                      kernels: KernelAllocation | None = None,
+                      bias: BiasAllocation | None = None):
+    """The per-layer kernel and bias placement in the form the register computation
+    takes (`onnx2ai8x.emit.registers.WeightMemoryMap`)."""
+    from .registers.writes import WeightMemoryMap
+
+    if kernels is None:
+        kernels = allocate_kernels(network, placement)
+    if bias is None:
+        bias = allocate_bias(network, placement)
+    return WeightMemoryMap(kernel_offset=kernels.offset, kernel_count=kernels.count,
+                           kernel_out_channels=kernels.out_channels,
+                           bias_offsets=bias.offsets, bias_group=bias.group)
