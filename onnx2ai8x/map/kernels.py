@@ -246,6 +246,11 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
                 mm = instance_mask(offs + 1)
                 if (offs + 1) & ~mm != (offs + length) & ~mm:
                     return -1
+            if offs + length > mem.width_large:
+                # Past the end of every processor's memory (the vendor would crash here).
+                if must_fit:
+                    raise _exhausted(layer, p, offs, length)
+                return -1
             cols = range(offs, offs + length)
         else:
             if mem.weight_mask and groups > 1:
