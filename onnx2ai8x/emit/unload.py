@@ -18,8 +18,8 @@ Public functions:
   `SAMPLE_OUTPUT`.
 - `unload_plan(network, placement) -> list[tuple[int, int]]`: per
   `addr = (volatile uint32_t *) ADDRESS;` statement of `cnn_unload`, its address and the
-  number of `*addr++` reads written after it (the vendor's loop unrolling: 8 statements
-  per loop body for 32-bit outputs, 1 for 8-bit outputs).
+  number of `*addr++` statements written after it (as text: a loop body counts once;
+  the vendor's unrolling: loops of 8 statements for 32-bit outputs, of 1 for 8-bit).
 - `unload_runs(network, placement) -> list[UnloadRun]`: the same, with everything
   needed to write the loops.
 """
@@ -340,8 +340,8 @@ def _advance_narrow(pointer: int, reads: int) -> int:
 
 
 def unload_plan(network: Network, placement: Placement) -> list[tuple[int, int]]:
-    """`(address, reads)` per `addr = ...` statement of `cnn_unload`, where `reads`
-    counts the `*addr++` statements written before the next assignment."""
+    """`(address, statements)` per `addr = ...` statement of `cnn_unload`: the
+    `*addr++` statements written before the next assignment (a loop body counts once)."""
     plan: list[tuple[int, int]] = []
     for r in unload_runs(network, placement):
         if r.address is not None:
