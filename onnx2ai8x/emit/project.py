@@ -71,42 +71,34 @@ def _tuples(items: Sequence) -> tuple:
 
 
 def weight_memory_map(placement: Placement) -> WeightMemoryMap:
-    """Per-layer kernel and bias placement from `onnx2ai8x.map` (kernel/bias allocation).
+    """Per-layer kernel and bias placement (kernel/bias allocation of `onnx2ai8x.map`)."""
+    from .memory import weight_memory_map as from_allocation
 
-    Integration point with the kernel/bias allocator: until `onnx2ai8x.map.kernels` and
-    `onnx2ai8x.map.bias` expose their per-layer results, this raises NotImplementedError.
-    """
-    try:
-        from ..map import bias as bias_alloc  # noqa: F401
-        from ..map import kernels as kernel_alloc  # noqa: F401
-    except ImportError as exc:
-        raise NotImplementedError("kernel/bias allocation is not available yet") from exc
-    raise NotImplementedError("kernel/bias allocation results are not wired in yet")
+    return from_allocation(placement.network, placement)
 
 
 def project_data(network: Network, placement: Placement, sample: np.ndarray,
                  outputs: list[np.ndarray], options: EmitOptions | None = None) -> ProjectData:
-    """Memory contents from the data-section functions (onnx2ai8x.emit.memory / unload).
+    """Memory contents from kernel/bias allocation and the data-section functions.
 
     `outputs` are the reference outputs of `unload.known_answer_layers(placement)`.
     """
+    from ..map.bias import allocate_bias
+    from ..map.kernels import allocate_kernels
     from . import memory as mem_sections
     from . import unload as unload_sections
 
     options = options or EmitOptions()
-    memory = weight_memory_map(placement)
-    kernel_stream = getattr(mem_sections, "kernel_stream", None)
-    bias_loads = getattr(mem_sections, "bias_loads", None)
-    if kernel_stream is None or bias_loads is None:
-        raise NotImplementedError("kernel stream / bias loads are not available yet")
-    kernels = kernel_stream(network, placement, memory)
-    bias = bias_loads(network, placement, memory)
+    kernels = allocate_kernels(network, placement)
+    bias = allocate_bias(network, placement)
+    memory = mem_sections.weight_memory_map(network, placement, kernels, bias)
     inputs = () if options.uses_fifo else \
         mem_sections.input_loads(network, placement, sample)
     expected = unload_sections.expected_output(network, placement, outputs,
                                                max_checklines=options.max_checklines)
-    return ProjectData(kernels=_tuples(kernels), bias=_tuples(bias), inputs=_tuples(inputs),
-                       expected=_tuples(expected), memory=memory)
+    return ProjectData(kernels=_tuples(mem_sections.kernel_stream(network, placement, kernels)),
+                       bias=_tuples(mem_sections.bias_loads(network, placement, bias)),
+                       inputs=_tuples(inputs), expected=_tuples(expected), memory=memory)
 
 
 def fifo_feed(hw: HwNetwork, sample: np.ndarray) -> FifoFeed:
