@@ -194,9 +194,10 @@ class _Memory:
 
     def __init__(self, mem: KernelMemory) -> None:
         self.mem = mem
-        self.owner = np.full((MAX_PROCESSORS, mem.width_large), FREE, dtype=np.int64)
-        self.used = np.zeros((MAX_PROCESSORS, mem.width_large), dtype=np.int64)
-        self.data = np.zeros((MAX_PROCESSORS, mem.width_large, KERNEL_BYTES), dtype=np.int64)
+        # Plain lists: filling touches single bytes, which numpy indexing makes slow.
+        self.owner = [[FREE] * mem.width_large for _ in range(MAX_PROCESSORS)]
+        self.used = [[0] * mem.width_large for _ in range(MAX_PROCESSORS)]
+        self.data = [bytearray(mem.width_large * KERNEL_BYTES) for _ in range(MAX_PROCESSORS)]
 
     def fits(self, p: int, offs: int, length: int, reverse: bool = False) -> bool:
         if reverse:
@@ -311,9 +312,10 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
     for p in range(MAX_PROCESSORS):
         row = []
         for col in range(mem.width(p)):
-            ll = int(memory.owner[p][col])
+            ll = memory.owner[p][col]
             if ll != FREE:
-                row.append((col, bytes(int(b) & 0xFF for b in memory.data[p][col])))
+                row.append((col, bytes(memory.data[p][col * KERNEL_BYTES:
+                                                     (col + 1) * KERNEL_BYTES])))
                 owner.append(((p, col), ll))
         columns.append(tuple(row))
     return KernelAllocation(device=placement.device, offset=tuple(offset), length=tuple(length),
@@ -412,18 +414,22 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     map_init = out_map >> _ffs(out_map)
     value_mask = (1 << quant) - 1
     rows = len(reshaped)
+    row_values = (reshaped.reshape(rows, -1) & value_mask).tolist()
 
     def add(p: int, col_target: int, b: int) -> int:
         col = koffs + col_target
         if col + 1 > mem.width(p):
             raise _exhausted(lay, p, col, 1)
-        if memory.used[p][col] == 0:
+        used = memory.used[p]
+        n = used[col]
+        if n == 0:
             if memory.owner[p][col] != FREE:
                 raise _exhausted(lay, p, col, 1)
             memory.owner[p][col] = ll
-        memory.data[p][col][8 - memory.used[p][col]] = b & 0xFF
-        memory.used[p][col] += 1
-        if memory.used[p][col] == KERNEL_BYTES:
+        # Bytes fill a 9-byte kernel from its last byte (the first tap ends up last).
+        memory.data[p][col * KERNEL_BYTES + 8 - n] = b & 0xFF
+        used[col] = n + 1
+        if n + 1 == KERNEL_BYTES:
             col_target += 1
         return col_target
 
@@ -453,32 +459,31 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
                 for ie in range(in_exp):
                     if ie * in_thresh + ch < in_ch and src < rows:
                         n = 0
-                        parts: list[np.ndarray] = []
-                        packed = np.zeros(reshaped[src].size, dtype=np.int64)
+                        parts: list[int] = []
+                        packed = [0] * len(row_values[src])
                         for i in range(qfactor):
                             if m < out_chan:
                                 idx = n + ie * qfactor
                                 kidx = src + (idx % in_exp) * in_thresh + (idx // in_exp) * in_chan
                                 if kidx < rows:
-                                    this = reshaped[kidx].reshape(-1) & value_mask
+                                    this = row_values[kidx]
                                     if lay.flatten:
-                                        parts.append(this)
+                                        parts.extend(this)
                                     else:
-                                        packed |= this << (i * quant)
+                                        shift = i * quant
+                                        packed = [a | b << shift
+                                                  for a, b in zip(packed, this, strict=True)]
                                 n += 1
                         if lay.flatten:
-                            flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-                            if flat.size % qfactor:
-                                flat = np.concatenate(
-                                    [flat, np.zeros(qfactor - flat.size % qfactor, np.int64)])
-                            for i in range(flat.size // qfactor):
+                            parts.extend([0] * (-len(parts) % qfactor))
+                            for i in range(len(parts) // qfactor):
                                 e = 0
                                 for j in range(qfactor):
-                                    e |= int(flat[i * qfactor + j]) << (j * quant)
+                                    e |= parts[i * qfactor + j] << (j * quant)
                                 col_target = add(p, col_target, e)
                         else:
                             for i in range(ksize):
-                                col_target = add(p, col_target, int(packed[ksize - i - 1]))
+                                col_target = add(p, col_target, packed[ksize - i - 1])
                     else:
                         # Channels beyond the input: zero kernels keep the passes aligned.
                         for _ in range(ksize // qfactor):
