@@ -9,7 +9,9 @@ Pure functions returning plain values that the project writer lays out:
 - `input_loads(network, placement, sample)` -> `[(address, [words])]`: one `memcpy32`
   per data-memory run of the sample input (not used when the input comes from FIFOs).
 
-Also the data-memory geometry per device (`data_memory(device)`), shared with
+`weight_memory_map(network, placement)` gives the register computation
+(`onnx2ai8x.emit.registers`) the per-layer kernel and bias placement. Also the
+data-memory geometry per device (`data_memory(device)`), shared with
 `onnx2ai8x.emit.unload`.
 """
 from __future__ import annotations
@@ -209,15 +211,18 @@ def _kernel_index(kernels: KernelAllocation, network: Network, ll: int, column: 
 
 
 def kernel_stream(network: Network, placement: Placement,
-                  kernels: KernelAllocation | None = None) -> list[tuple[int, list[int]]]:
+                  kernels: KernelAllocation | None = None,
+                  *, mexpress: bool = True) -> list[tuple[int, list[int]]]:
     """The `KERNELS` stream: `(address, words)` per run of consecutive kernel columns.
 
-    Kernels are written with the express loader (seed 000, "Kernel memory"): the
-    address of a run is the column's address with the in-processor part divided by 4,
-    and each 9-byte kernel follows the previous one byte by byte, big-endian words, the
-    last word of a run padded with zero bytes.
+    With the express loader (`mexpress`, the vendor default; seed 000, "Kernel memory")
+    the address of a run is the column's address with the in-processor part divided by
+    4, and the 9-byte kernels follow each other byte by byte in big-endian words, the
+    last word padded with zero bytes. Without it, each kernel is four words at its own
+    16-byte slot: byte 0, bytes 1-4, bytes 5-8, and a zero word that commits the write.
+    `kernels` defaults to `allocate_kernels(network, placement)`.
     """
-    if kernels is None:
+    if not isinstance(kernels, KernelAllocation):
         kernels = allocate_kernels(network, placement)
     mem = kernel_memory(kernels.device)
     owner = dict(kernels.owner)
@@ -236,6 +241,12 @@ def kernel_stream(network: Network, placement: Placement,
                 runs.append((addr, [data]))
     stream = []
     for addr, datas in runs:
+        if not mexpress:
+            words = []
+            for k in datas:
+                words += [k[0], int.from_bytes(k[1:5], "big"), int.from_bytes(k[5:9], "big"), 0]
+            stream.append((addr, words))
+            continue
         raw = b"".join(datas)
         raw += bytes(-len(raw) % 4)
         words = [int.from_bytes(raw[i:i + 4], "big") for i in range(0, len(raw), 4)]

@@ -93,3 +93,15 @@ def test_no_bias_no_loads():
     lay = one_layer(3, 4)
     pl = place(lay, 0x7, 0xF)
     assert bias_loads(pl.network, pl) == []
+
+
+def test_kernel_stream_without_express_loader_writes_four_words_per_kernel():
+    lay = one_layer(1, 2, seed=4)
+    pl = place(lay, 0x1, 0x3)
+    [(addr, words)] = kernel_stream(pl.network, pl, mexpress=False)
+    assert addr == MRAM
+    for m in range(2):
+        k = [int(v) & 0xFF for v in lay.weights[m, 0].reshape(-1)]
+        assert words[4 * m:4 * m + 4] == [
+            k[0], k[1] << 24 | k[2] << 16 | k[3] << 8 | k[4],
+            k[5] << 24 | k[6] << 16 | k[7] << 8 | k[8], 0]
