@@ -53,6 +53,7 @@ from .memory_check import (
     kernel_columns,
     lanes,
     last_use,
+    lowest_free,
     memory_facts,
     output_bytes,
     output_ignore,
@@ -145,13 +146,7 @@ class _Mapper:
         if length == 0:
             return 0
         procs = [p for p in range(MAX_PROC) if pmap >> p & 1]
-        col = 0
-        while True:
-            clash = [e for p in procs for (s, e) in self.busy[p] if s < col + length
-                     and col < e]
-            if not clash:
-                break
-            col = max(clash)
+        col = lowest_free(self.busy, procs, length) or 0
         end = col + length
         if any(end > kernel_capacity(self.facts, p) for p in procs):
             return 1 << 20
@@ -179,8 +174,10 @@ class _Mapper:
         if prefer is not None and popcount(prefer) == width:
             cands.append(prefer)
         cands += [_block(s, width) for s in range(0, MAX_PROC - width + 1, P_SHARED)]
-        best = min(cands, key=lambda m: (self.kernel_cost(ll, m), m != prefer, ffs(m)))
-        return best
+        if prefer is not None and popcount(prefer) == width \
+                and self.kernel_cost(ll, prefer) < 1 << 20:
+            return prefer  # keep the data where it is (passthrough/depthwise rule)
+        return min(cands, key=lambda m: (self.kernel_cost(ll, m), ffs(m)))
 
     def map_processors(self) -> None:
         net = self.net

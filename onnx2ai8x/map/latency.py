@@ -238,15 +238,11 @@ def estimate_cycles(network: Network, placement: Placement, device: str | None =
 def _allocated_kernel_offsets(placement: Placement) -> list[int] | None:
     """Kernel offsets from the kernel allocator (onnx2ai8x.map.kernels) when present."""
     try:
-        from . import kernels  # type: ignore[attr-defined]
+        from .kernels import allocate_kernels  # type: ignore[import-not-found]
     except ImportError:
         return None
-    alloc = getattr(kernels, "allocate", None)
-    if alloc is None:
-        return None
     try:
-        result = alloc(placement)
+        result = allocate_kernels(placement.network, placement)
     except Exception:  # noqa: BLE001 - an allocator failure only costs estimate precision
         return None
-    offsets = getattr(result, "kernel_offset", None)
-    return None if offsets is None else [int(x) for x in offsets]
+    return [int(x) for x in result.offset]

@@ -216,7 +216,7 @@ def place_kernels(network: Network, maps: list[tuple[int, int]], facts: MemoryFa
             start[ll] = 0
             continue
         procs = [p for p in range(MAX_PROC) if pmap >> p & 1]
-        col = _lowest_free(busy, procs, length)
+        col = lowest_free(busy, procs, length)
         if col is None or any(col + length > kernel_capacity(facts, p) for p in procs):
             continue
         for p in procs:
@@ -226,14 +226,15 @@ def place_kernels(network: Network, maps: list[tuple[int, int]], facts: MemoryFa
     return start, used
 
 
-def _lowest_free(busy: list[list[tuple[int, int]]], procs: list[int],
+def lowest_free(busy: list[list[tuple[int, int]]], procs: list[int],
                  length: int) -> int | None:
+    """Lowest column, a multiple of 4 like the vendor's allocator, free in all `procs`."""
     col = 0
     while True:
         clash = [end for p in procs for (s, end) in busy[p] if s < col + length and col < end]
         if not clash:
             return col
-        col = max(clash)
+        col = (max(clash) + 3) & ~3
         if col > 1 << 16:
             return None
 
@@ -377,8 +378,11 @@ def check_placement(network: Network, placement: Placement,
                                     "data offsets must be multiples of 4 (one word)",
                                     "round `in_offset`/`out_offset` to a multiple of 4"))
     diags += _check_liveness(network, placement)
+    exact = _exact_weight_memory(network, placement)
+    if exact is not None:
+        return diags + exact
     maps = [(pl.processor_map, pl.output_processor_map) for pl in placement.layers]
-    start, used = place_kernels(network, maps, facts)
+    start, _ = place_kernels(network, maps, facts)
     for ll, col in enumerate(start):
         if col is None:
             lay = network.layers[ll]
@@ -396,6 +400,29 @@ def check_placement(network: Network, placement: Placement,
             f"remaining bias memory ({facts.bias_bytes} bytes per quadrant)",
             "drop the bias of some layers or use a larger device"))
     return diags
+
+
+def _exact_weight_memory(network: Network, placement: Placement) -> list[Diagnostic] | None:
+    """Kernel and bias memory checked with the emission's allocators (the vendor's exact
+    layout, onnx2ai8x.map.kernels / onnx2ai8x.map.bias) when they are available; None
+    when they are not (the estimates above are used instead)."""
+    from ..errors import Ai8xError
+
+    try:
+        from .bias import allocate_bias  # type: ignore[import-not-found]
+        from .kernels import allocate_kernels  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    out = []
+    for code, alloc in (("map.kernel-memory", allocate_kernels), ("map.bias-memory",
+                                                                   allocate_bias)):
+        try:
+            alloc(network, placement)
+        except Ai8xError as err:
+            out += [Diagnostic(code, d.where, d.message, d.hint) for d in err.diagnostics]
+        except Exception:  # noqa: BLE001 - an allocator defect: fall back to the estimate
+            return None
+    return out
 
 
 def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:

@@ -18,8 +18,9 @@ def conv(name: str, cin: int, cout: int, dim: int, seqs: tuple[int, ...], k: int
     return Layer(name=name, operator=OP_CONV2D, input_channels=cin, output_channels=cout,
                  input_dim=(dim, dim), pooled_dim=(pooled, pooled), output_dim=(pooled, pooled),
                  kernel_size=(k, k), padding=(k // 2, k // 2), pool=(pool, pool),
-                 pool_stride=(pool, pool), activation=ACT_RELU, in_sequences=seqs,
-                 weights=np.ones((cout, cin, k, k), dtype=np.int64), **kw)
+                 pool_stride=(pool, pool), in_sequences=seqs,
+                 weights=np.ones((cout, cin, k, k), dtype=np.int64),
+                 **{"activation": ACT_RELU, **kw})
 
 
 def passthrough(name: str, c: int, dim: int, seqs: tuple[int, ...], **kw) -> Layer:
@@ -132,8 +133,11 @@ def test_data_that_does_not_fit_names_the_layer() -> None:
 
 def test_kernel_memory_exhausted() -> None:
     # 64 -> 64 channels of 3x3 kernels: 64 columns per processor per layer; 13 layers on
-    # all 64 processors need 832 > 768 columns
-    layers = tuple(conv(f"c{i}", 64, 64, 4, (i - 1,)) for i in range(13))
+    # all 64 processors need 832 > 768 columns (distinct weights: identical ones would be
+    # stored once)
+    layers = tuple(dataclasses.replace(conv(f"c{i}", 64, 64, 4, (i - 1,)),
+                                       weights=np.full((64, 64, 3, 3), i % 100))
+                   for i in range(13))
     net = Network(layers=layers, input_shape=(64, 4, 4))
     with pytest.raises(Ai8xError) as err:
         auto_place(net, "MAX78000")
