@@ -1,0 +1,106 @@
+"""Derived facts about a layer that several rules need (pure functions, no state)."""
+from __future__ import annotations
+
+from ..devices import Device
+from ..network import (
+    ELTWISE_NONE,
+    OP_CONV1D,
+    OP_CONV2D,
+    OP_CONVTRANSPOSE2D,
+    OP_LINEAR,
+    OP_NONE,
+    Layer,
+    Network,
+)
+
+CONVOLUTIONS = (OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D)
+WEIGHTED = (OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D, OP_LINEAR)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def producers(network: Network, index: int) -> tuple[int, ...]:
+    """The layers feeding layer `index` (-1: the network input); the previous one if unset."""
+    layer = network.layers[index]
+    if layer.in_sequences is not None:
+        return tuple(layer.in_sequences)
+    return (index - 1,)
+
+
+def consumers(network: Network, index: int) -> tuple[int, ...]:
+    return tuple(j for j in range(len(network.layers)) if index in producers(network, j))
+
+
+def is_1d(layer: Layer) -> bool:
+    """1-D data: Conv1d, or a layer without convolution on (L, 1) data."""
+    if layer.operator == OP_CONV1D:
+        return True
+    return layer.operator == OP_NONE and layer.input_dim[1] == 1 and layer.output_dim[1] == 1
+
+
+def is_eltwise(layer: Layer) -> bool:
+    return layer.eltwise != ELTWISE_NONE
+
+
+def pools(layer: Layer) -> bool:
+    """Pooling (or a stride-only pool) is active in this layer."""
+    return layer.pool != (1, 1) or layer.pool_stride != (1, 1)
+
+
+def in_passes(layer: Layer, device: Device) -> int:
+    """Input passes: each pass reads at most one channel per processor."""
+    return max(1, ceil_div(layer.input_channels, device.channels_per_pass))
+
+
+def out_passes(layer: Layer, device: Device) -> int:
+    return max(1, ceil_div(layer.output_channels, device.channels_per_pass))
+
+
+def kernel_taps(layer: Layer) -> int:
+    """Weights per kernel as the hardware stores it (1x1 linear, k for Conv1d)."""
+    if layer.operator == OP_CONV1D:
+        return layer.kernel_size[0]
+    return layer.kernel_size[0] * layer.kernel_size[1]
+
+
+def weight_bits(layer: Layer) -> int:
+    """Bits per stored weight (binary weights take one bit)."""
+    return abs(layer.quantization) if layer.quantization else 8
+
+
+def pixels(dim: tuple[int, int]) -> int:
+    return dim[0] * dim[1]
+
+
+def output_shape(layer: Layer) -> tuple[int, int] | None:
+    """The output dimensions the hardware produces from `pooled_dim` (None: not defined)."""
+    ph, pw = layer.pooled_dim
+    if layer.flatten:
+        return (1, 1)
+    if layer.operator == OP_NONE:
+        return (ph, pw)
+    kh, kw = layer.kernel_size
+    (dh, dw), (padh, padw) = layer.dilation, layer.padding
+    (sh, sw) = layer.stride
+    if layer.operator == OP_CONVTRANSPOSE2D:
+        oph, opw = layer.output_padding
+        return ((ph - 1) * sh - 2 * padh + dh * (kh - 1) + oph + 1,
+                (pw - 1) * sw - 2 * padw + dw * (kw - 1) + opw + 1)
+    oh = (ph - dh * (kh - 1) - 1 + 2 * padh) // sh + 1
+    if layer.operator == OP_CONV1D:
+        return (oh, 1)
+    return (oh, (pw - dw * (kw - 1) - 1 + 2 * padw) // sw + 1)
+
+
+def pooled_shape(layer: Layer) -> tuple[int, int]:
+    """Pooled dimensions with the tool's arithmetic (izer: (in + s - k - d + 1) // s)."""
+    def one(size: int, k: int, s: int, d: int) -> int:
+        return (size + s - k - d + 1) // s
+
+    h = one(layer.input_dim[0], layer.pool[0], layer.pool_stride[0], layer.pool_dilation[0])
+    if is_1d(layer):
+        return (h, 1)
+    return (h, one(layer.input_dim[1], layer.pool[1], layer.pool_stride[1],
+                   layer.pool_dilation[1]))
