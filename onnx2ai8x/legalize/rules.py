@@ -813,7 +813,8 @@ def weight_bits_rule(layer, network, device):
 def weights_shape(layer, network, device):
     """Weights have the layer's shape and fit the weight width.
 
-    The kernel memory holds `quantization`-bit two's complement values (binary: +1/-1).
+    Seed ("Number Format", "Weights: Quantization-Aware Training"): the kernel memory
+    holds `quantization`-bit two's complement values (binary: +1/-1).
     """
     if layer.operator not in WEIGHTED:
         return None
