@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..network import OP_CONVTRANSPOSE2D, OP_NONE, Network
 from ..placement import Placement
@@ -26,10 +27,10 @@ STARTUP_CYCLES = 1  # the estimate starts with one cycle for the start command
 # Device flags the estimate depends on (izer/tornadocnn.py): multi-pass pooling in a
 # passthrough layer that writes more than one output pass takes 2*passes-1 passes, and
 # "pool after element-wise" on multi-pass layers re-reads the kernel offset region.
-_FLAGS = {
+_FLAGS = MappingProxyType({
     "MAX78000": {"two_pass_passthrough": True, "kernoff_multiwrite": True},
     "MAX78002": {"two_pass_passthrough": True, "kernoff_multiwrite": False},
-}
+})
 
 
 @dataclass(frozen=True)

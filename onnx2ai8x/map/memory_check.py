@@ -21,6 +21,7 @@ Facts (seed 000 "MAX78000 and MAX78002 Hardware and Resources", "Data Memory",
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..errors import Diagnostic
 from ..network import OP_CONV1D, OP_NONE, Layer, Network
@@ -44,11 +45,12 @@ class MemoryFacts:
     max_layers: int
 
 
-_FACTS = {
+_FACTS = MappingProxyType({
     "MAX78000": MemoryFacts("MAX78000", 0x8000, 768, 768, 512, 32),
     "MAX78002": MemoryFacts("MAX78002", 0x14000, 4096, 5120, 2048, 128),
-}
-_ALIASES = {"AI85": "MAX78000", "AI87": "MAX78002", "85": "MAX78000", "87": "MAX78002"}
+})
+_ALIASES = MappingProxyType({"AI85": "MAX78000", "AI87": "MAX78002", "85": "MAX78000",
+                             "87": "MAX78002"})
 
 
 def device_name(device: object) -> str:
