@@ -1,0 +1,17 @@
+"""Importers: ai8x-ONNX -> Network (`onnx_reader`), vendor projects -> ai8x-ONNX (`izer`).
+
+`read_model` is loaded on first use so that importing a sibling module (e.g. the
+checkpoint reader) does not pull in onnx, and nothing here imports torch.
+"""
+from __future__ import annotations
+
+
+def __getattr__(name: str):
+    if name in ("read_model", "read_model_full", "ReadModel"):
+        from . import onnx_reader
+
+        return getattr(onnx_reader, name)
+    raise AttributeError(name)
+
+
+__all__ = ["ReadModel", "read_model", "read_model_full"]
