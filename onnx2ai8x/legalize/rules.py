@@ -3,9 +3,9 @@
 Each rule is `(layer, network, device) -> Diagnostic | iterable of Diagnostic | None`.
 Layer rules get every layer in turn; network rules (scope "network") get `layer=None`
 and look at the whole network. A rule's docstring is the user-facing reason; its first
-line is what the README table and `onnx2ai8x check --explain` show. The quoted seed
-sentences are from the vendor guide, sections "Limitations of MAX78000 Networks" and
-"Limitations of MAX78002 Networks" (seed 000), unless another section is named.
+line is what the README table shows. The quoted seed sentences are from the vendor guide,
+sections "Limitations of MAX78000 Networks" and "Limitations of MAX78002 Networks"
+(seed 000), unless another section is named.
 
 `index` below is the layer's position in `network.layers` (execution order).
 """

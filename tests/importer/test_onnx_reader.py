@@ -281,3 +281,21 @@ def test_reader_does_not_import_torch():
     code = ("import sys, onnx2ai8x.importer.onnx_reader, onnx2ai8x.legalize, "
             "onnx2ai8x.devices; sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_constant_nodes_are_read_like_initializers():
+    # Exporters may write shapes as Constant nodes instead of initializers; the reader
+    # (after an optional onnxsim pass) must see the same network.
+    net = SYNTHETIC["reshape-2d-to-1d"]()
+    model = builder.build_model(net)
+    moved = []
+    for init in list(model.graph.initializer):
+        if init.data_type == TensorProto.INT64:
+            moved.append(helper.make_node("Constant", [], [init.name],
+                                          name=f"{init.name}/const", value=init))
+            model.graph.initializer.remove(init)
+    assert moved
+    rest = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend(moved + rest)
+    assert layer_differences(net, read_model(model)) == []
