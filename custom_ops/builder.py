@@ -444,6 +444,23 @@ def _value_info(t: _Tensor, name: str | None = None) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name or t.name, t.dtype, [BATCH, *t.shape])
 
 
+def _unwritten_fields(lay: Layer) -> dict[str, str]:
+    """Layer fields the nodes cannot show, as main-node metadata for the reader.
+
+    A wide (32-bit) output layer ends with the raw accumulator, so no node carries its
+    output shift or weight width (the weight width still decides kernel packing); and
+    `flatten` of data that is already 1x1 leaves no Flatten node to see.
+    """
+    meta: dict[str, str] = {}
+    if lay.output_width == 32:
+        meta["ai8x.output_shift"] = str(int(lay.output_shift))
+        if lay.weights is not None:
+            meta["ai8x.weight_bits"] = str(int(lay.quantization))
+    if lay.flatten:
+        meta["ai8x.flatten"] = "true"
+    return meta
+
+
 def build_model(network: Network, *, layer_metadata: Mapping[str, Mapping[str, str]] | None = None,
                 doc: str = "", avg_pool_rounding: bool = False,
                 outputs: Sequence[int] | None = None) -> onnx.ModelProto:
@@ -472,6 +489,7 @@ def build_model(network: Network, *, layer_metadata: Mapping[str, Mapping[str, s
         out = lb.build(produced)
         main = lb.main_node()
         meta = {"ai8x.layer_index": str(i), "ai8x.operator": OPERATOR_NAMES[lay.operator]}
+        meta.update(_unwritten_fields(lay))
         if layer_metadata and lay.name in layer_metadata:
             meta.update(layer_metadata[lay.name])
         for key in sorted(meta):

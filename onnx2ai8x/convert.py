@@ -5,6 +5,9 @@ This module only sequences the stages and the side files; it must not import tor
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +16,8 @@ import numpy as np
 from .errors import EXIT_USAGE, Ai8xError
 from .network import Network
 from .placement import Placement
+
+STAGES = ("read", "legalize", "map", "reference", "emit")
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,15 @@ class Plan:
     summary: str
     report_json: str
     sidecar_text: str
+    snoop: tuple[int, ...] | None = None  # the full sidecar's global `snoop` values
+    kernels: object | None = None  # onnx2ai8x.map.kernels.KernelAllocation
+
+
+Step = Callable[[str], None]
+
+
+def _no_step(_: str) -> None:
+    return None
 
 
 def load_onnx(path: Path):
@@ -63,33 +77,53 @@ def load_onnx(path: Path):
     return model
 
 
-def plan(model_path: Path, device_name: str, sidecar_path: Path | None) -> Plan:
+def _place(network: Network, device, sidecar_path: Path | None
+           ) -> tuple[Placement, tuple[int, ...] | None]:
+    """The mapping: the sidecar's when it is full, else inferred around its pins."""
+    from .map.auto import auto_place
+
+    if sidecar_path is None:
+        return auto_place(network, device, None), None
+    from .sidecar.parse import parse_dict
+    from .sidecar.partial import partial_hints, read_sidecar_text
+    from .sidecar.resolve import resolve_placement
+
+    text = read_sidecar_text(Path(sidecar_path))
+    if not text.is_full:
+        return auto_place(network, device, partial_hints(text, network)), None
+    sidecar = parse_dict(text.data, str(sidecar_path))
+    placement = resolve_placement(sidecar, network, device.name)
+    return placement, (tuple(sidecar.snoop) if sidecar.snoop is not None else None)
+
+
+def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
+         step: Step = _no_step) -> Plan:
     """Import, legalize and map; no files are written."""
     from .devices import get_device
     from .emit.sidecar_writer import write_sidecar
     from .importer.onnx_reader import read_model
     from .legalize import legalize
-    from .map.auto import auto_place
+    from .map.kernels import allocate_kernels
     from .map.latency import estimate_cycles
     from .report import render_table, summarize, to_json
 
     device = get_device(device_name)
+    step("read")
     model = load_onnx(Path(model_path))
     network = read_model(model)
+    step("legalize")
     network = legalize(network, device)
-    if sidecar_path is not None:
-        from .sidecar import load_sidecar, resolve_placement
-
-        sidecar = load_sidecar(Path(sidecar_path))
-        placement = resolve_placement(sidecar, network, device)
-    else:
-        placement = auto_place(network, device, None)
-    cycles = tuple(estimate_cycles(network, placement, device))
-    report = summarize(network, placement, device, cycles)
+    step("map")
+    placement, snoop = _place(network, device, sidecar_path)
+    kernels = allocate_kernels(network, placement)
+    cycles = tuple(estimate_cycles(network, placement, device.name,
+                                   kernel_offsets=[int(x) for x in kernels.offset]))
+    report = summarize(network, placement, device, list(cycles))
     return Plan(model=model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
-                sidecar_text=write_sidecar(network, placement, device, None))
+                sidecar_text=write_sidecar(network, placement, device, None), snoop=snoop,
+                kernels=kernels)
 
 
 def default_sample(network: Network) -> np.ndarray:
@@ -98,44 +132,104 @@ def default_sample(network: Network) -> np.ndarray:
     return rng.integers(-128, 128, size=network.input_shape, dtype=np.int64)
 
 
+def reference_outputs(network: Network, placement: Placement, sample: np.ndarray,
+                      avg_pool_rounding: bool) -> list[np.ndarray]:
+    """The onnxruntime reference's values of the known-answer layers, in their order.
+
+    The model is rebuilt from the Network the converter maps (one builder, one set of
+    kernels, docs/design.md section 1) with the known-answer layers as its outputs, so
+    the check values describe exactly the layers the generated C reads back.
+    """
+    import custom_ops
+    from custom_ops.builder import build_model
+
+    from .emit.unload import known_answer_layers
+
+    wanted = known_answer_layers(placement)
+    model = build_model(network, avg_pool_rounding=avg_pool_rounding, outputs=wanted)
+    session = custom_ops.session(model)
+    inp = session.get_inputs()[0]
+    outputs = session.run(None, {inp.name: sample[np.newaxis].astype(np.int8)})
+    return [np.asarray(o)[0] for o in outputs]
+
+
 @dataclass(frozen=True)
 class ConvertResult:
     summary: str
     report_json: str
 
 
-def convert(request: ConvertRequest) -> ConvertResult:
-    import custom_ops
+@contextmanager
+def progress_steps(enabled: bool) -> Iterator[Step]:
+    """A progress bar over the pipeline stages on stderr (interactive terminals only)."""
+    import sys
 
+    if not enabled or not sys.stderr.isatty():
+        yield _no_step
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description:<10}"), BarColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    with bar:
+        task = bar.add_task("start", total=len(STAGES))
+        seen: list[str] = []
+
+        def step(name: str) -> None:
+            if seen:
+                bar.advance(task)
+            seen.append(name)
+            bar.update(task, description=name)
+
+        yield step
+        bar.update(task, completed=len(STAGES))
+
+
+def _sample_for(request: ConvertRequest, network: Network) -> np.ndarray:
+    from .runner import fit_to_input, load_sample
+
+    if request.sample_input is None:
+        return default_sample(network)
+    sample = load_sample(request.sample_input)
+    rank = len(network.input_shape) + 1
+    x = fit_to_input(sample, rank, str(request.sample_input))
+    if x.shape[0] != 1:
+        raise Ai8xError("usage.bad-input", str(request.sample_input),
+                        f"the sample holds a batch of {x.shape[0]}; the known-answer test "
+                        "takes one sample", "save a single sample", exit_code=EXIT_USAGE)
+    if tuple(x.shape[1:]) != tuple(network.input_shape):
+        raise Ai8xError("usage.bad-input", str(request.sample_input),
+                        f"the sample has shape {tuple(x.shape[1:])}, the model takes "
+                        f"{tuple(network.input_shape)}",
+                        "pass a sample of the model's input shape", exit_code=EXIT_USAGE)
+    return x[0].astype(np.int64)
+
+
+def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.annotate import annotate_model
     from .emit.options import EmitOptions
     from .emit.project import write_project
-    from .runner import fit_to_input, load_sample
 
-    result = plan(request.model, request.device, request.sidecar)
-    if request.sample_input is not None:
-        sample = load_sample(request.sample_input)
-    else:
-        sample = default_sample(result.network)
-    session = custom_ops.session(result.model)
-    inp = session.get_inputs()[0]
-    x = fit_to_input(sample, len(inp.shape), str(request.sample_input or "sample"))
-    if tuple(x.shape[1:]) != tuple(result.network.input_shape):
-        raise Ai8xError("usage.bad-input", str(request.sample_input),
-                        f"the sample has shape {tuple(x.shape[1:])}, the model takes "
-                        f"{tuple(result.network.input_shape)}",
-                        "pass a sample of the model's input shape", exit_code=EXIT_USAGE)
-    outputs = [np.asarray(o) for o in session.run(None, {inp.name: x})]
-    options = EmitOptions.from_cli(**request.options)
-    annotated = annotate_model(result.model, result.network, result.placement,
-                               result.cycles, result.device)
-    stem = Path(request.model).stem
-    extra_files = {
-        f"{stem}.yaml": result.sidecar_text.encode(),
-        f"{stem}.onnx": annotated.SerializeToString(deterministic=True),
-        "report.json": result.report_json.encode(),
-    }
-    write_project(result.network, result.placement, request.output, options=options,
-                  sample=x[0].astype(np.int64), outputs=[o[0] for o in outputs],
-                  overwrite=request.overwrite, extra_files=extra_files)
+    with progress_steps(request.progress) as step:
+        result = plan(request.model, request.device, request.sidecar, step)
+        options = EmitOptions.from_cli(**request.options)
+        if result.snoop is not None:
+            options = dataclasses.replace(options, snoop=result.snoop)
+        sample = _sample_for(request, result.network)
+        step("reference")
+        outputs = reference_outputs(result.network, result.placement, sample,
+                                    options.avg_pool_rounding)
+        step("emit")
+        annotated = annotate_model(result.model, result.network, result.placement,
+                                   result.cycles, result.device, report=result.report)
+        stem = Path(request.model).stem
+        extra_files = {
+            f"{stem}.yaml": result.sidecar_text.encode(),
+            f"{stem}.onnx": annotated.SerializeToString(deterministic=True),
+            "report.json": result.report_json.encode(),
+        }
+        write_project(result.network, result.placement, request.output, options=options,
+                      sample=sample, outputs=outputs, overwrite=request.overwrite,
+                      extra_files=extra_files, kernels=result.kernels)
     return ConvertResult(summary=result.summary, report_json=result.report_json)

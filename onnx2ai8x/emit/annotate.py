@@ -14,10 +14,15 @@ from ..placement import Placement
 PREFIX = "ai8x."
 
 
-def layer_annotations(network: Network, placement: Placement,
-                      cycles: Sequence[int]) -> dict[str, dict[str, str]]:
-    """Metadata per layer name (values are strings, as ONNX metadata must be)."""
+def layer_annotations(network: Network, placement: Placement, cycles: Sequence[int],
+                      report: object | None = None) -> dict[str, dict[str, str]]:
+    """Metadata per layer name (values are strings, as ONNX metadata must be).
+
+    With the mapping `report` (onnx2ai8x.report.Report) the kernel memory columns and
+    MACs of each layer are added too.
+    """
     per_layer = _per_layer_cycles(len(network.layers), cycles)
+    rows = {row.index: row for row in getattr(report, "layers", ())}
     notes: dict[str, dict[str, str]] = {}
     for index, (layer, place) in enumerate(zip(network.layers, placement.layers,
                                                strict=True)):
@@ -29,6 +34,10 @@ def layer_annotations(network: Network, placement: Placement,
             "out_offset": f"0x{place.out_offset:04x}",
             "estimated_cycles": str(per_layer[index]),
         }
+        row = rows.get(index)
+        if row is not None:
+            notes[layer.name]["kernel_columns"] = str(row.kernel_columns)
+            notes[layer.name]["macs"] = str(row.macs)
     return notes
 
 
@@ -41,13 +50,13 @@ def _per_layer_cycles(count: int, cycles: Sequence[int]) -> list[int]:
 
 
 def annotate_model(model, network: Network, placement: Placement, cycles: Sequence[int],
-                   device) -> object:
+                   device, report: object | None = None) -> object:
     """Return a copy of `model` carrying the mapping as node and model metadata."""
     import onnx
 
     annotated = onnx.ModelProto()
     annotated.CopyFrom(model)
-    notes = layer_annotations(network, placement, cycles)
+    notes = layer_annotations(network, placement, cycles, report)
     for node in annotated.graph.node:
         extra = notes.get(node.name)
         if not extra:
@@ -61,11 +70,19 @@ def annotate_model(model, network: Network, placement: Placement, cycles: Sequen
                 node.metadata_props.add(key=full, value=value)
     device_name = getattr(device, "name", str(device))
     total_cycles = sum(_per_layer_cycles(len(network.layers), cycles))
-    annotated.doc_string = (f"{network.name} for {device_name}: {len(network.layers)} "
-                            f"hardware layers, estimated {total_cycles} cycles")
+    totals = [("ai8x.device", device_name), ("ai8x.estimated_cycles", str(total_cycles))]
+    doc = (f"{network.name} for {device_name}: {len(network.layers)} hardware layers, "
+           f"estimated {total_cycles} cycles")
+    if report is not None:
+        macs = getattr(report, "total_macs", 0)
+        wpct = getattr(report, "weight_memory_pct", 0.0)
+        dpct = getattr(report, "data_memory_pct", 0.0)
+        doc += f", {macs} MACs, weight memory {wpct}%, data memory {dpct}%"
+        totals += [("ai8x.macs", str(macs)), ("ai8x.weight_memory_pct", str(wpct)),
+                   ("ai8x.data_memory_pct", str(dpct))]
+    annotated.doc_string = doc
     props = {p.key: p for p in annotated.metadata_props}
-    for key, value in (("ai8x.device", device_name),
-                       ("ai8x.estimated_cycles", str(total_cycles))):
+    for key, value in totals:
         if key in props:
             props[key].value = value
         else:

@@ -78,10 +78,13 @@ def weight_memory_map(placement: Placement) -> WeightMemoryMap:
 
 
 def project_data(network: Network, placement: Placement, sample: np.ndarray,
-                 outputs: list[np.ndarray], options: EmitOptions | None = None) -> ProjectData:
+                 outputs: list[np.ndarray], options: EmitOptions | None = None,
+                 kernels: object | None = None) -> ProjectData:
     """Memory contents from kernel/bias allocation and the data-section functions.
 
-    `outputs` are the reference outputs of `unload.known_answer_layers(placement)`.
+    `outputs` are the reference outputs of `unload.known_answer_layers(placement)`;
+    `kernels` is the placement's `map.kernels.allocate_kernels` result when the caller
+    already has it (the allocation is the slowest step of a conversion).
     """
     from ..map.bias import allocate_bias
     from ..map.kernels import allocate_kernels
@@ -89,7 +92,8 @@ def project_data(network: Network, placement: Placement, sample: np.ndarray,
     from . import unload as unload_sections
 
     options = options or EmitOptions()
-    kernels = allocate_kernels(network, placement)
+    if kernels is None:
+        kernels = allocate_kernels(network, placement)
     bias = allocate_bias(network, placement)
     memory = mem_sections.weight_memory_map(network, placement, kernels, bias)
     inputs = () if options.uses_fifo else \
@@ -411,7 +415,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
 def write_project(network: Network, placement: Placement, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
-                  data: ProjectData | None = None) -> None:
+                  data: ProjectData | None = None, kernels: object | None = None) -> None:
     """Write the C project for a placed network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
@@ -422,7 +426,7 @@ def write_project(network: Network, placement: Placement, out_dir: Path | str, *
                               layers=placement.layers, final_layer=placement.final_layer,
                               first_layer_used=placement.first_layer_used)
     if data is None:
-        data = project_data(network, placement, sample, outputs, options)
+        data = project_data(network, placement, sample, outputs, options, kernels)
     program = register_program(placement, data.memory, options)
     files = render_project(placement, program, data, options, sample)
 

@@ -433,6 +433,30 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
             col_target += 1
         return col_target
 
+    def add_many(p: int, col_target: int, values: list[int]) -> int:
+        """`add` for a run of bytes, a column's worth at a time (same result, faster)."""
+        width = mem.width(p)
+        used, owner, data = memory.used[p], memory.owner[p], memory.data[p]
+        i, total = 0, len(values)
+        while i < total:
+            col = koffs + col_target
+            if col + 1 > width:
+                raise _exhausted(lay, p, col, 1)
+            n = used[col]
+            if n == 0:
+                if owner[col] != FREE:
+                    raise _exhausted(lay, p, col, 1)
+                owner[col] = ll
+            take = min(KERNEL_BYTES - n, total - i)
+            end = col * KERNEL_BYTES + KERNEL_BYTES - n
+            # byte k of the run lands at end - 1 - k: the run is stored reversed
+            data[end - take:end] = bytes(v & 0xFF for v in reversed(values[i:i + take]))
+            used[col] = n + take
+            i += take
+            if n + take == KERNEL_BYTES:
+                col_target += 1
+        return col_target
+
     ch = 0
     for p in range(first_proc, last_proc + 1):
         if not pmap >> p & 1:
@@ -476,18 +500,18 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
                                 n += 1
                         if lay.flatten:
                             parts.extend([0] * (-len(parts) % qfactor))
+                            packed_parts = []
                             for i in range(len(parts) // qfactor):
                                 e = 0
                                 for j in range(qfactor):
                                     e |= parts[i * qfactor + j] << (j * quant)
-                                col_target = add(p, col_target, e)
+                                packed_parts.append(e)
+                            col_target = add_many(p, col_target, packed_parts)
                         else:
-                            for i in range(ksize):
-                                col_target = add(p, col_target, packed[ksize - i - 1])
+                            col_target = add_many(p, col_target, packed[::-1])
                     else:
                         # Channels beyond the input: zero kernels keep the passes aligned.
-                        for _ in range(ksize // qfactor):
-                            col_target = add(p, col_target, 0)
+                        col_target = add_many(p, col_target, [0] * (ksize // qfactor))
                 if lay.flatten:
                     col += 1
                     m += 1

@@ -302,7 +302,10 @@ def test_names_metadata_and_opsets():
     assert nodes["conv1"].op_type == "ConvInteger"
     assert nodes["fc"].op_type == "MatMulInteger"
     meta = {p.key: p.value for p in nodes["fc"].metadata_props}
-    assert meta == {"ai8x.layer_index": "1", "ai8x.operator": "linear", "ai8x.sidecar": "{}"}
+    # the wide flattening layer also records what no node shows (its shift, weight bits,
+    # and flatten) for the reader
+    assert meta == {"ai8x.layer_index": "1", "ai8x.operator": "linear", "ai8x.sidecar": "{}",
+                    "ai8x.flatten": "true", "ai8x.output_shift": "0", "ai8x.weight_bits": "8"}
     assert {p.key: p.value for p in nodes["conv1"].metadata_props}["ai8x.operator"] == "conv2d"
     for name in nodes:
         assert name in ("conv1", "fc") or name.split("/")[0] in ("conv1", "fc"), name

@@ -169,12 +169,15 @@ def test_round_trip_wide_output_with_metadata():
 
 
 def test_flatten_of_1x1_data_needs_metadata():
+    """1x1 data leaves no Flatten node: the builder records `ai8x.flatten` instead."""
     fc = _w(linear("fc", 12, 10, flatten=True))
     net = network(fc, input_shape=(12, 1, 1))
-    back = round_trip(net, layer_metadata={"fc": {"ai8x.flatten": "true"}})
-    assert layer_differences(net, back) == []
-    plain = round_trip(net)
-    assert layer_differences(net, plain) == [(0, "fc", "flatten")]
+    model = builder.build_model(net)
+    main = next(n for n in model.graph.node if n.name == "fc")
+    assert {p.key: p.value for p in main.metadata_props}["ai8x.flatten"] == "true"
+    assert layer_differences(net, round_trip(net)) == []
+    del main.metadata_props[:]
+    assert layer_differences(net, read_model(model)) == [(0, "fc", "flatten")]
 
 
 def test_metadata_device_and_sidecar_json():
