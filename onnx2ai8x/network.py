@@ -60,7 +60,7 @@ class Layer:
     operands: int = 1
     activation: int | None = ACT_NONE
     output_shift: int = 0
-    quantization: int = 8  # weight bits; -1 is binary (MAX78002)
+    quantization: int = 8  # weight bits; -1 is binary (MAX78002); 0: the layer has no weights
     output_width: int = 8
     flatten: bool = False
     output_padding: tuple[int, int] = (0, 0)

@@ -708,7 +708,9 @@ class _LayerReader:
         f["conv_groups"] = group
 
     def read_passthrough(self, f: dict, chain: list) -> None:
-        f["quantization"] = 8
+        # A layer without weights has no weight width; the vendor resolves it as 0, and
+        # the layer-control registers scale by it (golden case.json, every such layer).
+        f["quantization"] = 0
 
     def read_numerics(self, f: dict, conv: onnx.NodeProto | None,
                       meta: Mapping[str, str]) -> None:

@@ -83,7 +83,7 @@ def case_network(case_dir: Path | str) -> Network:
             pool_first=bool(cols["pool_first"][ll]), eltwise=int(cols["eltwise"][ll]),
             operands=int(cols["operands"][ll]), activation=cols["activation"][ll],
             output_shift=int(cols["output_shift"][ll] or 0),
-            quantization=int(cols["quantization"][ll] or 8),
+            quantization=int(cols["quantization"][ll]),
             output_width=int(cols["output_width"][ll]), flatten=bool(cols["flatten"][ll]),
             output_padding=_pairs(cols["output_padding"][ll]), in_sequences=in_seq,
             weights=None if ck is None else ck.weight,

@@ -60,8 +60,10 @@ def conv1d(name: str = "conv1", cin: int = 4, cout: int = 8, length: int = 32, *
 
 
 def passthrough(name: str = "pass", ch: int = 8, dim: int = 8, **kw) -> Layer:
+    # quantization 0: a layer without weights has no weight width (as the vendor resolves)
     fields = dict(name=name, operator=OP_NONE, input_channels=ch, output_channels=ch,
-                  input_dim=(dim, dim), pooled_dim=(dim, dim), output_dim=(dim, dim))
+                  input_dim=(dim, dim), pooled_dim=(dim, dim), output_dim=(dim, dim),
+                  quantization=0)
     fields.update(kw)
     return Layer(**fields)
 
