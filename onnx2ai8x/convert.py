@@ -89,7 +89,7 @@ def _place(network: Network, device, sidecar_path: Path | None
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
-    if not text.is_full:
+    if not text.is_full(len(network.layers)):
         return auto_place(network, device, partial_hints(text, network)), None
     sidecar = parse_dict(text.data, str(sidecar_path))
     placement = resolve_placement(sidecar, network, device.name)

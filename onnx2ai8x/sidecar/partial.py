@@ -37,12 +37,12 @@ class SidecarText:
         layers = self.data.get("layers")
         return layers if isinstance(layers, list) else []
 
-    @property
-    def is_full(self) -> bool:
-        """Every layer entry states its processors: the sidecar fixes the whole mapping."""
+    def is_full(self, layer_count: int) -> bool:
+        """An entry with `processors` for every layer: the sidecar fixes the whole
+        mapping. Fewer entries, or entries without processors, only pin choices."""
         entries = self.layer_entries
-        return bool(entries) and all(isinstance(e, dict) and "processors" in e
-                                     for e in entries)
+        return len(entries) >= layer_count and all(
+            isinstance(e, dict) and "processors" in e for e in entries)
 
 
 def read_sidecar_text(path: Path) -> SidecarText:
