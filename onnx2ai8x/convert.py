@@ -47,6 +47,7 @@ class Plan:
     sidecar_text: str
     snoop: tuple[int, ...] | None = None  # the full sidecar's global `snoop` values
     kernels: object | None = None  # onnx2ai8x.map.kernels.KernelAllocation
+    avg_pool_rounding: str | None = None  # the model's ai8x.PoolRound mode, if any
 
 
 Step = Callable[[str], None]
@@ -101,7 +102,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     """Import, legalize and map; no files are written."""
     from .devices import get_device
     from .emit.sidecar_writer import write_sidecar
-    from .importer.onnx_reader import read_model
+    from .importer.onnx_reader import read_model_full
     from .legalize import legalize
     from .map.kernels import allocate_kernels
     from .map.latency import estimate_cycles
@@ -110,7 +111,8 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     device = get_device(device_name)
     step("read")
     model = load_onnx(Path(model_path))
-    network = read_model(model)
+    read = read_model_full(model)
+    network = read.network
     step("legalize")
     network = legalize(network, device)
     step("map")
@@ -123,7 +125,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
                 sidecar_text=write_sidecar(network, placement, device, None), snoop=snoop,
-                kernels=kernels)
+                kernels=kernels, avg_pool_rounding=read.avg_pool_rounding)
 
 
 def default_sample(network: Network) -> np.ndarray:
@@ -206,6 +208,21 @@ def _sample_for(request: ConvertRequest, network: Network) -> np.ndarray:
     return x[0].astype(np.int64)
 
 
+def _pool_rounding(options, result: Plan, model: Path):
+    """The model decides how average pooling rounds (the ONNX file is the contract): a
+    model exported with rounding switches the accelerator's rounding on; asking for
+    rounding on a model that truncates is refused, as the known answer could not hold."""
+    if result.avg_pool_rounding == "nearest" and not options.avg_pool_rounding:
+        return dataclasses.replace(options, avg_pool_rounding=True)
+    if result.avg_pool_rounding == "truncate" and options.avg_pool_rounding:
+        raise Ai8xError("usage.avg-pool-rounding", str(model),
+                        "--avg-pool-rounding asks the accelerator to round average pooling, "
+                        "but the model truncates it (ai8x.PoolRound rounding=truncate)",
+                        "drop --avg-pool-rounding, or re-export the model with "
+                        "round_avg=True", exit_code=EXIT_USAGE)
+    return options
+
+
 def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.annotate import annotate_model
     from .emit.options import EmitOptions
@@ -213,7 +230,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
 
     with progress_steps(request.progress) as step:
         result = plan(request.model, request.device, request.sidecar, step)
-        options = EmitOptions.from_cli(**request.options)
+        options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
+                                 request.model)
         if result.snoop is not None:
             options = dataclasses.replace(options, snoop=result.snoop)
         sample = _sample_for(request, result.network)

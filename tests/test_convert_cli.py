@@ -199,3 +199,29 @@ def _written_sidecar(model: Path, tmp_path: Path, capsys) -> str:
     side = tmp_path / "w.yaml"
     assert cli(capsys, "sidecar", str(model), "-o", str(side))[0] == 0
     return side.read_text()
+
+
+def _avg_pool_model(tmp_path: Path, rounding: bool) -> Path:
+    rng = np.random.default_rng(5)
+    conv = conv2d("pooled", cin=4, cout=4, dim=8, pool=(2, 2), pool_stride=(2, 2),
+                  pool_average=True, input_dim=(8, 8), pooled_dim=(4, 4),
+                  output_dim=(4, 4), weights=rng.integers(-50, 50, (4, 4, 3, 3)))
+    path = tmp_path / f"avg{int(rounding)}.onnx"
+    onnx.save(build_model(network(conv, device="MAX78000"), avg_pool_rounding=rounding),
+              str(path))
+    return path
+
+
+def test_avg_pool_rounding_follows_the_model(tmp_path: Path, capsys) -> None:
+    """The model's ai8x.PoolRound mode switches the accelerator's rounding (the control
+    register bit the vendor sets for --avg-pool-rounding); the flag cannot contradict it."""
+    rounding, truncating = _avg_pool_model(tmp_path, True), _avg_pool_model(tmp_path, False)
+    assert cli(capsys, str(rounding), "-o", str(tmp_path / "r"))[0] == 0
+    assert cli(capsys, str(rounding), "-o", str(tmp_path / "rf"), "--avg-pool-rounding")[0] == 0
+    assert cli(capsys, str(truncating), "-o", str(tmp_path / "t"))[0] == 0
+    auto = (tmp_path / "r" / "cnn.c").read_text()
+    assert auto == (tmp_path / "rf" / "cnn.c").read_text()
+    assert auto != (tmp_path / "t" / "cnn.c").read_text()
+    code, _, err = cli(capsys, str(truncating), "-o", str(tmp_path / "x"),
+                       "--avg-pool-rounding")
+    assert code == 2 and "truncates" in err and not (tmp_path / "x").exists()

@@ -72,6 +72,9 @@ class ReadModel:
     network: Network
     metadata: Mapping[str, Mapping[str, str]]
     sidecar: Mapping[str, object]  # layer name -> parsed `ai8x.sidecar` JSON
+    # How the model rounds average pooling: "truncate" (the hardware's default),
+    # "nearest" (the vendor's --avg-pool-rounding), or None without average pooling.
+    avg_pool_rounding: str | None = None
 
 
 def read_model(model: onnx.ModelProto | str | os.PathLike) -> Network:
@@ -258,7 +261,25 @@ class _Reader:
                 device = prop.value
         network = Network(layers=tuple(layers), input_shape=tuple(in_shape[0]),
                           device=device, name=graph.name or "network")
-        return ReadModel(network=network, metadata=metadata, sidecar=sidecars)
+        return ReadModel(network=network, metadata=metadata, sidecar=sidecars,
+                         avg_pool_rounding=self._pool_rounding())
+
+    def _pool_rounding(self) -> str | None:
+        """The rounding mode all ai8x.PoolRound nodes share (one mode per network: the
+        hardware sets it once for all layers, seed 000 `--avg-pool-rounding`)."""
+        modes = {}
+        for node in self.graph.node:
+            if node.op_type == "PoolRound":
+                mode = _attrs(node).get("rounding", "truncate")
+                modes.setdefault(mode.decode() if isinstance(mode, bytes) else str(mode),
+                                 node.name)
+        if len(modes) > 1:
+            names = ", ".join(f"`{n}` ({m})" for m, n in sorted(modes.items()))
+            raise Ai8xError("model.pool-rounding", names,
+                            "average pooling rounds differently in different layers; the "
+                            "accelerator has one rounding mode for the whole network",
+                            "export every layer with the same round_avg setting")
+        return next(iter(modes), None)
 
     def _groups(self) -> list[_Group]:
         groups: dict[str, _Group] = {}
