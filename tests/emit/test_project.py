@@ -139,3 +139,9 @@ def test_unsupported_targets_are_user_errors(tmp_path: Path, options: EmitOption
     with pytest.raises(Ai8xError, match="RISC-V"):
         _write(tmp_path, options, streaming=True)
     assert not (tmp_path / "proj").exists()
+
+
+def test_compact_weights_is_refused_not_ignored(tmp_path: Path) -> None:
+    with pytest.raises(Ai8xError, match="compact-weights"):
+        _write(tmp_path, EmitOptions(compact_weights=True))
+    assert not (tmp_path / "proj").exists()
