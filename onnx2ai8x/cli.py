@@ -95,7 +95,10 @@ def convert_cmd(
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Convert MODEL.onnx into a C project for the vendor SDK."""
+    """Convert MODEL.onnx into a C project for the vendor SDK.
+
+    Example: onnx2ai8x model.onnx --device MAX78000 --sample-input x.npy --softmax
+    """
     from .convert import ConvertRequest, convert
 
     _require_file(model, "model")
@@ -128,7 +131,10 @@ def check_cmd(
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Legalize and map MODEL.onnx; print diagnostics and the summary only."""
+    """Legalize and map MODEL.onnx; print diagnostics and the summary only.
+
+    Example: onnx2ai8x check model.onnx --device MAX78002 --json
+    """
     from .convert import plan
 
     _require_file(model, "model")
@@ -151,7 +157,10 @@ def sidecar_cmd(
                                                      "(default: stdout).")] = None,
     sidecar: SidecarOpt = None,
 ) -> None:
-    """Write the inferred network description (sidecar YAML) only."""
+    """Write the inferred network description (sidecar YAML) only.
+
+    Example: onnx2ai8x sidecar model.onnx --device MAX78000 -o model.yaml
+    """
     from .convert import plan
     from .fsutil import write_text_atomic
 
@@ -176,7 +185,10 @@ def run_cmd(
         "--output", "-o", help="Where to write the result (.npy, or .npz with one "
                                "array per graph output when there are several).")] = None,
 ) -> None:
-    """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels."""
+    """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels.
+
+    Example: onnx2ai8x run model.onnx --input x.npy -o y.npy
+    """
     import numpy as np
 
     from .fsutil import save_arrays_atomic
@@ -207,7 +219,11 @@ def import_izer_cmd(
     sample: Annotated[Path | None, typer.Option(
         "--sample", help="Sample input (.npy) giving the input shape.")] = None,
 ) -> None:
-    """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX."""
+    """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX.
+
+    Example: onnx2ai8x import-izer --config-file net.yaml --checkpoint-file net-q.pth.tar
+    --device MAX78000 -o net.onnx
+    """
     _require_file(config_file, "config file")
     _require_file(checkpoint_file, "checkpoint file")
     if sample is not None:

@@ -87,3 +87,11 @@ def _sample(tmp_path: Path) -> Path:
 def test_script_flags_are_accepted(tmp_path: Path, flag: str) -> None:
     proc = run_cli("check", str(tmp_path / "missing.onnx"), flag)
     assert_clean_failure(proc, 2, "not found")
+
+
+@pytest.mark.parametrize("command", ["convert", "check", "sidecar", "run", "import-izer"])
+def test_every_subcommand_help_has_an_example(command: str, capsys) -> None:
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "Example: onnx2ai8x" in out
+    assert "--device" in out or command == "run"
