@@ -134,6 +134,27 @@ def default_sample(network: Network) -> np.ndarray:
     return rng.integers(-128, 128, size=network.input_shape, dtype=np.int64)
 
 
+def simulated_network(network: Network, placement: Placement) -> Network:
+    """The network along the sidecar's `simulated_sequence` path (seed 004).
+
+    On the MAX78002 the snoop unit may skip layers at run time; a sidecar states the path
+    the known answer assumes with `simulated_sequence`, and the vendor computes the known
+    answer along it. A layer reached by a jump reads the output of the layer it was
+    reached from instead of its predecessor, so the reference is rebuilt that way.
+    """
+    from .emit.unload import simulated_layers
+
+    if all(pl.simulated_sequence is None for pl in placement.layers):
+        return network
+    order = simulated_layers(placement)
+    layers = list(network.layers)
+    for prev, ll in zip(order, order[1:], strict=False):
+        lay = layers[ll]
+        if prev != ll - 1 and lay.in_sequences in (None, (ll - 1,)):
+            layers[ll] = dataclasses.replace(lay, in_sequences=(prev,))
+    return dataclasses.replace(network, layers=tuple(layers))
+
+
 def reference_outputs(network: Network, placement: Placement, sample: np.ndarray,
                       avg_pool_rounding: bool) -> list[np.ndarray]:
     """The onnxruntime reference's values of the known-answer layers, in their order.
@@ -148,7 +169,8 @@ def reference_outputs(network: Network, placement: Placement, sample: np.ndarray
     from .emit.unload import known_answer_layers
 
     wanted = known_answer_layers(placement)
-    model = build_model(network, avg_pool_rounding=avg_pool_rounding, outputs=wanted)
+    model = build_model(simulated_network(network, placement),
+                        avg_pool_rounding=avg_pool_rounding, outputs=wanted)
     session = custom_ops.session(model)
     inp = session.get_inputs()[0]
     outputs = session.run(None, {inp.name: sample[np.newaxis].astype(np.int8)})

@@ -45,6 +45,7 @@ REPRESENTATIVE = [
     "ai87-suite-widein-bias-binary",
     "ai87-suite-wideout-binary",
     "ai87-suite-snoop2-range",
+    "ai87-suite-snoop2-skip",
     "ai87-suite-x4-multipass5-stream",
 ]
 
