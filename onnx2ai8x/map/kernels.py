@@ -205,6 +205,62 @@ class _Memory:
         return offs + length <= self.mem.width(p)
 
 
+class _Batch:
+    """Kernel bytes bound for consecutive positions of one processor's kernel memory,
+    written in one vectorized step: the same bytes, columns and owners as writing them
+    one at a time (a column fills from its last byte; a full column moves on to the
+    next), but without a Python step per byte, which dominated conversion time."""
+
+    def __init__(self, memory: _Memory, p: int, koffs: int, layer: Layer, ll: int) -> None:
+        self.memory, self.p, self.koffs, self.layer, self.ll = memory, p, koffs, layer, ll
+        self.pending: list[int] = []
+        self.start = 0  # column (relative to koffs) of the first pending byte
+        self.filled = 0  # bytes already in that column when the run began
+
+    def put(self, col_target: int, values: list[int]) -> int:
+        """Queue `values` from `col_target`; return the column the next byte goes to."""
+        if not values:
+            return col_target
+        if not self.pending:
+            self.start = col_target
+            col = self.koffs + col_target
+            used = self.memory.used[self.p]
+            self.filled = used[col] if 0 <= col < len(used) else 0
+        self.pending.extend(values)
+        return self.start + (self.filled + len(self.pending)) // KERNEL_BYTES
+
+    def flush(self, col_target: int) -> int:
+        """Write the queued bytes; `col_target` is returned unchanged."""
+        values = self.pending
+        if not values:
+            return col_target
+        self.pending = []
+        p, memory = self.p, self.memory
+        used, owner = memory.used[p], memory.owner[p]
+        width = memory.mem.width(p)
+        first = self.koffs + self.start
+        total = self.filled + len(values)
+        columns = (total - 1) // KERNEL_BYTES + 1
+        for i in range(columns):
+            col = first + i
+            if col + 1 > width:
+                raise _exhausted(self.layer, p, col, 1)
+            n = self.filled if i == 0 else used[col]
+            if n == 0:
+                if owner[col] != FREE:
+                    raise _exhausted(self.layer, p, col, 1)
+                owner[col] = self.ll
+            elif i > 0:  # another layer's partly filled column inside this run
+                raise _exhausted(self.layer, p, col, 1)
+            used[col] = min(KERNEL_BYTES, total - i * KERNEL_BYTES)
+        # byte k goes to column first + t // 9, slot 8 - t % 9, where t = filled + k
+        t = np.arange(self.filled, total)
+        pos = (first + t // KERNEL_BYTES) * KERNEL_BYTES + (KERNEL_BYTES - 1) - t % KERNEL_BYTES
+        view = np.frombuffer(memory.data[p], dtype=np.uint8)
+        view[pos] = np.asarray(values, dtype=np.int64) & 0xFF
+        return col_target
+
+
 def _exhausted(layer: Layer, p: int, offs: int, length: int) -> Ai8xError:
     return Ai8xError("map.kernels", layer.name,
                      f"kernel memory exhausted at processor {p}: {length} kernel columns "
@@ -433,30 +489,6 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
             col_target += 1
         return col_target
 
-    def add_many(p: int, col_target: int, values: list[int]) -> int:
-        """`add` for a run of bytes, a column's worth at a time (same result, faster)."""
-        width = mem.width(p)
-        used, owner, data = memory.used[p], memory.owner[p], memory.data[p]
-        i, total = 0, len(values)
-        while i < total:
-            col = koffs + col_target
-            if col + 1 > width:
-                raise _exhausted(lay, p, col, 1)
-            n = used[col]
-            if n == 0:
-                if owner[col] != FREE:
-                    raise _exhausted(lay, p, col, 1)
-                owner[col] = ll
-            take = min(KERNEL_BYTES - n, total - i)
-            end = col * KERNEL_BYTES + KERNEL_BYTES - n
-            # byte k of the run lands at end - 1 - k: the run is stored reversed
-            data[end - take:end] = bytes(v & 0xFF for v in reversed(values[i:i + take]))
-            used[col] = n + take
-            i += take
-            if n + take == KERNEL_BYTES:
-                col_target += 1
-        return col_target
-
     ch = 0
     for p in range(first_proc, last_proc + 1):
         if not pmap >> p & 1:
@@ -465,6 +497,7 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
         col_target, col_bytes = divmod(start_col * ksize * in_exp, KERNEL_BYTES)
         for _ in range(col_bytes // qfactor):
             col_target = add(p, col_target, 0)
+        batch = _Batch(memory, p, koffs, lay, ll)
         for expand in range(out_expand if groups == 1 else 1):
             this_map = map_init
             if groups == 1:
@@ -473,7 +506,8 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
                 col, stop = expand, expand + 1
             while col < stop:
                 # Skip output processors that are not used (one bit per packed channel).
-                if this_map != 0:
+                if this_map != 0 and this_map & proc_mask == 0:
+                    col_target = batch.flush(col_target)
                     while this_map & proc_mask == 0:
                         col_target += 1
                         this_map >>= qfactor
@@ -506,18 +540,19 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
                                 for j in range(qfactor):
                                     e |= parts[i * qfactor + j] << (j * quant)
                                 packed_parts.append(e)
-                            col_target = add_many(p, col_target, packed_parts)
+                            col_target = batch.put(col_target, packed_parts)
                         else:
-                            col_target = add_many(p, col_target, packed[::-1])
+                            col_target = batch.put(col_target, packed[::-1])
                     else:
                         # Channels beyond the input: zero kernels keep the passes aligned.
-                        col_target = add_many(p, col_target, [0] * (ksize // qfactor))
+                        col_target = batch.put(col_target, [0] * (ksize // qfactor))
                 if lay.flatten:
                     col += 1
                     m += 1
                 else:
                     col += qfactor
                     m += qfactor
+        col_target = batch.flush(col_target)
         if koffs + col_target < mem.width(p) and memory.used[p][koffs + col_target] > 0:
             col_target += 1  # finish a partly filled column
         while col_target - start_col < klen:
