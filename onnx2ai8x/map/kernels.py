@@ -213,27 +213,30 @@ class _Batch:
 
     def __init__(self, memory: _Memory, p: int, koffs: int, layer: Layer, ll: int) -> None:
         self.memory, self.p, self.koffs, self.layer, self.ll = memory, p, koffs, layer, ll
-        self.pending: list[int] = []
+        self.pending: list[list[int] | np.ndarray] = []
+        self.count = 0  # bytes queued
         self.start = 0  # column (relative to koffs) of the first pending byte
         self.filled = 0  # bytes already in that column when the run began
 
-    def put(self, col_target: int, values: list[int]) -> int:
+    def put(self, col_target: int, values: list[int] | np.ndarray) -> int:
         """Queue `values` from `col_target`; return the column the next byte goes to."""
-        if not values:
+        if len(values) == 0:
             return col_target
         if not self.pending:
             self.start = col_target
             col = self.koffs + col_target
             used = self.memory.used[self.p]
             self.filled = used[col] if 0 <= col < len(used) else 0
-        self.pending.extend(values)
-        return self.start + (self.filled + len(self.pending)) // KERNEL_BYTES
+            self.count = 0
+        self.pending.append(values)
+        self.count += len(values)
+        return self.start + (self.filled + self.count) // KERNEL_BYTES
 
     def flush(self, col_target: int) -> int:
         """Write the queued bytes; `col_target` is returned unchanged."""
-        values = self.pending
-        if not values:
+        if not self.pending:
             return col_target
+        values = np.concatenate([np.asarray(v, dtype=np.int64) for v in self.pending])
         self.pending = []
         p, memory = self.p, self.memory
         used, owner = memory.used[p], memory.owner[p]
@@ -257,8 +260,44 @@ class _Batch:
         t = np.arange(self.filled, total)
         pos = (first + t // KERNEL_BYTES) * KERNEL_BYTES + (KERNEL_BYTES - 1) - t % KERNEL_BYTES
         view = np.frombuffer(memory.data[p], dtype=np.uint8)
-        view[pos] = np.asarray(values, dtype=np.int64) & 0xFF
+        view[pos] = values & 0xFF
         return col_target
+
+
+def _fill_8bit(batch: _Batch, col_target: int, reversed_rows: np.ndarray, ch: int,
+               map_init: int, out_expand: int, out_thresh: int, in_exp: int, in_thresh: int,
+               in_chan: int, out_chan: int, rows: int) -> int:
+    """One input processor's 8-bit kernels (groups 1, no flattening): for each output
+    channel slot m and input pass ie, the kernel row ch + m*in_chan + ie*in_thresh,
+    last tap first, or zeros where that channel does not exist; unused output processors
+    skip a column. Same bytes as the general per-kernel loop of `_place_layer`."""
+    ksize = reversed_rows.shape[1]
+    ie = np.arange(in_exp)[None, :]
+
+    def segment(m0: int, m1: int) -> np.ndarray:
+        m = np.arange(m0, m1)[:, None]
+        src = ch + m * in_chan
+        kidx = src + ie * in_thresh
+        ok = (ie * in_thresh + ch < in_chan) & (src < rows) & (m < out_chan) & (kidx < rows)
+        out = np.zeros((m1 - m0, in_exp, ksize), dtype=np.int64)
+        out[ok] = reversed_rows[kidx[ok]]
+        return out.reshape(-1)
+
+    for expand in range(out_expand):
+        this_map = map_init
+        m0 = m = expand * out_thresh
+        for _ in range(out_thresh):
+            if this_map != 0 and this_map & 1 == 0:
+                col_target = batch.put(col_target, segment(m0, m))
+                col_target = batch.flush(col_target)
+                while this_map & 1 == 0:
+                    col_target += 1
+                    this_map >>= 1
+                m0 = m
+            this_map >>= 1
+            m += 1
+        col_target = batch.put(col_target, segment(m0, m))
+    return col_target
 
 
 def _exhausted(layer: Layer, p: int, offs: int, length: int) -> Ai8xError:
@@ -471,6 +510,10 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     value_mask = (1 << quant) - 1
     rows = len(reshaped)
     row_values = (reshaped.reshape(rows, -1) & value_mask).tolist()
+    # 8-bit kernels of an ordinary convolution: one whole kernel per step, vectorized
+    fast = None
+    if qfactor == 1 and groups == 1 and not lay.flatten:
+        fast = (reshaped.reshape(rows, -1) & value_mask)[:, ::-1]
 
     def add(p: int, col_target: int, b: int) -> int:
         col = koffs + col_target
@@ -498,7 +541,10 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
         for _ in range(col_bytes // qfactor):
             col_target = add(p, col_target, 0)
         batch = _Batch(memory, p, koffs, lay, ll)
-        for expand in range(out_expand if groups == 1 else 1):
+        if fast is not None:
+            col_target = _fill_8bit(batch, col_target, fast, ch, map_init, out_expand,
+                                    out_thresh, in_exp, in_thresh, in_chan, out_chan, rows)
+        for expand in range(0 if fast is not None else (out_expand if groups == 1 else 1)):
             this_map = map_init
             if groups == 1:
                 col, stop = expand * out_thresh, expand * out_thresh + out_thresh
