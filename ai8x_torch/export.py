@@ -1,0 +1,394 @@
+"""Export a quantized `ai8x_torch` model to ai8x-ONNX.
+
+The model is traced with `torch.fx` (the ai8x layer modules and element-wise modules are
+leaves), each traced call becomes one hardware layer of an `onnx2ai8x.network.Network`,
+and `custom_ops.builder.build_model` writes the ONNX: one representation, the same one
+`import-izer` writes and the converter reads (docs/design.md, section 1).
+
+What maps to what (the vendor's sidecar shapes, seed 004):
+
+* a layer module -> a layer with its pooling, convolution/linear, shift and activation;
+* `x.view(N, -1)` / `flatten` before a `Linear` -> that layer's `flatten: true`;
+* `torch.cat([...], dim=1)` -> the consumer's `in_sequences` (channel concatenation);
+* an element-wise module (`Add`, `Sub`, `BitwiseOr`, `BitwiseXor`) whose result only
+  feeds one layer module -> that layer's `eltwise`/`operands` (pooling then runs after
+  the element-wise operation, `pool_first: false`, as PyTorch computes it); otherwise a
+  pass-through element-wise layer of its own;
+* node names are the PyTorch module names.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+from torch import fx, nn
+from torch.fx.passes.shape_prop import ShapeProp
+
+from onnx2ai8x.errors import Ai8xError
+from onnx2ai8x.network import (
+    ACT_ABS,
+    ACT_RELU,
+    ELTWISE_ADD,
+    ELTWISE_OR,
+    ELTWISE_SUB,
+    ELTWISE_XOR,
+    OP_CONV1D,
+    OP_CONV2D,
+    OP_CONVTRANSPOSE2D,
+    OP_LINEAR,
+    OP_NONE,
+    Layer,
+    Network,
+)
+
+from .device import current_device, using_device
+from .modules import Eltwise, QuantizationAwareModule, hardware_params
+
+_ELTWISE_CODES = {"add": ELTWISE_ADD, "sub": ELTWISE_SUB, "or": ELTWISE_OR,
+                  "xor": ELTWISE_XOR}
+_ACTIVATION_CODES = {None: None, "ReLU": ACT_RELU, "Abs": ACT_ABS}
+# Modules that leave values unchanged at inference time.
+_IDENTITY_MODULES = (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)
+
+
+class _Tracer(fx.Tracer):
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        if isinstance(m, (QuantizationAwareModule, Eltwise)):
+            return True
+        return super().is_leaf_module(m, qualname)
+
+
+@dataclass(frozen=True)
+class _Data:
+    """Values in accelerator memory: the producing layers, concatenated on channels."""
+
+    sources: tuple[int, ...]  # layer indices; -1 is the network input
+    shape: tuple[int, ...]  # without the batch dimension
+
+
+@dataclass(frozen=True)
+class _Flat:
+    """A flattened tensor, waiting for the linear layer that flattens it."""
+
+    data: _Data
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """An element-wise result not written yet (it may fuse into the next layer)."""
+
+    name: str
+    module: Eltwise
+    operands: tuple[_Data, ...]
+    shape: tuple[int, ...]
+
+
+def _fail(where: str, message: str, hint: str) -> Ai8xError:
+    return Ai8xError("export.unsupported", where, message, hint)
+
+
+def _shape(node: fx.Node) -> tuple[int, ...] | None:
+    meta = node.meta.get("tensor_meta")
+    if meta is None or not hasattr(meta, "shape"):
+        return None
+    return tuple(int(d) for d in meta.shape[1:])
+
+
+def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The vendor's (H, W) for 2-D data, (L, 1) for 1-D data, (1, 1) for vectors."""
+    if len(shape) == 3:
+        return shape[1], shape[2]
+    if len(shape) == 2:
+        return shape[1], 1
+    return 1, 1
+
+
+def _pair(v, one_d: bool) -> tuple[int, int]:
+    if isinstance(v, (tuple, list)):
+        return (int(v[0]), 1) if one_d else (int(v[0]), int(v[-1]))
+    return (int(v), 1) if one_d else (int(v), int(v))
+
+
+class _Exporter:
+    def __init__(self, model: nn.Module, example: torch.Tensor) -> None:
+        self.model = model
+        self.modules = dict(model.named_modules())
+        try:
+            graph = _Tracer().trace(model)
+        except Exception as exc:  # noqa: BLE001 - fx raises many kinds for dynamic code
+            raise _fail(type(model).__name__, f"the model cannot be traced ({exc})",
+                        "keep forward() a fixed sequence of ai8x module calls, "
+                        "torch.cat, flatten and view") from None
+        self.gm = fx.GraphModule(model, graph)
+        with torch.no_grad(), using_device(current_device(), simulate=False):
+            ShapeProp(self.gm).propagate(example.to(torch.float32))
+        self.layers: list[Layer] = []
+        self.values: dict[fx.Node, object] = {}
+        self.users: dict[fx.Node, int] = {n: len(n.users) for n in graph.nodes}
+        self.outputs: list[int] = []
+        self.input_shape: tuple[int, ...] = ()
+
+    # -- values ------------------------------------------------------------------------
+
+    def _data(self, value: object, where: str) -> _Data:
+        if isinstance(value, _Data):
+            return value
+        if isinstance(value, _Pending):
+            return self._write_eltwise(value)
+        if isinstance(value, _Flat):
+            raise _fail(where, "a flattened tensor is used by something other than a "
+                        "Linear layer", "flatten only right before an ai8x.Linear")
+        raise _fail(where, "the value is not a tensor the accelerator holds",
+                    "pass only tensors between ai8x modules")
+
+    def _seq(self, data: _Data) -> tuple[int, ...] | None:
+        prev = len(self.layers) - 1
+        return None if data.sources == (prev,) else data.sources
+
+    def _write_eltwise(self, p: _Pending) -> _Data:
+        """A pass-through element-wise layer (op none, seed 004 `eltwise`)."""
+        c = p.shape[0]
+        dims = _dims(p.shape)
+        sources = tuple(s for d in p.operands for s in d.sources)
+        lay = Layer(name=self._unique(p.name), operator=OP_NONE, input_channels=c,
+                    output_channels=c, input_dim=dims, pooled_dim=dims, output_dim=dims,
+                    eltwise=_ELTWISE_CODES[p.module.op_name], operands=len(p.operands),
+                    quantization=0, in_sequences=self._seq(_Data(sources, p.shape)))
+        return self._append(lay, p.shape)
+
+    def _append(self, lay: Layer, shape: tuple[int, ...]) -> _Data:
+        self.layers.append(lay)
+        return _Data((len(self.layers) - 1,), shape)
+
+    def _unique(self, name: str) -> str:
+        taken = {lay.name for lay in self.layers}
+        base = name.replace("/", "_") or "layer"
+        if base not in taken:
+            return base
+        k = 1
+        while f"{base}_{k}" in taken:
+            k += 1
+        return f"{base}_{k}"
+
+    # -- layer modules -----------------------------------------------------------------
+
+    def _layer(self, node: fx.Node, module: QuantizationAwareModule) -> _Data:
+        name = str(node.target)
+        arg = self.values[node.args[0]]
+        out_shape = _shape(node)
+        eltwise, operands, pool_first = 0, 1, True
+        flatten = False
+        if isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
+                module.op is not None:
+            data = _Data(tuple(s for d in arg.operands for s in d.sources), arg.shape)
+            eltwise, operands = _ELTWISE_CODES[arg.module.op_name], len(arg.operands)
+            in_shape = arg.shape
+            # PyTorch pools the element-wise result: the vendor's pool_first: false.
+            pool_first = module.pool is None
+        elif isinstance(arg, _Flat):
+            if not isinstance(module.op, nn.Linear):
+                raise _fail(name, "a flattened tensor feeds a layer that is not Linear",
+                            "flatten only right before an ai8x.Linear")
+            data, flatten = arg.data, True
+            in_shape = arg.data.shape
+        else:
+            data = self._data(arg, name)
+            in_shape = data.shape
+        op = module.op
+        one_d = isinstance(op, nn.Conv1d) or (op is None and isinstance(
+            module.pool, (nn.MaxPool1d, nn.AvgPool1d)))
+        in_ch = in_shape[0]
+        if isinstance(op, nn.Linear) and not flatten:
+            in_ch = op.in_features
+            in_shape = (op.in_features,)
+        pooled = _dims(in_shape)
+        pool, pool_stride, pool_dil, avg = (1, 1), (1, 1), (1, 1), False
+        if module.pool is not None:
+            p = module.pool
+            pool = _pair(p.kernel_size, one_d)
+            pool_stride = _pair(p.stride, one_d)
+            pool_dil = _pair(getattr(p, "dilation", 1), one_d)
+            avg = isinstance(p, (nn.AvgPool1d, nn.AvgPool2d))
+            pooled = tuple((d - dl * (k - 1) - 1) // s + 1 for d, k, s, dl in
+                           zip(_dims(in_shape), pool, pool_stride, pool_dil, strict=True))
+            if one_d:
+                pooled = (pooled[0], 1)
+        fields = dict(name=self._unique(name), input_channels=in_ch,
+                      input_dim=_dims(in_shape), pooled_dim=pooled, pool=pool,
+                      pool_stride=pool_stride, pool_dilation=pool_dil, pool_average=avg,
+                      pool_first=pool_first, eltwise=eltwise, operands=operands,
+                      in_sequences=self._seq(data))
+        if op is None:
+            if module.activation is not None:
+                raise _fail(name, "a pooling-only layer cannot have an activation",
+                            "remove the activation")
+            lay = Layer(operator=OP_NONE, output_channels=in_ch, output_dim=pooled,
+                        quantization=0, **fields)
+            return self._append(lay, out_shape)
+        try:
+            hw = hardware_params(module)
+        except ValueError as exc:
+            raise _fail(name, str(exc), "call ai8x_torch.quantize_model(model) before "
+                        "exporting, or load a quantized (-q) checkpoint") from None
+        if isinstance(op, nn.Linear):
+            operator_code = OP_LINEAR
+            kernel, padding, stride, dilation, groups = (1, 1), (0, 0), (1, 1), (1, 1), 1
+            out_ch, out_dim = op.out_features, (1, 1)
+        else:
+            operator_code = {nn.Conv1d: OP_CONV1D, nn.Conv2d: OP_CONV2D,
+                             nn.ConvTranspose2d: OP_CONVTRANSPOSE2D}[type(op)]
+            kernel = _pair(op.kernel_size, one_d)
+            padding = _pair(op.padding, one_d) if one_d else _pair(op.padding, False)
+            if one_d:
+                padding = (padding[0], 0)
+            stride = _pair(op.stride, one_d)
+            dilation = _pair(op.dilation, one_d)
+            groups = op.groups
+            out_ch = op.out_channels
+            out_dim = _dims(out_shape)
+        output_padding = (0, 0)
+        if operator_code == OP_CONVTRANSPOSE2D:
+            output_padding = _pair(op.output_padding, False)
+        lay = Layer(operator=operator_code, output_channels=out_ch, output_dim=out_dim,
+                    kernel_size=kernel, padding=padding, stride=stride, dilation=dilation,
+                    conv_groups=groups, activation=_ACTIVATION_CODES[module.activation],
+                    output_shift=hw["output_shift"], quantization=hw["weight_bits"],
+                    output_width=32 if module.wide else 8, flatten=flatten,
+                    output_padding=output_padding,
+                    weights=hw["weights"], bias=hw["bias"], bias_hw=hw["bias_hw"], **fields)
+        return self._append(lay, out_shape)
+
+    # -- the graph ---------------------------------------------------------------------
+
+    def run(self) -> Network:
+        for node in self.gm.graph.nodes:
+            self.values[node] = self._node(node)
+        return Network(layers=tuple(self.layers), input_shape=self.input_shape,
+                       name=type(self.model).__name__)
+
+    def _node(self, node: fx.Node) -> object:
+        where = node.name
+        if node.op == "placeholder":
+            if self.input_shape:
+                raise _fail(where, "the model takes more than one input",
+                            "give forward() one input tensor")
+            self.input_shape = _shape(node) or ()
+            if len(self.input_shape) not in (2, 3):
+                raise _fail(where, f"input shape {self.input_shape} is neither (C, H, W) "
+                            "nor (C, L)", "pass an example input of shape (1, C, H, W) "
+                            "or (1, C, L)")
+            return _Data((-1,), self.input_shape)
+        if node.op == "output":
+            result = node.args[0]
+            results = result if isinstance(result, (tuple, list)) else (result,)
+            for r in results:
+                data = self._data(self.values.get(r), str(r))
+                if len(data.sources) != 1 or data.sources[0] < 0:
+                    raise _fail(str(r), "a model output must be the output of one layer",
+                                "return a layer module's result")
+                self.outputs.append(data.sources[0])
+            return None
+        if node.op == "call_module":
+            module = self.modules[str(node.target)]
+            if isinstance(module, QuantizationAwareModule):
+                return self._layer(node, module)
+            if isinstance(module, Eltwise):
+                ops = tuple(self._data(self.values[a], str(node.target)) for a in node.args)
+                if not 2 <= len(ops) <= 16:
+                    raise _fail(str(node.target), f"{len(ops)} operands; the hardware "
+                                "combines 2 to 16", "split the operation")
+                return _Pending(str(node.target), module, ops, _shape(node))
+            if isinstance(module, _IDENTITY_MODULES):
+                return self.values[node.args[0]]
+            if isinstance(module, nn.Flatten):
+                return self._flatten(node)
+            raise _fail(str(node.target), f"module {type(module).__name__} is not an ai8x "
+                        "layer", "use the ai8x_torch module for it (e.g. "
+                        "ai8x_torch.FusedConv2dReLU instead of nn.Conv2d + nn.ReLU)")
+        if node.op == "call_method":
+            if node.target in ("view", "reshape", "flatten"):
+                return self._flatten(node)
+            if node.target in ("size", "contiguous", "dim"):
+                return self.values.get(node.args[0]) if node.target == "contiguous" else None
+        if node.op == "call_function":
+            if node.target in (torch.flatten, torch.reshape):
+                return self._flatten(node)
+            if node.target in (torch.cat, torch.concat):
+                return self._concat(node)
+            if node.target in (operator.getitem, getattr, len):
+                return None
+        if node.op == "get_attr":
+            return None
+        raise _fail(where, f"`{node.target}` between layers has no hardware equivalent",
+                    "compute between layers only with ai8x modules, torch.cat, flatten "
+                    "and view")
+
+    def _flatten(self, node: fx.Node) -> object:
+        data = self._data(self.values[node.args[0]], node.name)
+        shape = _shape(node)
+        if shape == data.shape:
+            return data
+        if shape is not None and len(shape) == 1 and int(np.prod(data.shape)) == shape[0]:
+            return _Flat(data)
+        raise _fail(node.name, f"reshape {data.shape} -> {shape} has no hardware "
+                    "equivalent", "only flatten (N, C, ...) -> (N, C * ...) before a Linear")
+
+    def _concat(self, node: fx.Node) -> _Data:
+        parts = node.args[0]
+        dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1 else 0)
+        if dim not in (1, -3 if len(_shape(node) or ()) == 3 else 1):
+            raise _fail(node.name, f"concatenation along dimension {dim}",
+                        "the accelerator concatenates channels only: torch.cat(..., dim=1)")
+        datas = [self._data(self.values[p], node.name) for p in parts]
+        return _Data(tuple(s for d in datas for s in d.sources), _shape(node))
+
+
+def to_network(model: nn.Module, example_input: torch.Tensor) -> tuple[Network, list[int]]:
+    """The hardware layers of a quantized model, and the indices of its output layers."""
+    exporter = _Exporter(model, example_input)
+    network = exporter.run()
+    return network, exporter.outputs
+
+
+def export_onnx(model: nn.Module, example_input: torch.Tensor, path: str | Path, *,
+                device: str | None = None, doc: str | None = None) -> Path:
+    """Write the quantized `model` as ai8x-ONNX to `path` and return the path.
+
+    `example_input` has the accelerator input's shape, (1, C, H, W) or (1, C, L); its
+    values do not matter. The model must be quantized (`quantize_model`, or a `-q`
+    checkpoint loaded). `device` ('MAX78000' / 'MAX78002') is recorded in the model.
+    """
+    from custom_ops.builder import build_model
+
+    was_training = model.training
+    model.eval()
+    try:
+        network, outputs = to_network(model, example_input)
+    finally:
+        model.train(was_training)
+    if device is None:
+        device = current_device().partnum if current_device().device != 84 else None
+    network = Network(layers=network.layers, input_shape=network.input_shape,
+                      device=device, name=network.name)
+    proto = build_model(network, doc=doc or f"{network.name}, exported by ai8x_torch",
+                        avg_pool_rounding=current_device().round_avg, outputs=outputs)
+    if device:
+        _set_meta(proto, "ai8x.device", device)
+    onnx.checker.check_model(proto, full_check=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(proto.SerializeToString())
+    return path
+
+
+def _set_meta(proto: onnx.ModelProto, key: str, value: str) -> None:
+    for prop in proto.metadata_props:
+        if prop.key == key:
+            prop.value = value
+            return
+    prop = proto.metadata_props.add()
+    prop.key, prop.value = key, value

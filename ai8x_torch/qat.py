@@ -1,0 +1,130 @@
+"""Training-flow helpers of the vendor's `ai8x` module: BatchNorm folding, QAT, quantization.
+
+The order a training run uses (vendor train.py): floating-point epochs, then
+`fuse_bn_layers` and `initiate_qat(model, policy)`, QAT epochs, then `quantize_model`
+(the vendor's synthesis repository does this step on the checkpoint file with
+`quantize.py`), then export or simulate.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import nn
+
+from .modules import QuantizationAwareModule
+
+
+def _layers(model: nn.Module):
+    return [(name, m) for name, m in model.named_modules()
+            if isinstance(m, QuantizationAwareModule)]
+
+
+def fuse_bn_layers(model: nn.Module) -> None:
+    """Fold every layer's BatchNorm into its weights and bias, and drop the BatchNorm.
+
+    The hardware has no BatchNorm; the vendor's layers divide the BatchNorm output by 4
+    during training, so the folded scale and shift carry that factor too.
+    """
+    for _, layer in _layers(model):
+        bn = layer.bn
+        if bn is None or layer.op is None:
+            continue
+        w = layer.op.weight.data
+        inv_std = torch.rsqrt(bn.running_var + bn.eps)
+        scale = bn.weight.detach() if bn.weight is not None else torch.ones_like(inv_std)
+        shift = bn.bias.detach() if bn.bias is not None else torch.zeros_like(inv_std)
+        scale = 0.25 * scale
+        shift = 0.25 * shift
+        factor = scale * inv_std
+        # ConvTranspose2d stores (in, out/groups, ...): the output channel is dim 1.
+        out_dim = 1 if isinstance(layer.op, nn.ConvTranspose2d) else 0
+        shape = [1] * w.dim()
+        shape[out_dim] = -1
+        layer.op.weight.data = w * factor.reshape(shape)
+        bias = layer.op.bias.data if layer.op.bias is not None else torch.zeros_like(factor)
+        new_bias = (bias - bn.running_mean) * factor + shift
+        if layer.op.bias is None:
+            layer.op.bias = nn.Parameter(new_bias)
+        else:
+            layer.op.bias.data = new_bias
+        layer.bn = None
+
+
+def initiate_qat(model: nn.Module, qat_policy: Mapping, export: bool = False) -> None:
+    """Switch every layer to quantization-aware training with the policy's weight bits.
+
+    `qat_policy` is the vendor's policy (its `policies/qat_policy*.yaml`): `weight_bits`
+    for all layers, optional `shift_quantile`, and `overrides: {layer name:
+    {weight_bits: n}}`. Bias bits equal weight bits, as the vendor sets them.
+    """
+    overrides = qat_policy.get("overrides") or {}
+    quantile = float(qat_policy.get("shift_quantile", 1.0))
+    unknown = set(overrides) - {name for name, _ in _layers(model)}
+    if unknown:
+        raise ValueError(f"QAT policy overrides name no layer of the model: {sorted(unknown)}")
+    for name, layer in _layers(model):
+        bits = int(overrides.get(name, {}).get("weight_bits", qat_policy["weight_bits"]))
+        layer.init_module(bits, bits, True, quantile, export)
+
+
+def update_model(model: nn.Module) -> None:
+    """Vendor API, called after loading a checkpoint; modes are read per forward pass here."""
+    for _, layer in _layers(model):
+        layer.set_functions()
+
+
+def update_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer
+                     ) -> torch.optim.Optimizer:
+    """A new optimizer of the same kind and settings over the model's parameters now
+    (after `fuse_bn_layers` removed BatchNorm parameters). Its state starts fresh."""
+    return type(optimizer)(model.parameters(), **optimizer.defaults)
+
+
+def _max_bit_shift(params: torch.Tensor, bits: int, quantile: float) -> int:
+    # The power of two that scales the layer's largest parameter (or the quantile) into
+    # [-1, 1): floor(log2(1 / q)), clamped as the vendor's quantize.py does.
+    q = torch.quantile(params.abs().to(torch.float64), quantile) if quantile < 1.0 \
+        else params.abs().max().to(torch.float64)
+    if float(q) == 0.0:
+        return 23 - bits
+    shift = torch.floor(torch.log2(1.0 / q)).clamp(min=-7.0 - bits, max=23.0 - bits)
+    return int(shift)
+
+
+@torch.no_grad()
+def quantize_model(model: nn.Module) -> nn.Module:
+    """Turn a trained (QAT or floating-point) model into its quantized form, in place.
+
+    What the vendor's `quantize.py` does to a checkpoint (facts from its source): per
+    layer with weights, `bits` = the layer's weight bits (8 when not set);
+    `s = floor(log2(1 / max|weights, bias|))` (the `shift_quantile` quantile instead of
+    the maximum when below 1); weights become `clamp(floor(w * 2**s * 2**(bits-1) +
+    0.5), -2**(bits-1), 2**(bits-1) - 1)`; the bias is quantized the same way and then
+    stored times `2**(bits-8) * 128`; `output_shift = -s`; the layer is marked as
+    quantized (`quantize_activation` 1, `adjust_output_shift` 0). The result runs in
+    simulate mode and exports to ai8x-ONNX.
+    """
+    for _, layer in _layers(model):
+        if layer.op is None:
+            continue
+        if layer.bn is not None:
+            raise ValueError("fold BatchNorm first (ai8x_torch.fuse_bn_layers)")
+        bits = int(layer.weight_bits.flatten()[0]) or 8
+        w = layer.op.weight.detach().to(torch.float64)
+        b = None if layer.op.bias is None else layer.op.bias.detach().to(torch.float64)
+        params = w.flatten() if b is None else torch.cat((w.flatten(), b.flatten()))
+        shift = _max_bit_shift(params, bits, float(layer.shift_quantile.flatten()[0]))
+        factor = 2.0 ** shift
+        lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        wq = torch.clamp(torch.floor(w * factor * 2 ** (bits - 1) + 0.5), lo, hi)
+        layer.op.weight.data = wq.to(layer.op.weight.dtype)
+        if b is not None:
+            bq = torch.clamp(torch.floor(b * factor * 2 ** (bits - 1) + 0.5), lo, hi)
+            layer.op.bias.data = (bq * 2.0 ** (bits - 8) * 128).to(layer.op.bias.dtype)
+        layer.weight_bits.data = torch.tensor([bits], dtype=layer.weight_bits.dtype)
+        layer.bias_bits.data = torch.tensor([bits], dtype=layer.bias_bits.dtype)
+        layer.output_shift.data = torch.tensor([float(-shift)], dtype=torch.float32)
+        layer.quantize_activation.data = torch.tensor([True])
+        layer.adjust_output_shift.data = torch.tensor([False])
+    return model
