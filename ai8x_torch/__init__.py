@@ -29,7 +29,14 @@ from .modules import (
     get_activation,
     hardware_params,
 )
-from .qat import fuse_bn_layers, initiate_qat, quantize_model, update_model, update_optimizer
+from .qat import (
+    checkpoint_state_dict,
+    fuse_bn_layers,
+    initiate_qat,
+    quantize_model,
+    update_model,
+    update_optimizer,
+)
 from .transforms import FusedSoftwareLinearReLU, SoftwareLinear, fold, normalize, unfold_batch
 
 globals().update(FAMILIES)
@@ -50,7 +57,8 @@ def __getattr__(name: str):
 __all__ = [
     "Abs", "Add", "BitwiseOr", "BitwiseXor", "Conv1d", "Conv2d", "ConvTranspose2d", "Device",
     "Eltwise", "Empty", "FusedSoftwareLinearReLU", "Linear", "QuantizationAwareModule",
-    "SoftwareLinear", "Sub", "current_device", "fold", "fuse_bn_layers", "get_activation",
+    "SoftwareLinear", "Sub", "checkpoint_state_dict", "current_device", "fold",
+    "fuse_bn_layers", "get_activation",
     "hardware_params", "initiate_qat", "make_device", "normalize", "quantize_model",
     "set_device", "unfold_batch", "update_model", "update_optimizer", "using_device",
     *sorted(FAMILIES),

@@ -128,3 +128,26 @@ def quantize_model(model: nn.Module) -> nn.Module:
         layer.quantize_activation.data = torch.tensor([True])
         layer.adjust_output_shift.data = torch.tensor([False])
     return model
+
+
+def checkpoint_state_dict(path) -> dict[str, torch.Tensor]:
+    """A vendor (or ai8x_torch) checkpoint's `state_dict`, ready for `load_state_dict`.
+
+    The file is unpickled safely (tensors, containers and optimizer classes only). The
+    data-parallel `module.` prefix is removed; where a file holds a layer both with and
+    without it, the first one is kept, as the vendor's synthesis tool does.
+    """
+    from onnx2ai8x.importer.checkpoint import load_checkpoint_file
+
+    checkpoint = load_checkpoint_file(path)
+    state = checkpoint.get("state_dict", checkpoint) if isinstance(checkpoint, dict) else None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: no state_dict in the checkpoint")
+    chosen: dict[str, bool] = {}  # top-level layer name -> keeps the prefixed spelling
+    out: dict[str, torch.Tensor] = {}
+    for key, value in state.items():
+        prefixed = key.startswith("module.")
+        name = key.removeprefix("module.")
+        if chosen.setdefault(name.split(".")[0], prefixed) == prefixed:
+            out[name] = value
+    return out

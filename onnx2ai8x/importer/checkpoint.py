@@ -149,6 +149,13 @@ def _torch_load(path: Path) -> object:
                             "quantize.py or by ai8x_torch") from None
 
 
+def load_checkpoint_file(path: str | Path) -> object:
+    """The unpickled checkpoint, loaded with the allow-list above (tensors, containers and
+    torch.optim optimizer classes only); an Ai8xError for a file that is unsafe or not a
+    checkpoint."""
+    return _torch_load(Path(path))
+
+
 def _first_line(text: str) -> str:
     return (text.strip().splitlines() or ["no details"])[0][:200]
 
