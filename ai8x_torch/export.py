@@ -378,11 +378,51 @@ def export_onnx(model: nn.Module, example_input: torch.Tensor, path: str | Path,
                         avg_pool_rounding=current_device().round_avg, outputs=outputs)
     if device:
         _set_meta(proto, "ai8x.device", device)
+    proto = _simplified(proto, network)
     onnx.checker.check_model(proto, full_check=True)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(proto.SerializeToString())
     return path
+
+
+def _simplified(proto: onnx.ModelProto, network: Network) -> onnx.ModelProto:
+    """The model simplified by onnxsim, kept only if it still reads as the same layers.
+
+    onnxsim folds the builder's shape constants (e.g. the flatten before a linear layer);
+    the `ai8x` functions, node names and metadata must survive for the converter, so the
+    result is read back and compared, and the unsimplified model is kept otherwise.
+    """
+    try:
+        import onnxsim
+
+        from onnx2ai8x.importer.onnx_reader import read_model
+
+        simple, ok = onnxsim.simplify(proto)
+        if not ok:
+            return proto
+        # onnxsim drops node metadata; the layers' main nodes keep their names, so the
+        # metadata (layer index, operator, a wide layer's shift) is copied back by name.
+        meta = {n.name: list(n.metadata_props) for n in proto.graph.node if n.metadata_props}
+        for node in simple.graph.node:
+            if node.name in meta and not node.metadata_props:
+                node.metadata_props.extend(meta[node.name])
+        onnx.checker.check_model(simple, full_check=True)
+        back = read_model(simple)
+    except Exception:  # noqa: BLE001 - any failure means: keep the builder's model
+        return proto
+    fields = ("name", "operator", "output_shift", "output_width", "activation", "flatten",
+              "eltwise", "operands", "pool", "pool_stride")
+
+    def seq(lay: Layer, i: int) -> tuple[int, ...]:
+        return lay.in_sequences if lay.in_sequences is not None else (i - 1,)
+
+    same = len(back.layers) == len(network.layers) and all(
+        all(getattr(a, f) == getattr(b, f) for f in fields) and seq(a, i) == seq(b, i)
+        and np.array_equal(a.weights, b.weights)
+        and (a.bias is None) == (b.bias is None or not np.any(b.bias))
+        for i, (a, b) in enumerate(zip(back.layers, network.layers, strict=True)))
+    return simple if same else proto
 
 
 def _set_meta(proto: onnx.ModelProto, key: str, value: str) -> None:
