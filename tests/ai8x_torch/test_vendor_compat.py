@@ -131,7 +131,7 @@ def test_qat_forward_uses_weights_on_the_bit_grid():
     # 2-bit weights: 0.3 scaled by 2**-shift (shift from max 0.3: -floor(log2(1/0.3)) = -1)
     # -> 0.6 -> floor(0.6 * 2 + 0.5) / 2 = 0.5, clamped to 1-bit fraction max 0.5.
     y = layer(x)
-    assert float(y.flatten()[0]) == pytest.approx(0.5 * 0.5 * 2.0 ** -1)
+    assert float(y.detach().flatten()[0]) == pytest.approx(0.5 * 0.5 * 2.0 ** -1)
 
 
 def test_dev_reflects_set_device():
