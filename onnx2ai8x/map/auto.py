@@ -27,8 +27,16 @@ Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory
   Connections"). Concatenated inputs sit on consecutive processor blocks at one offset
   (single pass) or in consecutive passes at consecutive offsets (multi-pass), so the
   consumer sees them contiguous.
-* Streaming is not chosen automatically; a network whose data does not fit raises an
-  Ai8xError asking for a sidecar with `streaming: true`.
+* Streaming ("Streaming Mode", "FIFOs"). When the data still does not fit (HWC and
+  CHW tried), the first k layers stream, for the smallest k that fits (at most the
+  device's streaming layer count): the input arrives through the FIFO into a circular
+  buffer and every streaming layer reads a circular buffer its producer writes, so those
+  buffers hold a few rows instead of whole frames. All streaming layers run at once, so
+  their buffers and the last streaming layer's (whole) output are live together. A
+  buffer is sized from the vendor's rollover rule (prefill rows plus the pooling rows,
+  with a margin), so the rollover the emitter computes always fits. The FIFO takes at
+  most 4 HWC input channels on processors 0-3 here. The project then loads the input
+  through the FIFO (`--fifo` is implied).
 """
 from __future__ import annotations
 
@@ -59,6 +67,7 @@ from .memory_check import (
     output_ignore,
     place_kernels,
     popcount,
+    stream_buffer_bytes,
 )
 
 Hints = Mapping[str, Mapping[str, int]]
@@ -121,8 +130,10 @@ class _Mapper:
     """Mutable working state of one auto_place call (never shared between calls)."""
 
     def __init__(self, network: Network, facts: MemoryFacts,
-                 hints: dict[int, dict[str, int]], chw: bool = False) -> None:
+                 hints: dict[int, dict[str, int]], chw: bool = False,
+                 stream: int = 0) -> None:
         self.net = network
+        self.stream = stream  # the first `stream` layers stream
         self.facts = facts
         self.hints = hints
         self.n = len(network.layers)
@@ -186,7 +197,7 @@ class _Mapper:
         h = net.input_shape[1]
         w = net.input_shape[2] if len(net.input_shape) > 2 else 1
         hwc_bytes = h * w * expand(first.input_channels)[0] * first.operands * 4
-        if (hwc_bytes > self.facts.data_bytes or self.want_chw) \
+        if (hwc_bytes > self.facts.data_bytes or self.want_chw) and not self.stream \
                 and first.operator != OP_CONV1D \
                 and first.operands == 1 and in_c <= MAX_PROC // P_SHARED \
                 and inputs_of(net, 0) == (INPUT,):
@@ -336,8 +347,14 @@ class _Mapper:
             below = output_ignore(net.layers[src]) if src >= 0 else 0
             owner[src] = len(out)
             pos[src] = 0
-            out.append(_Group((src,), lanes_of(src), size_of(src) + below, below, src,
-                              n if src == n - 1 else dies(src), "single"))
+            size, born, die = size_of(src) + below, src, n if src == n - 1 else dies(src)
+            if src < self.stream:
+                # Streaming layers run together: the circular buffers they read and the
+                # last one's output are all live during the streaming phase.
+                born, die = INPUT, max(die, self.stream - 1)
+                if src < self.stream - 1:
+                    size = stream_buffer_bytes(net, src + 1) + below
+            out.append(_Group((src,), lanes_of(src), size, below, born, die, "single"))
         # A member of an interleaved group read by another layer too cannot be read
         # with a gap on these devices.
         for gi, g in enumerate(out):
@@ -411,14 +428,22 @@ def auto_place(network: Network, device: object,
     try:
         groups, offsets = _allocate_moving_outputs(mapper)
     except Ai8xError as err:
-        if mapper.big_data or err.code != "map.data-memory":
+        if err.code != "map.data-memory":
             raise
-        # CHW input takes a quarter of the memory of HWC: retry with it.
-        mapper = _Mapper(network, facts, hints, chw=True)
-        mapper.map_processors()
+        fitted = None
         if not mapper.big_data:
-            raise
-        groups, offsets = _allocate_moving_outputs(mapper)
+            # CHW input takes a quarter of the memory of HWC: retry with it.
+            chw = _Mapper(network, facts, hints, chw=True)
+            chw.map_processors()
+            if chw.big_data:
+                try:
+                    fitted = chw, *_allocate_moving_outputs(chw)
+                except Ai8xError as err2:
+                    if err2.code != "map.data-memory":
+                        raise
+        if fitted is None:
+            fitted = _stream(network, facts, hints, err)
+        mapper, groups, offsets = fitted
     _, owner, pos = mapper.groups()
     n = len(network.layers)
     out_off: dict[int, int] = {}
@@ -450,6 +475,7 @@ def auto_place(network: Network, device: object,
             processor_map=mapper.pmap[ll], output_processor_map=mapper.tensor[ll],
             in_offset=in_offset, out_offset=out_off[ll], write_gap=gap[ll],
             big_data=mapper.big_data and ll == 0, output_layer=ll == n - 1,
+            streaming=ll < mapper.stream,
             next_sequence=ll + 1 if ll < n - 1 else -1, prev_sequence=ll - 1,
             in_sequences=seqs))
     placement = Placement(network=network, device=facts.name, layers=tuple(layers),
@@ -459,6 +485,62 @@ def auto_place(network: Network, device: object,
     if diags:
         raise Ai8xError.many(diags)
     return placement
+
+
+def _stream_limit(network: Network, facts: MemoryFacts) -> tuple[int, str]:
+    """How many leading layers may stream, and why not more."""
+    from ..devices import get_device
+
+    dev = get_device(facts.name)
+    first = network.layers[0]
+    if network.input_shape[0] > 4 or first.operands != 1 or inputs_of(network, 0) != (INPUT,):
+        return 0, ("the FIFO that feeds a streaming network takes at most 4 input channels "
+                   "in one operand here")
+    limit = 0
+    for ll, lay in enumerate(network.layers[:dev.max_stream_layers]):
+        if lay.flatten or (lay.operator == OP_NONE and not dev.stream_passthrough):
+            break
+        if ll > 0 and inputs_of(network, ll) != (ll - 1,):
+            break
+        if ll + 1 < len(network.layers) and inputs_of(network, ll + 1) != (ll,):
+            limit = ll + 1
+            break
+        limit = ll + 1
+    return limit, f"at most {dev.max_stream_layers} layers stream on {facts.name}"
+
+
+def _stream(network: Network, facts: MemoryFacts, hints: dict[int, dict[str, int]],
+            err: Ai8xError) -> tuple[_Mapper, list[_Group], list[int]]:
+    """Stream the fewest leading layers that make the data fit."""
+    from ..devices import get_device
+
+    dev = get_device(facts.name)
+    limit, why = _stream_limit(network, facts)
+    first_hint = dict(hints.get(0, {}))
+    first_hint.setdefault("processors", (1 << network.input_shape[0]) - 1)
+    stream_hints = {**hints, 0: first_hint}
+    last = err
+    for k in range(1, limit + 1):
+        final = network.layers[k - 1]
+        if not dev.stream_nonpadded_final and 0 in final.padding[:1 + (
+                final.operator != OP_CONV1D)]:
+            continue  # the last streaming layer must be padded on this device
+        mapper = _Mapper(network, facts, stream_hints, stream=k)
+        mapper.map_processors()
+        try:
+            groups, offsets = _allocate_moving_outputs(mapper)
+        except Ai8xError as exc:
+            if exc.code != "map.data-memory":
+                raise
+            last = exc
+            continue
+        return mapper, groups, offsets
+    d = last.diagnostics[0]
+    raise Ai8xError(d.code, d.where, d.message + f"; streaming up to {limit} leading "
+                    "layers does not make it fit" if limit else d.message + f"; streaming "
+                    f"is not possible: {why}",
+                    "reduce the input size or the first layers' channel counts, or write a "
+                    "sidecar with `streaming: true` for the first layers")
 
 
 def _allocate_moving_outputs(mapper: _Mapper) -> tuple[list[_Group], list[int]]:

@@ -292,6 +292,9 @@ def buffers(network: Network, placement: Placement) -> list[Buffer]:
         size = input_bytes(network, 0, big)
         if network.layers[0].in_sequences not in (None, (INPUT,)):
             size = _network_input_bytes(network, big)
+        if first.streaming:
+            # A streaming input arrives through the FIFO into a circular buffer.
+            size = stream_buffer_bytes(network, 0)
         out.append(Buffer(INPUT, lanes(first.processor_map, big), first.in_offset,
                           first.in_offset + _round4(size), -1, last[INPUT]))
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
@@ -299,11 +302,38 @@ def buffers(network: Network, placement: Placement) -> list[Buffer]:
         if pl.write_gap:
             # every slot is followed by write_gap unused slots
             size = size * (pl.write_gap + 1) - 4 * pl.write_gap
+        nxt = placement.layers[ll + 1] if ll + 1 < len(placement.layers) else None
+        if pl.streaming and nxt is not None and nxt.streaming:
+            size = stream_buffer_bytes(network, ll + 1)  # circular buffer of the reader
         start = pl.out_offset - output_ignore(lay)
         dies = len(network.layers) if pl.output_layer else last[ll]
         out.append(Buffer(ll, lanes(pl.output_processor_map, lay.output_width != 8), start,
                           pl.out_offset + _round4(size), ll, dies, pl.write_gap))
     return out
+
+
+def stream_buffer_bytes(network: Network, ll: int) -> int:
+    """Bytes per memory instance of streaming layer ll's circular input buffer.
+
+    The vendor's rollover (MAX78000 rule, words): prefill + (pool rows - 1) * columns +
+    max(stride, pool stride, pool), where the prefill is pad * (columns + 2 pad) +
+    row_inc * (columns + 2 pad) + pad + 2 col_inc (times the operands), rounded to the
+    passes (seed 000, "Streaming Mode"; izer backend, "Rollover"). The MAX78002's rule
+    differs in detail but stays below this bound with the margin of two extra rows.
+    """
+    lay = network.layers[ll]
+    rows, cols = lay.input_dim
+    pad = lay.padding[1] if lay.operator != OP_CONV1D else 0
+    row_inc = max(lay.pool[0] * lay.pool_dilation[0], lay.pool_stride[0])
+    col_inc = max(lay.pool[1] * lay.pool_dilation[1], lay.pool_stride[1])
+    width = cols + 2 * pad
+    prefill = pad * width + (row_inc * width + pad + 2 * col_inc) * lay.operands
+    words = prefill + (lay.pool[0] - 1) * cols + max(lay.stride[1], lay.pool_stride[1],
+                                                     lay.pool[1])
+    words += 2 * width  # margin: the MAX78002 rule and read-ahead
+    passes = expand(lay.input_channels)[0]
+    words = -(-words // passes) * passes
+    return 4 * min(words, rows * cols * passes)
 
 
 def _network_input_bytes(network: Network, big: bool) -> int:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import pytest
 
 from onnx2ai8x.emit.sidecar_writer import write_sidecar
-from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.latency import estimate_cycles
 from onnx2ai8x.map.memory_check import check_placement
-from tests.conftest import GOLDEN, golden_params, load_case
+from tests.conftest import GOLDEN, golden_params
 
 
 @pytest.mark.parametrize("case", golden_params())
@@ -24,15 +23,7 @@ def test_golden_automap(case: str) -> None:
 
     net = case_network(GOLDEN / case)
     device = net.device
-    try:
-        placement = auto_place(net, device)
-    except Ai8xError as err:
-        # Automatic streaming is not implemented: acceptable only where the vendor's own
-        # mapping had to stream too.
-        streams = any(load_case(case)["layers"]["streaming"])
-        if err.code == "map.data-memory" and streams:
-            pytest.xfail("needs streaming (not chosen automatically yet)")
-        raise
+    placement = auto_place(net, device)
     assert check_placement(net, placement, device) == []
 
     text = write_sidecar(net, placement, device)

@@ -55,11 +55,6 @@ def test_auto_mapping_keeps_the_known_answer(name: str, tmp_path: Path) -> None:
     out = tmp_path / "project"
     proc = pipeline.convert(model, case["device"], out,
                             "--sample-input", str(GOLDEN / name / "sample.npy"))
-    if proc.returncode != 0 and "map.data-memory" in proc.stderr and \
-            any(case["layers"]["streaming"]):
-        # Issue 4 (open): the vendor's own sidecar streams this network; the automatic
-        # mapper does not choose streaming yet, and says so with a clear error.
-        pytest.xfail("needs streaming (not chosen automatically yet)")
     assert proc.returncode == 0, proc.stderr
     ours = pipeline.trace_of(out)
 
