@@ -13,8 +13,16 @@ What maps to what (the vendor's sidecar shapes, seed 004):
 * an element-wise module (`Add`, `Sub`, `BitwiseOr`, `BitwiseXor`) whose result only
   feeds one layer module -> that layer's `eltwise`/`operands` (pooling then runs after
   the element-wise operation, `pool_first: false`, as PyTorch computes it); otherwise a
-  pass-through element-wise layer of its own;
-* node names are the PyTorch module names.
+  pass-through element-wise layer of its own. This is the vendor's residual layout: its
+  `ai85ressimplenet` writes `x = resid1(x, x_res); x = conv4(x)` as one `eltwise: add`
+  convolution layer in network.yaml. A pooling-only module after the element-wise one
+  likewise becomes one pass-through layer with `pool_first: false` (seed 004, `eltwise`,
+  `pool_first`);
+* a flatten/view of a model output (vendor model files end with `x.view(x.size(0), -1)`)
+  is host-side reshaping: the ONNX output is the layer's output, `(N, C, H, W)`;
+* node names are the PyTorch module names, dots kept (`features.0`, `res.conv1`): the
+  name reads back to the module (`dict(model.named_modules())[layer.name]`), and ONNX
+  allows dots in names. A module called more than once gets `<name>_1`, `<name>_2`, ....
 """
 from __future__ import annotations
 
@@ -26,7 +34,6 @@ import numpy as np
 import onnx
 import torch
 from torch import fx, nn
-from torch.fx.passes.shape_prop import ShapeProp
 
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.network import (
@@ -92,10 +99,9 @@ def _fail(where: str, message: str, hint: str) -> Ai8xError:
 
 
 def _shape(node: fx.Node) -> tuple[int, ...] | None:
-    meta = node.meta.get("tensor_meta")
-    if meta is None or not hasattr(meta, "shape"):
-        return None
-    return tuple(int(d) for d in meta.shape[1:])
+    """The node's tensor shape without the batch dimension (None: not a tensor)."""
+    shape = node.meta.get("ai8x.shape")
+    return None if shape is None else shape[1:]
 
 
 def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -113,6 +119,32 @@ def _pair(v, one_d: bool) -> tuple[int, int]:
     return (int(v), 1) if one_d else (int(v), int(v))
 
 
+class _Shapes(fx.Interpreter):
+    """Runs the traced graph once on the example input and records each tensor's shape
+    (`node.meta["ai8x.shape"]`); a call PyTorch cannot run is an Ai8xError naming the
+    module, with no traceback."""
+
+    def __init__(self, gm: fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.extra_traceback = False
+
+    def run_node(self, n: fx.Node):
+        try:
+            result = super().run_node(n)
+        except Ai8xError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever PyTorch raised for this call
+            lines = str(exc).strip().splitlines()
+            where = str(n.target) if n.op == "call_module" else n.name
+            raise _fail(where, "PyTorch cannot run this call on the example input ("
+                        f"{lines[0] if lines else type(exc).__name__})",
+                        "check the example input's shape (1, C, H, W) / (1, C, L) and "
+                        "that each module receives the shape it was built for") from None
+        if isinstance(result, torch.Tensor):
+            n.meta["ai8x.shape"] = tuple(int(d) for d in result.shape)
+        return result
+
+
 class _Exporter:
     def __init__(self, model: nn.Module, example: torch.Tensor) -> None:
         self.model = model
@@ -123,10 +155,20 @@ class _Exporter:
             raise _fail(type(model).__name__, f"the model cannot be traced ({exc})",
                         "keep forward() a fixed sequence of ai8x module calls, "
                         "torch.cat, flatten and view") from None
+        inputs = [n for n in graph.nodes if n.op == "placeholder"]
+        if len(inputs) != 1:
+            raise _fail(type(model).__name__, f"forward() takes {len(inputs)} inputs",
+                        "give forward() one input tensor, the accelerator's input")
+        if example.dim() not in (3, 4):
+            raise _fail(inputs[0].name, f"example input shape {tuple(example.shape)} is "
+                        "neither (1, C, H, W) nor (1, C, L)", "pass an example input of "
+                        "shape (1, C, H, W) or (1, C, L)")
         self.gm = fx.GraphModule(model, graph)
         with torch.no_grad(), using_device(current_device(), simulate=False):
-            ShapeProp(self.gm).propagate(example.to(torch.float32))
+            _Shapes(self.gm).run(example.to(torch.float32))
         self.layers: list[Layer] = []
+        # Element-wise results already written as their own pass-through layer.
+        self.written: dict[_Pending, _Data] = {}
         self.values: dict[fx.Node, object] = {}
         self.users: dict[fx.Node, int] = {n: len(n.users) for n in graph.nodes}
         self.outputs: list[int] = []
@@ -138,7 +180,9 @@ class _Exporter:
         if isinstance(value, _Data):
             return value
         if isinstance(value, _Pending):
-            return self._write_eltwise(value)
+            if value not in self.written:
+                self.written[value] = self._write_eltwise(value)
+            return self.written[value]
         if isinstance(value, _Flat):
             raise _fail(where, "a flattened tensor is used by something other than a "
                         "Linear layer", "flatten only right before an ai8x.Linear")
@@ -183,7 +227,7 @@ class _Exporter:
         eltwise, operands, pool_first = 0, 1, True
         flatten = False
         if isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
-                module.op is not None:
+                (module.op is not None or module.pool is not None):
             data = _Data(tuple(s for d in arg.operands for s in d.sources), arg.shape)
             eltwise, operands = _ELTWISE_CODES[arg.module.op_name], len(arg.operands)
             in_shape = arg.shape
@@ -286,7 +330,10 @@ class _Exporter:
             result = node.args[0]
             results = result if isinstance(result, (tuple, list)) else (result,)
             for r in results:
-                data = self._data(self.values.get(r), str(r))
+                value = self.values.get(r)
+                if isinstance(value, _Flat):
+                    value = value.data  # host-side reshaping of the layer's output
+                data = self._data(value, str(r))
                 if len(data.sources) != 1 or data.sources[0] < 0:
                     raise _fail(str(r), "a model output must be the output of one layer",
                                 "return a layer module's result")
@@ -360,7 +407,13 @@ def export_onnx(model: nn.Module, example_input: torch.Tensor, path: str | Path,
 
     `example_input` has the accelerator input's shape, (1, C, H, W) or (1, C, L); its
     values do not matter. The model must be quantized (`quantize_model`, or a `-q`
-    checkpoint loaded). `device` ('MAX78000' / 'MAX78002') is recorded in the model.
+    checkpoint loaded). `device` ('MAX78000' / 'MAX78002') is recorded in the model;
+    by default the selected `ai8x_torch` device's. `doc` is the model's doc string.
+    Anything without a hardware equivalent raises `Ai8xError` naming the module.
+
+    The model is not passed through onnxsim: the builder writes no shape arithmetic to
+    fold, and onnxsim's optimizer deletes the `Add` of an all-zero bias (the layer would
+    read back without a bias: different bias memory) and adds `onnxsim.*` metadata.
     """
     from custom_ops.builder import build_model
 
@@ -378,51 +431,11 @@ def export_onnx(model: nn.Module, example_input: torch.Tensor, path: str | Path,
                         avg_pool_rounding=current_device().round_avg, outputs=outputs)
     if device:
         _set_meta(proto, "ai8x.device", device)
-    proto = _simplified(proto, network)
     onnx.checker.check_model(proto, full_check=True)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(proto.SerializeToString())
     return path
-
-
-def _simplified(proto: onnx.ModelProto, network: Network) -> onnx.ModelProto:
-    """The model simplified by onnxsim, kept only if it still reads as the same layers.
-
-    onnxsim folds the builder's shape constants (e.g. the flatten before a linear layer);
-    the `ai8x` functions, node names and metadata must survive for the converter, so the
-    result is read back and compared, and the unsimplified model is kept otherwise.
-    """
-    try:
-        import onnxsim
-
-        from onnx2ai8x.importer.onnx_reader import read_model
-
-        simple, ok = onnxsim.simplify(proto)
-        if not ok:
-            return proto
-        # onnxsim drops node metadata; the layers' main nodes keep their names, so the
-        # metadata (layer index, operator, a wide layer's shift) is copied back by name.
-        meta = {n.name: list(n.metadata_props) for n in proto.graph.node if n.metadata_props}
-        for node in simple.graph.node:
-            if node.name in meta and not node.metadata_props:
-                node.metadata_props.extend(meta[node.name])
-        onnx.checker.check_model(simple, full_check=True)
-        back = read_model(simple)
-    except Exception:  # noqa: BLE001 - any failure means: keep the builder's model
-        return proto
-    fields = ("name", "operator", "output_shift", "output_width", "activation", "flatten",
-              "eltwise", "operands", "pool", "pool_stride")
-
-    def seq(lay: Layer, i: int) -> tuple[int, ...]:
-        return lay.in_sequences if lay.in_sequences is not None else (i - 1,)
-
-    same = len(back.layers) == len(network.layers) and all(
-        all(getattr(a, f) == getattr(b, f) for f in fields) and seq(a, i) == seq(b, i)
-        and np.array_equal(a.weights, b.weights)
-        and (a.bias is None) == (b.bias is None or not np.any(b.bias))
-        for i, (a, b) in enumerate(zip(back.layers, network.layers, strict=True)))
-    return simple if same else proto
 
 
 def _set_meta(proto: onnx.ModelProto, key: str, value: str) -> None:

@@ -8,6 +8,8 @@ Every export also passes `onnx.checker.check_model(full_check=True)` (inside
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import onnx
 import pytest
@@ -15,8 +17,11 @@ import torch
 from torch import nn
 
 import ai8x_torch as ai8x
+import custom_ops
+from ai8x_torch.export import export_onnx, to_network
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.importer.onnx_reader import read_model
+from onnx2ai8x.network import ELTWISE_ADD, OP_CONV2D, OP_NONE, Layer, Network
 from tests.ai8x_torch.helpers import assert_same, randomize, reference, simulate
 
 
@@ -61,6 +66,29 @@ class Concat(nn.Module):
 
     def forward(self, x):
         return self.c(torch.cat([self.a(x), self.b(x)], dim=1))
+
+
+def layer_differences(want: Network, got: Network) -> list[str]:
+    """`layer.field` for every Layer field that differs; in_sequences None is the
+    previous layer (how the builder and the vendor read it)."""
+    if len(want.layers) != len(got.layers):
+        return [f"{len(want.layers)} vs {len(got.layers)} layers"]
+    out = [] if tuple(want.input_shape) == tuple(got.input_shape) else ["input_shape"]
+    for i, (a, b) in enumerate(zip(want.layers, got.layers, strict=True)):
+        for f in fields(Layer):
+            u, v = getattr(a, f.name), getattr(b, f.name)
+            if f.name == "in_sequences":
+                u = (i - 1,) if u is None else tuple(u)
+                v = (i - 1,) if v is None else tuple(v)
+            if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
+                same = (u is None and v is None) or (
+                    u is not None and v is not None and np.shape(u) == np.shape(v)
+                    and np.array_equal(u, v))
+            else:
+                same = u == v
+            if not same:
+                out.append(f"{a.name}.{f.name}: {u!r} vs {v!r}")
+    return out
 
 
 def _2d(c=3, h=10, w=10):
@@ -134,6 +162,13 @@ CASES = [
     ("add16-passthrough", lambda: Residual(16, ai8x.Add, None, ch=2), _2d(3, 6, 6), {}),
     ("add16-fused", lambda: Residual(16, ai8x.Add, ai8x.Conv2d(2, 3, 3, padding=1), ch=2),
      _2d(3, 6, 6), {}),
+    ("add2-then-maxpool-only", lambda: Residual(2, ai8x.Add, ai8x.MaxPool2d(2, 2)), _2d(),
+     {}),
+    ("sub2-then-avgpool-only", lambda: Residual(2, ai8x.Sub, ai8x.AvgPool2d(2, 2)), _2d(),
+     {}),
+    ("conv1d-wide-linear", lambda: Seq(ai8x.FusedMaxPoolConv1dReLU(4, 6, 3, padding=1),
+                                       ai8x.Linear(6 * 10, 7, bias=True, wide=True)),
+     (4, 20), {}),
 ]
 
 
@@ -148,14 +183,17 @@ def test_simulate_equals_reference(name, factory, shape, opts, tmp_path):
     sim = simulate(model, x, device, opts.get("round_avg", False))
     ref = reference(model, x, tmp_path / f"{name}.onnx", device, opts.get("round_avg", False))
     assert_same(sim, ref)
-    # the converter's importer reads the export back into the same layers
-    network = read_model(tmp_path / f"{name}.onnx")
-    layers = [m for m in model.modules() if isinstance(m, ai8x.QuantizationAwareModule)]
-    assert len(network.layers) >= len(layers)
-    for lay in network.layers:
+    # The converter's importer reads the export back into the very Network it was
+    # built from, field by field (weights, bias, shift, connectivity included).
+    with ai8x.using_device(device, round_avg=opts.get("round_avg", False)):
+        built, _ = to_network(model, torch.zeros(1, *shape))
+    back = read_model(tmp_path / f"{name}.onnx")
+    assert layer_differences(built, back) == []
+    modules = dict(model.named_modules())
+    for lay in back.layers:
         if lay.weights is not None:
-            mod = dict(model.named_modules())[lay.name]
-            np.testing.assert_array_equal(lay.weights, mod.op.weight.detach().numpy())
+            # weights as the module holds them, under the module's own name
+            np.testing.assert_array_equal(lay.weights, modules[lay.name].op.weight.detach())
 
 
 def test_worst_case_stays_exact(tmp_path):
@@ -223,3 +261,272 @@ def test_untranslatable_models_name_the_problem(tmp_path):
         ai8x.export_onnx(float_model, torch.zeros(1, 3, 8, 8), tmp_path / "z.onnx")
     assert "quantize" in err.value.diagnostics[0].hint
     assert not (tmp_path / "z.onnx").exists()
+
+
+# -- the lead's first model, against a plainly written numpy formula ---------------------
+
+
+class Small(nn.Module):
+    """1x8x8 -> conv 3x3 ReLU -> max pool 2 + conv 3x3 ReLU -> wide linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = ai8x.FusedConv2dReLU(1, 8, 3, padding=1, bias=True)
+        self.conv2 = ai8x.FusedMaxPoolConv2dReLU(8, 8, 3, padding=1, bias=True)
+        self.fc = ai8x.Linear(8 * 4 * 4, 10, bias=True, wide=True)
+
+    def forward(self, x):
+        x = self.conv2(self.conv1(x))
+        return self.fc(x.view(x.size(0), -1))
+
+
+def _np_conv3x3_pad1(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Integer cross-correlation, zero padding 1: (C, H, W) x (O, C, 3, 3) -> (O, H, W)."""
+    c, h, wd = x.shape
+    xp = np.zeros((c, h + 2, wd + 2), dtype=np.int64)
+    xp[:, 1:-1, 1:-1] = x
+    out = np.zeros((w.shape[0], h, wd), dtype=np.int64)
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("oc,chw->ohw", w[:, :, i, j], xp[:, i:i + h, j:j + wd])
+    return out
+
+
+def _np_output_relu(acc: np.ndarray, shift: int) -> np.ndarray:
+    # seed 000 "Output Shift": accumulator / 128 scaled by 2**shift, rounded half up;
+    # ReLU then clamps to [0, 127].
+    return np.clip(np.floor(0.5 + acc * 2.0 ** shift / 128), 0, 127).astype(np.int64)
+
+
+def test_small_model_matches_the_integer_formula(tmp_path):
+    model = Small()
+    randomize(model, np.random.default_rng(11), shift_range=(-2, 0))
+    x = np.random.default_rng(12).integers(-128, 128, size=(1, 8, 8))
+    path = export_onnx(model, torch.zeros(1, 1, 8, 8), tmp_path / "small.onnx")
+    assert path == tmp_path / "small.onnx"
+    (got,) = custom_ops.run(custom_ops.session(path), x)
+
+    def params(m):
+        w = m.op.weight.detach().numpy().astype(np.int64)
+        b = m.op.bias.detach().numpy().astype(np.int64) // 128  # stored = hw bias * 2**7
+        return w, b * 128, int(m.output_shift.item())
+
+    w1, b1, s1 = params(model.conv1)
+    w2, b2, s2 = params(model.conv2)
+    w3, b3, _ = params(model.fc)
+    y1 = _np_output_relu(_np_conv3x3_pad1(x, w1) + b1[:, None, None], s1)
+    pooled = y1.reshape(8, 4, 2, 4, 2).max(axis=(2, 4))
+    y2 = _np_output_relu(_np_conv3x3_pad1(pooled, w2) + b2[:, None, None], s2)
+    # wide output: the raw 32-bit accumulator, no shift, no clamp (seed 000)
+    y3 = w3 @ y2.reshape(-1) + b3
+    np.testing.assert_array_equal(np.asarray(got).reshape(-1), y3)
+    assert np.abs(y3).max() > 127  # the wide output is not clipped to 8 bits
+
+
+# -- layout: what maps to which hardware layer ------------------------------------------
+
+
+class VendorResidual(nn.Module):
+    """The residual pattern of the vendor's ai85ressimplenet forward(), shrunk."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = ai8x.FusedConv2dReLU(3, 8, 3, padding=1)
+        self.conv2 = ai8x.FusedConv2dReLU(8, 6, 3, padding=1)
+        self.conv3 = ai8x.FusedConv2dReLU(6, 6, 3, padding=1)
+        self.resid1 = ai8x.Add()
+        self.conv4 = ai8x.FusedConv2dReLU(6, 6, 3, padding=1)
+        self.conv5 = ai8x.FusedMaxPoolConv2dReLU(6, 6, 3, padding=1)
+        self.drop = nn.Dropout(0.2)
+        self.conv6 = ai8x.FusedConv2dReLU(6, 6, 3, padding=1)
+        self.resid2 = ai8x.Add()
+        self.conv7 = ai8x.Conv2d(6, 5, 1, wide=True)
+
+    def forward(self, x):
+        x = self.conv1(x)
+        x_res = self.conv2(x)
+        x = self.conv3(x_res)
+        x = self.resid1(x, x_res)
+        x = self.conv4(x)
+        x_res = self.conv5(x)
+        x = self.conv6(self.drop(x_res))
+        x = self.resid2(x, x_res)
+        x = self.conv7(x)
+        return x.view(x.size(0), -1)  # host-side, as the vendor's model files end
+
+
+def test_residual_adds_fuse_into_the_next_convolution_as_in_the_vendor_yaml(tmp_path):
+    """The vendor's cifar100-ressimplenet.yaml writes `resid1` + `conv4` as one
+    `eltwise: add` conv2d layer with in_sequences [conv3's input copy, conv3]; without
+    its memory-layout pass-throughs the layers are exactly the module calls."""
+    model = VendorResidual().eval()  # dropout: identity at inference, as exported
+    randomize(model, np.random.default_rng(5))
+    x = np.random.default_rng(6).integers(-128, 128, size=(2, 3, 8, 8))
+    assert_same(simulate(model, x), reference(model, x, tmp_path / "res.onnx"))
+    net = read_model(tmp_path / "res.onnx")
+    names = [lay.name for lay in net.layers]
+    assert names == ["conv1", "conv2", "conv3", "conv4", "conv5", "conv6", "conv7"]
+    by = {lay.name: lay for lay in net.layers}
+    # operands in the PyTorch call's order: resid1(x, x_res) = (conv3, conv2)
+    assert (by["conv4"].eltwise, by["conv4"].operands, by["conv4"].in_sequences) == \
+        (ELTWISE_ADD, 2, (2, 1))
+    assert (by["conv7"].eltwise, by["conv7"].operands, by["conv7"].in_sequences) == \
+        (ELTWISE_ADD, 2, (5, 4))
+    assert by["conv7"].output_width == 32 and by["conv7"].operator == OP_CONV2D
+    assert all(by[n].eltwise == 0 and by[n].operands == 1 for n in names
+               if n not in ("conv4", "conv7"))
+    # the trailing view is host-side: the output is conv7's (N, C, H, W)
+    out = onnx.load(tmp_path / "res.onnx").graph.output
+    assert [d.dim_value for d in out[0].type.tensor_type.shape.dim[1:]] == [5, 4, 4]
+
+
+class SharedSum(nn.Module):
+    """An element-wise result used twice cannot fuse: it is a pass-through layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = ai8x.FusedConv2dReLU(3, 4, 3, padding=1)
+        self.b = ai8x.FusedConv2dReLU(3, 4, 1)
+        self.add = ai8x.Add()
+        self.c = ai8x.FusedConv2dReLU(4, 4, 3, padding=1)
+        self.xor = ai8x.BitwiseXor()
+
+    def forward(self, x):
+        s = self.add(self.a(x), self.b(x))
+        return self.xor(self.c(s), s)
+
+
+def test_element_wise_result_used_twice_is_its_own_layer(tmp_path):
+    model = SharedSum()
+    randomize(model, np.random.default_rng(8))
+    x = np.random.default_rng(9).integers(-128, 128, size=(2, 3, 6, 6))
+    assert_same(simulate(model, x), reference(model, x, tmp_path / "s.onnx"))
+    net = read_model(tmp_path / "s.onnx")
+    assert [(lay.name, lay.operator, lay.operands) for lay in net.layers] == [
+        ("a", OP_CONV2D, 1), ("b", OP_CONV2D, 1), ("add", OP_NONE, 2), ("c", OP_CONV2D, 1),
+        ("xor", OP_NONE, 2)]
+    assert net.layers[2].in_sequences == (0, 1)
+    assert net.layers[4].in_sequences == (3, 2)
+
+
+def test_pooling_after_element_wise_is_pool_first_false(tmp_path):
+    model = Residual(2, ai8x.Add, ai8x.MaxPool2d(2, 2))
+    randomize(model, np.random.default_rng(2))
+    with ai8x.using_device(85):
+        net, outs = to_network(model, torch.zeros(1, 3, 10, 10))
+    last = net.layers[-1]
+    assert (last.name, last.operator, last.eltwise, last.pool, last.pool_first) == \
+        ("tail", OP_NONE, ELTWISE_ADD, (2, 2), False)
+    assert len(net.layers) == 3 and outs == [2]
+
+
+def test_zero_bias_is_kept(tmp_path):
+    """An all-zero bias is still a bias (bias memory is written): the export must not
+    drop it, which is why export_onnx does not run onnxsim."""
+    model = Seq(ai8x.FusedConv2dReLU(3, 4, 3, padding=1, bias=True))
+    randomize(model, np.random.default_rng(4))
+    model.layers[0].op.bias.data.zero_()
+    export_onnx(model, torch.zeros(1, 3, 6, 6), tmp_path / "z.onnx")
+    (lay,) = read_model(tmp_path / "z.onnx").layers
+    assert lay.bias is not None and not np.any(lay.bias)
+    assert lay.bias_hw is not None and lay.bias_hw.shape == (4,)
+
+
+def test_export_is_deterministic_and_carries_metadata(tmp_path):
+    model = Concat()
+    randomize(model, np.random.default_rng(3))
+    with ai8x.using_device(87):
+        a = export_onnx(model, torch.zeros(1, 3, 8, 8), tmp_path / "a.onnx")
+        b = export_onnx(model, torch.zeros(1, 3, 8, 8), tmp_path / "b.onnx", doc="hello")
+    assert a.read_bytes() == export_onnx(model, torch.zeros(1, 3, 8, 8),
+                                         tmp_path / "c.onnx", device="MAX78002").read_bytes()
+    proto = onnx.load(b)
+    assert proto.doc_string == "hello"
+    assert {p.key: p.value for p in proto.metadata_props}.get("ai8x.device") == "MAX78002"
+    main = {n.name: {p.key: p.value for p in n.metadata_props} for n in proto.graph.node}
+    assert [main[k]["ai8x.layer_index"] for k in ("a", "b", "c")] == ["0", "1", "2"]
+    assert main["c"]["ai8x.operator"] == "conv2d"
+    assert not any(p.key.startswith("onnxsim") for p in proto.metadata_props)
+    assert read_model(b).device == "MAX78002"
+
+
+def test_dotted_module_names_are_layer_names(tmp_path):
+    model = Seq(ai8x.FusedConv2dReLU(3, 4, 3, padding=1), ai8x.Conv2d(4, 2, 1))
+    randomize(model, np.random.default_rng(1))
+    export_onnx(model, torch.zeros(1, 3, 5, 5), tmp_path / "d.onnx")
+    net = read_model(tmp_path / "d.onnx")
+    assert [lay.name for lay in net.layers] == ["layers.0", "layers.1"]
+    names = {n.name for n in onnx.load(tmp_path / "d.onnx").graph.node}
+    assert {"layers.0", "layers.0/shift", "layers.0/clamp", "layers.1"} <= names
+
+
+# -- error cases ------------------------------------------------------------------------
+
+
+class _Wrap(nn.Module):
+    """forward() given as a function of (self, x)."""
+
+    def __init__(self, fn, **mods: nn.Module) -> None:
+        super().__init__()
+        for k, m in mods.items():
+            self.add_module(k, m)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(self, x)
+
+
+def _conv(cin=3, cout=4):
+    return ai8x.FusedConv2dReLU(cin, cout, 3, padding=1)
+
+
+def _error(model, tmp_path, shape=(1, 3, 8, 8)):
+    randomize(model, np.random.default_rng(0))
+    with pytest.raises(Ai8xError) as err:
+        export_onnx(model, torch.zeros(*shape), tmp_path / "e.onnx")
+    assert not (tmp_path / "e.onnx").exists()
+    diag = err.value.diagnostics[0]
+    assert diag.code.startswith("export.") and diag.hint
+    return diag
+
+
+def test_errors_name_the_module_and_the_fix(tmp_path):
+    d = _error(_Wrap(lambda s, x: s.b(torch.cat([s.a(x), s.a2(x)], dim=2)),
+                     a=_conv(), a2=_conv(), b=_conv(4)), tmp_path)
+    assert "dimension 2" in d.message and "dim=1" in d.hint
+    d = _error(_Wrap(lambda s, x: s.add(*[s.a(x)] * 17), a=_conv(), add=ai8x.Add()),
+               tmp_path)
+    assert d.where == "add" and "17" in d.message and "16" in d.message
+    d = _error(_Wrap(lambda s, x: s.b(s.a(x).view(x.size(0), -1)), a=_conv(), b=_conv(4)),
+               tmp_path)
+    assert d.where == "b" and "input" in d.message  # PyTorch itself cannot run it
+    d = _error(_Wrap(lambda s, x: s.b(s.a(x).view(x.size(0), -1, 1, 1)), a=_conv(),
+                     b=_conv(256)), tmp_path)
+    assert "reshape" in d.message and "Linear" in d.hint
+    d = _error(_Wrap(lambda s, x: s.b(torch.relu(s.a(x))), a=_conv(), b=_conv(4)), tmp_path)
+    assert "relu" in d.where + d.message
+    d = _error(_Wrap(lambda s, x: s.b(s.a(x) if x.sum() > 0 else x), a=_conv(),
+                     b=_conv(4)), tmp_path)
+    assert d.where == "_Wrap" and "traced" in d.message
+    d = _error(_Wrap(lambda s, x: torch.cat([s.a(x), s.b(x)], dim=1), a=_conv(),
+                     b=_conv()), tmp_path)
+    assert "output" in d.message
+    d = _error(_Wrap(lambda s, x: x, a=_conv()), tmp_path)
+    assert "output" in d.message
+    d = _error(_Wrap(lambda s, x: s.a(x), a=_conv()), tmp_path, shape=(1, 3, 2, 8, 8))
+    assert "(1, C, H, W)" in d.hint
+
+
+class _TwoInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = _conv()
+
+    def forward(self, x, y):
+        return self.a(x)
+
+
+def test_two_inputs_are_refused(tmp_path):
+    with pytest.raises(Ai8xError) as err:
+        export_onnx(_TwoInputs(), torch.zeros(1, 3, 8, 8), tmp_path / "t.onnx")
+    assert "one input" in err.value.diagnostics[0].hint
