@@ -3,16 +3,21 @@
 For each zoo case: the model from zoo_models.py loads the case's quantized checkpoint
 strictly; (1) exported to ai8x-ONNX and run through the onnxruntime reference, and
 (2) run in ai8x_torch simulate mode, its output laid out in data memory as the case's
-placement puts it equals every word of the golden `expected_output`.
+placement puts it equals every word of the golden `expected_output`. The export, read
+back by the converter's importer, is the vendor's resolved configuration layer for
+layer (same layer count and every hardware field, weights and biases included); only the
+names differ (module names here, `layer<N>` in case.json).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 
+from onnx2ai8x.network import Network
 from tests.conftest import GOLDEN
 from tests.golden.case_network import (
     case_network,
@@ -61,6 +66,18 @@ def test_exported_zoo_model_gives_the_known_answer(name: str, tmp_path: Path) ->
     result = custom_ops.run(custom_ops.session(path), sample)
     assert len(result) == 1
     _check(case_dir, net, outs, result[0][0])
+
+    from onnx2ai8x.importer.onnx_reader import read_model
+    from tests.ai8x_torch.test_export import layer_differences  # imports torch
+
+    back = read_model(path)
+    assert back.device == {85: "MAX78000", 87: "MAX78002"}[device]
+    modules = dict(model.named_modules())
+    assert all(type(modules[lay.name]).__module__.startswith("ai8x_torch")
+               for lay in back.layers), "layer names are the model's module names"
+    renamed = [replace(lay, name=want.name) for lay, want in
+               zip(back.layers, net.layers, strict=False)]
+    assert layer_differences(net, Network(tuple(renamed), back.input_shape)) == []
 
 
 @pytest.mark.parametrize("name", ZOO_CASES)
