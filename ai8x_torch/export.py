@@ -237,7 +237,10 @@ class _Exporter:
             if not isinstance(module.op, nn.Linear):
                 raise _fail(name, "a flattened tensor feeds a layer that is not Linear",
                             "flatten only right before an ai8x.Linear")
-            data, flatten = arg.data, True
+            # Flattening data without spatial extent, (C, 1, 1), changes nothing: the
+            # linear layer reads its C channels directly (flatten: false, as the vendor
+            # resolves an MLP on 1x1 input).
+            data, flatten = arg.data, int(np.prod(arg.data.shape[1:])) > 1
             in_shape = arg.data.shape
         else:
             data = self._data(arg, name)
