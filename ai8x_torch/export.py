@@ -146,8 +146,9 @@ class _Shapes(fx.Interpreter):
 
 
 class _Exporter:
-    def __init__(self, model: nn.Module, example: torch.Tensor) -> None:
+    def __init__(self, model: nn.Module, example: torch.Tensor, device: str | None) -> None:
         self.model = model
+        self.device = device
         self.modules = dict(model.named_modules())
         try:
             graph = _Tracer().trace(model)
@@ -303,11 +304,33 @@ class _Exporter:
         lay = Layer(operator=operator_code, output_channels=out_ch, output_dim=out_dim,
                     kernel_size=kernel, padding=padding, stride=stride, dilation=dilation,
                     conv_groups=groups, activation=_ACTIVATION_CODES[module.activation],
-                    output_shift=hw["output_shift"], quantization=hw["weight_bits"],
+                    output_shift=hw["output_shift"],
+                    quantization=self._quantization(name, hw["weights"], hw["weight_bits"]),
                     output_width=32 if module.wide else 8, flatten=flatten,
                     output_padding=output_padding,
                     weights=hw["weights"], bias=hw["bias"], bias_hw=hw["bias_hw"], **fields)
         return self._append(lay, out_shape)
+
+    def _quantization(self, name: str, weights: np.ndarray, bits: int) -> int:
+        """The layer's resolved `quantization`, as the vendor resolves it from a checkpoint.
+
+        1-bit weights of only -1 and +1 are binary weights (quantization -1) on the
+        MAX78002, the only device with binary weights (vendor izer/checkpoint.py: all
+        |w| == 1 there means binary; the final shift is the same, 8 - 1 = 7). Values that
+        do not fit the bit width are refused: the kernel memory holds `bits` bits.
+        """
+        if bits == 1 and self.device == "MAX78002" and weights.size and \
+                np.all(np.abs(weights) == 1):
+            return -1
+        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        if weights.size and (weights.min() < lo or weights.max() > hi):
+            extra = " (binary -1/+1 weights need the MAX78002)" if bits == 1 and \
+                np.all(np.abs(weights) == 1) else ""
+            raise _fail(name, f"weights in [{int(weights.min())}, {int(weights.max())}] do "
+                        f"not fit {bits}-bit weights [{lo}, {hi}]{extra}",
+                        "quantize the model with ai8x_torch.quantize_model, or raise the "
+                        "layer's weight_bits")
+        return bits
 
     # -- the graph ---------------------------------------------------------------------
 
@@ -397,11 +420,27 @@ class _Exporter:
         return _Data(tuple(s for d in datas for s in d.sources), _shape(node))
 
 
-def to_network(model: nn.Module, example_input: torch.Tensor) -> tuple[Network, list[int]]:
-    """The hardware layers of a quantized model, and the indices of its output layers."""
-    exporter = _Exporter(model, example_input)
+def to_network(model: nn.Module, example_input: torch.Tensor, *,
+               device: str | None = None) -> tuple[Network, list[int]]:
+    """The hardware layers of a quantized model, and the indices of its output layers.
+
+    `device` ('MAX78000' / 'MAX78002'; default: the selected ai8x_torch device) decides
+    what the device supports (binary weights on the MAX78002).
+    """
+    exporter = _Exporter(model, example_input, _device_name(device))
     network = exporter.run()
-    return network, exporter.outputs
+    return Network(layers=network.layers, input_shape=network.input_shape,
+                   device=exporter.device, name=network.name), exporter.outputs
+
+
+def _device_name(device: str | None) -> str | None:
+    if device is None:
+        return current_device().partnum if current_device().device != 84 else None
+    if device not in ("MAX78000", "MAX78002"):
+        raise Ai8xError("export.device", "device", f"unknown device {device!r}",
+                        "pass device='MAX78000' or device='MAX78002', or leave it out to "
+                        "use the device selected with ai8x_torch.set_device")
+    return device
 
 
 def export_onnx(model: nn.Module, example_input: torch.Tensor, path: str | Path, *,
@@ -420,16 +459,13 @@ def export_onnx(model: nn.Module, example_input: torch.Tensor, path: str | Path,
     """
     from custom_ops.builder import build_model
 
+    device = _device_name(device)
     was_training = model.training
     model.eval()
     try:
-        network, outputs = to_network(model, example_input)
+        network, outputs = to_network(model, example_input, device=device)
     finally:
         model.train(was_training)
-    if device is None:
-        device = current_device().partnum if current_device().device != 84 else None
-    network = Network(layers=network.layers, input_shape=network.input_shape,
-                      device=device, name=network.name)
     proto = build_model(network, doc=doc or f"{network.name}, exported by ai8x_torch",
                         avg_pool_rounding=current_device().round_avg, outputs=outputs)
     if device:

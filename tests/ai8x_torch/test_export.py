@@ -530,3 +530,39 @@ def test_two_inputs_are_refused(tmp_path):
     with pytest.raises(Ai8xError) as err:
         export_onnx(_TwoInputs(), torch.zeros(1, 3, 8, 8), tmp_path / "t.onnx")
     assert "one input" in err.value.diagnostics[0].hint
+
+
+def test_binary_weights_are_quantization_minus_one_on_the_max78002(tmp_path):
+    model = Seq(ai8x.FusedConv2dReLU(3, 4, 3, padding=1))
+    randomize(model, np.random.default_rng(2), bits=1, binary=True)
+    with ai8x.using_device(87):
+        net, _ = to_network(model, torch.zeros(1, 3, 6, 6))
+    assert net.layers[0].quantization == -1
+    # the implicit shift of 1-bit and binary weights is the same: 8 - 1
+    assert net.layers[0].output_shift == int(model.layers[0].output_shift.item()) + 7
+    # the MAX78000 has no binary weights, and +1 does not fit 1-bit weights [-1, 0]
+    with ai8x.using_device(85), pytest.raises(Ai8xError) as err:
+        to_network(model, torch.zeros(1, 3, 6, 6))
+    d = err.value.diagnostics[0]
+    assert d.where == "layers.0" and "[-1, 0]" in d.message and "MAX78002" in d.message
+    with ai8x.using_device(87), pytest.raises(Ai8xError):
+        to_network(model, torch.zeros(1, 3, 6, 6), device="MAX78000")
+
+
+def test_weights_wider_than_their_bits_are_refused(tmp_path):
+    model = Seq(ai8x.FusedConv2dReLU(3, 4, 3, padding=1))
+    randomize(model, np.random.default_rng(2), bits=4)
+    model.layers[0].op.weight.data[0, 0, 0, 0] = 8.0  # 4-bit weights end at 7
+    with pytest.raises(Ai8xError) as err:
+        export_onnx(model, torch.zeros(1, 3, 6, 6), tmp_path / "w.onnx")
+    assert not (tmp_path / "w.onnx").exists()
+    d = err.value.diagnostics[0]
+    assert d.where == "layers.0" and "[-8, 7]" in d.message and "weight_bits" in d.hint
+
+
+def test_unknown_device_is_refused(tmp_path):
+    model = Seq(ai8x.FusedConv2dReLU(3, 4, 3, padding=1))
+    randomize(model, np.random.default_rng(2))
+    with pytest.raises(Ai8xError) as err:
+        export_onnx(model, torch.zeros(1, 3, 6, 6), tmp_path / "u.onnx", device="MAX78001")
+    assert "MAX78002" in err.value.diagnostics[0].hint

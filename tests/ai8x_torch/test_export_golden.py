@@ -13,9 +13,10 @@ each operand list, `view` before a flattening linear layer. That model is export
   (PyTorch writes both layouts with the same code; see `_merged`), and
 * the onnxruntime reference on the case's sample equals `expected_output` to the bit.
 
-Configurations without an ai8x_torch form are skipped with the reason (binary weights,
-`Mul`, operands packed into one input, pooling before the element-wise operation, a
-wide layer with an activation, ...).
+Configurations without an ai8x_torch form are skipped with the reason (`Mul`, operands
+packed into one input, pooling before the element-wise operation, a wide layer with an
+activation, ...). Binary weights are 1-bit layers of -1/+1 on the MAX78002, as the
+vendor's checkpoints store them (weight_bits 1).
 """
 from __future__ import annotations
 
@@ -61,8 +62,6 @@ def _sources(i: int, lay: Layer) -> tuple[int, ...]:
 
 def _module(lay: Layer, one_d: bool) -> nn.Module:
     """The ai8x_torch module for one resolved layer (facts: the layer's fields)."""
-    if lay.quantization == -1:
-        raise _Unexpressible("binary weights (quantization -1) have no ai8x_torch form")
     if lay.output_width == 32 and lay.activation is not None:
         raise _Unexpressible("ai8x_torch refuses a wide output layer with an activation")
     act = ACTIVATION_NAMES[lay.activation]
@@ -105,7 +104,7 @@ def _load(module: nn.Module, lay: Layer) -> None:
     """The case's integers as a quantized checkpoint stores them (golden README)."""
     if lay.weights is None:
         return
-    bits = lay.quantization
+    bits = 1 if lay.quantization == -1 else lay.quantization  # binary: stored as 1-bit
     module.op.weight.data = torch.from_numpy(np.asarray(lay.weights, dtype=np.float32))
     if lay.bias_hw is not None:
         module.op.bias.data = torch.from_numpy(
