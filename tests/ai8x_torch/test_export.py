@@ -566,3 +566,35 @@ def test_unknown_device_is_refused(tmp_path):
     with pytest.raises(Ai8xError) as err:
         export_onnx(model, torch.zeros(1, 3, 6, 6), tmp_path / "u.onnx", device="MAX78001")
     assert "MAX78002" in err.value.diagnostics[0].hint
+
+
+# (id, model factory, expected [(layer, in_sequences)], expected output layers)
+GRAPHS = [
+    ("module-called-twice", lambda: _Wrap(lambda s, x: s.b(s.b(s.a(x))), a=_conv(3, 4),
+                                          b=_conv(4, 4)),
+     [("a", None), ("b", None), ("b_1", None)], [2]),
+    ("concat-with-input", lambda: _Wrap(lambda s, x: s.b(torch.cat([x, s.a(x)], dim=1)),
+                                        a=_conv(3, 4), b=_conv(7, 4)),
+     [("a", None), ("b", (-1, 0))], [1]),
+    ("add-with-input", lambda: _Wrap(lambda s, x: s.b(s.add(x, s.a(x))), a=_conv(3, 3),
+                                     b=_conv(3, 4), add=ai8x.Add()),
+     [("a", None), ("b", (-1, 0))], [1]),
+    ("two-outputs", lambda: _Wrap(lambda s, x: (s.b(s.a(x)), s.c(x)), a=_conv(3, 4),
+                                  b=_conv(4, 4), c=_conv(3, 2)),
+     [("a", None), ("b", None), ("c", (-1,))], [1, 2]),
+    ("intermediate-output", lambda: _Wrap(lambda s, x: (s.b(s.a(x)), s.a(x)),
+                                          a=_conv(3, 4), b=_conv(4, 4)),
+     [("a", None), ("b", None), ("a_1", (-1,))], [1, 2]),
+]
+
+
+@pytest.mark.parametrize("name,factory,layers,outputs", GRAPHS, ids=[g[0] for g in GRAPHS])
+def test_graph_connections(name, factory, layers, outputs, tmp_path):
+    model = factory().eval()
+    randomize(model, np.random.default_rng(1))
+    x = np.random.default_rng(2).integers(-128, 128, size=(2, 3, 6, 6))
+    assert_same(simulate(model, x), reference(model, x, tmp_path / "g.onnx"))
+    net, outs = to_network(model, torch.zeros(1, 3, 6, 6))
+    assert [(lay.name, lay.in_sequences) for lay in net.layers] == layers
+    assert outs == outputs
+    assert layer_differences(net, read_model(tmp_path / "g.onnx")) == []
