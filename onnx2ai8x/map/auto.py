@@ -29,14 +29,18 @@ Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory
   consumer sees them contiguous.
 * Streaming ("Streaming Mode", "FIFOs"). When the data still does not fit (HWC and
   CHW tried), the first k layers stream, for the smallest k that fits (at most the
-  device's streaming layer count): the input arrives through the FIFO into a circular
-  buffer and every streaming layer reads a circular buffer its producer writes, so those
-  buffers hold a few rows instead of whole frames. All streaming layers run at once, so
-  their buffers and the last streaming layer's (whole) output are live together. A
-  buffer is sized from the vendor's rollover rule (prefill rows plus the pooling rows,
-  with a margin), so the rollover the emitter computes always fits. The FIFO takes at
-  most 4 HWC input channels on processors 0-3 here. The project then loads the input
-  through the FIFO (`--fifo` is implied).
+  device's streaming layer count, each streaming layer read only by the next one): the
+  input arrives through the FIFOs into a circular buffer and every streaming layer reads
+  a circular buffer its producer writes, so those buffers hold a few rows instead of
+  whole frames. All streaming layers run at once, so their buffers and the last
+  streaming layer's (whole) output are live together. Each buffer is exactly the
+  rollover the project programs (`memory_check.stream_rollovers`), one word longer,
+  and streaming buffers never share a memory instance at overlapping offsets: the
+  vendor tests ranges with both ends inclusive and by instance, not by byte lane. The
+  input is HWC on the FIFO processors (0-3 of each quadrant, at most 16 channels). The
+  result must pass the checker's streaming rules and register limits, else the next k
+  is tried. The project then loads the input through the FIFO (`--fifo` is implied; a
+  placement says so by its first layer streaming).
 """
 from __future__ import annotations
 
@@ -44,7 +48,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import Ai8xError, Diagnostic
-from ..network import ELTWISE_NONE, OP_CONV1D, OP_NONE, Network
+from ..network import (
+    ELTWISE_NONE,
+    OP_CONV1D,
+    OP_CONV2D,
+    OP_CONVTRANSPOSE2D,
+    OP_NONE,
+    Layer,
+    Network,
+)
 from ..placement import LayerPlacement, Placement
 from .memory_check import (
     INPUT,
@@ -67,7 +79,8 @@ from .memory_check import (
     output_ignore,
     place_kernels,
     popcount,
-    stream_buffer_bytes,
+    stream_register_diagnostics,
+    stream_rollovers,
 )
 
 Hints = Mapping[str, Mapping[str, int]]
@@ -143,6 +156,8 @@ class _Mapper:
         self.big_data = False
         self.want_chw = chw
         self.free_outputs: list[int] = []  # outputs nobody reads (block may move)
+        # streaming: per layer the rollover words of its circular input buffer
+        self.rollover: tuple[int | None, ...] = (None,) * self.n
 
     # --- processors -------------------------------------------------------------------
     def channels_of(self, src: int) -> int:
@@ -348,13 +363,12 @@ class _Mapper:
             owner[src] = len(out)
             pos[src] = 0
             size, born, die = size_of(src) + below, src, n if src == n - 1 else dies(src)
-            if src < self.stream:
-                # Streaming layers run together: the circular buffers they read and the
-                # last one's output are all live during the streaming phase.
-                born, die = INPUT, max(die, self.stream - 1)
-                if src < self.stream - 1:
-                    size = stream_buffer_bytes(net, src + 1) + below
-            out.append(_Group((src,), lanes_of(src), size, below, born, die, "single"))
+            lane = lanes_of(src)
+            if self.stream and src < self.stream:
+                size, born, die = self._stream_group(src, size, die)
+                # the vendor checks streaming buffers by memory instance
+                lane = lanes(self.tensor[src], True)
+            out.append(_Group((src,), lane, size, below, born, die, "single"))
         # A member of an interleaved group read by another layer too cannot be read
         # with a gap on these devices.
         for gi, g in enumerate(out):
@@ -370,6 +384,32 @@ class _Mapper:
                                 "(seed 004, Residual Connections)")
             del gi
         return out, owner, pos
+
+    def _stream_group(self, src: int, size: int, die: int) -> tuple[int, int, int]:
+        """(size, born, dies) of a buffer written while the first layers stream.
+
+        They all run at once, so every such buffer is live from the start to the end of
+        the streaming part. The input and each streaming output but the last are
+        circular buffers of the reader's rollover; when a layer's input and output share
+        processors the vendor also keeps its own rollover clear past either end. One
+        word more than the data: the vendor's range tests include both ends.
+        """
+        k = self.stream
+        words = [self.rollover[src + 1] or 0] if src < k - 1 else [(size + 3) // 4]
+        if src >= 0 and self.pmap[src] & self.tensor[src]:
+            words.append(self.rollover[src] or 0)
+        die = max(die, k - 1) if src < k - 1 else die
+        return 4 * max(words) + 4, INPUT, die
+
+    def skeleton(self) -> Placement:
+        """The processor choice with streaming flags and no offsets (for rollovers)."""
+        n = self.n
+        return Placement(network=self.net, device=self.facts.name, final_layer=n - 1,
+                         layers=tuple(LayerPlacement(
+                             processor_map=self.pmap[ll], output_processor_map=self.tensor[ll],
+                             in_offset=0, out_offset=0, streaming=ll < self.stream,
+                             next_sequence=ll + 1 if ll < n - 1 else -1,
+                             prev_sequence=ll - 1) for ll in range(n)))
 
     def allocate(self) -> tuple[list[_Group], list[int]]:
         groups, _, _ = self.groups()
@@ -397,9 +437,8 @@ class _Mapper:
                 raise _fail(self.net, who, "map.data-memory",
                             f"{grp.size} bytes per memory instance find no free room in "
                             f"the {self.facts.data_bytes:#x}-byte data memory next to the "
-                            "data still needed", "the network needs streaming; write a "
-                            "sidecar with `streaming: true` for the first layers (automatic "
-                            "streaming is not supported yet)")
+                            "data still needed", "reduce the data sizes, or write a sidecar "
+                            "that places (or streams) the first layers")
             placed.append((grp, start))
             offsets.append((g, start))
         by_group = dict(offsets)
@@ -412,7 +451,9 @@ def auto_place(network: Network, device: object,
 
     `partial` fixes some decisions: a Placement (its processor maps and output offsets
     are kept), or {layer name: {"processors": mask, "output_processors": mask,
-    "out_offset": bytes}}. Raises Ai8xError when the network does not fit.
+    "out_offset": bytes}}. Raises Ai8xError when the network does not fit. When the first
+    layers stream, the input must be loaded through the FIFO (`placement.layers[0]
+    .streaming`).
     """
     facts = memory_facts(device)
     if not network.layers:
@@ -442,8 +483,18 @@ def auto_place(network: Network, device: object,
                     if err2.code != "map.data-memory":
                         raise
         if fitted is None:
-            fitted = _stream(network, facts, hints, err)
+            return _stream(network, facts, hints, err)
         mapper, groups, offsets = fitted
+    placement = _assemble(mapper, groups, offsets)
+    diags = check_placement(network, placement, facts.name)
+    if diags:
+        raise Ai8xError.many(diags)
+    return placement
+
+
+def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Placement:
+    """The Placement of an allocated mapping (offsets from the group layout)."""
+    network, facts = mapper.net, mapper.facts
     _, owner, pos = mapper.groups()
     n = len(network.layers)
     out_off: dict[int, int] = {}
@@ -481,64 +532,114 @@ def auto_place(network: Network, device: object,
     placement = Placement(network=network, device=facts.name, layers=tuple(layers),
                           final_layer=n - 1)
     _check_passthrough_maps(network, placement)
-    diags = check_placement(network, placement, facts.name)
-    if diags:
-        raise Ai8xError.many(diags)
     return placement
 
 
+def _fifo_map(channels: int) -> int:
+    """HWC input through the FIFOs: four channels per FIFO, FIFO q writing processors
+    16q .. 16q + 3 (seed 000, "FIFOs")."""
+    out = 0
+    for c in range(channels):
+        out |= 1 << (P_NUMPRO * (c // P_SHARED) + c % P_SHARED)
+    return out
+
+
+def _runs_as_3x3(layer: Layer) -> bool:
+    """A 1x1 convolution next to a streaming layer runs on the 3x3 kernel hardware (the
+    vendor rewrites its weights, seed 000 "Streaming Mode"); the kernel allocation here
+    stores 1x1 kernels, so the mapper does not stream next to one."""
+    return tuple(layer.kernel_size) == (1, 1) \
+        and layer.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D)
+
+
 def _stream_limit(network: Network, facts: MemoryFacts) -> tuple[int, str]:
-    """How many leading layers may stream, and why not more."""
+    """How many leading layers may stream, and why not more (seed 000 "Streaming Mode":
+    consecutive layers, at most the device's count, no flattening, frames below 2^21,
+    pass-through only where the device streams it; the FIFOs take 16 HWC channels)."""
     from ..devices import get_device
 
     dev = get_device(facts.name)
     first = network.layers[0]
-    if network.input_shape[0] > 4 or first.operands != 1 or inputs_of(network, 0) != (INPUT,):
-        return 0, ("the FIFO that feeds a streaming network takes at most 4 input channels "
-                   "in one operand here")
-    limit = 0
+    if first.operator == OP_CONV1D:
+        return 0, "1-D data is not streamed automatically"
+    if network.input_shape[0] > dev.fifo_channels_hwc or first.operands != 1 \
+            or inputs_of(network, 0) != (INPUT,):
+        return 0, (f"the FIFOs that feed a streaming network take at most "
+                   f"{dev.fifo_channels_hwc} input channels in one operand")
+    readers: dict[int, set[int]] = {}
+    for ll in range(len(network.layers)):
+        for src in inputs_of(network, ll):
+            readers.setdefault(src, set()).add(ll)
+    limit, why = 0, ""
+    if len(network.layers) > dev.max_stream_layers:
+        why = f"at most {dev.max_stream_layers} layers stream on {facts.name}"
     for ll, lay in enumerate(network.layers[:dev.max_stream_layers]):
-        if lay.flatten or (lay.operator == OP_NONE and not dev.stream_passthrough):
-            break
-        if ll > 0 and inputs_of(network, ll) != (ll - 1,):
-            break
-        if ll + 1 < len(network.layers) and inputs_of(network, ll + 1) != (ll,):
+        frame = lay.input_dim[0] * lay.input_dim[1] * expand(lay.input_channels)[0]
+        if lay.flatten or lay.operator == OP_CONV1D or lay.dilation[0] > 1:
+            why = f"layer `{lay.name}` (flattening, 1-D or dilated) cannot stream"
+        elif _runs_as_3x3(lay):
+            why = f"1x1 convolution `{lay.name}` is not streamed automatically"
+        elif lay.operator == OP_NONE and not dev.stream_passthrough:
+            why = f"pass-through layer `{lay.name}` cannot stream on {facts.name}"
+        elif frame >= dev.stream_frame_max:
+            why = f"layer `{lay.name}`'s frame of {frame} exceeds the streaming limit"
+        elif readers.get(ll - 1 if ll else INPUT, set()) != {ll} \
+                or inputs_of(network, ll) != ((ll - 1,) if ll else (INPUT,)):
+            # a circular buffer holds only the rows its one reader still needs
+            why = f"layer `{lay.name}` reads or shares data a streaming layer keeps " \
+                "in a circular buffer"
+        else:
             limit = ll + 1
-            break
-        limit = ll + 1
-    return limit, f"at most {dev.max_stream_layers} layers stream on {facts.name}"
+            continue
+        break
+    return limit, why
 
 
 def _stream(network: Network, facts: MemoryFacts, hints: dict[int, dict[str, int]],
-            err: Ai8xError) -> tuple[_Mapper, list[_Group], list[int]]:
+            err: Ai8xError) -> Placement:
     """Stream the fewest leading layers that make the data fit."""
     from ..devices import get_device
 
     dev = get_device(facts.name)
     limit, why = _stream_limit(network, facts)
     first_hint = dict(hints.get(0, {}))
-    first_hint.setdefault("processors", (1 << network.input_shape[0]) - 1)
+    first_hint.setdefault("processors", _fifo_map(network.input_shape[0]))
     stream_hints = {**hints, 0: first_hint}
-    last = err
+    last, tried = err, 0
     for k in range(1, limit + 1):
         final = network.layers[k - 1]
-        if not dev.stream_nonpadded_final and 0 in final.padding[:1 + (
-                final.operator != OP_CONV1D)]:
+        if not dev.stream_nonpadded_final and 0 in final.padding:
             continue  # the last streaming layer must be padded on this device
+        if k < len(network.layers) and _runs_as_3x3(network.layers[k]):
+            continue
+        tried = k
         mapper = _Mapper(network, facts, stream_hints, stream=k)
         mapper.map_processors()
+        skeleton = mapper.skeleton()
+        limits = stream_register_diagnostics(network, skeleton)
+        if limits:
+            last = Ai8xError.many(limits)
+            continue
+        mapper.rollover = stream_rollovers(skeleton)
         try:
             groups, offsets = _allocate_moving_outputs(mapper)
+            placement = _assemble(mapper, groups, offsets)
         except Ai8xError as exc:
             if exc.code != "map.data-memory":
                 raise
             last = exc
             continue
-        return mapper, groups, offsets
+        diags = check_placement(network, placement, facts.name)
+        if not diags:
+            return placement
+        last = Ai8xError.many(diags)
     d = last.diagnostics[0]
-    raise Ai8xError(d.code, d.where, d.message + f"; streaming up to {limit} leading "
-                    "layers does not make it fit" if limit else d.message + f"; streaming "
-                    f"is not possible: {why}",
+    if tried:
+        message = f"{d.message} (with the first {tried} layer(s) streaming; fewer do not " \
+            "fit" + (f", more cannot stream: {why})" if why else ")")
+    else:
+        message = f"{d.message}; streaming is not possible: {why}"
+    raise Ai8xError(d.code, d.where, message,
                     "reduce the input size or the first layers' channel counts, or write a "
                     "sidecar with `streaming: true` for the first layers")
 

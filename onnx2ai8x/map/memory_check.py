@@ -270,6 +270,10 @@ class Buffer:
     born: int  # step at which it is written (-1 for the input)
     dies: int  # last step that reads it
     gap: int = 0  # write_gap: slots of 4 * (gap + 1) bytes, only the first one written
+    # Written while the streaming layers run (a circular buffer, or the last streaming
+    # layer's output); such buffers are checked against each other by the vendor's
+    # streaming rules (`_check_streaming`), not by live ranges.
+    streaming: bool = False
 
     def collides(self, other: Buffer) -> bool:
         """Do the two buffers write a common byte?"""
@@ -282,58 +286,76 @@ class Buffer:
         return True
 
 
+def stream_count(placement: Placement) -> int:
+    """How many leading layers stream (they all run at once, seed 000 "Streaming Mode")."""
+    k = 0
+    for pl in placement.layers:
+        if not pl.streaming:
+            break
+        k += 1
+    return k
+
+
+def stream_rollovers(placement: Placement) -> tuple[int | None, ...]:
+    """Per layer, the size in words of a streaming layer's circular input buffer (None
+    for a layer that does not stream).
+
+    This is the rollover the project programs (the vendor's FIFO rule, which differs
+    between MAX78000 and MAX78002 and can exceed a whole frame), taken from the register
+    emitter itself so that the memory the mapper reserves is the memory the hardware
+    uses. A streaming network is always fed through the FIFO (seed 000, "Streaming Mode":
+    streaming the first layer requires a FIFO).
+    """
+    if not any(pl.streaming for pl in placement.layers):
+        return (None,) * len(placement.layers)
+    from ..emit.options import EmitOptions
+    from ..emit.registers.hwlayers import derive
+    from ..emit.registers.streaming import rollover, stream_values
+
+    hw = derive(placement, EmitOptions(fifo=True))
+    return tuple(rollover(hw, ll, stream_values(hw, ll)) if pl.streaming else None
+                 for ll, pl in enumerate(placement.layers))
+
+
 def buffers(network: Network, placement: Placement) -> list[Buffer]:
-    """Every layer output and the network input with its memory range and live range."""
+    """Every layer output and the network input with its memory range and live range.
+
+    While the first k layers stream they all run at once: the input and every streaming
+    layer's output but the last are circular buffers of the reader's rollover size, born
+    before the first layer and dead when the streaming part ends (layer k - 1); the last
+    streaming layer's output is whole and lives until its last reader.
+    """
     last = last_use(network)
     first = placement.layers[0] if placement.layers else None
+    k = stream_count(placement)
+    roll = stream_rollovers(placement)
     out = []
     if first is not None:
         big = first.big_data
         size = input_bytes(network, 0, big)
         if network.layers[0].in_sequences not in (None, (INPUT,)):
             size = _network_input_bytes(network, big)
-        if first.streaming:
-            # A streaming input arrives through the FIFO into a circular buffer.
-            size = stream_buffer_bytes(network, 0)
+        dies = last[INPUT]
+        if k:
+            size, dies = 4 * (roll[0] or 0), max(dies, k - 1)
         out.append(Buffer(INPUT, lanes(first.processor_map, big), first.in_offset,
-                          first.in_offset + _round4(size), -1, last[INPUT]))
+                          first.in_offset + _round4(size), -1, dies, streaming=k > 0))
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
         size = output_bytes(lay)
         if pl.write_gap:
             # every slot is followed by write_gap unused slots
             size = size * (pl.write_gap + 1) - 4 * pl.write_gap
-        nxt = placement.layers[ll + 1] if ll + 1 < len(placement.layers) else None
-        if pl.streaming and nxt is not None and nxt.streaming:
-            size = stream_buffer_bytes(network, ll + 1)  # circular buffer of the reader
         start = pl.out_offset - output_ignore(lay)
         dies = len(network.layers) if pl.output_layer else last[ll]
+        born = ll
+        if ll < k:
+            born = INPUT
+            if ll < k - 1:
+                size, dies = 4 * (roll[ll + 1] or 0), max(dies, k - 1)
         out.append(Buffer(ll, lanes(pl.output_processor_map, lay.output_width != 8), start,
-                          pl.out_offset + _round4(size), ll, dies, pl.write_gap))
+                          pl.out_offset + _round4(size), born, dies, pl.write_gap,
+                          streaming=ll < k))
     return out
-
-
-def stream_buffer_bytes(network: Network, ll: int) -> int:
-    """Bytes per memory instance of streaming layer ll's circular input buffer.
-
-    The vendor's rollover (MAX78000 rule, words): prefill + (pool rows - 1) * columns +
-    max(stride, pool stride, pool), where the prefill is pad * (columns + 2 pad) +
-    row_inc * (columns + 2 pad) + pad + 2 col_inc (times the operands), rounded to the
-    passes (seed 000, "Streaming Mode"; izer backend, "Rollover"). The MAX78002's rule
-    differs in detail but stays below this bound with the margin of two extra rows.
-    """
-    lay = network.layers[ll]
-    rows, cols = lay.input_dim
-    pad = lay.padding[1] if lay.operator != OP_CONV1D else 0
-    row_inc = max(lay.pool[0] * lay.pool_dilation[0], lay.pool_stride[0])
-    col_inc = max(lay.pool[1] * lay.pool_dilation[1], lay.pool_stride[1])
-    width = cols + 2 * pad
-    prefill = pad * width + (row_inc * width + pad + 2 * col_inc) * lay.operands
-    words = prefill + (lay.pool[0] - 1) * cols + max(lay.stride[1], lay.pool_stride[1],
-                                                     lay.pool[1])
-    words += 2 * width  # margin: the MAX78002 rule and read-ahead
-    passes = expand(lay.input_channels)[0]
-    words = -(-words // passes) * passes
-    return 4 * min(words, rows * cols * passes)
 
 
 def _network_input_bytes(network: Network, big: bool) -> int:
@@ -410,6 +432,7 @@ def check_placement(network: Network, placement: Placement,
                                     "data offsets must be multiples of 4 (one word)",
                                     "round `in_offset`/`out_offset` to a multiple of 4"))
     diags += _check_liveness(network, placement)
+    diags += _check_streaming(network, placement, facts)
     exact = _exact_weight_memory(network, placement)
     if exact is not None:
         return diags + exact
@@ -460,21 +483,17 @@ def _exact_weight_memory(network: Network, placement: Placement) -> list[Diagnos
 def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
     """No output may overwrite data a later layer still reads (live ranges).
 
-    Streaming layers keep only a rolling window of rows in a circular buffer (seed 000,
-    "Streaming Mode"), so their buffers are not whole tensors; they are not checked here.
+    Buffers written while the streaming layers run are checked against each other by
+    `_check_streaming` (the vendor's rules); against the layers after the streaming part
+    they are ordinary live ranges.
     """
     bufs = buffers(network, placement)
-    n = len(network.layers)
-
-    def streams(ll: int) -> bool:
-        return 0 <= ll < n and placement.layers[ll].streaming
-
     diags = []
     for b in bufs:
-        if b.producer < 0 or streams(b.producer):
+        if b.producer < 0:
             continue
         for a in bufs:
-            if a is b or a.born >= b.born or streams(a.producer) or streams(a.dies):
+            if a is b or a.born >= b.born or a.streaming and b.streaming:
                 continue
             if b.born <= a.dies and b.collides(a):
                 diags.append(Diagnostic(
@@ -483,4 +502,123 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
                     f"{_where(network, a.producer)} (bytes {a.start:#x}-{a.end - 1:#x}) "
                     f"which layer `{network.layers[min(a.dies, len(network.layers) - 1)].name}`"
                     " still reads", "move `out_offset` to a free region"))
+    return diags
+
+
+# The FIFOs write processors 0-3 of each quadrant (HWC) or the first processor of each
+# quadrant (CHW) (seed 000, "FIFOs"; vendor izer backend FIFO checks).
+FIFO_PROCESSORS_HWC = 0x000F000F000F000F
+FIFO_PROCESSORS_CHW = 0x0001000100010001
+
+
+def _touches(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """The vendor's range test: both ends inclusive, so ranges that merely touch clash."""
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def stream_register_diagnostics(network: Network, placement: Placement) -> list[Diagnostic]:
+    """What a streaming placement needs whatever its offsets (seed 000 "FIFOs",
+    "Streaming Mode"; vendor izer backend facts): the input on the FIFO processors, at
+    most 16 HWC / 4 CHW input channels, and the stream start, deltas, volume offset and
+    rollover within their register fields (the values the register emitter writes)."""
+    k = stream_count(placement)
+    if not k:
+        return []
+    from ..emit.options import EmitOptions
+    from ..emit.registers.hwlayers import derive
+    from ..emit.registers.streaming import stream1, stream2, stream_values
+    from ..errors import Ai8xError
+
+    diags: list[Diagnostic] = []
+    first, lay0 = placement.layers[0], network.layers[0]
+    allowed = FIFO_PROCESSORS_CHW if first.big_data else FIFO_PROCESSORS_HWC
+    if first.processor_map & ~allowed:
+        diags.append(Diagnostic(
+            "map.streaming", _where(network, 0),
+            f"a streaming input arrives through the FIFOs, which write processors "
+            f"{'0, 16, 32, 48 (CHW)' if first.big_data else '0-3, 16-19, 32-35, 48-51 (HWC)'}"
+            f"; the map is {first.processor_map:#018x}",
+            "place the input channels on the FIFO processors"))
+    if lay0.input_channels > (4 if first.big_data else 16):
+        diags.append(Diagnostic(
+            "map.streaming", _where(network, 0),
+            f"{lay0.input_channels} input channels; the FIFOs take at most 4 (CHW) or 16 "
+            "(HWC)", "reduce the input channels or do not stream"))
+    hw = derive(placement, EmitOptions(fifo=True))
+    roll = stream_rollovers(placement)
+    for ll in range(k):
+        where = _where(network, ll)
+        try:
+            sv = stream_values(hw, ll)
+            stream1(hw, ll, sv)
+            stream2(hw, ll, sv)
+        except Ai8xError as err:
+            diags += [Diagnostic("map.streaming", where, d.message, d.hint)
+                      for d in err.diagnostics]
+        if (roll[ll] or 0) >= 1 << hw.dev.max_fbuf_bits:
+            diags.append(Diagnostic("map.streaming", where,
+                                    f"streaming rollover {roll[ll]} exceeds the device limit "
+                                    f"of {(1 << hw.dev.max_fbuf_bits) - 1}",
+                                    "use a narrower input or fewer streaming layers"))
+    return diags
+
+
+def _check_streaming(network: Network, placement: Placement,
+                     facts: MemoryFacts) -> list[Diagnostic]:
+    """The vendor's checks of a streaming network (seed 000 "Streaming Mode", "FIFOs";
+    izer backend facts): `stream_register_diagnostics`, every circular buffer inside its
+    instance, no two circular buffers of the streaming layers in a common memory instance
+    at touching offsets, the last streaming layer's output clear of them, and a layer
+    whose input and output processors overlap keeping its rollover clear of its output."""
+    k = stream_count(placement)
+    if not k:
+        return []
+    diags = stream_register_diagnostics(network, placement)
+    roll = stream_rollovers(placement)
+    held: list[tuple[int, tuple[int, int], int]] = []  # (layer, byte range, instances)
+    for ll in range(k):
+        lay, pl, words = network.layers[ll], placement.layers[ll], roll[ll] or 0
+        where = _where(network, ll)
+        buf = (pl.in_offset, pl.in_offset + 4 * words)
+        if buf[1] >= facts.data_bytes:
+            diags.append(Diagnostic(
+                "map.streaming", where,
+                f"the circular input buffer ({words} words at {pl.in_offset:#x}) reaches the "
+                f"end of the {facts.data_bytes:#x}-byte data memory instance",
+                "lower `in_offset` of this streaming layer"))
+        ignore = output_ignore(lay)
+        if pl.processor_map & pl.output_processor_map:
+            # input and output share processors: the rollover must stay clear
+            if pl.in_offset < pl.out_offset - ignore:
+                clash = buf[1] >= pl.out_offset - ignore
+            else:
+                clash = pl.out_offset + 4 * words >= pl.in_offset or ll == len(
+                    network.layers) - 1 and pl.out_offset + output_bytes(lay) >= pl.in_offset
+            if clash:
+                diags.append(Diagnostic(
+                    "map.streaming", where,
+                    f"the circular input buffer ({words} words at {pl.in_offset:#x}) and the "
+                    f"output at {pl.out_offset:#x} overlap on shared processors",
+                    "move `out_offset` away from the input buffer"))
+        inst = instances(pl.processor_map)
+        for other, obuf, oinst in held:
+            if oinst & inst and _touches(buf, obuf):
+                diags.append(Diagnostic(
+                    "map.streaming", where,
+                    f"the circular input buffer ({buf[0]:#x}-{buf[1]:#x}) overlaps the one of "
+                    f"{_where(network, other)} ({obuf[0]:#x}-{obuf[1]:#x}) in a shared memory "
+                    "instance", "give the streaming layers separate offsets or instances"))
+        held.append((ll, buf, inst))
+    last, lay = placement.layers[k - 1], network.layers[k - 1]
+    h, w = lay.output_dim
+    end = last.out_offset + (h * w + output_pad(lay)) * 4 * lay.output_width // 8
+    inst = instances(last.output_processor_map)
+    for other, obuf, oinst in held:
+        if oinst & inst and _touches((last.out_offset, end), obuf):
+            diags.append(Diagnostic(
+                "map.streaming", _where(network, k - 1),
+                f"the output of the last streaming layer ({last.out_offset:#x}-{end:#x}) "
+                f"overlaps the circular input buffer of {_where(network, other)} "
+                f"({obuf[0]:#x}-{obuf[1]:#x}) in a shared memory instance",
+                "move `out_offset` of the last streaming layer"))
     return diags
