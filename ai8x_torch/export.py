@@ -223,6 +223,11 @@ class _Exporter:
 
     def _layer(self, node: fx.Node, module: QuantizationAwareModule) -> _Data:
         name = str(node.target)
+        if getattr(module, "eltwise", None) is not None or len(node.args) != 1:
+            raise _fail(name, "a layer module called with more than one tensor",
+                        "combine the tensors with ai8x_torch.Add / Sub / BitwiseOr / "
+                        "BitwiseXor and pass the result to the layer (the export fuses "
+                        "them into one hardware layer)")
         arg = self.values[node.args[0]]
         out_shape = _shape(node)
         eltwise, operands, pool_first = 0, 1, True
@@ -250,6 +255,11 @@ class _Exporter:
         one_d = isinstance(op, nn.Conv1d) or (op is None and isinstance(
             module.pool, (nn.MaxPool1d, nn.AvgPool1d)))
         in_ch = in_shape[0]
+        if isinstance(op, nn.Linear) and not flatten and int(np.prod(in_shape[1:])) > 1:
+            # PyTorch would apply the matrix along the last axis only, which no hardware
+            # layer does.
+            raise _fail(name, f"Linear applied to a {in_shape} tensor",
+                        "flatten it first: x.view(x.size(0), -1)")
         if isinstance(op, nn.Linear) and not flatten:
             in_ch = op.in_features
             in_shape = (op.in_features,)
@@ -374,6 +384,12 @@ class _Exporter:
                 if not 2 <= len(ops) <= 16:
                     raise _fail(str(node.target), f"{len(ops)} operands; the hardware "
                                 "combines 2 to 16", "split the operation")
+                # The hardware combines equal-shaped data word by word: no broadcasting
+                # (seed 000, "Multiple Arguments (Element-wise Operations)").
+                if len({d.shape for d in ops}) != 1:
+                    raise _fail(str(node.target), "operands of different shapes "
+                                f"{sorted({d.shape for d in ops})}",
+                                "give every operand the same (C, H, W) / (C, L) shape")
                 return _Pending(str(node.target), module, ops, _shape(node))
             if isinstance(module, _IDENTITY_MODULES):
                 return self.values[node.args[0]]

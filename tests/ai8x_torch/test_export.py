@@ -515,6 +515,14 @@ def test_errors_name_the_module_and_the_fix(tmp_path):
     assert "output" in d.message
     d = _error(_Wrap(lambda s, x: s.a(x), a=_conv()), tmp_path, shape=(1, 3, 2, 8, 8))
     assert "(1, C, H, W)" in d.hint
+    # broadcasting has no hardware form: operands are combined word by word
+    d = _error(_Wrap(lambda s, x: s.c(s.add(s.a(x), s.b(x))), a=_conv(3, 4), b=_conv(3, 1),
+                     add=ai8x.Add(), c=_conv(4, 4)), tmp_path)
+    assert d.where == "add" and "shapes" in d.message
+    # a matrix along the last axis only (PyTorch's Linear on a 4-D tensor)
+    d = _error(_Wrap(lambda s, x: s.fc(s.a(x)), a=_conv(3, 4), fc=ai8x.Linear(8, 5)),
+               tmp_path)
+    assert d.where == "fc" and "view" in d.hint
 
 
 class _TwoInputs(nn.Module):
