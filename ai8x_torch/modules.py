@@ -229,8 +229,8 @@ class QuantizationAwareModule(nn.Module):
 
         float64 holds every intermediate exactly (|accumulator| < 2**40 << 2**53).
         Pooling: max, or the window sum divided by the window size, truncated toward
-        zero (rounded half away with `round_avg`; 1-D average pooling always truncates,
-        as the vendor's simulator does) and saturated to 8 bits. Then the integer
+        zero (rounded half away with `round_avg`; 1-D average pooling in a Conv1d layer
+        always truncates, as the vendor's simulator does) and saturated to 8 bits. Then the integer
         convolution plus the bias (the 8-bit bias value times 128), the output stage
         floor(0.5 + acc * 2**shift / 128) with the final shift (stored shift + the
         implicit 8 - weight_bits), saturation to [-128, 127], and the activation
@@ -239,7 +239,16 @@ class QuantizationAwareModule(nn.Module):
         dev = current_device()
         x = x.to(torch.float64)
         if self.pool is not None:
-            x = _simulate_pool(self.pool, x, dev.round_avg)
+            pool = self.pool
+            if isinstance(pool, (nn.MaxPool1d, nn.AvgPool1d)) and \
+                    not isinstance(self.op, nn.Conv1d):
+                # The vendor pools 1-D data with its 1-D rules only in a Conv1d layer
+                # (izer simulate.pooling_layer); a pooling-only layer pools the data as
+                # L x 1 pixels with the 2-D rules (dilation used, average rounding).
+                x = _simulate_pool(_as_2d(pool), x.unsqueeze(-1), dev.round_avg)
+                x = x.squeeze(-1)
+            else:
+                x = _simulate_pool(pool, x, dev.round_avg)
         if self.op is None:
             return x
         p = hardware_params(self)
@@ -264,12 +273,15 @@ def _trunc(x: torch.Tensor) -> torch.Tensor:
 
 def _simulate_pool(pool: nn.Module, x: torch.Tensor, round_avg: bool) -> torch.Tensor:
     if isinstance(pool, nn.MaxPool1d):
-        # The vendor's 1-D max pooling ignores the pool dilation (izer compute.pool1d).
-        return F.max_pool1d(x, pool.kernel_size, pool.stride)
+        # The vendor's 1-D max pooling reads an undilated window (izer compute.pool1d)
+        # but produces as many values as the dilated window gives (its pooled_dim).
+        (k,), (s,), (d,) = _one(pool.kernel_size), _one(pool.stride), _one(pool.dilation)
+        count = (x.shape[-1] - d * (k - 1) - 1) // s + 1
+        return F.max_pool1d(x, k, s)[..., :count]
     if isinstance(pool, (nn.MaxPool2d,)):
         return pool(x)
     if isinstance(pool, nn.AvgPool1d):
-        (k,), (s,) = pool.kernel_size, pool.stride
+        (k,), (s,) = _one(pool.kernel_size), _one(pool.stride)
         total = torch.round(F.avg_pool1d(x, k, s) * k)
         return torch.clamp(torch.trunc(total / k), -128.0, 127.0)
     k = _pair(pool.kernel_size)
@@ -282,6 +294,19 @@ def _simulate_pool(pool: nn.Module, x: torch.Tensor, round_avg: bool) -> torch.T
     else:
         q = torch.trunc(total / count)
     return torch.clamp(q, -128.0, 127.0)
+
+
+def _as_2d(pool: nn.Module) -> nn.Module:
+    """The 2-D pooling of L x 1 pixels equal to a 1-D pooling module."""
+    (k,), (s,) = _one(pool.kernel_size), _one(pool.stride)
+    if isinstance(pool, nn.MaxPool1d):
+        (d,) = _one(pool.dilation)
+        return nn.MaxPool2d((k, 1), (s, 1), dilation=(d, 1))
+    return nn.AvgPool2d((k, 1), (s, 1))
+
+
+def _one(v) -> tuple[int]:
+    return (int(v),) if isinstance(v, int) else (int(v[0]),)
 
 
 def _pair(v) -> tuple[int, int]:
