@@ -133,13 +133,25 @@ ZOO = {
 
 
 def zoo_model(name: str) -> nn.Module:
+    """The case's network, untrained, built for the case's device."""
     device, cls, kwargs = ZOO[name]
     with ai8x.using_device(device):
         return cls(**kwargs)
 
 
-def load_zoo(name: str, golden: Path) -> nn.Module:
+def zoo_device(name: str) -> int:
+    """The case's device number (85: MAX78000, 87: MAX78002)."""
+    return ZOO[name][0]
+
+
+def load_zoo(name: str, golden: Path | None = None) -> nn.Module:
+    """The case's network with its quantized checkpoint loaded strictly (safe unpickling),
+    in eval mode. `golden` defaults to the corpus tests/conftest.py points at."""
+    if golden is None:
+        from tests.conftest import GOLDEN
+
+        golden = GOLDEN
     model = zoo_model(name)
-    state = ai8x.checkpoint_state_dict(golden / name / "checkpoint.pth.tar")
+    state = ai8x.checkpoint_state_dict(Path(golden) / name / "checkpoint.pth.tar")
     model.load_state_dict(state, strict=True)
     return model.eval()
