@@ -446,14 +446,16 @@ class _Mapper:
 
 
 def auto_place(network: Network, device: object,
-               partial: Hints | Placement | None = None) -> Placement:
+               partial: Hints | Placement | None = None, *,
+               stream_layers: int | None = None) -> Placement:
     """Place `network` on `device` without a sidecar (pure function).
 
     `partial` fixes some decisions: a Placement (its processor maps and output offsets
     are kept), or {layer name: {"processors": mask, "output_processors": mask,
-    "out_offset": bytes}}. Raises Ai8xError when the network does not fit. When the first
-    layers stream, the input must be loaded through the FIFO (`placement.layers[0]
-    .streaming`).
+    "out_offset": bytes}}. `stream_layers` makes exactly that many leading layers stream
+    (None: stream only when the data does not fit, as few layers as needed). Raises
+    Ai8xError when the network does not fit. When the first layers stream, the input
+    must be loaded through the FIFO (`placement.layers[0].streaming`).
     """
     facts = memory_facts(device)
     if not network.layers:
@@ -464,6 +466,8 @@ def auto_place(network: Network, device: object,
                     f"{len(network.layers)} layers, {facts.name} runs at most "
                     f"{facts.max_layers}", "merge layers or use a MAX78002")
     hints = _hints_of(network, partial)
+    if stream_layers:
+        return _stream(network, facts, hints, None, only=stream_layers)
     mapper = _Mapper(network, facts, hints)
     mapper.map_processors()
     try:
@@ -596,8 +600,8 @@ def _stream_limit(network: Network, facts: MemoryFacts) -> tuple[int, str]:
 
 
 def _stream(network: Network, facts: MemoryFacts, hints: dict[int, dict[str, int]],
-            err: Ai8xError) -> Placement:
-    """Stream the fewest leading layers that make the data fit."""
+            err: Ai8xError | None, only: int | None = None) -> Placement:
+    """Stream the fewest leading layers that make the data fit (or exactly `only`)."""
     from ..devices import get_device
 
     dev = get_device(facts.name)
@@ -606,13 +610,23 @@ def _stream(network: Network, facts: MemoryFacts, hints: dict[int, dict[str, int
     first_hint.setdefault("processors", _fifo_map(network.input_shape[0]))
     stream_hints = {**hints, 0: first_hint}
     last, tried = err, 0
-    for k in range(1, limit + 1):
+    if only is not None and only > limit:
+        where = f"layer `{network.layers[min(only, len(network.layers)) - 1].name}`"
+        raise Ai8xError("map.streaming", where,
+                        f"{only} leading layers cannot stream, at most {limit} can"
+                        + (f" ({why})" if why else ""), "stream fewer layers")
+    for k in range(1, limit + 1) if only is None else (only,):
+        tried = k
         final = network.layers[k - 1]
         if not dev.stream_nonpadded_final and 0 in final.padding:
-            continue  # the last streaming layer must be padded on this device
-        if k < len(network.layers) and _runs_as_3x3(network.layers[k]):
+            last = _fail(network, k - 1, "map.streaming", "the last streaming layer must "
+                         f"be padded on {facts.name}", "pad it, or stream another count")
             continue
-        tried = k
+        if k < len(network.layers) and _runs_as_3x3(network.layers[k]):
+            last = _fail(network, k, "map.streaming", "a 1x1 convolution right after the "
+                         "streaming layers is not placed automatically",
+                         "stream another count of layers")
+            continue
         mapper = _Mapper(network, facts, stream_hints, stream=k)
         mapper.map_processors()
         skeleton = mapper.skeleton()
@@ -633,8 +647,12 @@ def _stream(network: Network, facts: MemoryFacts, hints: dict[int, dict[str, int
         if not diags:
             return placement
         last = Ai8xError.many(diags)
+    if last is None:  # only when asked for 0 layers, which auto_place never does
+        raise Ai8xError("map.streaming", "network", "no layer to stream", "stream layers")
     d = last.diagnostics[0]
-    if tried:
+    if only is not None:
+        message = f"{d.message} (with the first {only} layer(s) streaming)"
+    elif tried:
         message = f"{d.message} (with the first {tried} layer(s) streaming; fewer do not " \
             "fit" + (f", more cannot stream: {why})" if why else ")")
     else:

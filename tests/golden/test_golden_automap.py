@@ -58,3 +58,29 @@ def test_golden_sidecar_placement_passes_checker(case: str) -> None:
 
     vendor = case_placement(GOLDEN / case)
     assert check_placement(vendor.network, vendor, vendor.device) == []
+
+
+@pytest.mark.parametrize("case", golden_params())
+def test_golden_streaming_chosen_like_the_vendor(case: str) -> None:
+    """Where the vendor's sidecar streams k layers, the mapper streaming k layers
+    (`stream_layers`) fits the vendor's streaming rules (checker), round-trips through
+    the written sidecar and is not slower by the vendor's estimate."""
+    if not GOLDEN.is_dir():
+        pytest.skip("golden corpus ../shared/golden is absent")
+    from onnx2ai8x.sidecar.parse import parse_text
+    from onnx2ai8x.sidecar.resolve import resolve_placement
+    from tests.golden.case_network import case_network
+    from tests.golden.case_placement import case_placement
+
+    vendor = case_placement(GOLDEN / case)
+    k = sum(pl.streaming for pl in vendor.layers)
+    if not k:
+        pytest.skip("the vendor's sidecar does not stream")
+    net = case_network(GOLDEN / case)
+    placement = auto_place(net, net.device, stream_layers=k)
+    assert [pl.streaming for pl in placement.layers] == [ll < k for ll in range(len(net.layers))]
+    assert check_placement(net, placement, net.device) == []
+    back = resolve_placement(parse_text(write_sidecar(net, placement, net.device)), net,
+                             net.device)
+    assert back.layers == placement.layers
+    assert sum(estimate_cycles(net, placement)) <= sum(estimate_cycles(vendor.network, vendor))

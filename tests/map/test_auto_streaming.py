@@ -200,4 +200,16 @@ def test_no_streaming_next_to_a_1x1_convolution():
     with pytest.raises(Ai8xError) as err:
         auto_place(net, "MAX78000")
     d = err.value.diagnostics[0]
-    assert d.code == "map.data-memory" and "1x1 convolution `c2`" in d.message
+    assert d.code == "map.streaming" and d.where == "layer `c2`"
+    assert "1x1 convolution" in d.message and "more cannot stream" in d.message
+
+
+def test_a_given_number_of_layers_streams():
+    net = big_input()
+    placement = auto_place(net, "MAX78000", stream_layers=3)
+    assert [pl.streaming for pl in placement.layers] == [True, True, True, False]
+    assert check_placement(net, placement) == []
+    with pytest.raises(Ai8xError) as err:
+        auto_place(net, "MAX78000", stream_layers=9)
+    assert err.value.diagnostics[0].code == "map.streaming"
+    assert "at most 4 can" in err.value.diagnostics[0].message
