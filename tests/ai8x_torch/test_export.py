@@ -166,6 +166,15 @@ CASES = [
      {}),
     ("sub2-then-avgpool-only", lambda: Residual(2, ai8x.Sub, ai8x.AvgPool2d(2, 2)), _2d(),
      {}),
+    # 1-D pooling: the vendor's Conv1d-layer rules (undilated max window, truncating
+    # average) and, in a pooling-only layer, the 2-D rules on L x 1 pixels
+    ("conv1d-avgpool-round", lambda: Seq(ai8x.FusedAvgPoolConv1dReLU(
+        4, 6, 3, padding=1, pool_size=3, pool_stride=1)), (4, 20), {"round_avg": True}),
+    ("maxpool1d-only-dilated", lambda: Seq(ai8x.MaxPool1d(2, 2, dilation=2),
+                                           ai8x.Conv1d(4, 4, 3, padding=1)), (4, 21), {}),
+    ("avgpool1d-only-round", lambda: Seq(ai8x.AvgPool1d(3, 3),
+                                         ai8x.Conv1d(4, 4, 3, padding=1)), (4, 21),
+     {"round_avg": True}),
     ("conv1d-wide-linear", lambda: Seq(ai8x.FusedMaxPoolConv1dReLU(4, 6, 3, padding=1),
                                        ai8x.Linear(6 * 10, 7, bias=True, wide=True)),
      (4, 20), {}),
@@ -606,3 +615,29 @@ def test_graph_connections(name, factory, layers, outputs, tmp_path):
     assert [(lay.name, lay.in_sequences) for lay in net.layers] == layers
     assert outs == outputs
     assert layer_differences(net, read_model(tmp_path / "g.onnx")) == []
+
+
+def _conv1d_dilated_pool():
+    model = Seq(ai8x.FusedMaxPoolConv1dReLU(4, 6, 3, padding=1, pool_size=3, pool_stride=1,
+                                            pool_dilation=3))
+    randomize(model, np.random.default_rng(7))
+    return model
+
+
+def test_conv1d_dilated_max_pool_computes_as_the_vendor(tmp_path):
+    """The vendor's 1-D max pooling reads an undilated window but keeps the dilated
+    window's output count, (21 - 3 * 2 - 1) // 1 + 1 = 15 here."""
+    model = _conv1d_dilated_pool()
+    x = np.random.default_rng(8).integers(-128, 128, size=(2, 4, 21))
+    ref = reference(model, x, tmp_path / "p.onnx")
+    assert_same(simulate(model, x), ref)
+    assert np.asarray(ref[0]).shape == (2, 6, 15)
+
+
+@pytest.mark.xfail(strict=True, reason="custom_ops.builder writes 1-D max pooling without "
+                   "its dilation (the vendor ignores it in the window) and records it "
+                   "nowhere, so the reader gives pool_dilation (1, 1)")
+def test_conv1d_dilated_max_pool_reads_back(tmp_path):
+    model = _conv1d_dilated_pool()
+    export_onnx(model, torch.zeros(1, 4, 21), tmp_path / "p.onnx")
+    assert read_model(tmp_path / "p.onnx").layers[0].pool_dilation == (3, 1)
