@@ -11,6 +11,21 @@ the layers compute the accelerator's integers exactly (see README.md in this pac
 """
 from __future__ import annotations
 
+from . import blocks
+from .compat import (
+    AvgPoolFloor,
+    Clamp,
+    DevAI84,
+    DevAI85,
+    DevAI87,
+    Floor,
+    Quantize,
+    Round,
+    Scaler,
+    bayer_filter,
+    onnx_export_prep,
+    quantile,
+)
 from .device import Device, current_device, make_device, set_device, using_device
 from .modules import (
     FAMILIES,
@@ -55,6 +70,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "AvgPoolFloor", "Clamp", "DevAI84", "DevAI85", "DevAI87", "Floor", "Quantize", "Round",
+    "Scaler", "bayer_filter", "blocks", "onnx_export_prep", "quantile",
     "Abs", "Add", "BitwiseOr", "BitwiseXor", "Conv1d", "Conv2d", "ConvTranspose2d", "Device",
     "Eltwise", "Empty", "FusedSoftwareLinearReLU", "Linear", "QuantizationAwareModule",
     "SoftwareLinear", "Sub", "checkpoint_state_dict", "current_device", "fold",

@@ -26,7 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .device import current_device
-from .quant import clamp_fraction, quantize, round_half_away, straight_through
+from .quant import clamp_fraction, quantize, straight_through
 
 # Activations the hardware applies after the output shift.
 ACTIVATIONS = (None, "ReLU", "Abs")
@@ -181,8 +181,11 @@ class QuantizationAwareModule(nn.Module):
             x = self.pool(x)
             if self.pooling == "Avg":
                 if qat:
+                    # The vendor's QAT rounds the average with torch.round (half to even)
+                    # when rounding is on (its RoundQat); the hardware and simulate mode
+                    # round half away from zero. Training follows the vendor.
                     scale = float(2 ** (dev.ACTIVATION_BITS - 1))
-                    rnd = round_half_away if dev.round_avg else _trunc
+                    rnd = _round_even if dev.round_avg else _trunc
                     x = rnd(x * scale) / scale
                 x = clamp_fraction(x, dev.ACTIVATION_BITS)
         if self.op is None:
@@ -269,6 +272,10 @@ class QuantizationAwareModule(nn.Module):
 
 def _trunc(x: torch.Tensor) -> torch.Tensor:
     return straight_through(x, torch.trunc(x))
+
+
+def _round_even(x: torch.Tensor) -> torch.Tensor:
+    return straight_through(x, torch.round(x))
 
 
 def _simulate_pool(pool: nn.Module, x: torch.Tensor, round_avg: bool) -> torch.Tensor:

@@ -76,18 +76,33 @@ def update_model(model: nn.Module) -> None:
 
 def update_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer
                      ) -> torch.optim.Optimizer:
-    """A new optimizer of the same kind and settings over the model's parameters now
-    (after `fuse_bn_layers` removed BatchNorm parameters). Its state starts fresh."""
-    return type(optimizer)(model.parameters(), **optimizer.defaults)
+    """A new optimizer of the same kind over the model's parameters now (after
+    `fuse_bn_layers` removed BatchNorm parameters).
+
+    As the vendor's: hyper-parameters (learning rate, momentum, ...) of the old groups are
+    kept. The per-parameter state (momentum buffers, Adam moments) moves with the
+    parameter it belongs to — matched by identity, where the vendor matches by shape —
+    and parameters new to the model start without state.
+    """
+    new = type(optimizer)(model.parameters(), **optimizer.defaults)
+    old_groups = optimizer.param_groups
+    for i, group in enumerate(new.param_groups):
+        if i < len(old_groups):
+            for key, value in old_groups[i].items():
+                if key != "params":
+                    group[key] = value
+        for p in group["params"]:
+            if p in optimizer.state:
+                new.state[p] = optimizer.state[p]
+    return new
 
 
 def _max_bit_shift(params: torch.Tensor, bits: int, quantile: float) -> int:
     # The power of two that scales the layer's largest parameter (or the quantile) into
     # [-1, 1): floor(log2(1 / q)), clamped as the vendor's quantize.py does.
-    q = torch.quantile(params.abs().to(torch.float64), quantile) if quantile < 1.0 \
-        else params.abs().max().to(torch.float64)
-    if float(q) == 0.0:
-        return 23 - bits
+    # In float32 as the vendor computes it: 1 / q rounds in float32 before the log, which
+    # decides the shift when q lies just above a power of two.
+    q = torch.quantile(params.abs().to(torch.float32), quantile)
     shift = torch.floor(torch.log2(1.0 / q)).clamp(min=-7.0 - bits, max=23.0 - bits)
     return int(shift)
 
@@ -113,7 +128,9 @@ def quantize_model(model: nn.Module) -> nn.Module:
         bits = int(layer.weight_bits.flatten()[0]) or 8
         w = layer.op.weight.detach().to(torch.float64)
         b = None if layer.op.bias is None else layer.op.bias.detach().to(torch.float64)
-        params = w.flatten() if b is None else torch.cat((w.flatten(), b.flatten()))
+        params = layer.op.weight.detach().flatten()
+        if layer.op.bias is not None:
+            params = torch.cat((params, layer.op.bias.detach().flatten()))
         shift = _max_bit_shift(params, bits, float(layer.shift_quantile.flatten()[0]))
         factor = 2.0 ** shift
         lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1

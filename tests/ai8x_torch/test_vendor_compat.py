@@ -152,3 +152,76 @@ def test_normalize_and_fold_follow_the_guide():
     assert folded.shape == (8, 2, 2)
     torch.testing.assert_close(folded[2:4], x[:, 0::2, 1::2])
     torch.testing.assert_close(ai8x_torch.unfold_batch(folded[None], 2)[0], x)
+
+
+# A model file using the vendor's composite blocks (`import ai8x_blocks`), MAX78002.
+VENDOR_BLOCKS_MODEL = '''
+import torch.nn as nn
+import ai8x
+import ai8x_blocks
+
+class TinyMobileNet(nn.Module):
+    def __init__(self, num_classes=5, num_channels=3, bias=True, **kwargs):
+        super().__init__()
+        self.pre = ai8x.FusedConv2dBNReLU(num_channels, 16, 3, padding=1, bias=True)
+        self.fire = ai8x_blocks.Fire(16, 8, 8, 8, bias=True)
+        self.res1 = ai8x_blocks.ResidualBottleneck(16, 16, 2, stride=1, bias=bias)
+        self.res2 = ai8x_blocks.ResidualBottleneck(16, 24, 1, stride=2, bias=bias,
+                                                   depthwise_bias=True)
+        self.conv_res = ai8x_blocks.ConvResidualBottleneck(24, 24, 1, stride=1, bias=True)
+        self.mb = ai8x_blocks.MBConvBlock(24, 24, 3, 1, bias=True, se_ratio=0.25,
+                                          expand_ratio=2)
+        self.fc = ai8x.Linear(24 * 4 * 4, num_classes, bias=True, wide=True)
+
+    def forward(self, x):
+        x = self.conv_res(self.res2(self.res1(self.fire(self.pre(x)))))
+        x = self.mb(x)
+        return self.fc(x.view(x.size(0), -1))
+'''
+
+
+def test_vendor_blocks_model_runs_and_names_match(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ai8x", ai8x_torch)
+    monkeypatch.setitem(sys.modules, "ai8x_blocks", ai8x_torch.blocks)
+    mod = types.ModuleType("tinymobilenet")
+    exec(compile(VENDOR_BLOCKS_MODEL, "tinymobilenet.py", "exec"), mod.__dict__)  # noqa: S102
+    with ai8x_torch.using_device(87):
+        model = mod.TinyMobileNet()
+        y = model(torch.rand(2, 3, 8, 8) - 0.5)
+    assert y.shape == (2, 5)
+    keys = set(model.state_dict())
+    # The vendor's sub-module names (its ai8x_blocks.py).
+    for key in ("fire.squeeze_layer.op.weight", "fire.expand1x1_layer.op.weight",
+                "fire.expand3x3_layer.op.weight", "res1.conv1.op.weight",
+                "res1.conv2.op.weight", "res1.conv3.bn.running_mean",
+                "res2.conv2.bn.weight", "conv_res.conv2.op.weight", "mb.expand_conv.op.weight",
+                "mb.depthwise_conv.op.weight", "mb.se_reduce.op.weight",
+                "mb.se_expand.op.weight", "mb.project_conv.bn.running_var"):
+        assert key in keys, key
+    assert "conv_res.conv1.op.weight" not in keys  # expansion 1: no layer (vendor: Empty)
+    assert model.res1.conv2.op.groups == 32  # depthwise
+    assert isinstance(model.res2.conv2.pool, nn.MaxPool2d)  # stride 2 = max pooling
+    assert isinstance(model.res1.resid, ai8x_torch.Add)
+    assert not isinstance(model.res2.resid, ai8x_torch.Add)
+
+
+def test_quantize_helper_follows_the_mode():
+    x = torch.tensor([-1.0, 0.3, 100.0, 255.0])
+    q = ai8x_torch.Quantize(num_bits=8)
+    with ai8x_torch.using_device(85, simulate=False):
+        # floor(x * 128 + 0.5) / 128
+        np.testing.assert_allclose(q(x).numpy(), np.floor(x.numpy() * 128 + 0.5) / 128)
+    with ai8x_torch.using_device(85, simulate=True):
+        # integers scaled by 128: floor(x / 128 + 0.5)
+        np.testing.assert_array_equal(q(x).numpy(), np.floor(x.numpy() / 128 + 0.5))
+    clamp = ai8x_torch.Clamp(min_val=-1.0, max_val=0.5)
+    np.testing.assert_array_equal(clamp(torch.tensor([-3.0, 0.25, 9.0])).numpy(), [-1, 0.25, 0.5])
+
+
+def test_bayer_filter_and_device_classes():
+    img = torch.stack([torch.full((4, 4), float(c + 1)) for c in range(3)])  # R=1 G=2 B=3
+    out = ai8x_torch.bayer_filter()(img)[0].numpy()
+    np.testing.assert_array_equal(out[:2, :2], [[2, 3], [1, 2]])
+    assert ai8x_torch.DevAI85(False, False).WEIGHT_DEPTH == 768
+    assert ai8x_torch.DevAI87(True, True).simulate
+    assert ai8x_torch.DevAI84(False, False).MAX_AVG_POOL == 4
