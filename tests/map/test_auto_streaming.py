@@ -118,22 +118,25 @@ def test_streaming_needs_a_fifo_sized_input():
 
 
 def test_stream_register_limits_give_a_clear_error():
-    """An 8192-pixel-wide image: the second layer must stream, and its stream start
-    (8194-word padded rows times kernel and pooling rows) exceeds the 14-bit field of
-    MAX78000 (seed 000 "Streaming Mode"; vendor MAX_ISVAL_BITS)."""
-    w = 8192
+    """A 16x1023 image (a legal size): the second layer must stream, and with 16x16
+    pooling its stream start, (1023 + 2) padded words per row times (3 - 1 + 16 - 1)
+    rows plus 3 - 1 + 16 + 2, exceeds the 14-bit field of MAX78000 (vendor
+    MAX_ISVAL_BITS)."""
+    w = 1023
     lay0 = conv("wide0", 1, 4, 8, (-1,))
-    lay1 = conv("wide1", 4, 4, 8, (0,), pool=4)
-    lay0 = dataclasses.replace(lay0, input_dim=(8, w), pooled_dim=(8, w), output_dim=(8, w))
-    lay1 = dataclasses.replace(lay1, input_dim=(8, w), pooled_dim=(2, w // 4),
-                               output_dim=(2, w // 4))
-    net = Network(layers=(lay0, lay1), input_shape=(1, 8, w), device="MAX78000", name="w")
-    assert 8194 * (2 + 3) > 2 ** 14  # the vendor's start formula, plainly
+    lay1 = conv("wide1", 4, 4, 8, (0,), pool=16)
+    lay0 = dataclasses.replace(lay0, input_dim=(16, w), pooled_dim=(16, w),
+                               output_dim=(16, w))
+    lay1 = dataclasses.replace(lay1, input_dim=(16, w), pooled_dim=(1, w // 16),
+                               output_dim=(1, w // 16))
+    net = Network(layers=(lay0, lay1), input_shape=(1, 16, w), device="MAX78000", name="w")
+    assert 16 * w * 4 > INSTANCE  # the first layer's output needs streaming
+    assert (w + 2) * (2 + 15) + 2 + 16 + 2 > 2 ** 14 - 1
     with pytest.raises(Ai8xError) as err:
         auto_place(net, "MAX78000")
     d = err.value.diagnostics[0]
     assert d.code == "map.streaming" and d.where == "layer `wide1`"
-    assert "streaming start" in d.message and "16383" in d.message
+    assert "streaming start 17445" in d.message and "16383" in d.message
     assert "2 layer(s) streaming" in d.message
 
 
