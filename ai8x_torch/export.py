@@ -275,6 +275,10 @@ class _Exporter:
                            zip(_dims(in_shape), pool, pool_stride, pool_dil, strict=True))
             if one_d:
                 pooled = (pooled[0], 1)
+            if pool == (1, 1):
+                # A 1x1 window is no pooling, only a stride (design.md section 1: MaxPool
+                # with a 1x1 kernel); average and dilation mean nothing there.
+                pool_dil, avg = (1, 1), False
         fields = dict(name=self._unique(name), input_channels=in_ch,
                       input_dim=_dims(in_shape), pooled_dim=pooled, pool=pool,
                       pool_stride=pool_stride, pool_dilation=pool_dil, pool_average=avg,

@@ -110,6 +110,11 @@ CASES = [
         3, 8, 3, padding=1, pool_size=3, pool_stride=2)), _2d(3, 11, 11), {}),
     ("maxpool-stride1x1", lambda: Seq(ai8x.FusedMaxPoolConv2d(
         3, 8, 3, padding=1, pool_size=1, pool_stride=2)), _2d(), {}),
+    # a 1x1 window is only a stride: written as a 1x1 MaxPool whatever the module's kind
+    ("avgpool1x1-stride2", lambda: Seq(ai8x.FusedAvgPoolConv2dReLU(
+        3, 8, 3, padding=1, pool_size=1, pool_stride=2)), _2d(), {"round_avg": True}),
+    ("maxpool1x1-dilated-stride3", lambda: Seq(ai8x.FusedMaxPoolConv2d(
+        3, 8, 1, pool_size=1, pool_stride=3, pool_dilation=2)), _2d(), {}),
     ("avgpool2", lambda: Seq(ai8x.FusedAvgPoolConv2dReLU(3, 8, 3, padding=1)), _2d(), {}),
     ("avgpool4-round", lambda: Seq(ai8x.FusedAvgPoolConv2dReLU(
         3, 8, 3, padding=1, pool_size=4, pool_stride=4)), _2d(3, 16, 16),
