@@ -25,11 +25,26 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from onnx2ai8x.errors import Ai8xError
+
 from .device import current_device
 from .quant import clamp_fraction, quantize, straight_through
 
 # Activations the hardware applies after the output shift.
 ACTIVATIONS = (None, "ReLU", "Abs")
+
+
+class LayerError(Ai8xError, ValueError):
+    """A layer configuration or input the accelerator (or this flow) cannot use.
+
+    An `Ai8xError` (code, where, message, hint: the CLI and notebooks render it without
+    a traceback) and a `ValueError`, for code written against the vendor's module, which
+    fails with assertions there.
+    """
+
+
+def _bad(where: str, message: str, hint: str) -> LayerError:
+    return LayerError("ai8x_torch.layer", where, message, hint)
 
 
 class Abs(nn.Module):
@@ -54,7 +69,8 @@ def get_activation(activation: str | None = None) -> nn.Module:
         return Abs()
     if activation is None:
         return Empty()
-    raise ValueError(f"activation must be one of {ACTIVATIONS}, not {activation!r}")
+    raise _bad("activation", f"activation must be one of {ACTIVATIONS}, not {activation!r}",
+               "use 'ReLU', 'Abs' or None")
 
 
 def _flag(value: float | bool | int, dtype: torch.dtype) -> nn.Parameter:
@@ -98,11 +114,13 @@ class QuantizationAwareModule(nn.Module):
                  bn: nn.Module | None = None, shift_quantile: float = 1.0) -> None:
         super().__init__()
         if weight_bits not in (None, 1, 2, 4, 8) or bias_bits not in (None, 1, 2, 4, 8):
-            raise ValueError(f"weight/bias bits must be 1, 2, 4 or 8, not "
-                             f"{weight_bits}/{bias_bits}")
+            raise _bad(type(self).__name__, f"weight/bias bits must be 1, 2, 4 or 8, not "
+                       f"{weight_bits}/{bias_bits}", "the kernel memory holds 1-, 2-, 4- or "
+                       "8-bit weights (seed 000, 'Weight Bits')")
         if wide and activation is not None:
             # The 32-bit output is the raw accumulator (seed 000, "wide").
-            raise ValueError("a wide (32-bit) output cannot have an activation")
+            raise _bad(type(self).__name__, "a wide (32-bit) output cannot have an "
+                       "activation", "use activation=None with wide=True")
         self.activation = activation
         self.activate = get_activation(activation)
         self.wide = bool(wide)
@@ -127,8 +145,10 @@ class QuantizationAwareModule(nn.Module):
             # During QAT the shift follows the weights; in simulate mode it is fixed.
             adjust = not current_device().simulate
         else:
-            raise ValueError(f"undefined quantization mode: weight_bits={weight_bits}, "
-                             f"bias_bits={bias_bits}, quantize_activation={quantize_activation}")
+            raise _bad(type(self).__name__, f"undefined quantization mode: weight_bits="
+                       f"{weight_bits}, bias_bits={bias_bits}, quantize_activation="
+                       f"{quantize_activation}", "set all three (QAT) or none (floating "
+                       "point)")
         self.weight_bits = _flag(wb, torch.int64)
         self.bias_bits = _flag(bb, torch.int64)
         self.quantize_activation = _flag(qa, torch.bool)
@@ -241,6 +261,7 @@ class QuantizationAwareModule(nn.Module):
         """
         dev = current_device()
         x = x.to(torch.float64)
+        _check_data(self, x)
         if self.pool is not None:
             pool = self.pool
             if isinstance(pool, (nn.MaxPool1d, nn.AvgPool1d)) and \
@@ -254,11 +275,16 @@ class QuantizationAwareModule(nn.Module):
                 x = _simulate_pool(pool, x, dev.round_avg)
         if self.op is None:
             return x
-        p = hardware_params(self)
-        weight = torch.from_numpy(p["weights"]).to(torch.float64)
+        try:
+            p = hardware_params(self)
+        except ValueError as exc:
+            raise _bad(type(self).__name__, f"simulate mode: {exc}",
+                       "load a quantized (-q) checkpoint or call "
+                       "ai8x_torch.quantize_model(model) first") from None
+        weight = torch.from_numpy(p["weights"]).to(torch.float64).to(x.device)
         acc = self._conv(x, weight, None)
         if p["bias"] is not None:
-            b = torch.from_numpy(p["bias"]).to(torch.float64)
+            b = torch.from_numpy(p["bias"]).to(torch.float64).to(x.device)
             acc = acc + b.reshape(-1, *([1] * (acc.dim() - 2)))
         if not self.wide:
             acc = torch.floor(0.5 + acc * (2.0 ** p["output_shift"]) / 128.0)
@@ -268,6 +294,20 @@ class QuantizationAwareModule(nn.Module):
         elif self.activation == "Abs":
             acc = torch.clamp(torch.abs(acc), 0.0, 127.0)
         return acc
+
+
+def _check_data(layer: nn.Module, x: torch.Tensor) -> None:
+    """Simulate mode computes on the accelerator's 8-bit integers; anything else (the
+    [-1, 1) training scale, a float sample) would give silently wrong numbers."""
+    if x.numel() == 0:
+        return
+    lo, hi = float(x.min()), float(x.max())
+    if lo < -128 or hi > 127 or not bool(torch.all(x == torch.round(x))):
+        raise _bad(type(layer).__name__, f"simulate mode expects 8-bit integer data, got "
+                   f"values in [{lo:g}, {hi:g}]" + ("" if lo < -128 or hi > 127 else
+                                                    " that are not all integers"),
+                   "feed the sample as the accelerator holds it: round(x * 128) clamped "
+                   "to [-128, 127] (ai8x.normalize with act_mode_8bit)")
 
 
 def _trunc(x: torch.Tensor) -> torch.Tensor:
@@ -370,7 +410,8 @@ def _pool_module(pooling: str | None, dims: int, size, stride, dilation) -> nn.M
     if pooling == "Avg":
         cls = nn.AvgPool1d if dims == 1 else nn.AvgPool2d
         return cls(kernel_size=size, stride=stride, padding=0)
-    raise ValueError(f"pooling must be 'Max', 'Avg' or None, not {pooling!r}")
+    raise _bad("pooling", f"pooling must be 'Max', 'Avg' or None, not {pooling!r}",
+               "use pooling='Max' or 'Avg'")
 
 
 def _batchnorm(kind: str | None, dims: int, channels: int, bias: bool, eps: float,
@@ -378,10 +419,12 @@ def _batchnorm(kind: str | None, dims: int, channels: int, bias: bool, eps: floa
     if kind is None:
         return None
     if kind not in ("Affine", "NoAffine"):
-        raise ValueError(f"batchnorm must be 'Affine', 'NoAffine' or None, not {kind!r}")
+        raise _bad("batchnorm", f"batchnorm must be 'Affine', 'NoAffine' or None, not "
+                   f"{kind!r}", "use batchnorm='Affine' or 'NoAffine'")
     if not bias:
         # Folding the BatchNorm into the layer needs a bias to hold its shift.
-        raise ValueError("a BatchNorm layer needs bias=True")
+        raise _bad("batchnorm", "a BatchNorm layer needs bias=True",
+                   "pass bias=True (the folded BatchNorm shift becomes the bias)")
     cls = nn.BatchNorm1d if dims == 1 else nn.BatchNorm2d
     return cls(channels, eps=eps, momentum=momentum, affine=kind == "Affine")
 
@@ -414,7 +457,8 @@ class Conv2d(QuantizationAwareModule):
                                          stride=stride, output_padding=1, padding=padding,
                                          dilation=dilation, bias=bool(bias), groups=groups)
             else:
-                raise ValueError(f"op must be 'Conv2d' or 'ConvTranspose2d', not {op!r}")
+                raise _bad(type(self).__name__, f"op must be 'Conv2d' or "
+                           f"'ConvTranspose2d', not {op!r}", "use one of the two")
         super().__init__(pooling, activation, wide, weight_bits, bias_bits,
                          quantize_activation, pool, opn, bn)
 
@@ -447,7 +491,8 @@ class Linear(QuantizationAwareModule):
                  weight_bits: int | None = None, bias_bits: int | None = None,
                  quantize_activation: bool = False) -> None:
         if pooling is not None or batchnorm is not None:
-            raise ValueError("Linear takes neither pooling nor batchnorm")
+            raise _bad(type(self).__name__, "Linear takes neither pooling nor batchnorm",
+                       "pool in the layer before; fold BatchNorm yourself")
         # `bias=None` means no bias, as in the vendor's module.
         super().__init__(None, activation, wide, weight_bits, bias_bits,
                          quantize_activation, None,
@@ -567,7 +612,8 @@ class Eltwise(nn.Module):
 
     def forward(self, *x: torch.Tensor) -> torch.Tensor:
         if len(x) < 2:
-            raise ValueError(f"{type(self).__name__} needs two or more operands")
+            raise _bad(type(self).__name__, f"{len(x)} operand(s); an element-wise "
+                       "operation needs 2 to 16", "pass two or more tensors")
         simulate = current_device().simulate
         y = x[0]
         for other in x[1:]:

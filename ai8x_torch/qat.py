@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 
-from .modules import QuantizationAwareModule
+from .modules import QuantizationAwareModule, _bad
 
 
 def _layers(model: nn.Module):
@@ -62,7 +62,8 @@ def initiate_qat(model: nn.Module, qat_policy: Mapping, export: bool = False) ->
     quantile = float(qat_policy.get("shift_quantile", 1.0))
     unknown = set(overrides) - {name for name, _ in _layers(model)}
     if unknown:
-        raise ValueError(f"QAT policy overrides name no layer of the model: {sorted(unknown)}")
+        raise _bad("qat_policy", f"overrides name no layer of the model: {sorted(unknown)}",
+                   "use the module names of model.named_modules()")
     for name, layer in _layers(model):
         bits = int(overrides.get(name, {}).get("weight_bits", qat_policy["weight_bits"]))
         layer.init_module(bits, bits, True, quantile, export)
@@ -120,11 +121,12 @@ def quantize_model(model: nn.Module) -> nn.Module:
     quantized (`quantize_activation` 1, `adjust_output_shift` 0). The result runs in
     simulate mode and exports to ai8x-ONNX.
     """
-    for _, layer in _layers(model):
+    for name, layer in _layers(model):
         if layer.op is None:
             continue
         if layer.bn is not None:
-            raise ValueError("fold BatchNorm first (ai8x_torch.fuse_bn_layers)")
+            raise _bad(name, "the layer still has its BatchNorm",
+                       "fold it first: ai8x_torch.fuse_bn_layers(model)")
         bits = int(layer.weight_bits.flatten()[0]) or 8
         w = layer.op.weight.detach().to(torch.float64)
         b = None if layer.op.bias is None else layer.op.bias.detach().to(torch.float64)
@@ -159,7 +161,8 @@ def checkpoint_state_dict(path) -> dict[str, torch.Tensor]:
     checkpoint = load_checkpoint_file(path)
     state = checkpoint.get("state_dict", checkpoint) if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict):
-        raise ValueError(f"{path}: no state_dict in the checkpoint")
+        raise _bad(str(path), "no state_dict in the checkpoint",
+                   "pass a vendor (or ai8x_torch) training checkpoint")
     chosen: dict[str, bool] = {}  # top-level layer name -> keeps the prefixed spelling
     out: dict[str, torch.Tensor] = {}
     for key, value in state.items():

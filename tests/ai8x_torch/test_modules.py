@@ -20,6 +20,7 @@ from torch import nn
 
 import ai8x_torch as ai8x
 from custom_ops import numpy_ref
+from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.network import (
     ACT_ABS,
     ACT_RELU,
@@ -462,5 +463,30 @@ def test_hardware_params_of_a_narrow_layer() -> None:
 
 def test_simulate_without_quantized_weights_is_refused() -> None:
     m = ai8x.FusedConv2dReLU(1, 1, 3)
-    with ai8x.using_device(85, simulate=True), pytest.raises(ValueError):
+    with ai8x.using_device(85, simulate=True), pytest.raises(Ai8xError) as err:
         m(torch.zeros(1, 1, 3, 3))
+    assert "quantize_model" in err.value.render()
+
+
+@pytest.mark.parametrize("data", [[0.5, -0.25], [200.0, 0.0], [-129.0, 3.0]])
+def test_simulate_refuses_data_that_are_not_8_bit_integers(data) -> None:
+    m = ai8x.MaxPool2d(1)
+    x = torch.tensor(data).reshape(1, 1, 1, 2)
+    with ai8x.using_device(85, simulate=True), pytest.raises(Ai8xError) as err:
+        m(x)
+    assert err.value.code == "ai8x_torch.layer" and "MaxPool2d" in err.value.render()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ai8x.Conv2d(2, 2, 3, weight_bits=3, bias_bits=3, quantize_activation=True),
+    lambda: ai8x.Conv2d(2, 2, 3, wide=True, activation="ReLU"),
+    lambda: ai8x.FusedConv2dBNReLU(2, 2, 3, bias=False),
+    lambda: ai8x.Conv2d(2, 2, 3, pooling="Min"),
+    lambda: ai8x.Conv2d(2, 2, 3, weight_bits=8),  # neither float nor QAT
+    lambda: ai8x.Add()(torch.zeros(1)),
+])
+def test_configuration_errors_are_user_errors(make) -> None:
+    with pytest.raises(Ai8xError) as err:
+        make()
+    assert isinstance(err.value, ValueError)  # as code catching the vendor's errors expects
+    assert err.value.diagnostics[0].hint
