@@ -27,7 +27,7 @@ What maps to what (the vendor's sidecar shapes, seed 004):
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -351,8 +351,36 @@ class _Exporter:
     def run(self) -> Network:
         for node in self.gm.graph.nodes:
             self.values[node] = self._node(node)
+        self._drop_unused()
         return Network(layers=tuple(self.layers), input_shape=self.input_shape,
                        name=type(self.model).__name__)
+
+    def _drop_unused(self) -> None:
+        """Remove layers no output depends on (a module result forward() never uses):
+        the model's outputs do not need them, and a layer whose result nothing reads has
+        no place in the graph."""
+        def sources(i: int) -> tuple[int, ...]:
+            seqs = self.layers[i].in_sequences
+            return (i - 1,) if seqs is None else seqs
+
+        live: set[int] = set()
+        todo = list(self.outputs)
+        while todo:
+            i = todo.pop()
+            if i >= 0 and i not in live:
+                live.add(i)
+                todo.extend(sources(i))
+        if len(live) == len(self.layers):
+            return
+        keep = sorted(live)
+        index = {old: new for new, old in enumerate(keep)} | {-1: -1}
+        layers = []
+        for new, old in enumerate(keep):
+            seqs = tuple(index[s] for s in sources(old))
+            layers.append(replace(self.layers[old],
+                                  in_sequences=None if seqs == (new - 1,) else seqs))
+        self.layers = layers
+        self.outputs = [index[o] for o in self.outputs]
 
     def _node(self, node: fx.Node) -> object:
         where = node.name
