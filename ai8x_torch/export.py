@@ -23,6 +23,19 @@ What maps to what (the vendor's sidecar shapes, seed 004):
 * node names are the PyTorch module names, dots kept (`features.0`, `res.conv1`): the
   name reads back to the module (`dict(model.named_modules())[layer.name]`), and ONNX
   allows dots in names. A module called more than once gets `<name>_1`, `<name>_2`, ....
+* `Dropout` / `Identity` modules pass values through (inference); results no model output
+  depends on are dropped.
+
+Resolved as the vendor resolves a checkpoint without sidecar overrides (izer
+checkpoint.py): `quantization` is the layer's weight bits, except 1-bit weights of only
+-1/+1 on the MAX78002, which are binary (-1); `output_shift` is the final shift including
+the implicit 8 - weight bits; a 1-D max pool keeps its dilation in `pool_dilation`.
+
+Checked here, with an `Ai8xError` naming the module and a fix: untraceable forward(),
+more than one input, plain torch operations between layers, non-ai8x modules, reshapes
+other than a flatten before a Linear, concatenation off the channel axis, 1 or more than
+16 element-wise operands or operands of different shapes, unquantized layers, weights
+beyond their bit width, calls PyTorch itself cannot run on the example input.
 """
 from __future__ import annotations
 
