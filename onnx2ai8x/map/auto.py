@@ -29,7 +29,8 @@ Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory
   consumer sees them contiguous.
 * Streaming ("Streaming Mode", "FIFOs"). When the data still does not fit (HWC and
   CHW tried), the first k layers stream, for the smallest k that fits (at most the
-  device's streaming layer count, each streaming layer read only by the next one): the
+  device's streaming layer count, each streaming layer read only by the next one, none
+  flattening, 1-D, dilated or a 1x1 convolution, nor followed by one): the
   input arrives through the FIFOs into a circular buffer and every streaming layer reads
   a circular buffer its producer writes, so those buffers hold a few rows instead of
   whole frames. All streaming layers run at once, so their buffers and the last
