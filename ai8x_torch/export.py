@@ -163,6 +163,10 @@ class _Exporter:
         self.model = model
         self.device = device
         self.modules = dict(model.named_modules())
+        # a numpy sample (as sample.npy holds it) is as good as a tensor: only its shape
+        # matters
+        example = torch.as_tensor(np.asarray(example) if not isinstance(
+            example, torch.Tensor) else example).detach().cpu()
         try:
             graph = _Tracer().trace(model)
         except Exception as exc:  # noqa: BLE001 - fx raises many kinds for dynamic code
@@ -504,7 +508,7 @@ def _device_name(device: str | None) -> str | None:
     return device
 
 
-def export_onnx(model: nn.Module, example_input: torch.Tensor, path: str | Path, *,
+def export_onnx(model: nn.Module, example_input: torch.Tensor | np.ndarray, path: str | Path, *,
                 device: str | None = None, doc: str | None = None) -> Path:
     """Write the quantized `model` as ai8x-ONNX to `path` and return the path.
 

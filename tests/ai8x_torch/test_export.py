@@ -776,3 +776,11 @@ def test_random_graphs(seed, tmp_path):
     built, outs = to_network(model, torch.zeros(1, 4, 6, 6))
     assert layer_differences(built, read_model(tmp_path / "g.onnx")) == []
     assert len(outs) == len(model.outputs)
+
+
+def test_numpy_example_input(tmp_path):
+    model = Seq(ai8x.FusedConv2dReLU(3, 4, 3, padding=1))
+    randomize(model, np.random.default_rng(2))
+    a = export_onnx(model, np.zeros((1, 3, 6, 6), dtype=np.int64), tmp_path / "a.onnx")
+    b = export_onnx(model, torch.zeros(1, 3, 6, 6), tmp_path / "b.onnx")
+    assert a.read_bytes() == b.read_bytes()
