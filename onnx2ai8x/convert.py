@@ -258,11 +258,10 @@ def convert(request: ConvertRequest) -> ConvertResult:
                                  request.model)
         if result.snoop is not None:
             options = dataclasses.replace(options, snoop=result.snoop)
-        if result.automatic and result.placement.layers[0].streaming \
-                and not options.uses_fifo:
-            # The mapper chose streaming: the input no longer fits in data memory and
-            # must arrive through the FIFO (seed 000, "Streaming Mode": streaming the
-            # first layer requires a FIFO). A full sidecar keeps the user's choice.
+        if result.placement.layers[0].streaming and not options.uses_fifo:
+            # A streaming first layer reads its input through the FIFO (seed 000,
+            # "Streaming Mode": streaming the first layer requires a FIFO); without it the
+            # project would program no rollover. Imply --fifo (the vendor refuses instead).
             options = dataclasses.replace(options, fifo=True)
         sample = _sample_for(request, result.network)
         step("reference")
