@@ -114,3 +114,21 @@ def test_failed_conversion_leaves_no_directory(tmp_path: Path) -> None:
     assert "bogus_key" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
     assert [p for p in tmp_path.iterdir() if p.name.startswith(".project")] == []
+
+
+def test_streaming_sidecar_implies_the_fifo(tmp_path: Path) -> None:
+    """A sidecar that streams its first layer needs the FIFO; without --fifo the project
+    is the same as with it (not one that programs no rollover)."""
+    name = "ai85-cats-dogs"
+    if not (GOLDEN / name).is_dir():
+        pytest.skip("golden case absent")
+    case = pipeline.case_json(name)
+    model = pipeline.imported_model(name, tmp_path)
+    base = ("--sidecar", str(GOLDEN / name / "network.yaml"),
+            "--sample-input", str(GOLDEN / name / "sample.npy"))
+    with_fifo, without = tmp_path / "fifo", tmp_path / "nofifo"
+    assert pipeline.convert(model, case["device"], with_fifo, *base, "--fifo").returncode == 0
+    assert pipeline.convert(model, case["device"], without, *base).returncode == 0
+    for f in ("cnn.c", "main.c"):
+        assert (with_fifo / f).read_bytes() == (without / f).read_bytes(), f
+    assert "Rollover" in (without / "cnn.c").read_text()
