@@ -399,11 +399,44 @@ def hardware_params(module: QuantizationAwareModule) -> dict:
 # The layer families
 
 
-def _pool_module(pooling: str | None, dims: int, size, stride, dilation) -> nn.Module | None:
+def _values(v) -> tuple[int, ...]:
+    return tuple(int(e) for e in v) if isinstance(v, (tuple, list)) else (int(v),)
+
+
+def _check_pool(where: str, pooling: str, size, stride, dilation) -> None:
+    """Pooling limits every device has (seed 000, "Pooling", `pool_dilation`).
+
+    Device-dependent limits (pool dilation and depthwise convolution only on the
+    MAX78002) are not checked here, unlike the vendor's module, which asserts them when
+    the layer is built: models are often built before the device is selected, and the
+    converter's legalize stage checks them against the target device with a fix.
+    """
+    if max(_values(size)) > 16 or min(_values(size)) < 1:
+        raise _bad(where, f"pool size {size} is outside 1..16", "pool in two layers")
+    if max(_values(stride)) > 16 or min(_values(stride)) < 1:
+        raise _bad(where, f"pool stride {stride} is outside 1..16", "use a stride of 1..16")
+    dil = _values(dilation)
+    if max(dil) > 16 or min(dil) < 1 or (pooling != "Max" and max(dil) > 1):
+        raise _bad(where, f"pool dilation {dilation} with {pooling} pooling",
+                   "pool dilation (1..16) applies to max pooling only")
+
+
+def _check_groups(where: str, groups: int, cin: int, cout: int) -> None:
+    """Groups are 1, or depthwise: groups = input = output channels (seed 000, "Conv2d"
+    limits; MAX78002 only, which legalize checks for the target device)."""
+    if groups != 1 and (groups != cin or cin != cout):
+        raise _bad(where, f"groups={groups} with {cin} input and {cout} output channels",
+                   "use groups=1, or depthwise: groups = input = output channels")
+
+
+def _pool_module(pooling: str | None, dims: int, size, stride, dilation,
+                 where: str = "pooling") -> nn.Module | None:
     if pooling is None:
         return None
     if stride is None:
         stride = size
+    if pooling in ("Max", "Avg"):
+        _check_pool(where, pooling, size, stride, dilation)
     if pooling == "Max":
         cls = nn.MaxPool1d if dims == 1 else nn.MaxPool2d
         return cls(kernel_size=size, stride=stride, dilation=dilation, padding=0)
@@ -440,7 +473,10 @@ class Conv2d(QuantizationAwareModule):
                  batchnorm: str | None = None, weight_bits: int | None = None,
                  bias_bits: int | None = None, quantize_activation: bool = False,
                  groups: int = 1, eps: float = 1e-05, momentum: float = 0.05) -> None:
-        pool = _pool_module(pooling, 2, pool_size, pool_stride, pool_dilation)
+        pool = _pool_module(pooling, 2, pool_size, pool_stride, pool_dilation,
+                            type(self).__name__)
+        if kernel_size is not None:
+            _check_groups(type(self).__name__, groups, in_channels, out_channels)
         bn = _batchnorm(batchnorm, 2, out_channels, bool(bias), eps, momentum)
         if kernel_size is None:
             opn = None
@@ -473,7 +509,10 @@ class Conv1d(QuantizationAwareModule):
                  batchnorm: str | None = None, weight_bits: int | None = None,
                  bias_bits: int | None = None, quantize_activation: bool = False,
                  groups: int = 1, eps: float = 1e-05, momentum: float = 0.05) -> None:
-        pool = _pool_module(pooling, 1, pool_size, pool_stride, pool_dilation)
+        pool = _pool_module(pooling, 1, pool_size, pool_stride, pool_dilation,
+                            type(self).__name__)
+        if kernel_size is not None:
+            _check_groups(type(self).__name__, groups, in_channels, out_channels)
         bn = _batchnorm(batchnorm, 1, out_channels, bool(bias), eps, momentum)
         opn = None if kernel_size is None else nn.Conv1d(
             in_channels, out_channels, kernel_size, stride=stride, padding=padding,

@@ -484,6 +484,10 @@ def test_simulate_refuses_data_that_are_not_8_bit_integers(data) -> None:
     lambda: ai8x.Conv2d(2, 2, 3, pooling="Min"),
     lambda: ai8x.Conv2d(2, 2, 3, weight_bits=8),  # neither float nor QAT
     lambda: ai8x.Add()(torch.zeros(1)),
+    lambda: ai8x.FusedMaxPoolConv2d(2, 2, 3, pool_size=17, pool_stride=1),
+    lambda: ai8x.FusedMaxPoolConv1d(2, 2, 3, pool_size=2, pool_stride=17),
+    lambda: ai8x.FusedAvgPoolConv2d(2, 2, 3, pool_size=2, pool_dilation=2),
+    lambda: ai8x.Conv2d(4, 8, 3, groups=4),  # groups must equal in = out channels
 ])
 def test_configuration_errors_are_user_errors(make) -> None:
     with pytest.raises(Ai8xError) as err:
