@@ -103,8 +103,25 @@ class _Pending:
 
     name: str
     module: Eltwise
-    operands: tuple[_Data, ...]
+    sources: tuple[int, ...]  # the operands' producing layers, concatenated
+    count: int  # operands: one per source, or the sources' channels split equally
     shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Split:
+    """Data split on the channel axis into `parts` equal parts (`x.split(c, dim=1)`)."""
+
+    data: _Data
+    parts: int
+
+
+@dataclass(frozen=True)
+class _Part:
+    """Part `index` of a channel split, waiting for an element-wise module."""
+
+    split: _Split
+    index: int
 
 
 def _fail(where: str, message: str, hint: str) -> Ai8xError:
@@ -204,6 +221,11 @@ class _Exporter:
         if isinstance(value, _Flat):
             raise _fail(where, "a flattened tensor is used by something other than a "
                         "Linear layer", "flatten only right before an ai8x.Linear")
+        if isinstance(value, (_Split, _Part)):
+            raise _fail(where, "a channel split is used by something other than one "
+                        "element-wise module over all its parts",
+                        "split channels only to feed ai8x_torch.Add / Sub / BitwiseOr / "
+                        "BitwiseXor with p[0], p[1], ...")
         raise _fail(where, "the value is not a tensor the accelerator holds",
                     "pass only tensors between ai8x modules")
 
@@ -215,10 +237,10 @@ class _Exporter:
         """A pass-through element-wise layer (op none, seed 004 `eltwise`)."""
         c = p.shape[0]
         dims = _dims(p.shape)
-        sources = tuple(s for d in p.operands for s in d.sources)
+        sources = p.sources
         lay = Layer(name=self._unique(p.name), operator=OP_NONE, input_channels=c,
                     output_channels=c, input_dim=dims, pooled_dim=dims, output_dim=dims,
-                    eltwise=_ELTWISE_CODES[p.module.op_name], operands=len(p.operands),
+                    eltwise=_ELTWISE_CODES[p.module.op_name], operands=p.count,
                     quantization=0, in_sequences=self._seq(_Data(sources, p.shape)))
         return self._append(lay, p.shape)
 
@@ -251,8 +273,8 @@ class _Exporter:
         flatten = False
         if isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
                 (module.op is not None or module.pool is not None):
-            data = _Data(tuple(s for d in arg.operands for s in d.sources), arg.shape)
-            eltwise, operands = _ELTWISE_CODES[arg.module.op_name], len(arg.operands)
+            data = _Data(arg.sources, arg.shape)
+            eltwise, operands = _ELTWISE_CODES[arg.module.op_name], arg.count
             in_shape = arg.shape
             # PyTorch pools the element-wise result: the vendor's pool_first: false.
             pool_first = module.pool is None
@@ -429,6 +451,9 @@ class _Exporter:
             if isinstance(module, QuantizationAwareModule):
                 return self._layer(node, module)
             if isinstance(module, Eltwise):
+                parts = [self.values.get(a) for a in node.args]
+                if parts and all(isinstance(v, _Part) for v in parts):
+                    return self._packed(node, module, parts)
                 ops = tuple(self._data(self.values[a], str(node.target)) for a in node.args)
                 if not 2 <= len(ops) <= 16:
                     raise _fail(str(node.target), f"{len(ops)} operands; the hardware "
@@ -439,7 +464,9 @@ class _Exporter:
                     raise _fail(str(node.target), "operands of different shapes "
                                 f"{sorted({d.shape for d in ops})}",
                                 "give every operand the same (C, H, W) / (C, L) shape")
-                return _Pending(str(node.target), module, ops, _shape(node))
+                return _Pending(str(node.target), module,
+                                tuple(s for d in ops for s in d.sources), len(ops),
+                                _shape(node))
             if isinstance(module, _IDENTITY_MODULES):
                 return self.values[node.args[0]]
             if isinstance(module, nn.Flatten):
@@ -450,6 +477,8 @@ class _Exporter:
         if node.op == "call_method":
             if node.target in ("view", "reshape", "flatten"):
                 return self._flatten(node)
+            if node.target in ("split", "chunk"):
+                return self._split(node)
             if node.target in ("size", "contiguous", "dim"):
                 return self.values.get(node.args[0]) if node.target == "contiguous" else None
         if node.op == "call_function":
@@ -457,6 +486,15 @@ class _Exporter:
                 return self._flatten(node)
             if node.target in (torch.cat, torch.concat):
                 return self._concat(node)
+            if node.target in (torch.split, torch.chunk):
+                return self._split(node)
+            if node.target is operator.getitem and \
+                    isinstance(self.values.get(node.args[0]), _Split):
+                split, index = self.values[node.args[0]], node.args[1]
+                if not isinstance(index, int):
+                    raise _fail(node.name, f"part {index!r} of a channel split",
+                                "index the parts one by one: p[0], p[1], ...")
+                return _Part(split, index % split.parts)
             if node.target in (operator.getitem, getattr, len):
                 return None
         if node.op == "get_attr":
@@ -464,6 +502,46 @@ class _Exporter:
         raise _fail(where, f"`{node.target}` between layers has no hardware equivalent",
                     "compute between layers only with ai8x modules, torch.cat, flatten "
                     "and view")
+
+    def _split(self, node: fx.Node) -> _Split:
+        """Equal channel parts of accelerator data, for one element-wise layer's operands
+        (the vendor's `operands` read from one input: its channels split equally, in
+        order; seed 004 `operands`)."""
+        data = self._data(self.values[node.args[0]], node.name)
+        how = node.args[1] if len(node.args) > 1 else node.kwargs.get(
+            "split_size_or_sections", node.kwargs.get("split_size", node.kwargs.get("chunks")))
+        dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+        c = data.shape[0]
+        if dim not in (1, 1 - len(data.shape) - 1):
+            raise _fail(node.name, f"split along dimension {dim}",
+                        "split channels only: x.split(c, dim=1)")
+        chunk = node.target in ("chunk", torch.chunk)
+        if isinstance(how, (list, tuple)):
+            sizes = [int(v) for v in how]
+        elif chunk and isinstance(how, int) and how > 0 and c % how == 0:
+            sizes = [c // how] * how
+        elif not chunk and isinstance(how, int) and how > 0:
+            sizes = [how] * (-(-c // how))
+        else:
+            sizes = []
+        if len(sizes) < 2 or len(set(sizes)) != 1 or sum(sizes) != c:
+            raise _fail(node.name, f"a channel split of {c} channels into {sizes or how}",
+                        "split the channels into 2 to 16 equal parts for an element-wise "
+                        "module")
+        return _Split(data, len(sizes))
+
+    def _packed(self, node: fx.Node, module: Eltwise, parts: list[_Part]) -> _Pending:
+        """An element-wise module over all parts of one channel split, in order."""
+        split = parts[0].split
+        if any(p.split != split for p in parts) or \
+                [p.index for p in parts] != list(range(split.parts)):
+            raise _fail(str(node.target), "the operands are not all parts of one channel "
+                        "split, in order", "pass p[0], p[1], ... of one x.split(c, dim=1)")
+        if not 2 <= split.parts <= 16:
+            raise _fail(str(node.target), f"{split.parts} operands; the hardware combines "
+                        "2 to 16", "split into fewer parts")
+        return _Pending(str(node.target), module, split.data.sources, split.parts,
+                        _shape(node))
 
     def _flatten(self, node: fx.Node) -> object:
         data = self._data(self.values[node.args[0]], node.name)

@@ -784,3 +784,47 @@ def test_numpy_example_input(tmp_path):
     a = export_onnx(model, np.zeros((1, 3, 6, 6), dtype=np.int64), tmp_path / "a.onnx")
     b = export_onnx(model, torch.zeros(1, 3, 6, 6), tmp_path / "b.onnx")
     assert a.read_bytes() == b.read_bytes()
+
+
+def _packed_add(s, x):
+    p = s.a(x).split(3, dim=1)  # 9 channels: three operands of 3
+    return s.c(s.add(p[0], p[1], p[2]))
+
+
+PACKED = [
+    ("split-of-a-layer", lambda: _Wrap(_packed_add, a=_conv(6, 9), add=ai8x.Add(),
+                                       c=_conv(3, 4)),
+     [("a", None, 1), ("c", None, 3)]),
+    ("chunk-of-the-input", lambda: _Wrap(
+        lambda s, x: (lambda p: s.xor(p[0], p[1]))(torch.chunk(x, 2, dim=1)),
+        xor=ai8x.BitwiseXor()), [("xor", None, 2)]),
+    ("split-of-a-concat", lambda: _Wrap(
+        lambda s, x: (lambda p: s.sub(p[0], p[1]))(torch.cat([s.a(x), s.b(x)], 1).split(4, 1)),
+        a=_conv(6, 4), b=_conv(6, 4), sub=ai8x.Sub()),
+     [("a", None, 1), ("b", (-1,), 1), ("sub", (0, 1), 2)]),
+]
+
+
+@pytest.mark.parametrize("name,factory,layers", PACKED, ids=[c[0] for c in PACKED])
+def test_operands_packed_in_one_input(name, factory, layers, tmp_path):
+    """The vendor's `operands: n` over one input splits its channels equally, in order
+    (seed 004): PyTorch writes that as the parts of x.split(c, dim=1)."""
+    model = factory().eval()
+    randomize(model, np.random.default_rng(3))
+    x = np.random.default_rng(4).integers(-128, 128, size=(2, 6, 5, 5))
+    assert_same(simulate(model, x), reference(model, x, tmp_path / "p.onnx"))
+    net, _ = to_network(model, torch.zeros(1, 6, 5, 5))
+    assert [(lay.name, lay.in_sequences, lay.operands) for lay in net.layers] == layers
+    assert layer_differences(net, read_model(tmp_path / "p.onnx")) == []
+
+
+def test_channel_split_errors(tmp_path):
+    d = _error(_Wrap(lambda s, x: (lambda p: s.add(p[1], p[0]))(x.split(3, dim=1)),
+                     add=ai8x.Add()), tmp_path, shape=(1, 6, 5, 5))
+    assert d.where == "add" and "in order" in d.message
+    d = _error(_Wrap(lambda s, x: s.a(x.split(3, dim=1)[0]), a=_conv()), tmp_path,
+               shape=(1, 6, 5, 5))
+    assert d.where == "a" and "split" in d.message
+    d = _error(_Wrap(lambda s, x: (lambda p: s.add(p[0], p[1]))(x.split(2, dim=2)),
+                     add=ai8x.Add()), tmp_path, shape=(1, 6, 4, 4))
+    assert "dimension 2" in d.message and "dim=1" in d.hint

@@ -13,10 +13,10 @@ each operand list, `view` before a flattening linear layer. That model is export
   (PyTorch writes both layouts with the same code; see `_merged`), and
 * the onnxruntime reference on the case's sample equals `expected_output` to the bit.
 
-Configurations without an ai8x_torch form are skipped with the reason (`Mul`, operands
-packed into one input, pooling before the element-wise operation, a wide layer with an
-activation, ...). Binary weights are 1-bit layers of -1/+1 on the MAX78002, as the
-vendor's checkpoints store them (weight_bits 1).
+Operands packed into one input are `x.split(c, dim=1)` parts. Configurations without an
+ai8x_torch form are skipped with the reason (`Mul`, pooling before the element-wise
+operation, a wide layer with an activation, ...). Binary weights are 1-bit layers of
+-1/+1 on the MAX78002, as the vendor's checkpoints store them (weight_bits 1).
 """
 from __future__ import annotations
 
@@ -122,17 +122,20 @@ class CaseModel(nn.Module):
 
     def __init__(self, net: Network, outputs: list[int]) -> None:
         super().__init__()
-        self.plan: list[tuple[str, tuple[int, ...], str | None, bool]] = []
+        # (layer, sources, element-wise module, view before, operands packed in the input)
+        self.plan: list[tuple[str, tuple[int, ...], str | None, bool, int]] = []
+        self.part_channels: list[int] = []  # channels of one packed operand
         self.outputs = outputs
         one_d = {-1: len(net.input_shape) == 2}
         for i, lay in enumerate(net.layers):
             srcs = _sources(i, lay)
-            combine = None
+            combine, packed = None, False
             if lay.eltwise != ELTWISE_NONE:
                 if lay.eltwise not in _ELTWISE_MODULES:
                     raise _Unexpressible("element-wise multiplication has no ai8x_torch module")
-                if len(srcs) != lay.operands:
-                    raise _Unexpressible("operands packed into one input's channels")
+                # operands packed in the (concatenated) input: its channels split
+                # equally, in order
+                packed = len(srcs) != lay.operands
                 if lay.pool_first and lay.pool != (1, 1):
                     raise _Unexpressible("pooling of each operand before the element-wise "
                                          "operation")
@@ -150,13 +153,24 @@ class CaseModel(nn.Module):
             # its input already comes from a linear layer
             view = lay.operator == OP_LINEAR and (lay.flatten or any(
                 s < 0 or net.layers[s].operator != OP_LINEAR for s in srcs))
-            self.plan.append((lay.name, srcs, combine, view))
+            channels = sum(net.input_shape[0] if s < 0 else net.layers[s].output_channels
+                           for s in srcs)
+            if packed and channels != lay.operands * lay.input_channels:
+                # e.g. ai85-suite-multilayer-eltwise: 8x20x20 read as two 8x20x10 operands
+                raise _Unexpressible("operands packed along the pixels (in_dim)")
+            self.plan.append((lay.name, srcs, combine, view,
+                              lay.operands if packed else 0))
+            self.part_channels.append(lay.input_channels)
             one_d[i] = data_1d and lay.operator != OP_LINEAR
 
     def forward(self, x):
         values = {-1: x}
-        for i, (name, srcs, combine, flatten) in enumerate(self.plan):
+        for i, (name, srcs, combine, flatten, packed) in enumerate(self.plan):
             ins = [values[s] for s in srcs]
+            if packed:
+                joined = ins[0] if len(ins) == 1 else torch.cat(ins, dim=1)
+                parts = joined.split(self.part_channels[i], dim=1)
+                ins = [parts[k] for k in range(packed)]
             if combine == name:
                 values[i] = getattr(self, name)(*ins)
                 continue
