@@ -48,6 +48,7 @@ from .qat import (
     checkpoint_state_dict,
     fuse_bn_layers,
     initiate_qat,
+    parse_qat_yaml,
     quantize_model,
     update_model,
     update_optimizer,
@@ -76,7 +77,8 @@ __all__ = [
     "Eltwise", "Empty", "FusedSoftwareLinearReLU", "Linear", "QuantizationAwareModule",
     "SoftwareLinear", "Sub", "checkpoint_state_dict", "current_device", "fold",
     "fuse_bn_layers", "get_activation",
-    "hardware_params", "initiate_qat", "make_device", "normalize", "quantize_model",
+    "hardware_params", "initiate_qat", "make_device", "normalize", "parse_qat_yaml",
+    "quantize_model",
     "set_device", "unfold_batch", "update_model", "update_optimizer", "using_device",
     *sorted(FAMILIES),
 ]

@@ -536,6 +536,10 @@ class Linear(QuantizationAwareModule):
         super().__init__(None, activation, wide, weight_bits, bias_bits,
                          quantize_activation, None,
                          nn.Linear(in_features, out_features, bias is True), None)
+        # The vendor gives the linear op the convolution attributes, as None, so code
+        # that reads them from any layer's op works on linear layers too.
+        for attr in ("stride", "padding", "dilation", "groups"):
+            setattr(self.op, attr, None)
 
 
 class ConvTranspose2d(Conv2d):
@@ -654,6 +658,9 @@ class Eltwise(nn.Module):
             raise _bad(type(self).__name__, f"{len(x)} operand(s); an element-wise "
                        "operation needs 2 to 16", "pass two or more tensors")
         simulate = current_device().simulate
+        if simulate:
+            for operand in x:
+                _check_data(self, operand.to(torch.float64))
         y = x[0]
         for other in x[1:]:
             y = self._combine_int(y, other) if simulate else self.f(y, other)

@@ -58,6 +58,9 @@ def initiate_qat(model: nn.Module, qat_policy: Mapping, export: bool = False) ->
     for all layers, optional `shift_quantile`, and `overrides: {layer name:
     {weight_bits: n}}`. Bias bits equal weight bits, as the vendor sets them.
     """
+    if "weight_bits" not in qat_policy:
+        raise _bad("qat_policy", "`weight_bits` is missing", "add weight_bits: 8")
+    _check_policy_bits("qat_policy", qat_policy)
     overrides = qat_policy.get("overrides") or {}
     quantile = float(qat_policy.get("shift_quantile", 1.0))
     unknown = set(overrides) - {name for name, _ in _layers(model)}
@@ -67,6 +70,47 @@ def initiate_qat(model: nn.Module, qat_policy: Mapping, export: bool = False) ->
     for name, layer in _layers(model):
         bits = int(overrides.get(name, {}).get("weight_bits", qat_policy["weight_bits"]))
         layer.init_module(bits, bits, True, quantile, export)
+
+
+def parse_qat_yaml(path) -> dict:
+    """Read a QAT policy file (the vendor's `policies/qat_policy*.yaml`): `start_epoch`
+    and `weight_bits` are required; `shift_quantile` and `overrides` ({layer name:
+    {weight_bits: n}}) optional. The vendor's `parse_qat_yaml.parse`, with errors that
+    name the file and the key."""
+    import yaml
+
+    where = str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            policy = yaml.safe_load(fh)
+    except OSError as exc:
+        raise _bad(where, f"cannot read the QAT policy ({exc.strerror})",
+                   "check the path") from None
+    except yaml.YAMLError as exc:
+        raise _bad(where, f"the QAT policy is not valid YAML ({exc})",
+                   "fix the YAML syntax") from None
+    if not isinstance(policy, dict):
+        raise _bad(where, "the QAT policy is not a mapping",
+                   "write `start_epoch: N` and `weight_bits: 8` lines")
+    for key in ("start_epoch", "weight_bits"):
+        if key not in policy:
+            raise _bad(where, f"`{key}` is missing from the QAT policy",
+                       f"add `{key}:` (e.g. start_epoch: 10, weight_bits: 8)")
+    _check_policy_bits(where, policy)
+    return policy
+
+
+def _check_policy_bits(where: str, policy: Mapping) -> None:
+    entries = [("weight_bits", policy.get("weight_bits"))]
+    for name, spec in (policy.get("overrides") or {}).items():
+        if not isinstance(spec, Mapping) or "weight_bits" not in spec:
+            raise _bad(where, f"override `{name}` has no weight_bits",
+                       f"write `{name}: {{weight_bits: 4}}`")
+        entries.append((f"overrides.{name}.weight_bits", spec["weight_bits"]))
+    for key, bits in entries:
+        if bits not in (1, 2, 4, 8):
+            raise _bad(where, f"`{key}` is {bits!r}", "weights are 1, 2, 4 or 8 bits "
+                       "(seed 000, 'Weight Bits')")
 
 
 def update_model(model: nn.Module) -> None:

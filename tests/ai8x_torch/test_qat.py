@@ -205,3 +205,32 @@ def test_update_optimizer_keeps_state_and_settings() -> None:
     names = {id(p) for p in new.param_groups[0]["params"]}
     assert id(weight) in names and len(names) == len(list(model.parameters()))
     torch.testing.assert_close(new.state[weight]["momentum_buffer"], momentum)
+
+
+def test_parse_qat_yaml(tmp_path) -> None:
+    path = tmp_path / "qat_policy.yaml"
+    path.write_text("---\nstart_epoch: 10\nweight_bits: 8\nshift_quantile: 0.995\n"
+                    "overrides:\n  fc:\n    weight_bits: 4\n")
+    policy = ai8x.parse_qat_yaml(path)
+    assert policy == {"start_epoch": 10, "weight_bits": 8, "shift_quantile": 0.995,
+                      "overrides": {"fc": {"weight_bits": 4}}}
+    model = _Small()
+    ai8x.initiate_qat(model, policy)
+    assert int(model.fc.weight_bits) == 4 and int(model.conv1.weight_bits) == 8
+
+
+@pytest.mark.parametrize("text, words", [
+    ("weight_bits: 8\n", "start_epoch"),
+    ("start_epoch: 1\n", "weight_bits"),
+    ("start_epoch: 1\nweight_bits: 3\n", "weight_bits"),
+    ("start_epoch: 1\nweight_bits: 8\noverrides:\n  fc:\n    weight_bits: 16\n", "fc"),
+    ("start_epoch: [1\n", "YAML"),
+])
+def test_parse_qat_yaml_errors_name_the_problem(tmp_path, text: str, words: str) -> None:
+    from onnx2ai8x.errors import Ai8xError
+
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    with pytest.raises(Ai8xError) as err:
+        ai8x.parse_qat_yaml(path)
+    assert words in err.value.render() and str(path) in err.value.render()
