@@ -18,7 +18,6 @@ Three numeric modes, chosen by `set_device` when the forward pass runs:
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -80,20 +79,26 @@ def _flag(value: float | bool | int, dtype: torch.dtype) -> nn.Parameter:
 
 
 def _vendor_quantile(x: torch.Tensor, q: float) -> torch.Tensor:
-    """The quantile the vendor's QAT uses to choose the output shift.
+    """The quantile the vendor's QAT uses to choose the output shift (its `ai8x.quantile`).
 
-    Linear interpolation over the sorted values placed at (2i + 1) / (2n), i.e. its
-    `ai8x.quantile`, which differs from `torch.quantile` for q < 1.
+    Facts from the vendor's code: the sorted values sit at positions (2k + 1) / (2n); the
+    segment is found there (the last position <= q, kept within 0 .. n - 2), but the
+    fraction is q * (n - 1) - k, the fraction for positions spread evenly over [0, 1]. The
+    result is therefore not the textbook quantile (nor `torch.quantile`); the vendor's
+    checkpoints were trained with it, so QAT here computes the same number. q = 1 gives
+    the maximum.
     """
     x = torch.sort(x.flatten())[0]
     n = x.numel()
-    if n == 1 or q >= 1.0:
+    if n == 1 or q == 1.0:
         return x[-1]
-    pos = q * n - 0.5
-    lo = min(max(int(math.floor(pos)), 0), n - 1)
-    hi = min(lo + 1, n - 1)
-    frac = min(max(pos - lo, 0.0), 1.0)
-    return x[lo] + frac * (x[hi] - x[lo])
+    positions = torch.linspace(1 / (2 * n), (2 * n - 1) / (2 * n), n, device=x.device)
+    count = int(torch.searchsorted(positions, torch.tensor([q], device=x.device),
+                                   right=True)[0])
+    k = torch.tensor([min(max(count, 1), n - 1) - 1], device=x.device)
+    # The same tensor operations as the vendor's, so the float32 rounding is the same.
+    frac = q * (n - 1) - k
+    return (x[k] + frac * (x[k + 1] - x[k])).squeeze(0)
 
 
 class QuantizationAwareModule(nn.Module):

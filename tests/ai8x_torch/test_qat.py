@@ -26,8 +26,30 @@ def _floor_half(v):
     return np.floor(v + 0.5)
 
 
+def _vendor_quantile(sorted_values: np.ndarray, q: float) -> float:
+    """The vendor's ai8x.quantile written out: values at (2k + 1) / (2n); the segment k
+    is the last position <= q (within 0 .. n - 2), the fraction q * (n - 1) - k."""
+    n = sorted_values.size
+    if q == 1.0:
+        return float(sorted_values[-1])
+    positions = (2 * np.arange(n) + 1) / (2 * n)
+    k = min(max(int(np.sum(positions <= q)), 1), n - 1) - 1
+    frac = q * (n - 1) - k
+    return float(sorted_values[k] + frac * (sorted_values[k + 1] - sorted_values[k]))
+
+
+def test_vendor_quantile_extrapolates_where_the_vendor_does() -> None:
+    # 112 values, q = 0.9: positions put k at 100, the fraction is 0.9 * 111 - 100 = -0.1,
+    # so the result lies below value 100 (torch.quantile would interpolate from value 99).
+    x = torch.arange(112, dtype=torch.float32) ** 2
+    got = float(ai8x.quantile(x, 0.9))
+    assert got == pytest.approx(100 ** 2 - 0.1 * (101 ** 2 - 100 ** 2), rel=1e-6)
+    assert got == pytest.approx(_vendor_quantile(x.numpy(), 0.9), rel=1e-6)
+    assert got != pytest.approx(float(torch.quantile(x, 0.9)), rel=1e-6)
+
+
 @pytest.mark.parametrize("bits", [8, 4, 2])
-@pytest.mark.parametrize("quantile", [1.0, 0.9])
+@pytest.mark.parametrize("quantile", [1.0, 0.9, 0.995])
 def test_qat_forward_is_the_vendor_formula(bits: int, quantile: float) -> None:
     torch.manual_seed(bits)
     layer = ai8x.FusedConv2dReLU(3, 4, 3, padding=1, bias=True)
@@ -38,10 +60,7 @@ def test_qat_forward_is_the_vendor_formula(bits: int, quantile: float) -> None:
     w = layer.op.weight.detach().numpy().astype(np.float64)
     b = layer.op.bias.detach().numpy().astype(np.float64)
     params = np.sort(np.abs(np.concatenate([w.ravel(), b.ravel()])))
-    n = params.size
-    # The vendor's quantile: values placed at (2i + 1) / (2n), linear in between.
-    limit = params[-1] if quantile == 1.0 else np.interp(
-        quantile, np.linspace(1 / (2 * n), (2 * n - 1) / (2 * n), n), params)
+    limit = _vendor_quantile(params, quantile)
     shift = -np.clip(np.floor(np.log2(1 / limit)), -15, 15)
     scale = 2.0 ** (bits - 1)
     wq = np.clip(_floor_half(w * 2.0 ** -shift * scale) / scale, -1, (scale - 1) / scale)
