@@ -37,11 +37,7 @@ def fuse_bn_layers(model: nn.Module) -> None:
         scale = 0.25 * scale
         shift = 0.25 * shift
         factor = scale * inv_std
-        # ConvTranspose2d stores (in, out/groups, ...): the output channel is dim 1.
-        out_dim = 1 if isinstance(layer.op, nn.ConvTranspose2d) else 0
-        shape = [1] * w.dim()
-        shape[out_dim] = -1
-        layer.op.weight.data = w * factor.reshape(shape)
+        layer.op.weight.data = w * _per_output_channel(layer.op, factor)
         bias = layer.op.bias.data if layer.op.bias is not None else torch.zeros_like(factor)
         new_bias = (bias - bn.running_mean) * factor + shift
         if layer.op.bias is None:
@@ -49,6 +45,25 @@ def fuse_bn_layers(model: nn.Module) -> None:
         else:
             layer.op.bias.data = new_bias
         layer.bn = None
+
+
+def _per_output_channel(op: nn.Module, factor: torch.Tensor) -> torch.Tensor:
+    """`factor` (one value per output channel) shaped to multiply `op.weight`.
+
+    Convolutions store (out, in/groups, ...): the output channel is dimension 0. A
+    transposed convolution stores (in, out/groups, ...): weight [i, j] feeds output
+    channel (i // (in/groups)) * (out/groups) + j — for a depthwise one, channel i.
+    (The vendor scales dimension 0, right only for depthwise transposed layers.)
+    """
+    w = op.weight
+    tail = [1] * (w.dim() - 2)
+    if not isinstance(op, nn.ConvTranspose2d):
+        return factor.reshape(-1, 1, *tail)
+    cin, out_per_group = w.shape[0], w.shape[1]
+    in_per_group = cin // op.groups
+    i = torch.arange(cin, device=w.device).reshape(-1, 1)
+    j = torch.arange(out_per_group, device=w.device).reshape(1, -1)
+    return factor[(i // in_per_group) * out_per_group + j].reshape(cin, out_per_group, *tail)
 
 
 def initiate_qat(model: nn.Module, qat_policy: Mapping, export: bool = False) -> None:

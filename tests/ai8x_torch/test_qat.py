@@ -179,6 +179,10 @@ def test_quantize_model_saturates_a_power_of_two_maximum() -> None:
     (lambda: ai8x.FusedConv2dBN(3, 5, 3, padding=1, batchnorm="NoAffine"), (2, 3, 6, 6)),
     # in != out channels: the transposed weight's output channels are dimension 1.
     (lambda: ai8x.FusedConvTranspose2dBNReLU(3, 5, 3, stride=2, padding=1), (2, 3, 4, 4)),
+    # depthwise transposed: weight (in, 1, k, k), output channel = input channel.
+    (lambda: ai8x.FusedDepthwiseConvTranspose2dBNReLU(4, 4, 3, stride=2, padding=1),
+     (2, 4, 4, 4)),
+    (lambda: ai8x.FusedMaxPoolDepthwiseConv2dBNReLU(6, 6, 3, padding=1), (2, 6, 6, 6)),
 ])
 def test_fuse_bn_layers_keeps_the_floating_point_function(make, shape) -> None:
     torch.manual_seed(3)
