@@ -449,7 +449,8 @@ def _unwritten_fields(lay: Layer) -> dict[str, str]:
 
     A wide (32-bit) output layer ends with the raw accumulator, so no node carries its
     output shift or weight width (the weight width still decides kernel packing); and
-    `flatten` of data that is already 1x1 leaves no Flatten node to see.
+    `flatten` of data that is already 1x1 leaves no Flatten node to see; a Conv1d
+    layer's max-pool dilation is not in its (undilated) MaxPool node.
     """
     meta: dict[str, str] = {}
     if lay.output_width == 32:
@@ -458,6 +459,11 @@ def _unwritten_fields(lay: Layer) -> dict[str, str]:
             meta["ai8x.weight_bits"] = str(int(lay.quantization))
     if lay.flatten:
         meta["ai8x.flatten"] = "true"
+    if lay.operator == OP_CONV1D and not lay.pool_average and lay.pool[0] > 1 \
+            and lay.pool_dilation[0] > 1:
+        # 1-D max pooling reads an undilated window (the vendor's arithmetic), so the
+        # MaxPool node cannot show the dilation the layer is configured with.
+        meta["ai8x.pool_dilation"] = str(int(lay.pool_dilation[0]))
     return meta
 
 

@@ -515,6 +515,8 @@ class _LayerReader:
             f["output_dim"] = (out_shape[1], 1)
         if "ai8x.flatten" in meta:
             f["flatten"] = meta["ai8x.flatten"].lower() in ("1", "true")
+        if "ai8x.pool_dilation" in meta and operator == OP_CONV1D:
+            f["pool_dilation"] = (int(meta["ai8x.pool_dilation"]), 1)
         return Layer(**f), meta
 
     def read_operator(self, conv: onnx.NodeProto | None, meta: Mapping[str, str]) -> int:

@@ -639,9 +639,6 @@ def test_conv1d_dilated_max_pool_computes_as_the_vendor(tmp_path):
     assert np.asarray(ref[0]).shape == (2, 6, 15)
 
 
-@pytest.mark.xfail(strict=True, reason="custom_ops.builder writes 1-D max pooling without "
-                   "its dilation (the vendor ignores it in the window) and records it "
-                   "nowhere, so the reader gives pool_dilation (1, 1)")
 def test_conv1d_dilated_max_pool_reads_back(tmp_path):
     model = _conv1d_dilated_pool()
     export_onnx(model, torch.zeros(1, 4, 21), tmp_path / "p.onnx")
