@@ -41,6 +41,7 @@ def randomize(model: torch.nn.Module, rng: np.random.Generator, *, bits: int = 8
 
 def simulate(model: torch.nn.Module, x: np.ndarray, device: int = 85,
              round_avg: bool = False) -> list[np.ndarray]:
+    model.eval()  # inference: Dropout and BatchNorm statistics must not change anything
     with ai8x.using_device(device, simulate=True, round_avg=round_avg), torch.no_grad():
         out = model(torch.from_numpy(x.astype(np.float32)))
     outs = out if isinstance(out, (tuple, list)) else (out,)
