@@ -225,19 +225,10 @@ def _merged(net: Network, outputs: list[int]) -> tuple[Network, list[int]]:
     return replace(net, layers=tuple(out)), [index[o] for o in outputs]
 
 
-@pytest.mark.parametrize("name", golden_params())
-def test_golden_case_written_in_pytorch_exports_to_the_vendor_layers(name, tmp_path):
-    import custom_ops
-    from onnx2ai8x.importer.onnx_reader import read_model
-    from tests.ai8x_torch.test_export import layer_differences
-    from tests.golden.case_network import (
-        case_network,
-        case_outputs,
-        case_words,
-        compare_words,
-        expected_output,
-        load_sample,
-    )
+def golden_case_model(name: str):
+    """(case_dir, network, output indices, model, device, round_avg) for a golden case
+    written as an ai8x_torch model; skips where the case has no PyTorch form."""
+    from tests.golden.case_network import case_network, case_outputs
 
     case_dir = GOLDEN / name
     if not (case_dir / "case.json").is_file():
@@ -252,6 +243,23 @@ def test_golden_case_written_in_pytorch_exports_to_the_vendor_layers(name, tmp_p
             model = CaseModel(net, outs).eval()
         except (_Unexpressible, ValueError) as exc:
             pytest.skip(f"no ai8x_torch form: {exc}")
+    return case_dir, net, outs, model, device, round_avg
+
+
+@pytest.mark.parametrize("name", golden_params())
+def test_golden_case_written_in_pytorch_exports_to_the_vendor_layers(name, tmp_path):
+    import custom_ops
+    from onnx2ai8x.importer.onnx_reader import read_model
+    from tests.ai8x_torch.test_export import layer_differences
+    from tests.golden.case_network import (
+        case_words,
+        compare_words,
+        expected_output,
+        load_sample,
+    )
+
+    case_dir, net, outs, model, device, round_avg = golden_case_model(name)
+    with ai8x.using_device(device, round_avg=round_avg):
         path = ai8x.export_onnx(model, torch.zeros(1, *net.input_shape),
                                 tmp_path / f"{name}.onnx")
     want, want_outs = _merged(net, outs)

@@ -10,12 +10,10 @@ values, laid out in data memory as the case's placement puts them, must equal
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from tests.conftest import GOLDEN, golden_params
+from tests.conftest import golden_params
 
 torch = pytest.importorskip("torch")
 
@@ -23,29 +21,15 @@ torch = pytest.importorskip("torch")
 @pytest.mark.parametrize("name", golden_params())
 def test_simulate_gives_the_known_answer(name: str) -> None:
     import ai8x_torch as ai8x
-    from tests.ai8x_torch.test_export_golden import CaseModel, _Unexpressible
+    from tests.ai8x_torch.test_export_golden import golden_case_model
     from tests.golden.case_network import (
-        case_network,
-        case_outputs,
         case_words,
         compare_words,
         expected_output,
         load_sample,
     )
 
-    case_dir = GOLDEN / name
-    if not (case_dir / "case.json").is_file():
-        pytest.skip("golden corpus absent")
-    case = json.loads((case_dir / "case.json").read_text())
-    device = 87 if case["device"] == "MAX78002" else 85
-    round_avg = "--avg-pool-rounding" in case["vendor_args"]
-    net = case_network(case_dir)
-    outs = case_outputs(case_dir)
-    with ai8x.using_device(device, round_avg=round_avg):
-        try:
-            model = CaseModel(net, outs).eval()
-        except (_Unexpressible, ValueError) as exc:
-            pytest.skip(f"no ai8x_torch form: {exc}")
+    case_dir, net, outs, model, device, round_avg = golden_case_model(name)
     sample = load_sample(case_dir, net)
     with ai8x.using_device(device, simulate=True, round_avg=round_avg), torch.no_grad():
         ys = model(torch.from_numpy(sample[np.newaxis].astype(np.float32)))
