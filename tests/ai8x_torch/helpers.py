@@ -8,35 +8,48 @@ import ai8x_torch as ai8x
 import custom_ops
 
 
+def fill_layer(layer: ai8x.QuantizationAwareModule, rng: np.random.Generator, *,
+               bits: int = 8, binary: bool = False, extreme: int | None = None,
+               shift: int | None = None, shift_range: tuple[int, int] = (-3, 2),
+               extreme_bias: bool = False) -> None:
+    """Random quantized values in one layer, as a -q checkpoint holds them.
+
+    Weights are integers of `bits` bits (or -1/+1 with `binary`, or all `extreme`); the
+    stored bias is an 8-bit value (-128 with `extreme_bias`) times 2**(bits - 1) (golden
+    README, checkpoint conventions); the stored output shift is `shift` or random in
+    `shift_range` (inclusive).
+    """
+    if layer.op is None:
+        return
+    w = layer.op.weight
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if extreme is not None:
+        values = np.full(w.shape, extreme)
+    elif binary:
+        values = rng.choice([-1, 1], size=w.shape)
+    else:
+        values = rng.integers(lo, hi + 1, size=w.shape)
+    w.data = torch.from_numpy(values.astype(np.float32))
+    if layer.op.bias is not None:
+        b = np.full(layer.op.bias.shape, -128) if extreme is not None and extreme_bias \
+            else rng.integers(-128, 128, size=layer.op.bias.shape)
+        layer.op.bias.data = torch.from_numpy((b * 2.0 ** (bits - 1)).astype(np.float32))
+    layer.weight_bits.data = torch.tensor([bits])
+    layer.bias_bits.data = torch.tensor([bits])
+    layer.quantize_activation.data = torch.tensor([True])
+    layer.adjust_output_shift.data = torch.tensor([False])
+    s = int(rng.integers(shift_range[0], shift_range[1] + 1)) if shift is None else shift
+    layer.output_shift.data = torch.tensor([float(s)])
+
+
 def randomize(model: torch.nn.Module, rng: np.random.Generator, *, bits: int = 8,
               shift_range: tuple[int, int] = (-3, 2), binary: bool = False,
               extreme: int | None = None) -> None:
-    """Put random quantized values into every layer, as a -q checkpoint holds them.
-
-    Weights are integers of `bits` bits (or -1/+1 with `binary`); the stored bias is the
-    8-bit bias value times 2**(bits - 1) (golden README, checkpoint conventions).
-    """
+    """`fill_layer` on every layer of the model."""
     for layer in model.modules():
-        if not isinstance(layer, ai8x.QuantizationAwareModule) or layer.op is None:
-            continue
-        w = layer.op.weight
-        lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-        if extreme is not None:
-            values = np.full(w.shape, extreme)
-        elif binary:
-            values = rng.choice([-1, 1], size=w.shape)
-        else:
-            values = rng.integers(lo, hi + 1, size=w.shape)
-        w.data = torch.from_numpy(values.astype(np.float32))
-        if layer.op.bias is not None:
-            b = rng.integers(-128, 128, size=layer.op.bias.shape)
-            layer.op.bias.data = torch.from_numpy((b * 2.0 ** (bits - 1)).astype(np.float32))
-        layer.weight_bits.data = torch.tensor([bits])
-        layer.bias_bits.data = torch.tensor([bits])
-        layer.quantize_activation.data = torch.tensor([True])
-        layer.adjust_output_shift.data = torch.tensor([False])
-        layer.output_shift.data = torch.tensor(
-            [float(rng.integers(shift_range[0], shift_range[1] + 1))])
+        if isinstance(layer, ai8x.QuantizationAwareModule):
+            fill_layer(layer, rng, bits=bits, binary=binary, extreme=extreme,
+                       shift_range=shift_range)
 
 
 def simulate(model: torch.nn.Module, x: np.ndarray, device: int = 85,

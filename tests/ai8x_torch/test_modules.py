@@ -37,6 +37,7 @@ from onnx2ai8x.network import (
     Layer,
     Network,
 )
+from tests.ai8x_torch.helpers import fill_layer
 
 _ELTWISE = {"add": ELTWISE_ADD, "sub": ELTWISE_SUB, "or": ELTWISE_OR, "xor": ELTWISE_XOR}
 _ACT = {None: None, "ReLU": ACT_RELU, "Abs": ACT_ABS}
@@ -44,29 +45,9 @@ _ACT = {None: None, "ReLU": ACT_RELU, "Abs": ACT_ABS}
 
 def _fill(layer: ai8x.QuantizationAwareModule, rng: np.random.Generator, bits: int,
           binary: bool, extreme: int | None, shift: int | None) -> None:
-    """Random quantized parameters: `bits`-bit integer weights (or -1/+1), stored bias =
-    an 8-bit value * 2**(bits - 1), a stored output shift."""
-    if layer.op is None:
-        return
-    w = layer.op.weight
-    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-    if extreme is not None:
-        values = np.full(w.shape, extreme)
-    elif binary:
-        values = rng.choice([-1, 1], size=w.shape)
-    else:
-        values = rng.integers(lo, hi + 1, size=w.shape)
-    w.data = torch.from_numpy(values.astype(np.float32))
-    if layer.op.bias is not None:
-        b = np.full(layer.op.bias.shape, -128) if extreme is not None else \
-            rng.integers(-128, 128, size=layer.op.bias.shape)
-        layer.op.bias.data = torch.from_numpy((b * 2.0 ** (bits - 1)).astype(np.float32))
-    layer.weight_bits.data = torch.tensor([bits])
-    layer.bias_bits.data = torch.tensor([bits])
-    layer.quantize_activation.data = torch.tensor([True])
-    layer.adjust_output_shift.data = torch.tensor([False])
-    s = int(rng.integers(-3, 3)) if shift is None else shift
-    layer.output_shift.data = torch.tensor([float(s)])
+    """Random quantized parameters (an extreme layer gets the extreme bias -128 too)."""
+    fill_layer(layer, rng, bits=bits, binary=binary, extreme=extreme, shift=shift,
+               extreme_bias=True)
 
 
 def _pair(v, one_d: bool) -> tuple[int, int]:
