@@ -48,7 +48,6 @@ class Plan:
     snoop: tuple[int, ...] | None = None  # the full sidecar's global `snoop` values
     kernels: object | None = None  # onnx2ai8x.map.kernels.KernelAllocation
     avg_pool_rounding: str | None = None  # the model's ai8x.PoolRound mode, if any
-    automatic: bool = True  # the mapping was inferred (not a full sidecar's)
 
 
 Step = Callable[[str], None]
@@ -80,22 +79,22 @@ def load_onnx(path: Path):
 
 
 def _place(network: Network, device, sidecar_path: Path | None
-           ) -> tuple[Placement, tuple[int, ...] | None, bool]:
+           ) -> tuple[Placement, tuple[int, ...] | None]:
     """The mapping: the sidecar's when it is full, else inferred around its pins."""
     from .map.auto import auto_place
 
     if sidecar_path is None:
-        return auto_place(network, device, None), None, True
+        return auto_place(network, device, None), None
     from .sidecar.parse import parse_dict
     from .sidecar.partial import partial_hints, read_sidecar_text
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
-        return auto_place(network, device, partial_hints(text, network)), None, True
+        return auto_place(network, device, partial_hints(text, network)), None
     sidecar = parse_dict(text.data, str(sidecar_path))
     placement = resolve_placement(sidecar, network, device.name)
-    return placement, (tuple(sidecar.snoop) if sidecar.snoop is not None else None), False
+    return placement, (tuple(sidecar.snoop) if sidecar.snoop is not None else None)
 
 
 def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
@@ -117,7 +116,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     step("legalize")
     network = legalize(network, device)
     step("map")
-    placement, snoop, automatic = _place(network, device, sidecar_path)
+    placement, snoop = _place(network, device, sidecar_path)
     kernels = allocate_kernels(network, placement)
     cycles = tuple(estimate_cycles(network, placement, device.name,
                                    kernel_offsets=[int(x) for x in kernels.offset]))
@@ -126,8 +125,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
                 sidecar_text=write_sidecar(network, placement, device, None), snoop=snoop,
-                kernels=kernels, avg_pool_rounding=read.avg_pool_rounding,
-                automatic=automatic)
+                kernels=kernels, avg_pool_rounding=read.avg_pool_rounding)
 
 
 def default_sample(network: Network) -> np.ndarray:
