@@ -343,9 +343,9 @@ class _Exporter:
             operator_code = {nn.Conv1d: OP_CONV1D, nn.Conv2d: OP_CONV2D,
                              nn.ConvTranspose2d: OP_CONVTRANSPOSE2D}[type(op)]
             kernel = _pair(op.kernel_size, one_d)
-            padding = _pair(op.padding, one_d) if one_d else _pair(op.padding, False)
+            padding = _pair(op.padding, one_d)
             if one_d:
-                padding = (padding[0], 0)
+                padding = (padding[0], 0)  # 1-D padding has no second dimension
             stride = _pair(op.stride, one_d)
             dilation = _pair(op.dilation, one_d)
             groups = op.groups
