@@ -7,60 +7,89 @@ for writing a Network as ai8x-ONNX (docs/design.md section 1).
 """
 from __future__ import annotations
 
-import os
+import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
 
+from onnx2ai8x import onnxpb
 from onnx2ai8x.errors import EXIT_USAGE, Ai8xError
 
 from .fast import optimize
 from .ops import DOMAIN, VERSION, functions, register_schemas
 
-# The schemas make `onnx.checker` and shape inference know the ai8x ops by name; the
-# functions stored in each model make them runnable without this package.
-register_schemas()
-
 # IR version of opset 19; newer onnx helpers write versions onnxruntime may not read yet.
 IR_VERSION = 9
 
-__all__ = ["DOMAIN", "VERSION", "add_functions", "functions", "register_schemas", "run",
-           "session"]
+__all__ = ["DOMAIN", "VERSION", "add_functions", "functions", "onnx_support",
+           "register_schemas", "run", "session"]
 
 
-def add_functions(model: onnx.ModelProto) -> onnx.ModelProto:
-    """`model` with the `ai8x` kernels stored as model-local functions (in place)."""
+def onnx_support() -> None:
+    """Make the onnx package know the `ai8x` ops (its checker and shape inference).
+
+    Nothing here imports onnx at module level: the convert path works on
+    onnx2ai8x.onnxpb messages and never pays for the import. Code that hands ai8x
+    models to onnx calls this first (idempotent).
+    """
+    register_schemas()
+
+
+if "onnx" in sys.modules:
+    # onnx is already loaded (a test, a notebook): register now, as before, so
+    # `onnx.checker.check_model` works on ai8x models without a further call.
+    onnx_support()
+
+
+def add_functions(model):
+    """`model` with the `ai8x` kernels stored as model-local functions (in place).
+
+    Works on onnx.ModelProto and onnx2ai8x.onnxpb.ModelProto alike.
+    """
     have = {(f.domain, f.name) for f in model.functions}
     for func in functions():
         if (func.domain, func.name) not in have:
-            model.functions.append(func)
+            if isinstance(model, onnxpb.Message):
+                model.functions.append(func)
+            else:
+                model.functions.append(onnxpb.to_onnx(func))
     if not any(o.domain == DOMAIN for o in model.opset_import):
-        model.opset_import.append(onnx.helper.make_opsetid(DOMAIN, VERSION))
+        model.opset_import.add(domain=DOMAIN, version=VERSION)
     return model
 
 
-def _load(path_or_model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(path_or_model, onnx.ModelProto):
-        model = onnx.ModelProto()
-        model.CopyFrom(path_or_model)
-        return model
+def _load(path_or_model) -> onnxpb.ModelProto:
+    """The model as an onnxpb message (a path, bytes, an onnx or onnxpb message; an
+    onnxpb message is returned as it is, so callers must not modify the result)."""
+    if isinstance(path_or_model, onnxpb.ModelProto):
+        return path_or_model
+    if isinstance(path_or_model, bytes):
+        return onnxpb.ModelProto.FromString(path_or_model)
+    if hasattr(path_or_model, "SerializeToString"):
+        return onnxpb.ModelProto.FromString(path_or_model.SerializeToString())
     path = Path(path_or_model)
     if not path.is_file():
         raise Ai8xError("usage.missing-file", str(path), "the model file does not exist",
                         "pass the path of an .onnx file", exit_code=EXIT_USAGE)
-    return onnx.load(str(path))
+    try:
+        return onnxpb.load(path)
+    except onnxpb.DecodeError as exc:
+        raise Ai8xError("model.unreadable", str(path), f"not a readable ONNX file ({exc})",
+                        "export the model with ai8x_torch.export_onnx or onnx2ai8x "
+                        "import-izer") from None
 
 
-def session(path_or_model: str | os.PathLike | onnx.ModelProto, *, threads: int = 0):
+def session(path_or_model, *, threads: int = 0):
     """An onnxruntime InferenceSession running the model with the `ai8x` kernels.
 
-    Function definitions are added when the model lacks them. `threads` is the intra-op
-    thread count (0: onnxruntime's default).
+    `path_or_model`: a path, serialized bytes, an onnx.ModelProto or an
+    onnx2ai8x.onnxpb.ModelProto (never modified). Function definitions are added when
+    the model lacks them. `threads` is the intra-op thread count (0: onnxruntime's
+    default).
     """
     import onnxruntime as ort
 
-    model = optimize(add_functions(_load(path_or_model)))
+    model = add_functions(optimize(_load(path_or_model)))  # optimize copies
     # onnx's helpers stamp their newest IR version; the ops used need only IR 9 (opset 19).
     model.ir_version = min(model.ir_version, IR_VERSION)
     options = ort.SessionOptions()

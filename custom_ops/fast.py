@@ -18,8 +18,9 @@ exact replacements, chosen per node:
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+from onnx2ai8x import onnxpb as helper
+from onnx2ai8x.onnxpb import GraphProto, ModelProto, NodeProto, TensorProto
 
 FLOAT_EXACT_LIMIT = 2 ** 24
 _SAMPLE_MAX = 128  # |int8| <= 128
@@ -34,7 +35,7 @@ def _unique(names: set[str], base: str) -> str:
     return name
 
 
-def _attr(node: onnx.NodeProto, name: str, default=None):
+def _attr(node: NodeProto, name: str, default=None):
     for a in node.attribute:
         if a.name == name:
             return helper.get_attribute_value(a)
@@ -49,7 +50,7 @@ def _match_output_stage(node, only_user, inits):
     bias = None
     add = only_user(cur, "Add")
     if add is not None and add.input[0] == cur and add.input[1] in inits:
-        bias = numpy_helper.to_array(inits[add.input[1]]).astype(np.int64)
+        bias = helper.to_array(inits[add.input[1]]).astype(np.int64)
         folded.append(add)
         cur = add.output[0]
     shift = only_user(cur, "OutputShift", "ai8x")
@@ -82,7 +83,7 @@ def _fused_float_layer(node, x, weights, fused, names, new_inits):
 
     def const(tag: str, arr) -> str:
         name = _unique(names, f"{base}/{tag}")
-        new_inits.append(numpy_helper.from_array(np.asarray(arr, dtype=np.float32), name))
+        new_inits.append(helper.from_array(np.asarray(arr, dtype=np.float32), name))
         return name
 
     def tensor(tag: str) -> str:
@@ -122,7 +123,7 @@ def _fused_float_layer(node, x, weights, fused, names, new_inits):
     return nodes
 
 
-def _drop_dead_nodes(graph: onnx.GraphProto) -> None:
+def _drop_dead_nodes(graph: GraphProto) -> None:
     """Remove nodes none of whose outputs is used (the int8 casts the float path bypasses)."""
     while True:
         used = {i for node in graph.node for i in node.input}
@@ -134,17 +135,18 @@ def _drop_dead_nodes(graph: onnx.GraphProto) -> None:
         graph.node.extend(live)
 
 
-def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of `model` with exact, faster kernels for its integer convolutions."""
-    out = onnx.ModelProto()
+def optimize(model: ModelProto) -> ModelProto:
+    """A copy of `model` (an onnx2ai8x.onnxpb message) with exact, faster kernels for its
+    integer convolutions."""
+    out = ModelProto()
     out.CopyFrom(model)
     graph = out.graph
     inits = {t.name: t for t in graph.initializer}
     names = {n for node in graph.node for n in (*node.input, *node.output, node.name)}
     names.update(inits)
     converted: dict[tuple[str, str], str] = {}  # (tensor, kind) -> converted tensor
-    new_nodes: list[onnx.NodeProto] = []
-    new_inits: list[onnx.TensorProto] = []
+    new_nodes: list[NodeProto] = []
+    new_inits: list[TensorProto] = []
 
     # int8 tensor -> a float32 tensor holding the same integers (saves Cast round trips
     # and lets pooling and convolution stay in onnxruntime's fast float layouts)
@@ -164,7 +166,7 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
                 plus = _unique(names, f"{x}/plus128")
                 name = _unique(names, f"{x}/as_uint8")
                 c128 = _unique(names, f"{x}/c128")
-                new_inits.append(numpy_helper.from_array(np.array(128, np.int16), c128))
+                new_inits.append(helper.from_array(np.array(128, np.int16), c128))
                 new_nodes.extend([
                     helper.make_node("Cast", [x], [wide], name=wide, to=TensorProto.INT16),
                     helper.make_node("Add", [wide, c128], [plus], name=plus),
@@ -172,14 +174,14 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
             converted[key] = name
         return converted[key]
 
-    consumers: dict[str, list[onnx.NodeProto]] = {}
+    consumers: dict[str, list[NodeProto]] = {}
     for node in graph.node:
         for i in node.input:
             consumers.setdefault(i, []).append(node)
     outputs = {o.name for o in graph.output}
     skip: set[int] = set()  # ids of nodes folded into a fused float layer
 
-    def only_user(tensor: str, op: str, domain: str = "") -> onnx.NodeProto | None:
+    def only_user(tensor: str, op: str, domain: str = "") -> NodeProto | None:
         users = consumers.get(tensor, [])
         if tensor in outputs or len(users) != 1:
             return None
@@ -206,7 +208,7 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
                 or w is None or w.data_type != TensorProto.INT8:
             new_nodes.append(node)
             continue
-        weights = numpy_helper.to_array(w).astype(np.int64)
+        weights = helper.to_array(w).astype(np.int64)
         if node.op_type == "ConvInteger":
             per_output = np.abs(weights).reshape(weights.shape[0], -1).sum(axis=1)
         else:  # (K, N): one output column per N
@@ -227,7 +229,7 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
         if bound < FLOAT_EXACT_LIMIT:
             x = convert_input(node.input[0], "float")
             wname = _unique(names, f"{w.name}/float")
-            new_inits.append(numpy_helper.from_array(weights.astype(np.float32), wname))
+            new_inits.append(helper.from_array(weights.astype(np.float32), wname))
             op = "Conv" if node.op_type == "ConvInteger" else "MatMul"
             fnode = helper.make_node(op, [x, wname], [acc], name=acc)
             fnode.attribute.extend(node.attribute)
@@ -238,8 +240,8 @@ def optimize(model: onnx.ModelProto) -> onnx.ModelProto:
             x = convert_input(node.input[0], "uint8")
             wname = _unique(names, f"{w.name}/uint8")
             zp = _unique(names, f"{w.name}/zero128")
-            new_inits.append(numpy_helper.from_array((weights + 128).astype(np.uint8), wname))
-            new_inits.append(numpy_helper.from_array(np.array(128, np.uint8), zp))
+            new_inits.append(helper.from_array((weights + 128).astype(np.uint8), wname))
+            new_inits.append(helper.from_array(np.array(128, np.uint8), zp))
             qnode = helper.make_node(node.op_type, [x, wname, zp, zp], node.output,
                                      name=node.name)
             qnode.attribute.extend(node.attribute)

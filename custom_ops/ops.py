@@ -14,8 +14,8 @@ izer/simulate.py for the exact arithmetic).
 """
 from __future__ import annotations
 
-import onnx
-from onnx import TensorProto, helper
+from onnx2ai8x import onnxpb as helper
+from onnx2ai8x.onnxpb import AttributeProto, FunctionProto, NodeProto, TensorProto
 
 DOMAIN = "ai8x"
 VERSION = 1
@@ -29,34 +29,30 @@ ROUNDING_TRUNCATE = "truncate"
 ROUNDING_NEAREST = "nearest"
 
 
-def _attr_ref(name: str, ref: str, attr_type: int) -> onnx.AttributeProto:
+def _attr_ref(name: str, ref: str, attr_type: int) -> AttributeProto:
     """An attribute of a function-body node that takes the calling node's `ref`."""
-    attr = onnx.AttributeProto()
-    attr.name = name
-    attr.ref_attr_name = ref
-    attr.type = attr_type
-    return attr
+    return AttributeProto(name=name, ref_attr_name=ref, type=attr_type)
 
 
-def _const_from_attr(out: str, ref: str, kind: str = "value_int") -> onnx.NodeProto:
+def _const_from_attr(out: str, ref: str, kind: str = "value_int") -> NodeProto:
     node = helper.make_node("Constant", [], [out])
-    attr_type = {"value_int": onnx.AttributeProto.INT,
-                 "value_string": onnx.AttributeProto.STRING}[kind]
+    attr_type = {"value_int": AttributeProto.INT,
+                 "value_string": AttributeProto.STRING}[kind]
     node.attribute.append(_attr_ref(kind, ref, attr_type))
     return node
 
 
-def _const_int(out: str, value: int, dtype: int = TensorProto.INT64) -> onnx.NodeProto:
+def _const_int(out: str, value: int, dtype: int = TensorProto.INT64) -> NodeProto:
     return helper.make_node("Constant", [], [out],
                             value=helper.make_tensor(out, dtype, [], [value]))
 
 
-def _const_float(out: str, value: float, dtype: int = TensorProto.DOUBLE) -> onnx.NodeProto:
+def _const_float(out: str, value: float, dtype: int = TensorProto.DOUBLE) -> NodeProto:
     return helper.make_node("Constant", [], [out],
                             value=helper.make_tensor(out, dtype, [], [value]))
 
 
-def _output_shift_function() -> onnx.FunctionProto:
+def _output_shift_function() -> FunctionProto:
     # Y = floor(0.5 + X * 2**(shift - 7)), the vendor's own float64 formula
     # (izer/simulate.py: floor(0.5 + acc / (128 / 2**output_shift))). It is exact integer
     # arithmetic here: X (an int32 accumulator) is exact in a double, scaling by a power
@@ -89,7 +85,7 @@ def _output_shift_function() -> onnx.FunctionProto:
                                 attribute_protos=[helper.make_attribute("weight_bits", 8)])
 
 
-def _clamp_function() -> onnx.FunctionProto:
+def _clamp_function() -> FunctionProto:
     # Bounds are cast to the input's type (the schema limits them to int8/int32/int64
     # values of the bound's own range in practice: -128..127 or 0..127).
     nodes = [
@@ -100,7 +96,7 @@ def _clamp_function() -> onnx.FunctionProto:
         helper.make_node("Clip", ["X", "lo", "hi"], ["y"]),
     ]
     cast = helper.make_node("Cast", ["y"], ["Y"])
-    cast.attribute.append(_attr_ref("to", "to", onnx.AttributeProto.INT))
+    cast.attribute.append(_attr_ref("to", "to", AttributeProto.INT))
     nodes.append(cast)
     return helper.make_function(DOMAIN, "Clamp", ["X"], ["Y"], nodes,
                                 [helper.make_opsetid("", OPSET)],
@@ -108,7 +104,7 @@ def _clamp_function() -> onnx.FunctionProto:
                                 attribute_protos=[helper.make_attribute("to", TensorProto.INT8)])
 
 
-def _pool_round_function() -> onnx.FunctionProto:
+def _pool_round_function() -> FunctionProto:
     # X is the float mean of `count` int8 values. Round(X * count) recovers the exact
     # integer window sum S (|S| <= 256 * 128 is far inside float32's exact range and the
     # mean's relative error of ~1e-7 moves X * count by < 0.01). q = S / count is then
@@ -146,7 +142,7 @@ def _pool_round_function() -> onnx.FunctionProto:
                                                                         ROUNDING_TRUNCATE)])
 
 
-def functions() -> list[onnx.FunctionProto]:
+def functions() -> list[FunctionProto]:
     """The kernels of the `ai8x` ops as model-local functions (fresh copies)."""
     return [_output_shift_function(), _clamp_function(), _pool_round_function()]
 
@@ -159,6 +155,8 @@ _INT_TYPES = ["tensor(int32)", "tensor(int64)"]
 
 def _same_shape(ctx, elem_type: int | None) -> None:
     """Inference: output shape = input shape; element type given or the input's."""
+    import onnx
+
     in_type = ctx.get_input_type(0)
     if in_type is None:
         return
@@ -169,7 +167,11 @@ def _same_shape(ctx, elem_type: int | None) -> None:
     ctx.set_output_type(0, out)
 
 
-def _schemas() -> list[onnx.defs.OpSchema]:
+def _schemas() -> list:
+    """The ops as onnx OpSchemas (onnx.defs.OpSchema; imports onnx)."""
+    import onnx
+    from onnx import helper as onnx_helper
+
     S = onnx.defs.OpSchema
     A = S.Attribute
     P = S.FormalParameter
@@ -184,7 +186,7 @@ def _schemas() -> list[onnx.defs.OpSchema]:
         attributes=[
             A("shift", S.AttrType.INT,
               "final hardware output shift, including the implicit 8 - weight_bits"),
-            A("weight_bits", helper.make_attribute("weight_bits", 8),
+            A("weight_bits", onnx_helper.make_attribute("weight_bits", 8),
               "weight width in bits (1, 2, 4, 8; -1 binary); informational"),
         ],
     )
@@ -198,7 +200,7 @@ def _schemas() -> list[onnx.defs.OpSchema]:
         attributes=[
             A("min", S.AttrType.INT, "lower bound (inclusive)"),
             A("max", S.AttrType.INT, "upper bound (inclusive)"),
-            A("to", helper.make_attribute("to", TensorProto.INT8),
+            A("to", onnx_helper.make_attribute("to", TensorProto.INT8),
               "output element type (TensorProto.INT8 or INT32)"),
         ],
     )
@@ -212,7 +214,7 @@ def _schemas() -> list[onnx.defs.OpSchema]:
         type_constraints=[("T", ["tensor(float)"], "float mean")],
         attributes=[
             A("count", S.AttrType.INT, "number of values in each pooling window"),
-            A("rounding", helper.make_attribute("rounding", ROUNDING_TRUNCATE),
+            A("rounding", onnx_helper.make_attribute("rounding", ROUNDING_TRUNCATE),
               "'truncate' or 'nearest'"),
         ],
     )
@@ -229,7 +231,14 @@ def _schemas() -> list[onnx.defs.OpSchema]:
 
 
 def register_schemas() -> None:
-    """Register the `ai8x` schemas with onnx (idempotent)."""
+    """Register the `ai8x` schemas with onnx (idempotent; imports onnx).
+
+    Only onnx's checker and shape inference need them; the convert path never imports
+    onnx, so this runs where those are used (custom_ops.onnx_model, the reader's
+    fallback shape inference, `onnx2ai8x check`).
+    """
+    import onnx
+
     for schema in _schemas():
         try:
             onnx.defs.get_schema(schema.name, VERSION, DOMAIN)

@@ -140,7 +140,7 @@ def check_cmd(
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
-    result = plan(model, device, sidecar)
+    result = plan(model, device, sidecar, onnx_checker=True)
     if json_out:
         typer.echo(result.report_json)
     elif not quiet:

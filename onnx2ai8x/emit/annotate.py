@@ -51,10 +51,9 @@ def _per_layer_cycles(count: int, cycles: Sequence[int]) -> list[int]:
 
 def annotate_model(model, network: Network, placement: Placement, cycles: Sequence[int],
                    device, report: object | None = None) -> object:
-    """Return a copy of `model` carrying the mapping as node and model metadata."""
-    import onnx
-
-    annotated = onnx.ModelProto()
+    """Return a copy of `model` (onnx2ai8x.onnxpb or onnx messages) carrying the
+    mapping as node and model metadata."""
+    annotated = type(model)()
     annotated.CopyFrom(model)
     notes = layer_annotations(network, placement, cycles, report)
     for node in annotated.graph.node:

@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import onnx
-from onnx import TensorProto, numpy_helper
 
+from .. import onnxpb
 from ..errors import Ai8xError
 from ..network import (
     ACT_ABS,
@@ -44,6 +43,8 @@ from ..network import (
     Layer,
     Network,
 )
+from ..onnxpb import ModelProto, NodeProto, TensorProto
+from .shapes import infer_shapes
 
 AI8X_DOMAIN = "ai8x"
 INPUT = -1  # in_sequences value of the network input
@@ -77,14 +78,15 @@ class ReadModel:
     avg_pool_rounding: str | None = None
 
 
-def read_model(model: onnx.ModelProto | str | os.PathLike) -> Network:
+def read_model(model: ModelProto | str | os.PathLike) -> Network:
     """The Network an ai8x-ONNX model describes (raises Ai8xError if it has none)."""
     return read_model_full(model).network
 
 
-def read_model_full(model: onnx.ModelProto | str | os.PathLike) -> ReadModel:
+def read_model_full(model: ModelProto | str | os.PathLike) -> ReadModel:
     """The Network plus each layer's `metadata_props` and parsed `ai8x.sidecar` JSON."""
     proto = _load(model)
+    check_structure(proto)
     if _needs_simplify(proto):
         proto = _simplify(proto)
     return _Reader(proto).read()
@@ -93,50 +95,87 @@ def read_model_full(model: onnx.ModelProto | str | os.PathLike) -> ReadModel:
 # --------------------------------------------------------------------------- loading
 
 
-def _load(model: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)
-        return copy
+def _load(model) -> ModelProto:
+    """The model as onnxpb messages: a path, bytes, an ModelProto or an onnxpb one
+    (read as it is; the reader never modifies a model)."""
+    if isinstance(model, ModelProto):
+        return model
+    if isinstance(model, bytes):
+        return ModelProto.FromString(model)
+    if hasattr(model, "SerializeToString"):
+        return onnxpb.from_onnx(model)
     path = Path(model)
     if not path.is_file():
         raise Ai8xError("usage.missing-file", str(path), "the model file does not exist",
                         "pass the path of an .onnx file", exit_code=2)
     try:
-        return onnx.load(str(path))
-    except Exception as exc:  # noqa: BLE001 - any decode failure is a bad model file
+        return onnxpb.load(path)
+    except (onnxpb.DecodeError, OSError) as exc:
         raise Ai8xError("model.unreadable", str(path),
                         f"not a readable ONNX file ({str(exc).splitlines()[0][:200]})",
                         "export the model with ai8x_torch.export_onnx or onnx2ai8x "
                         "import-izer") from None
 
 
-def _needs_simplify(model: onnx.ModelProto) -> bool:
+def check_structure(model: ModelProto) -> None:
+    """The graph-level rules of the ONNX spec the reader relies on (the rest of onnx's
+    checker is `onnx2ai8x check`'s; the convert path does not import onnx): a graph, an
+    opset for the default domain, and every node input defined once, before its use."""
+    where = model.graph.name or "model"
+    if not model.HasField("graph") or not model.graph.node:
+        raise Ai8xError("model.invalid", where, "the model has no graph nodes",
+                        "export a network with layers")
+    if not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
+        raise Ai8xError("model.invalid", where,
+                        "the model imports no opset for the default ONNX domain",
+                        "re-export the model; hand-edited files must stay valid ONNX")
+    defined = {i.name for i in model.graph.input} | {t.name for t in model.graph.initializer}
+    for node in model.graph.node:
+        for name in node.input:
+            if name and name not in defined:
+                raise Ai8xError("model.invalid", node.name or node.op_type,
+                                f"input `{name}` is not produced by an earlier node, an "
+                                "initializer or a graph input",
+                                "re-export the model; nodes must be in topological order")
+        for name in node.output:
+            if name and name in defined:
+                raise Ai8xError("model.invalid", node.name or node.op_type,
+                                f"tensor `{name}` is produced twice",
+                                "re-export the model; every tensor needs one producer")
+            defined.add(name)
+    for out in model.graph.output:
+        if out.name not in defined:
+            raise Ai8xError("model.invalid", out.name,
+                            "a graph output is not produced by any node",
+                            "re-export the model")
+
+
+def _needs_simplify(model: ModelProto) -> bool:
     ops = {n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")}
     return bool(ops - _LAYER_OPS) and bool(ops & (_FOLDABLE_OPS - _LAYER_OPS))
 
 
-def _simplify(model: onnx.ModelProto) -> onnx.ModelProto:
+def _simplify(model: ModelProto) -> ModelProto:
     """Fold shape arithmetic and constants with onnxsim (only called when present)."""
     try:
         import onnxsim
     except ImportError:
         return model  # the unsupported-op diagnostics below name what is left
     try:
-        simplified, ok = onnxsim.simplify(model)
+        simplified, ok = onnxsim.simplify(onnxpb.to_onnx(model))
     except Exception:  # noqa: BLE001 - a failed simplification leaves the model as it was
         return model
-    return simplified if ok else model
+    return onnxpb.from_onnx(simplified) if ok else model
 
 
 # --------------------------------------------------------------------------- reading
 
 
-def _attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+def _attrs(node: NodeProto) -> dict:
+    return {a.name: onnxpb.get_attribute_value(a) for a in node.attribute}
 
 
-def _per_sample(vi: onnx.ValueInfoProto) -> tuple[tuple[int, ...], int] | None:
+def _per_sample(vi) -> tuple[tuple[int, ...], int] | None:
     t = vi.type.tensor_type
     if not t.HasField("shape"):
         return None
@@ -169,18 +208,18 @@ class _Group:
 class _Reader:
     """One read of one model (no state survives the call)."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: ModelProto) -> None:
         self.model = model
         self.graph = model.graph
         self.consts: dict[str, np.ndarray] = {
-            i.name: numpy_helper.to_array(i) for i in self.graph.initializer}
+            i.name: onnxpb.to_array(i) for i in self.graph.initializer}
         for node in self.graph.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 value = _attrs(node).get("value")
-                if isinstance(value, onnx.TensorProto):
-                    self.consts[node.output[0]] = numpy_helper.to_array(value)
+                if isinstance(value, TensorProto):
+                    self.consts[node.output[0]] = onnxpb.to_array(value)
         self.shapes = self._infer_shapes()
-        self.producer: dict[str, onnx.NodeProto] = {}
+        self.producer: dict[str, NodeProto] = {}
         self.position: dict[int, int] = {}
         for k, node in enumerate(self.graph.node):
             self.position[id(node)] = k
@@ -189,12 +228,24 @@ class _Reader:
 
     # -- shapes --------------------------------------------------------------------------
     def _infer_shapes(self) -> dict[str, tuple[tuple[int, ...], int]]:
+        """Per-sample shape and element type of every computed tensor and graph input.
+
+        The ops of ai8x-ONNX are inferred here (importer/shapes.py); any other graph goes
+        through onnx's shape inference, as before.
+        """
+        own = infer_shapes(self.graph, self.consts)
+        if own is not None:
+            return {name: (shape[1:], dtype) for name, (shape, dtype) in own.items()
+                    if name not in self.consts}
+        import onnx
+
         try:
-            import custom_ops  # noqa: F401 - registers the ai8x schemas for inference
+            from custom_ops import onnx_support
+            onnx_support()  # the ai8x schemas, for inference through ai8x ops
         except ImportError:
             pass
         try:
-            inferred = onnx.shape_inference.infer_shapes(self.model)
+            inferred = onnx.shape_inference.infer_shapes(onnxpb.to_onnx(self.model))
         except Exception as exc:  # noqa: BLE001
             raise Ai8xError("model.shapes", self.graph.name or "model",
                             f"shape inference failed: {str(exc).splitlines()[0][:200]}",
@@ -208,7 +259,7 @@ class _Reader:
                 shapes[vi.name] = got
         return shapes
 
-    def shape(self, tensor: str, node: onnx.NodeProto) -> tuple[int, ...]:
+    def shape(self, tensor: str, node: NodeProto) -> tuple[int, ...]:
         got = self.shapes.get(tensor)
         if got is None:
             raise Ai8xError("model.shapes", node.name or node.op_type,
@@ -311,7 +362,7 @@ class _Reader:
             ordered.sort(key=lambda g: g.index_meta)
         return ordered
 
-    def _check_op(self, node: onnx.NodeProto) -> None:
+    def _check_op(self, node: NodeProto) -> None:
         where = node.name or node.op_type
         if node.domain == AI8X_DOMAIN:
             if node.op_type in ("OutputShift", "Clamp", "PoolRound"):
@@ -382,12 +433,12 @@ class _LayerReader:
         self.inside = {o for n in group.nodes for o in n.output}
         self.main = next((n for n in group.nodes if n.name == group.name), None)
 
-    def fail(self, node: onnx.NodeProto | None, message: str, hint: str,
+    def fail(self, node: NodeProto | None, message: str, hint: str,
              code: str = "model.pattern") -> Ai8xError:
         where = self.g.name if node is None else (node.name or self.g.name)
         return Ai8xError(code, where, message, hint)
 
-    def one(self, op_types: tuple[str, ...], what: str) -> onnx.NodeProto | None:
+    def one(self, op_types: tuple[str, ...], what: str) -> NodeProto | None:
         found = [n for t in op_types for n in self.by_type.get(t, [])]
         if len(found) > 1:
             raise self.fail(found[1], f"layer `{self.g.name}` has {len(found)} {what} nodes; "
@@ -395,14 +446,14 @@ class _LayerReader:
                             "split the computation into several layers")
         return found[0] if found else None
 
-    def const(self, tensor: str, node: onnx.NodeProto) -> np.ndarray:
+    def const(self, tensor: str, node: NodeProto) -> np.ndarray:
         if tensor not in self.r.consts:
             raise self.fail(node, f"input `{tensor}` of {node.op_type} must be a constant "
                             "(initializer)", "export weights, biases and shapes as "
                             "initializers")
         return self.r.consts[tensor]
 
-    def shape(self, tensor: str, node: onnx.NodeProto) -> tuple[int, ...]:
+    def shape(self, tensor: str, node: NodeProto) -> tuple[int, ...]:
         return self.r.shape(tensor, node)
 
     # -- tracing -------------------------------------------------------------------------
@@ -452,7 +503,7 @@ class _LayerReader:
             tensor = self.r.producer[tensor].input[0]
         return tensor
 
-    def chain(self) -> list[onnx.NodeProto]:
+    def chain(self) -> list[NodeProto]:
         """The element-wise nodes in order (the bias `Add` excluded)."""
         out = []
         for node in self.g.nodes:
@@ -519,7 +570,7 @@ class _LayerReader:
             f["pool_dilation"] = (int(meta["ai8x.pool_dilation"]), 1)
         return Layer(**f), meta
 
-    def read_operator(self, conv: onnx.NodeProto | None, meta: Mapping[str, str]) -> int:
+    def read_operator(self, conv: NodeProto | None, meta: Mapping[str, str]) -> int:
         if conv is None:
             structural = OP_NONE
         elif conv.op_type == "MatMulInteger":
@@ -545,7 +596,7 @@ class _LayerReader:
                             "re-export the model; the metadata does not match the graph")
         return code
 
-    def _zero_insertion(self, conv: onnx.NodeProto) -> onnx.NodeProto | None:
+    def _zero_insertion(self, conv: NodeProto) -> NodeProto | None:
         """The `Pad` of a zero insertion feeding the convolution, if any."""
         t = conv.input[0]
         for _ in range(4):
@@ -601,7 +652,7 @@ class _LayerReader:
         pooled = self._pooled_tensor(pool)
         f["pooled_dim"] = _dims_of(self.shape(pooled, pool))
 
-    def _pooled_tensor(self, pool: onnx.NodeProto) -> str:
+    def _pooled_tensor(self, pool: NodeProto) -> str:
         """The pooling result: after ai8x.PoolRound and the vendor-count Slice."""
         t = pool.output[0]
         users = {}
@@ -615,7 +666,7 @@ class _LayerReader:
             t = nxt[0].output[0]
         return t
 
-    def _operand_tensor(self, pool: onnx.NodeProto | None, chain: list) -> str:
+    def _operand_tensor(self, pool: NodeProto | None, chain: list) -> str:
         """A tensor holding one operand as the layer reads it (C, *input_dim)."""
         if pool is not None:
             t = pool.input[0]
@@ -652,7 +703,7 @@ class _LayerReader:
                         "operation, convolution or pass-through node",
                         "every layer needs one of them")
 
-    def read_conv(self, f: dict, conv: onnx.NodeProto, operator: int) -> None:
+    def read_conv(self, f: dict, conv: NodeProto, operator: int) -> None:
         w = self.const(conv.input[1], conv)
         if w.dtype not in (np.int8, np.uint8) and not np.issubdtype(w.dtype, np.integer):
             raise self.fail(conv, f"weights of type {w.dtype}; the accelerator takes integer "
@@ -735,7 +786,7 @@ class _LayerReader:
         # the layer-control registers scale by it (golden case.json, every such layer).
         f["quantization"] = 0
 
-    def read_numerics(self, f: dict, conv: onnx.NodeProto | None,
+    def read_numerics(self, f: dict, conv: NodeProto | None,
                       meta: Mapping[str, str]) -> None:
         shifts = self.by_type.get("OutputShift", [])
         clamps = self.by_type.get("Clamp", [])
@@ -775,9 +826,9 @@ class _LayerReader:
 class _Concat(Exception):
     """Internal: a traced operand came from a Concat (handled by the caller)."""
 
-    def __init__(self, node: onnx.NodeProto) -> None:
+    def __init__(self, node: NodeProto) -> None:
         super().__init__(node.name)
         self.node = node
 
 
-__all__ = ["ReadModel", "read_model", "read_model_full"]
+__all__ = ["ReadModel", "check_structure", "read_model", "read_model_full"]
