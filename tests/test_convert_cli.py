@@ -227,14 +227,16 @@ def test_avg_pool_rounding_follows_the_model(tmp_path: Path, capsys) -> None:
     assert code == 2 and "truncates" in err and not (tmp_path / "x").exists()
 
 
-def test_conversion_does_not_import_torch(model: Path, tmp_path: Path) -> None:
-    """The convert path stays light (issue 5): torch is only for ai8x_torch/import-izer."""
+def test_conversion_does_not_import_torch_or_onnx(model: Path, tmp_path: Path) -> None:
+    """The convert path stays light (issue 5): torch is only for ai8x_torch/import-izer,
+    and the onnx package (0.15 s to import) only for `check` and foreign graphs."""
     import subprocess
     import sys
 
     code = ("import sys; from onnx2ai8x.cli import main; "
             f"rc = main([{str(model)!r}, '-o', {str(tmp_path / 'p')!r}, '--quiet']); "
-            "sys.exit(rc or (3 if 'torch' in sys.modules else 0))")
+            "heavy = [m for m in ('torch', 'onnx', 'onnxsim') if m in sys.modules]; "
+            "print(heavy); sys.exit(rc or (3 if heavy else 0))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr

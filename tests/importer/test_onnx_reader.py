@@ -302,3 +302,41 @@ def test_constant_nodes_are_read_like_initializers():
     del model.graph.node[:]
     model.graph.node.extend(moved + rest)
     assert layer_differences(net, read_model(model)) == []
+
+
+def _two_layer_model():
+    lay = passthrough("a", 2, 4)
+    return builder.build_model(network(lay, replace(lay, name="b")))
+
+
+@pytest.mark.parametrize("break_it,where,says", [
+    (lambda m: m.graph.node.reverse(), "", "topological order"),
+    (lambda m: m.graph.node[1].output.__setitem__(0, m.graph.node[0].output[0]), "",
+     "produced twice"),
+    (lambda m: m.opset_import.pop(0), "model", "no opset"),
+    (lambda m: m.graph.output[0].__setattr__("name", "nowhere"), "nowhere",
+     "not produced"),
+])
+def test_graph_structure_errors_name_the_node(break_it, where, says):
+    from onnx2ai8x import onnxpb
+
+    model = onnxpb.from_onnx(_two_layer_model())
+    break_it(model)
+    with pytest.raises(Ai8xError) as info:
+        read_model(model)
+    assert info.value.code == "model.invalid"
+    assert says in info.value.render() and where in info.value.render()
+
+
+def test_check_command_runs_the_onnx_checker(tmp_path, capsys):
+    from onnx2ai8x.cli import main
+
+    model = _two_layer_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    assert main(["check", str(path), "--quiet"]) == 0
+    model.graph.node[0].attribute.add(name="bogus")  # an attribute without a type
+    onnx.save(model, str(path))
+    code = main(["check", str(path), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "model.invalid" in err and "checker" in err
