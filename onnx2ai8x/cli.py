@@ -4,7 +4,8 @@ The main form converts a model: `onnx2ai8x MODEL.onnx --device MAX78000`. Subcom
 `check`, `sidecar`, `run`, `import-izer`. Every user error is rendered as one message and
 an exit code (0 ok, 1 invalid model or limits, 2 usage); no traceback reaches a user.
 """
-from __future__ import annotations
+# No `from __future__ import annotations` here: Typer would have to eval every string
+# annotation on each run (about 10 ms of start-up, issue 5).
 
 import json
 import sys
@@ -18,20 +19,23 @@ from .errors import EXIT_INVALID, EXIT_USAGE, Ai8xError
 
 SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer")
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    help=(
-        "ONNX in, MAX78000/MAX78002 C project out.\n\n"
-        "Examples:\n\n"
-        "  onnx2ai8x model.onnx --device MAX78000\n\n"
-        "  onnx2ai8x check model.onnx --device MAX78002\n\n"
-        "  onnx2ai8x run model.onnx --input x.npy -o y.npy\n\n"
-        "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
-        "--device MAX78000 -o net.onnx"
-    ),
-)
+
+def _new_app() -> typer.Typer:
+    return typer.Typer(
+        add_completion=False,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        help=(
+            "ONNX in, MAX78000/MAX78002 C project out.\n\n"
+            "Examples:\n\n"
+            "  onnx2ai8x model.onnx --device MAX78000\n\n"
+            "  onnx2ai8x check model.onnx --device MAX78002\n\n"
+            "  onnx2ai8x run model.onnx --input x.npy -o y.npy\n\n"
+            "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
+            "--device MAX78000 -o net.onnx"
+        ),
+    )
+
 
 DeviceOpt = Annotated[str, typer.Option("--device", "-d",
                                         help="Target device: MAX78000 or MAX78002.")]
@@ -48,7 +52,6 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
 def _root(
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
@@ -62,7 +65,6 @@ def _require_file(path: Path, what: str) -> None:
                         "check the path", exit_code=EXIT_USAGE)
 
 
-@app.command("convert")
 def convert_cmd(
     model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to convert.")],
     device: DeviceOpt = "MAX78000",
@@ -123,7 +125,6 @@ def convert_cmd(
         typer.echo(f"wrote {out}")
 
 
-@app.command("check")
 def check_cmd(
     model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to check.")],
     device: DeviceOpt = "MAX78000",
@@ -148,7 +149,6 @@ def check_cmd(
         typer.echo("ok: the model fits the device")
 
 
-@app.command("sidecar")
 def sidecar_cmd(
     model: Annotated[Path, typer.Argument(help="ai8x-ONNX model.")],
     device: DeviceOpt = "MAX78000",
@@ -174,7 +174,6 @@ def sidecar_cmd(
         write_text_atomic(output, result.sidecar_text)
 
 
-@app.command("run")
 def run_cmd(
     model: Annotated[Path, typer.Argument(help="ai8x-ONNX model.")],
     input: Annotated[Path, typer.Option("--input", "-i",
@@ -205,7 +204,6 @@ def run_cmd(
         save_arrays_atomic(output, names, outputs)
 
 
-@app.command("import-izer")
 def import_izer_cmd(
     config_file: Annotated[Path, typer.Option("--config-file",
                                               help="Network description (vendor "
@@ -237,6 +235,26 @@ def import_izer_cmd(
     import_izer_command(config_file, checkpoint_file, device, output, sample)
 
 
+COMMANDS = {"convert": convert_cmd, "check": check_cmd, "sidecar": sidecar_cmd,
+            "run": run_cmd, "import-izer": import_izer_cmd}
+assert tuple(COMMANDS) == SUBCOMMANDS
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The Typer application; with `only`, just that subcommand (and the root options).
+
+    Typer inspects every registered command's signature on each run (about 5 ms per
+    command); a run that names its subcommand needs only that one (issue 5: start-up
+    time is most of a conversion).
+    """
+    app = _new_app()
+    app.callback()(_root)
+    for name, func in COMMANDS.items():
+        if only is None or name == only:
+            app.command(name)(func)
+    return app
+
+
 def _argv_with_default_command(argv: list[str]) -> list[str]:
     """`onnx2ai8x model.onnx ...` means `onnx2ai8x convert model.onnx ...`."""
     if not argv:
@@ -254,7 +272,8 @@ def _argv_with_default_command(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
     try:
-        app(args=args, prog_name="onnx2ai8x", standalone_mode=False)
+        only = args[0] if args and args[0] in COMMANDS else None
+        build_app(only)(args=args, prog_name="onnx2ai8x", standalone_mode=False)
     except Ai8xError as exc:
         typer.echo(exc.render(), err=True)
         return exc.exit_code

@@ -42,6 +42,9 @@ def test_help_lists_examples() -> None:
     proc = run_cli("--help")
     assert proc.returncode == 0
     assert "onnx2ai8x model.onnx --device MAX78000" in proc.stdout
+    # the root help lists every subcommand (a run builds only the one it names)
+    for command in ("convert", "check", "sidecar", "run", "import-izer"):
+        assert command in proc.stdout
 
 
 def test_missing_model_is_usage_error(tmp_path: Path) -> None:
