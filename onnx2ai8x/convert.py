@@ -93,9 +93,9 @@ def load_onnx(path: Path, *, onnx_checker: bool = False):
 def _place(network: Network, device, sidecar_path: Path | None
            ) -> tuple[Placement, tuple[int, ...] | None]:
     """The mapping: the sidecar's when it is full, else inferred around its pins."""
-    from .map.auto import auto_place
-
     if sidecar_path is None:
+        from .map.auto import auto_place
+
         return auto_place(network, device, None), None
     from .sidecar.parse import parse_dict
     from .sidecar.partial import partial_hints, read_sidecar_text
@@ -103,6 +103,8 @@ def _place(network: Network, device, sidecar_path: Path | None
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
+        from .map.auto import auto_place
+
         return auto_place(network, device, partial_hints(text, network)), None
     sidecar = parse_dict(text.data, str(sidecar_path))
     placement = resolve_placement(sidecar, network, device.name)
