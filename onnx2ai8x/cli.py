@@ -304,5 +304,26 @@ def _json_dumps(value: object) -> str:
     return json.dumps(value, indent=2, sort_keys=True)
 
 
+def run() -> None:
+    """The `onnx2ai8x` command: main(), then exit without interpreter teardown.
+
+    Tearing down a process that has loaded numpy, onnxruntime, Jinja2 and the rest
+    (freeing every module, joining onnxruntime's thread pool) takes about 70 ms, an
+    eighth of a conversion (issue 5), and does nothing for the user: every output file
+    is written and closed inside main() (atomic directory writes), and nothing here
+    registers exit handlers. So the standard streams are flushed and the process
+    ends at once. In-process callers (tests, notebooks) use main(), which returns.
+    """
+    import os
+
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing left to say
+            code = code or EXIT_INVALID
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

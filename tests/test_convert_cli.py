@@ -241,3 +241,21 @@ def test_conversion_does_not_import_torch_or_onnx(model: Path, tmp_path: Path) -
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "p" / "cnn.c").is_file()
+
+
+def test_command_flushes_its_output_before_the_fast_exit(model: Path, tmp_path: Path) -> None:
+    """`onnx2ai8x` ends with os._exit (no interpreter teardown, issue 5): what it printed
+    must still arrive whole, and the exit code must be main()'s."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "-o",
+                           str(tmp_path / "p"), "--json"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["layers"]
+    assert (tmp_path / "p" / "cnn.c").is_file()
+    again = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "-o",
+                            str(tmp_path / "p")], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 2 and "--overwrite" in again.stderr
