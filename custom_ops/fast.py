@@ -136,10 +136,13 @@ def _drop_dead_nodes(graph: GraphProto) -> None:
 
 
 def optimize(model: ModelProto) -> ModelProto:
-    """A copy of `model` (an onnx2ai8x.onnxpb message) with exact, faster kernels for its
-    integer convolutions."""
-    out = ModelProto()
-    out.CopyFrom(model)
+    """A copy of `model` (onnx2ai8x.onnxpb or onnx message) as an onnxpb message, with
+    exact, faster kernels for its integer convolutions."""
+    model = helper.from_onnx(model)  # (an onnx.ModelProto is decoded into a new message)
+    # Nodes and tensors of `model` are only read here, never changed, so the copy shares
+    # them and owns just the lists it rewrites (a deep copy re-encodes every weight).
+    out = helper.shallow_copy(model)
+    out.graph = helper.shallow_copy(model.graph)
     graph = out.graph
     inits = {t.name: t for t in graph.initializer}
     names = {n for node in graph.node for n in (*node.input, *node.output, node.name)}

@@ -751,6 +751,20 @@ def make_model(graph: GraphProto, *, ir_version: int,
     return model
 
 
+def shallow_copy(message: Message) -> Message:
+    """A new message sharing the field values of `message`, with its own repeated-field
+    lists: changing which items a list holds, or a scalar, leaves `message` as it was;
+    changing a shared item changes both."""
+    out = type(message)()
+    for key, value in message.__dict__.items():
+        if isinstance(value, Repeated):
+            value = Repeated(value._cls, value)
+        elif key == "_unknown":
+            value = list(value)
+        out.__dict__[key] = value
+    return out
+
+
 # --------------------------------------------------------------------------- files
 
 def load(path: str | bytes | Any) -> ModelProto:
@@ -782,6 +796,6 @@ __all__ = [
     "TypeProtoTensor", "ValueInfoProto", "from_array", "from_onnx", "get_attribute_value",
     "load", "make_attribute", "make_function", "make_graph", "make_model", "make_node",
     "make_opsetid", "make_tensor", "make_tensor_value_info", "np_dtype_to_tensor_dtype",
-    "tensor_dtype_to_np_dtype",
+    "shallow_copy", "tensor_dtype_to_np_dtype",
     "to_array", "to_onnx",
 ]

@@ -116,3 +116,13 @@ def test_unpacked_and_packed_repeated_fields_both_decode():
 def test_malformed_bytes_raise_decode_error(data):
     with pytest.raises(onnxpb.DecodeError):
         onnxpb.ModelProto.FromString(data)
+
+
+def test_shallow_copy_owns_its_lists():
+    graph = onnxpb.make_graph([onnxpb.make_node("Identity", ["x"], ["y"], name="i")], "g",
+                              [], [])
+    copy = onnxpb.shallow_copy(graph)
+    copy.node.append(onnxpb.make_node("Abs", ["y"], ["z"], name="a"))
+    copy.name = "h"
+    assert [n.name for n in graph.node] == ["i"] and graph.name == "g"
+    assert copy.node[0] is graph.node[0]  # items are shared, as documented
