@@ -22,7 +22,14 @@ import numpy as np
 
 from ..errors import Ai8xError
 from ..map.bias import BiasAllocation, allocate_bias
-from ..map.kernels import KernelAllocation, allocate_kernels, hardware_kernel, kernel_memory
+from ..map.kernels import FREE as FREE_COLUMN
+from ..map.kernels import (
+    KERNEL_BYTES,
+    KernelAllocation,
+    allocate_kernels,
+    hardware_kernel,
+    kernel_memory,
+)
 from ..network import Network
 from ..placement import Placement
 
@@ -191,8 +198,9 @@ def _chw_loads(mem: DataMemory, pmap: int, in_offset: int, data: np.ndarray, cha
     return loads
 
 
-def _kernel_index(kernels: KernelAllocation, network: Network, ll: int, column: int) -> int:
-    """Column as addressed in memory: calcx4 layers spread their kernels over the four
+def _kernel_index(kernels: KernelAllocation, network: Network, ll: int,
+                  column: np.ndarray) -> np.ndarray:
+    """Columns as addressed in memory: calcx4 layers spread their kernels over the four
     memory instances (quarter `column // count`, row `column % count`)."""
     if not kernels.calcx4[ll]:
         return column
@@ -203,11 +211,11 @@ def _kernel_index(kernels: KernelAllocation, network: Network, ll: int, column: 
     passes = input_expansion(lay.input_channels)[0]
     count = passes * lay.output_channels * 9 * abs(lay.quantization) // (size * 8)
     start = kernels.offset[ll]
-    quarter, rest = divmod(column - start, (count + 3) // 4)
+    quarter, rest = np.divmod(column - start, (count + 3) // 4)
     start //= 4
-    if column < mem.width_small:
-        return quarter * (mem.width_small // 4) + rest + start
-    return quarter * ((mem.width_large - mem.width_small) // 4) + rest + mem.width_small + start
+    small = quarter * (mem.width_small // 4) + rest + start
+    large = quarter * ((mem.width_large - mem.width_small) // 4) + rest + mem.width_small + start
+    return np.where(column < mem.width_small, small, large)
 
 
 def kernel_stream(network: Network, placement: Placement,
@@ -225,32 +233,43 @@ def kernel_stream(network: Network, placement: Placement,
     if not isinstance(kernels, KernelAllocation):
         kernels = allocate_kernels(network, placement)
     mem = kernel_memory(kernels.device)
-    owner = dict(kernels.owner)
     window = mem.stride * 16
-    runs: list[tuple[int, list[bytes]]] = []
-    for p, cols in enumerate(kernels.columns):
-        # A stable sort by address: where calcx4 layers overlap other layers, both writes
-        # stay in the stream in column order (the later one is what the memory keeps).
-        placed = sorted(((_kernel_index(kernels, network, owner[(p, col)], col), data)
-                         for col, data in cols), key=lambda item: item[0])
-        for index, data in placed:
-            addr = mem.address(p, index)
-            if runs and addr == runs[-1][0] + 16 * len(runs[-1][1]):
-                runs[-1][1].append(data)
-            else:
-                runs.append((addr, [data]))
+    # Every stored column at once, processor-major (numpy arrays: a Python step per
+    # kernel was a large part of a conversion).
+    procs, cols = np.nonzero(kernels.owners != FREE_COLUMN)
+    layers = kernels.owners[procs, cols]
+    index = cols.astype(np.int64)
+    for ll in np.unique(layers).tolist():
+        if kernels.calcx4[ll]:
+            chosen = layers == ll
+            index[chosen] = _kernel_index(kernels, network, ll, index[chosen])
+    # A stable sort by address within each processor: where calcx4 layers overlap other
+    # layers, both writes stay in the stream in column order (the memory keeps the later).
+    order = np.lexsort((index, procs))
+    procs, index = procs[order].astype(np.int64), index[order]
+    data = kernels.image[procs, cols[order]]  # (kernels, 9) bytes in stream order
+    addr = (mem.base + (procs // PROCESSORS_PER_QUADRANT) * mem.quadrant_stride
+            + (procs % PROCESSORS_PER_QUADRANT) * mem.stride * 16 + index * 16)
+    # A run continues while each kernel sits 16 bytes after the one before.
+    starts = np.flatnonzero(np.diff(addr, prepend=addr[:1] - 1) != 16).tolist()
+    bounds = list(zip(starts, starts[1:] + [len(addr)], strict=False))
     stream = []
-    for addr, datas in runs:
-        if not mexpress:
-            words = []
-            for k in datas:
-                words += [k[0], int.from_bytes(k[1:5], "big"), int.from_bytes(k[5:9], "big"), 0]
-            stream.append((addr, words))
-            continue
-        raw = b"".join(datas)
+    if not mexpress:
+        # byte 0 in the low byte of word 0, bytes 1-8 big-endian in words 1-2, word 3 zero
+        slots = np.zeros((len(data), 16), dtype=np.uint8)
+        slots[:, 3] = data[:, 0]
+        slots[:, 4:12] = data[:, 1:]
+        words = slots.view(">u4").astype(np.int64)
+        for a, b in bounds:
+            stream.append((int(addr[a]), words[a:b].reshape(-1).tolist()))
+        return stream
+    flat = data.reshape(-1)
+    for a, b in bounds:
+        raw = flat[a * KERNEL_BYTES:b * KERNEL_BYTES].tobytes()
         raw += bytes(-len(raw) % 4)
-        words = [int.from_bytes(raw[i:i + 4], "big") for i in range(0, len(raw), 4)]
-        stream.append((addr & ~(window - 1) | (addr & (window - 1)) >> 2, words))
+        run = int(addr[a])
+        stream.append((run & ~(window - 1) | (run & (window - 1)) >> 2,
+                       np.frombuffer(raw, dtype=">u4").astype(np.int64).tolist()))
     return stream
 
 

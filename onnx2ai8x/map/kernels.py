@@ -27,7 +27,7 @@ two layers are stored once, izer/kdedup.py), so the register values and the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -84,9 +84,15 @@ def kernel_memory(device: str) -> KernelMemory:
                         "use --device MAX78000 or --device MAX78002") from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class KernelAllocation:
-    """Kernel memory placement of a network (fields: see the module docstring)."""
+    """Kernel memory placement of a network (fields: see the module docstring).
+
+    The stored kernels are kept as two read-only arrays (`image`: per processor and
+    column the 9 kernel bytes; `owners`: the layer of each column, -1 when free) so the
+    stream writer can lay them out in bulk; `columns` and `owner` present the same
+    contents per column.
+    """
 
     device: str
     offset: tuple[int, ...]
@@ -95,8 +101,34 @@ class KernelAllocation:
     out_channels: tuple[int, ...]
     source: tuple[int | None, ...]
     calcx4: tuple[bool, ...]
-    columns: tuple[tuple[tuple[int, bytes], ...], ...]  # per processor: (column, 9 bytes)
-    owner: tuple[tuple[tuple[int, int], int], ...]  # ((processor, column), layer)
+    image: np.ndarray = field(repr=False)  # uint8 (processors, columns, 9)
+    owners: np.ndarray = field(repr=False)  # int32 (processors, columns), FREE if unused
+
+    @property
+    def columns(self) -> tuple[tuple[tuple[int, bytes], ...], ...]:
+        """Per processor: `(column, 9 kernel bytes)` of every stored column, in order."""
+        return tuple(tuple((int(c), self.image[p, c].tobytes())
+                           for c in np.flatnonzero(self.owners[p] != FREE))
+                     for p in range(len(self.owners)))
+
+    @property
+    def owner(self) -> tuple[tuple[tuple[int, int], int], ...]:
+        """`((processor, column), layer)` of every stored column, processor-major."""
+        procs, cols = np.nonzero(self.owners != FREE)
+        return tuple(((int(p), int(c)), int(self.owners[p, c]))
+                     for p, c in zip(procs.tolist(), cols.tolist(), strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KernelAllocation):
+            return NotImplemented
+        return (self.device, self.offset, self.length, self.count, self.out_channels,
+                self.source, self.calcx4) == (other.device, other.offset, other.length,
+                                              other.count, other.out_channels, other.source,
+                                              other.calcx4) \
+            and np.array_equal(self.image, other.image) \
+            and np.array_equal(self.owners, other.owners)
+
+    __hash__ = None  # type: ignore[assignment]  # holds arrays
 
 
 def _ffs(value: int) -> int:
@@ -194,10 +226,11 @@ class _Memory:
 
     def __init__(self, mem: KernelMemory) -> None:
         self.mem = mem
-        # Plain lists: filling touches single bytes, which numpy indexing makes slow.
-        self.owner = [[FREE] * mem.width_large for _ in range(MAX_PROCESSORS)]
-        self.used = [[0] * mem.width_large for _ in range(MAX_PROCESSORS)]
-        self.data = [bytearray(mem.width_large * KERNEL_BYTES) for _ in range(MAX_PROCESSORS)]
+        # Arrays, written a run of columns at a time: the collection at the end and the
+        # stream writer then need no Python step per column.
+        self.owner = np.full((MAX_PROCESSORS, mem.width_large), FREE, dtype=np.int32)
+        self.used = np.zeros((MAX_PROCESSORS, mem.width_large), dtype=np.int32)
+        self.data = np.zeros((MAX_PROCESSORS, mem.width_large * KERNEL_BYTES), dtype=np.uint8)
 
     def fits(self, p: int, offs: int, length: int, reverse: bool = False) -> bool:
         if reverse:
@@ -225,8 +258,8 @@ class _Batch:
         if not self.pending:
             self.start = col_target
             col = self.koffs + col_target
-            used = self.memory.used[self.p]
-            self.filled = used[col] if 0 <= col < len(used) else 0
+            used = self.memory.used
+            self.filled = int(used[self.p, col]) if 0 <= col < used.shape[1] else 0
             self.count = 0
         self.pending.append(values)
         self.count += len(values)
@@ -244,23 +277,23 @@ class _Batch:
         first = self.koffs + self.start
         total = self.filled + len(values)
         columns = (total - 1) // KERNEL_BYTES + 1
-        for i in range(columns):
-            col = first + i
-            if col + 1 > width:
-                raise _exhausted(self.layer, p, col, 1)
-            n = self.filled if i == 0 else used[col]
-            if n == 0:
-                if owner[col] != FREE:
-                    raise _exhausted(self.layer, p, col, 1)
-                owner[col] = self.ll
-            elif i > 0:  # another layer's partly filled column inside this run
-                raise _exhausted(self.layer, p, col, 1)
-            used[col] = min(KERNEL_BYTES, total - i * KERNEL_BYTES)
+        # Column i of the run fails when it is past the processor's memory, when it is
+        # empty but owned, or (after the first) when another layer left it partly filled;
+        # the first failing column is the one reported.
+        cols = np.arange(first, first + columns)
+        inside = np.minimum(cols, len(used) - 1)
+        n = used[inside]
+        n[0] = self.filled
+        fail = (cols + 1 > width) | ((n == 0) & (owner[inside] != FREE))
+        fail[1:] |= n[1:] != 0
+        if fail.any():
+            raise _exhausted(self.layer, p, int(cols[int(np.argmax(fail))]), 1)
+        owner[cols[n == 0]] = self.ll
+        used[cols] = np.minimum(KERNEL_BYTES, total - np.arange(columns) * KERNEL_BYTES)
         # byte k goes to column first + t // 9, slot 8 - t % 9, where t = filled + k
         t = np.arange(self.filled, total)
         pos = (first + t // KERNEL_BYTES) * KERNEL_BYTES + (KERNEL_BYTES - 1) - t % KERNEL_BYTES
-        view = np.frombuffer(memory.data[p], dtype=np.uint8)
-        view[pos] = values & 0xFF
+        memory.data[p, pos] = values & 0xFF
         return col_target
 
 
@@ -300,6 +333,119 @@ def _fill_8bit(batch: _Batch, col_target: int, reversed_rows: np.ndarray, ch: in
     return col_target
 
 
+def _bulk_8bit(memory: _Memory, procs: list[int], koffs: int, ll: int, fast: np.ndarray,
+               col_target: int, col_bytes: int, map_init: int, out_expand: int,
+               out_thresh: int, in_exp: int, in_thresh: int, in_chan: int, out_chan: int,
+               rows: int) -> int | None:
+    """All input processors of an 8-bit ordinary convolution at once.
+
+    Every processor runs the same sequence of runs as `_fill_8bit` (only the kernel
+    rows differ: processor number `ch` reads rows `ch + m*in_chan + ie*in_thresh`), so
+    when every column the layer touches is free in every processor the bytes, owners
+    and fill counts are those of the per-processor fill, written in one step per run.
+    Returns the column after the fill, or None (nothing written) when some column is
+    not free or past a processor's memory: the per-processor fill then reports it.
+    """
+    ksize = fast.shape[1]
+    # The control flow of _fill_8bit with the batch bookkeeping inlined: runs of
+    # (start column, bytes already in it, [(m0, m1) output channel ranges]).
+    runs: list[tuple[int, int, list[tuple[int, int]]]] = []
+    start0 = col_target
+    current: list = []
+
+    def put(ct: int, m0: int, m1: int) -> int:
+        nonlocal current
+        size = (m1 - m0) * in_exp * ksize
+        if size == 0:
+            return ct
+        if not current:
+            current = [ct, col_bytes if ct == start0 else 0, [], 0]
+        current[2].append((m0, m1))
+        current[3] += size
+        return current[0] + (current[1] + current[3]) // KERNEL_BYTES
+
+    def flush() -> None:
+        nonlocal current
+        if current:
+            runs.append((current[0], current[1], current[2]))
+            current = []
+
+    for expand in range(out_expand):
+        this_map = map_init
+        m0 = m = expand * out_thresh
+        for _ in range(out_thresh):
+            if this_map != 0 and this_map & 1 == 0:
+                col_target = put(col_target, m0, m)
+                flush()
+                while this_map & 1 == 0:
+                    col_target += 1
+                    this_map >>= 1
+                m0 = m
+            this_map >>= 1
+            m += 1
+        col_target = put(col_target, m0, m)
+    flush()
+
+    rows_of = np.asarray(procs)
+    width = min(memory.mem.width(p) for p in procs)
+    spans = []
+    for start, filled, segs in runs:
+        total = filled + sum((m1 - m0) * in_exp * ksize for m0, m1 in segs)
+        spans.append((koffs + start, filled, total, (total - 1) // KERNEL_BYTES + 1))
+    touched = [np.arange(first, first + count) for first, _, _, count in spans]
+    if col_bytes:
+        touched.append(np.array([koffs + start0]))
+    if touched:
+        cols = np.concatenate(touched)
+        if cols.max() + 1 > width or cols.min() < 0:
+            return None
+        if (memory.used[rows_of[:, None], cols] != 0).any() \
+                or (memory.owner[rows_of[:, None], cols] != FREE).any():
+            return None
+
+    if col_bytes:  # the zero bytes that align the first kernel (`add` in _place_layer)
+        memory.owner[rows_of, koffs + start0] = ll
+        memory.used[rows_of, koffs + start0] = col_bytes
+    chs = np.arange(len(procs))[:, None, None]
+    ie = np.arange(in_exp)[None, None, :]
+    for (first, filled, total, count), (_, _, segs) in zip(spans, runs, strict=True):
+        parts = []
+        for m0, m1 in segs:
+            m = np.arange(m0, m1)[None, :, None]
+            src = chs + m * in_chan
+            kidx = src + ie * in_thresh
+            ok = (ie * in_thresh + chs < in_chan) & (src < rows) & (m < out_chan) \
+                & (kidx < rows)
+            out = np.zeros((len(procs), m1 - m0, in_exp, ksize), dtype=np.int64)
+            out[ok] = fast[kidx[ok]]
+            parts.append(out.reshape(len(procs), -1))
+        values = np.concatenate(parts, axis=1)
+        cols = np.arange(first, first + count)
+        memory.owner[rows_of[:, None], cols] = ll
+        memory.used[rows_of[:, None], cols] = np.minimum(
+            KERNEL_BYTES, total - np.arange(count) * KERNEL_BYTES)
+        t = np.arange(filled, total)
+        pos = (first + t // KERNEL_BYTES) * KERNEL_BYTES + (KERNEL_BYTES - 1) - t % KERNEL_BYTES
+        memory.data[rows_of[:, None], pos] = values & 0xFF
+    return col_target
+
+
+def _pad_free(memory: _Memory, p: int, col: int, count: int, ll: int) -> int:
+    """Zero-fill `count` columns from `col` at once when all are free and inside the
+    processor's memory (the same as nine zero bytes each); return the next column.
+    Otherwise nothing is written and the caller pads byte by byte, which reports the
+    first column that does not fit."""
+    if count <= 0 or col + count > memory.mem.width(p):
+        return col
+    cols = slice(col, col + count)
+    if (memory.used[p, cols] != 0).any() or (memory.owner[p, cols] != FREE).any():
+        return col
+    memory.owner[p, cols] = ll
+    memory.used[p, cols] = KERNEL_BYTES
+    memory.data[p, col * KERNEL_BYTES:(col + count) * KERNEL_BYTES] = 0
+    return col + count
+
+
 def _exhausted(layer: Layer, p: int, offs: int, length: int) -> Ai8xError:
     return Ai8xError("map.kernels", layer.name,
                      f"kernel memory exhausted at processor {p}: {length} kernel columns "
@@ -325,7 +471,7 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
         return True
 
     p = first
-    while memory.owner[p][offs] != FREE:
+    while memory.owner[p, offs] != FREE:
         offs += -SHARED if reverse else SHARED
         if give_up(p, offs, reverse):
             return -1
@@ -347,21 +493,22 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
                 if must_fit:
                     raise _exhausted(layer, p, offs, length)
                 return -1
-            cols = range(offs, offs + length)
+            cols = np.arange(offs, offs + length)
         else:
             if mem.weight_mask and groups > 1:
                 mm = instance_mask(offs - 1)
                 if (offs - 1) & ~mm != (offs - length) & ~mm:
                     offs &= ~mm
-            cols = range(offs, offs - length, -1)
-        for i in cols:
-            if memory.owner[p][i] != FREE:
-                offs = (i + SHARED) & ~(SHARED - 1) if not reverse else (i - 1) & ~(SHARED - 1)
-                # The vendor checks the new start with the forward rule in both directions.
-                if give_up(p, offs, False):
-                    return -1
-                p = first - 1
-                break
+            cols = np.arange(offs, offs - length, -1)
+        # Negative columns wrap to the end of memory, as the vendor's array indexing does.
+        taken = np.flatnonzero(memory.owner[p, cols] != FREE)
+        if taken.size:
+            i = int(cols[taken[0]])
+            offs = (i + SHARED) & ~(SHARED - 1) if not reverse else (i - 1) & ~(SHARED - 1)
+            # The vendor checks the new start with the forward rule in both directions.
+            if give_up(p, offs, False):
+                return -1
+            p = first - 1
         p += 1
     return offs
 
@@ -402,21 +549,14 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
             offset[ll], length[ll] = offset[src], length[src]
             kcount[ll], kochan[ll] = kcount[src], kochan[src]
 
-    columns = []
-    owner = []
-    for p in range(MAX_PROCESSORS):
-        row = []
-        for col in range(mem.width(p)):
-            ll = memory.owner[p][col]
-            if ll != FREE:
-                row.append((col, bytes(memory.data[p][col * KERNEL_BYTES:
-                                                     (col + 1) * KERNEL_BYTES])))
-                owner.append(((p, col), ll))
-        columns.append(tuple(row))
+    image = memory.data.reshape(MAX_PROCESSORS, mem.width_large, KERNEL_BYTES)
+    owners = memory.owner
+    image.flags.writeable = False
+    owners.flags.writeable = False
     return KernelAllocation(device=placement.device, offset=tuple(offset), length=tuple(length),
                             count=tuple(kcount), out_channels=tuple(kochan),
                             source=tuple(source), calcx4=tuple(calcx4),
-                            columns=tuple(columns), owner=tuple(owner))
+                            image=image, owners=owners)
 
 
 def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: int,
@@ -519,29 +659,34 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
         col = koffs + col_target
         if col + 1 > mem.width(p):
             raise _exhausted(lay, p, col, 1)
-        used = memory.used[p]
-        n = used[col]
+        n = int(memory.used[p, col])
         if n == 0:
-            if memory.owner[p][col] != FREE:
+            if memory.owner[p, col] != FREE:
                 raise _exhausted(lay, p, col, 1)
-            memory.owner[p][col] = ll
+            memory.owner[p, col] = ll
         # Bytes fill a 9-byte kernel from its last byte (the first tap ends up last).
-        memory.data[p][col * KERNEL_BYTES + 8 - n] = b & 0xFF
-        used[col] = n + 1
+        memory.data[p, col * KERNEL_BYTES + 8 - n] = b & 0xFF
+        memory.used[p, col] = n + 1
         if n + 1 == KERNEL_BYTES:
             col_target += 1
         return col_target
 
+    procs = [p for p in range(first_proc, last_proc + 1) if pmap >> p & 1]
+    bulk = None
+    if fast is not None:
+        bulk = _bulk_8bit(memory, procs, koffs, ll, fast,
+                          *divmod(start_col * ksize * in_exp, KERNEL_BYTES), map_init,
+                          out_expand, out_thresh, in_exp, in_thresh, in_chan, out_chan, rows)
     ch = 0
-    for p in range(first_proc, last_proc + 1):
-        if not pmap >> p & 1:
-            continue
+    for p in procs:
         m = 0
         col_target, col_bytes = divmod(start_col * ksize * in_exp, KERNEL_BYTES)
+        if bulk is not None:
+            col_target, col_bytes = bulk, 0
         for _ in range(col_bytes // qfactor):
             col_target = add(p, col_target, 0)
         batch = _Batch(memory, p, koffs, lay, ll)
-        if fast is not None:
+        if fast is not None and bulk is None:
             col_target = _fill_8bit(batch, col_target, fast, ch, map_init, out_expand,
                                     out_thresh, in_exp, in_thresh, in_chan, out_chan, rows)
         for expand in range(0 if fast is not None else (out_expand if groups == 1 else 1)):
@@ -599,8 +744,10 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
                     col += qfactor
                     m += qfactor
         col_target = batch.flush(col_target)
-        if koffs + col_target < mem.width(p) and memory.used[p][koffs + col_target] > 0:
+        if koffs + col_target < mem.width(p) and memory.used[p, koffs + col_target] > 0:
             col_target += 1  # finish a partly filled column
+        col_target = _pad_free(memory, p, koffs + col_target, start_col + klen - col_target,
+                               ll) - koffs
         while col_target - start_col < klen:
             col_target = add(p, col_target, 0)
         if lay.flatten:
