@@ -67,8 +67,45 @@ class UnloadCode:
 
 
 def _tuples(items: Sequence) -> tuple:
-    return tuple(tuple(_tuples(x) if isinstance(x, list | tuple) else int(x) for x in item)
-                 if isinstance(item, list | tuple) else item for item in items)
+    """Records `(int, ..., [ints])` as tuples of Python ints (map/tuple run in C: the
+    kernel stream alone has tens of thousands of words)."""
+    return tuple(tuple(tuple(map(int, x)) if isinstance(x, list | tuple) else int(x)
+                       for x in item) for item in items)
+
+
+def _hex_lines(values: Sequence[int], digits: int, per_line: int) -> list[str]:
+    """`0x<value>, ` for each value (`digits` hex digits, zero-padded), `per_line` to a
+    line. Formatted from the packed bytes in one step when every value fits the width
+    (the usual case); one value at a time otherwise, with the same text."""
+    if not values:
+        return []
+    width = (digits + 4) * per_line
+    try:
+        arr = np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        arr = None
+    if arr is not None and arr.ndim == 1 and digits in (2, 4, 8, 16) \
+            and arr.min() >= 0 and (digits == 16 or arr.max() < 1 << (4 * digits)):
+        raw = arr.astype(f">u{digits // 2}").tobytes()
+        text = "0x" + raw.hex(" ", digits // 2).replace(" ", ", 0x") + ", "
+        return [text[i:i + width] for i in range(0, len(text), width)]
+    items = [f"0x{v:0{digits}x}, " for v in values]
+    return ["".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+
+
+def _listed(values: Sequence[int], digits: int = 8, per_line: int = 8) -> str:
+    """Lines of a stream macro: every value followed by a comma, each line continued
+    with a backslash."""
+    return "".join(line + "\\\n" for line in _hex_lines(values, digits, per_line))
+
+
+def _initializer(values: Sequence[int], digits: int = 8, per_line: int = 8) -> str:
+    """Lines of an array initializer macro: values separated by commas (none after the
+    last), each line continued with a backslash."""
+    lines = _hex_lines(values, digits, per_line)
+    if not lines:
+        return ""
+    return ", \\\n".join(line[:-2] for line in lines) + " \\\n"
 
 
 def weight_memory_map(placement: Placement) -> WeightMemoryMap:
@@ -407,6 +444,13 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         input_format="CHW" if placement.layers[hw.start_layer].big_data else "HWC",
         program=program, kernels=data.kernels, bias=data.bias, inputs=data.inputs,
         input_words=input_words, expected=data.expected, fifo=fifo, unload=unload,
+        # The data sections, formatted here once (templates only place the blocks).
+        kernel_runs=tuple((addr, len(words), _listed(words)) for addr, words in data.kernels),
+        bias_blocks=tuple((addr, len(values), _initializer(values, 2, 16))
+                          for addr, values in data.bias),
+        input_blocks=tuple(_initializer(words) for words in input_words),
+        expected_runs=tuple((addr, mask, len(words), _listed(words))
+                            for addr, mask, words in data.expected),
         unload_words=max(1, unload.words), num_outputs=final_layer.output_channels,
         timer=options.timer, mexpress=options.mexpress,
         mask_high=~(hw.dev.mask_offs - 1) & 0xFFFFFFFF, mask_low=hw.dev.mask_offs - 1,
