@@ -386,7 +386,7 @@ def _bulk_8bit(memory: _Memory, procs: list[int], koffs: int, ll: int, fast: np.
         col_target = put(col_target, m0, m)
     flush()
 
-    rows_of = np.asarray(procs)
+    rows_of = _rows(procs)
     width = min(memory.mem.width(p) for p in procs)
     spans = []
     for start, filled, segs in runs:
@@ -399,8 +399,8 @@ def _bulk_8bit(memory: _Memory, procs: list[int], koffs: int, ll: int, fast: np.
         cols = np.concatenate(touched)
         if cols.max() + 1 > width or cols.min() < 0:
             return None
-        if (memory.used[rows_of[:, None], cols] != 0).any() \
-                or (memory.owner[rows_of[:, None], cols] != FREE).any():
+        if (memory.used[_grid(rows_of), cols] != 0).any() \
+                or (memory.owner[_grid(rows_of), cols] != FREE).any():
             return None
 
     if col_bytes:  # the zero bytes that align the first kernel (`add` in _place_layer)
@@ -408,6 +408,9 @@ def _bulk_8bit(memory: _Memory, procs: list[int], koffs: int, ll: int, fast: np.
         memory.used[rows_of, koffs + start0] = col_bytes
     chs = np.arange(len(procs))[:, None, None]
     ie = np.arange(in_exp)[None, None, :]
+    # A zero row after the kernels stands for channels that do not exist: one gather.
+    # Bytes (the rows are masked to 8 bits) keep the gathers and writes small.
+    padded = np.concatenate([fast, np.zeros((1, ksize), dtype=fast.dtype)]).astype(np.uint8)
     for (first, filled, total, count), (_, _, segs) in zip(spans, runs, strict=True):
         parts = []
         for m0, m1 in segs:
@@ -416,18 +419,48 @@ def _bulk_8bit(memory: _Memory, procs: list[int], koffs: int, ll: int, fast: np.
             kidx = src + ie * in_thresh
             ok = (ie * in_thresh + chs < in_chan) & (src < rows) & (m < out_chan) \
                 & (kidx < rows)
-            out = np.zeros((len(procs), m1 - m0, in_exp, ksize), dtype=np.int64)
-            out[ok] = fast[kidx[ok]]
-            parts.append(out.reshape(len(procs), -1))
-        values = np.concatenate(parts, axis=1)
-        cols = np.arange(first, first + count)
-        memory.owner[rows_of[:, None], cols] = ll
-        memory.used[rows_of[:, None], cols] = np.minimum(
+            parts.append(padded[np.where(ok, kidx, rows)].reshape(len(procs), -1))
+        cols = slice(first, first + count)
+        memory.owner[rows_of, cols] = ll
+        memory.used[rows_of, cols] = np.minimum(
             KERNEL_BYTES, total - np.arange(count) * KERNEL_BYTES)
-        t = np.arange(filled, total)
-        pos = (first + t // KERNEL_BYTES) * KERNEL_BYTES + (KERNEL_BYTES - 1) - t % KERNEL_BYTES
-        memory.data[rows_of[:, None], pos] = values & 0xFF
+        # Byte t of the run (counting the `filled` bytes already in its first column)
+        # goes to column t // 9, slot 8 - t % 9: the run's bytes, zeros before and after
+        # (the columns hold nothing else), with each 9-byte column reversed.
+        block = np.zeros((len(procs), count * KERNEL_BYTES), dtype=np.uint8)
+        block[:, filled:total] = np.concatenate(parts, axis=1)
+        memory.data[rows_of, first * KERNEL_BYTES:(first + count) * KERNEL_BYTES] = \
+            block.reshape(len(procs), count, KERNEL_BYTES)[:, :, ::-1].reshape(len(procs), -1)
     return col_target
+
+
+def _finish_bulk(memory: _Memory, procs: list[int], koffs: int, col_target: int,
+                 end: int, ll: int) -> bool:
+    """The end of `_place_layer`'s per-processor loop after a bulk fill, for all
+    processors at once: step past a partly filled column, then zero-fill free columns
+    up to `end`. False (nothing written) unless every processor takes the same steps
+    on free columns."""
+    rows_of = _rows(procs)
+    width = min(memory.mem.width(p) for p in procs)
+    col = koffs + col_target
+    if col < width:
+        partial = memory.used[rows_of, col] > 0
+        if partial.all():
+            col_target += 1
+        elif partial.any():
+            return False
+    elif any(col < memory.mem.width(p) for p in procs):
+        return False
+    count = end - col_target
+    if count <= 0:
+        return True
+    cols = slice(koffs + col_target, koffs + col_target + count)
+    if koffs + col_target + count > width or (memory.used[rows_of, cols] != 0).any() \
+            or (memory.owner[rows_of, cols] != FREE).any():
+        return False
+    memory.owner[rows_of, cols] = ll
+    memory.used[rows_of, cols] = KERNEL_BYTES
+    return True
 
 
 def _pad_free(memory: _Memory, p: int, col: int, count: int, ll: int) -> int:
@@ -454,6 +487,22 @@ def _exhausted(layer: Layer, p: int, offs: int, length: int) -> Ai8xError:
                      "or reuse weights")
 
 
+def _rows(procs: list[int]) -> slice | np.ndarray:
+    """Index of the processors' rows: a slice when they are consecutive (no copy)."""
+    if procs[-1] - procs[0] + 1 == len(procs):
+        return slice(procs[0], procs[-1] + 1)
+    return np.asarray(procs)
+
+
+def _grid(rows: slice | np.ndarray) -> slice | np.ndarray:
+    """The rows index to pair with an array of columns (rows x columns)."""
+    return rows if isinstance(rows, slice) else rows[:, None]
+
+
+def _proc_of(rows: slice | np.ndarray, k: int) -> int:
+    return rows.start + k if isinstance(rows, slice) else int(rows[k])
+
+
 def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
             first: int, last: int, pmap: int, reverse: bool, must_fit: bool) -> int:
     """First column (searching up, or down from `offs`) free for `length` columns in every
@@ -475,6 +524,27 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
         offs += -SHARED if reverse else SHARED
         if give_up(p, offs, reverse):
             return -1
+    if not (mem.weight_mask and groups > 1):
+        # All processors at once (no per-processor adjustment of the start): the first
+        # processor with a taken column and its first taken column are the ones the
+        # processor-by-processor scan below meets first, so the result is the same.
+        procs = _rows([q for q in range(first, last + 1) if pmap >> q & 1])
+        while True:
+            if not reverse and offs + length > mem.width_large:
+                if must_fit:
+                    raise _exhausted(layer, first, offs, length)
+                return -1
+            cols = np.arange(offs, offs + length) if not reverse \
+                else np.arange(offs, offs - length, -1)
+            taken = memory.owner[_grid(procs), cols] != FREE  # negative columns wrap, as below
+            busy = taken.any(axis=1)
+            if not busy.any():
+                return offs
+            row = int(np.argmax(busy))
+            i = int(cols[int(np.argmax(taken[row]))])
+            offs = (i + SHARED) & ~(SHARED - 1) if not reverse else (i - 1) & ~(SHARED - 1)
+            if give_up(_proc_of(procs, row), offs, False):
+                return -1
     while p < last + 1:
         if not pmap >> p & 1:
             p += 1
@@ -649,11 +719,11 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     map_init = out_map >> _ffs(out_map)
     value_mask = (1 << quant) - 1
     rows = len(reshaped)
-    row_values = (reshaped.reshape(rows, -1) & value_mask).tolist()
+    masked = reshaped.reshape(rows, -1) & value_mask
     # 8-bit kernels of an ordinary convolution: one whole kernel per step, vectorized
     fast = None
     if qfactor == 1 and groups == 1 and not lay.flatten:
-        fast = (reshaped.reshape(rows, -1) & value_mask)[:, ::-1]
+        fast = masked[:, ::-1]
 
     def add(p: int, col_target: int, b: int) -> int:
         col = koffs + col_target
@@ -677,6 +747,10 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
         bulk = _bulk_8bit(memory, procs, koffs, ll, fast,
                           *divmod(start_col * ksize * in_exp, KERNEL_BYTES), map_init,
                           out_expand, out_thresh, in_exp, in_thresh, in_chan, out_chan, rows)
+    # Python lists for the general per-kernel loop (not needed when the bulk fill ran).
+    row_values = masked.tolist() if bulk is None else []
+    if bulk is not None and _finish_bulk(memory, procs, koffs, bulk, start_col + klen, ll):
+        procs = []  # every processor is complete
     ch = 0
     for p in procs:
         m = 0
