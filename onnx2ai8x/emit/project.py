@@ -60,6 +60,8 @@ class FifoFeed:
 
 @dataclass(frozen=True)
 class UnloadCode:
+    """cnn_unload(): the output buffer's name, declarations and statements."""
+
     buffer: str
     declarations: tuple[str, ...]
     body: tuple[str, ...]

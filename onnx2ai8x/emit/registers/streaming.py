@@ -19,6 +19,8 @@ MAX78000_START_MARGIN = 2
 
 @dataclass(frozen=True)
 class StreamValues:
+    """The streaming register values of one layer (seed 000, "Streaming Mode")."""
+
     start: int
     start_hwc: int  # MAX78002: prefill before CHW packing
     delta1: int
