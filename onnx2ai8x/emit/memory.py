@@ -263,13 +263,21 @@ def kernel_stream(network: Network, placement: Placement,
         for a, b in bounds:
             stream.append((int(addr[a]), words[a:b].reshape(-1).tolist()))
         return stream
-    flat = data.reshape(-1)
-    for a, b in bounds:
-        raw = flat[a * KERNEL_BYTES:b * KERNEL_BYTES].tobytes()
-        raw += bytes(-len(raw) % 4)
+    # All runs at once: each run's bytes, zero-padded to whole words, in one buffer.
+    first = np.asarray([a for a, _ in bounds], dtype=np.int64)
+    kernels_in = np.asarray([b - a for a, b in bounds], dtype=np.int64)
+    word_count = (kernels_in * KERNEL_BYTES + 3) // 4
+    word_start = np.concatenate([[0], np.cumsum(word_count)])
+    run_of = np.repeat(np.arange(len(bounds)), kernels_in)
+    dest = (word_start[run_of] * 4 + (np.arange(len(data)) - first[run_of]) * KERNEL_BYTES)
+    buffer = np.zeros(int(word_start[-1]) * 4, dtype=np.uint8)
+    buffer[dest[:, None] + np.arange(KERNEL_BYTES)] = data
+    words = buffer.view(">u4").tolist()
+    starts_w = word_start.tolist()
+    for r, (a, _) in enumerate(bounds):
         run = int(addr[a])
         stream.append((run & ~(window - 1) | (run & (window - 1)) >> 2,
-                       np.frombuffer(raw, dtype=">u4").astype(np.int64).tolist()))
+                       words[starts_w[r]:starts_w[r + 1]]))
     return stream
 
 

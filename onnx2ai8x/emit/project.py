@@ -6,7 +6,9 @@ templates in `templates/` only lay the values out. The project is written atomic
 """
 from __future__ import annotations
 
+import array
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,39 +77,57 @@ def _tuples(items: Sequence) -> tuple:
                        for x in item) for item in items)
 
 
-def _hex_lines(values: Sequence[int], digits: int, per_line: int) -> list[str]:
-    """`0x<value>, ` for each value (`digits` hex digits, zero-padded), `per_line` to a
-    line. Formatted from the packed bytes in one step when every value fits the width
-    (the usual case); one value at a time otherwise, with the same text."""
-    if not values:
-        return []
-    width = (digits + 4) * per_line
+def _hex_digits(values: Sequence[int], digits: int) -> np.ndarray | None:
+    """The values' hex digits, one row of `digits` ASCII bytes per value, or None when a
+    value does not fit (negative or too wide)."""
+    code = {2: "B", 4: "H", 8: "I"}.get(digits)
+    if code is None:
+        return None
     try:
-        arr = np.asarray(values, dtype=np.int64)
-    except OverflowError:
-        arr = None
-    if arr is not None and arr.ndim == 1 and digits in (2, 4, 8, 16) \
-            and arr.min() >= 0 and (digits == 16 or arr.max() < 1 << (4 * digits)):
-        raw = arr.astype(f">u{digits // 2}").tobytes()
-        text = "0x" + raw.hex(" ", digits // 2).replace(" ", ", 0x") + ", "
-        return [text[i:i + width] for i in range(0, len(text), width)]
-    items = [f"0x{v:0{digits}x}, " for v in values]
-    return ["".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+        packed = array.array(code, values)  # range-checked C conversion
+    except (OverflowError, TypeError):
+        return None
+    if packed.itemsize * 2 != digits:
+        return None
+    if sys.byteorder == "little":
+        packed.byteswap()  # most significant digit first
+    text = packed.tobytes().hex().encode("ascii")
+    return np.frombuffer(text, dtype=np.uint8).reshape(len(values), digits)
 
 
 def _listed(values: Sequence[int], digits: int = 8, per_line: int = 8) -> str:
-    """Lines of a stream macro: every value followed by a comma, each line continued
-    with a backslash."""
-    return "".join(line + "\\\n" for line in _hex_lines(values, digits, per_line))
+    """Lines of a stream macro: every value as `0x<digits>, `, `per_line` to a line,
+    each line continued with a backslash. Laid out as one byte array (the kernel
+    stream has tens of thousands of words); values that do not fit `digits` are
+    formatted one by one, with the same text C's "%0*x" gives."""
+    if not values:
+        return ""
+    hexes = _hex_digits(values, digits)
+    if hexes is None:
+        items = [f"0x{v:0{digits}x}, " for v in values]
+        return "".join("".join(items[i:i + per_line]) + "\\\n"
+                       for i in range(0, len(items), per_line))
+    size = digits + 4
+    cells = np.empty((len(values), size), dtype=np.uint8)
+    cells[:, :2] = np.frombuffer(b"0x", dtype=np.uint8)
+    cells[:, 2:2 + digits] = hexes
+    cells[:, 2 + digits:] = np.frombuffer(b", ", dtype=np.uint8)
+    full, rest = divmod(len(values), per_line)
+    lines = np.empty((full, per_line * size + 2), dtype=np.uint8)
+    lines[:, :-2] = cells[:full * per_line].reshape(full, per_line * size)
+    lines[:, -2:] = np.frombuffer(b"\\\n", dtype=np.uint8)
+    text = lines.tobytes()
+    if rest:
+        text += cells[full * per_line:].tobytes() + b"\\\n"
+    return text.decode("ascii")
 
 
 def _initializer(values: Sequence[int], digits: int = 8, per_line: int = 8) -> str:
     """Lines of an array initializer macro: values separated by commas (none after the
-    last), each line continued with a backslash."""
-    lines = _hex_lines(values, digits, per_line)
-    if not lines:
-        return ""
-    return ", \\\n".join(line[:-2] for line in lines) + " \\\n"
+    last), each line continued with a backslash. The same text as `_listed` except at
+    the very end."""
+    text = _listed(values, digits, per_line)
+    return text[:-4] + " \\\n" if text else ""
 
 
 def weight_memory_map(placement: Placement) -> WeightMemoryMap:
@@ -140,7 +160,9 @@ def project_data(network: Network, placement: Placement, sample: np.ndarray,
         mem_sections.input_loads(network, placement, sample)
     expected = unload_sections.expected_output(network, placement, outputs,
                                                max_checklines=options.max_checklines)
-    return ProjectData(kernels=_tuples(mem_sections.kernel_stream(network, placement, kernels)),
+    # The stream's words are Python ints already: one tuple per run, no per-word step.
+    stream = mem_sections.kernel_stream(network, placement, kernels)
+    return ProjectData(kernels=tuple((int(addr), tuple(words)) for addr, words in stream),
                        bias=_tuples(mem_sections.bias_loads(network, placement, bias)),
                        inputs=_tuples(inputs), expected=_tuples(expected), memory=memory)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnx2ai8x.emit.project import _hex_lines, _initializer, _listed
+from onnx2ai8x.emit.project import _initializer, _listed
 
 
 def _plain_listed(values, digits, per_line):
@@ -32,6 +32,8 @@ CASES = [
     [0xFFFFFFFF, 1, 0x80000000, 0x12345678, 0, 7, 8, 9, 10],
     list(range(0, 2 ** 32, 2 ** 32 // 37)),
     [-1, 5, 2 ** 40],  # out of range: the slow path, same text as "%08x"
+    list(range(16)),  # whole lines only
+    list(range(17)),
 ]
 
 
@@ -45,5 +47,5 @@ def test_words_as_c_text(values, per_line):
 def test_bytes_sixteen_to_a_line():
     values = [(37 * i) & 0xFF for i in range(40)]
     assert _initializer(values, 2, 16) == _plain_initializer(values, 2, 16)
-    assert _hex_lines(values, 2, 16)[0].startswith("0x00, 0x25, 0x4a, ")
-    assert _hex_lines([300], 2, 16) == ["0x12c, "]  # wider than two digits: not cut
+    assert _listed(values, 2, 16).startswith("0x00, 0x25, 0x4a, ")
+    assert _initializer([300, 1], 2, 16) == "0x12c, 0x01 \\\n"  # too wide: not cut
