@@ -22,8 +22,12 @@ two layers are stored once, izer/kdedup.py), so the register values and the
 - `source[ll]`: the layer whose stored weights this layer uses (itself, or an earlier
   layer with identical weights), or None for layers without weights;
 - `calcx4[ll]`: MAX78002 calcx4 layout (kernels interleaved over four instances);
-- `columns`: per processor, `{column: 9 kernel bytes}` of everything stored, and
-  `owner`: the layer of each stored column (`{(processor, column): layer}`).
+- `image` (read-only uint8 array, processor x column x 9 bytes) and `owners` (read-only
+  int32 array, processor x column: the layer stored there, -1 if free): everything
+  stored, for bulk use (the KERNELS stream);
+- `columns`: per processor, `(column, 9 kernel bytes)` of everything stored, and
+  `owner`: the layer of each stored column (`((processor, column), layer)`), the same
+  contents per column (computed from the arrays on access).
 """
 from __future__ import annotations
 
