@@ -22,6 +22,8 @@ STAGES = ("read", "legalize", "map", "reference", "emit")
 
 @dataclass(frozen=True)
 class ConvertRequest:
+    """One conversion as the command line asks for it."""
+
     model: Path
     device: str
     output: Path
@@ -193,6 +195,8 @@ def reference_outputs(network: Network, placement: Placement, sample: np.ndarray
 
 @dataclass(frozen=True)
 class ConvertResult:
+    """What the command prints after a conversion."""
+
     summary: str
     report_json: str
 

@@ -12,6 +12,8 @@ from ..errors import EXIT_USAGE, Ai8xError
 
 @dataclass(frozen=True)
 class SidecarLimits:
+    """The sidecar language's limits for one device (layer count, sequence numbers, ...)."""
+
     name: str
     max_layers: int
     max_proc: int  # processors (64-bit masks)
