@@ -24,6 +24,10 @@ class EmitOptions:
     timer: int | None = None
     boost: str | None = None
     riscv: bool = False
+    # Seed 000: "Use memcpy to load weights in order to save code space". A project for
+    # the SDK always does: the kernels are the packed KERNELS table copied by a loop
+    # (the vendor tool, too, writes the same embedded project with or without the flag;
+    # only its RTL-simulation output changes). Accepted, changes nothing.
     compact_weights: bool = False
     mexpress: bool = True
     avg_pool_rounding: bool = False

@@ -450,10 +450,6 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     if options.mlator:
         raise Ai8xError("emit.option", "--mlator", "--mlator is not supported yet",
                         "drop --mlator (the unload reads memory directly)")
-    if options.compact_weights:
-        raise Ai8xError("emit.option", "--compact-weights",
-                        "--compact-weights (memcpy weight loading) is not supported yet",
-                        "drop --compact-weights; the KERNELS stream loads the same weights")
     if options.riscv:
         raise Ai8xError("emit.option", "--riscv", "RISC-V projects are not supported yet",
                         "drop --riscv to generate an Arm project")

@@ -141,7 +141,13 @@ def test_unsupported_targets_are_user_errors(tmp_path: Path, options: EmitOption
     assert not (tmp_path / "proj").exists()
 
 
-def test_compact_weights_is_refused_not_ignored(tmp_path: Path) -> None:
-    with pytest.raises(Ai8xError, match="compact-weights"):
-        _write(tmp_path, EmitOptions(compact_weights=True))
-    assert not (tmp_path / "proj").exists()
+@pytest.mark.parametrize("mexpress", [True, False])
+def test_compact_weights_writes_the_same_project(tmp_path: Path, mexpress: bool) -> None:
+    # An SDK project always loads weights from the packed KERNELS table (seed 000,
+    # "--compact-weights ... memcpy"); the vendor tool's embedded output is the same
+    # with and without the flag.
+    a = _write(tmp_path / "a", EmitOptions(mexpress=mexpress))
+    b = _write(tmp_path / "b", EmitOptions(mexpress=mexpress, compact_weights=True))
+    assert sorted(p.name for p in a.iterdir()) == sorted(p.name for p in b.iterdir())
+    for f in sorted(a.iterdir()):
+        assert f.read_bytes() == (b / f.name).read_bytes(), f.name
