@@ -82,7 +82,9 @@ def convert_cmd(
                                                       "input.")] = False,
     fast_fifo: Annotated[bool, typer.Option("--fast-fifo")] = False,
     softmax: Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")] = False,
-    mlator: Annotated[bool, typer.Option("--mlator")] = False,
+    mlator: Annotated[bool, typer.Option(
+        "--mlator", help="Unload 8-bit outputs through the mlator (a word per four "
+                         "pixels).")] = False,
     overlap_data: Annotated[bool, typer.Option("--overlap-data")] = False,
     no_unload: Annotated[bool, typer.Option("--no-unload")] = False,
     no_kat: Annotated[bool, typer.Option("--no-kat")] = False,
@@ -91,7 +93,9 @@ def convert_cmd(
     timer: Annotated[int | None, typer.Option("--timer")] = None,
     boost: Annotated[str | None, typer.Option("--boost")] = None,
     riscv: Annotated[bool, typer.Option("--riscv")] = False,
-    compact_weights: Annotated[bool, typer.Option("--compact-weights")] = False,
+    compact_weights: Annotated[bool, typer.Option(
+        "--compact-weights", help="Accepted for the vendor's command line; SDK projects "
+                                  "always copy the packed weight table.")] = False,
     mexpress: Annotated[bool | None, typer.Option("--mexpress/--no-mexpress")] = None,
     avg_pool_rounding: Annotated[bool, typer.Option("--avg-pool-rounding")] = False,
     quiet: QuietOpt = False,

@@ -263,6 +263,11 @@ def unload_code(hw: HwNetwork) -> UnloadCode:
     out_addr = 0
     written = 0
     first = True
+    # The data-memory word after the last one read, and the output word after the last
+    # one written, as the vendor tracks them across layers: an mlator channel starts
+    # with a fresh address set-up only where it does not continue from there.
+    cursor: list[int | None] = [None, None]
+    mlator_layers: list[int] = []
     for ll in outs:
         lay = hw.network.layers[ll]
         pl = hw.placement.layers[ll]
@@ -276,6 +281,13 @@ def unload_code(hw: HwNetwork) -> UnloadCode:
         coffs_start = ffs(omap) & ~(dev.p_shared - 1)
         map_init = omap >> coffs_start
         width = h.out_expand * out_size
+        # the mlator fills whole output words: the layer must start on one
+        if hw.options.mlator and _mlator_fits(hw, ll) and written % 4 == 0:
+            mlator_layers.append(ll)
+            body += _mlator_unload(hw, ll, written, cursor)
+            written += chans * pixels
+            first = False
+            continue
         emit: list = []
         c = 0
         poffs, next_map = coffs_start, map_init
@@ -344,6 +356,7 @@ def unload_code(hw: HwNetwork) -> UnloadCode:
                 body.append(f"out_buf = ((uint8_t *) out_buf32) + 0x{written:04x};")
             while idx < len(emit):
                 read = emit[idx][0]
+                cursor[0] = read  # the vendor's shared read bookkeeping (see above)
                 shifts = []
                 count = 0
                 while idx + count < len(emit) and emit[idx + count][0] == read:
@@ -392,15 +405,132 @@ def unload_code(hw: HwNetwork) -> UnloadCode:
         written += chans * pixels * lay.output_width // 8
         first = False
     decl = []
-    if o_width != 32:
+    plain = len(mlator_layers) < len(outs)
+    if o_width != 32 and plain:
         decl += ["uint8_t *out_buf = (uint8_t *) out_buf32;", "uint32_t val;"]
-    decl.append("volatile uint32_t *addr;")
-    if need_i:
+    if o_width == 32 or plain:
+        decl.append("volatile uint32_t *addr;")
+    if mlator_layers:
+        decl.append("volatile uint32_t *mlat, *ctrl;")
+    if need_i or mlator_layers:
         decl.append("int i;")
     if need_offs:
         decl.append("uint32_t offs;")
     return UnloadCode(buffer="out_buf32" if o_width != 32 else "out_buf",
                       declarations=tuple(decl), body=tuple(body), words=(written + 3) // 4)
+
+
+MLATOR_UNROLL = 8  # mlator reads per unload loop iteration (the vendor's default)
+# Quadrant control register bits (seed 000, "CNN control register"): bit 3 is the
+# clock enable the unload leaves on, bit 16 loads the mlator's read pointer and turns it
+# on, bits 17-18 pick the byte of each word it gathers. READY_SEL (bits 1-2) is 0.
+CTL_CLOCK = 1 << 3
+CTL_MLATOR = 1 << 16
+CTL_MLATOR_BYTE = 17
+MLATOR_REG = {"MAX78000": 1024, "MAX78002": 0x44000}  # the mlator read port (word index)
+
+
+def _mlator_fits(hw: HwNetwork, ll: int) -> bool:
+    """Whether --mlator applies to output layer `ll` (seed 000, "--mlator": 8-bit output;
+    it gathers four pixels of one channel per read, so a channel must have at least four
+    pixels and, with several channels, a multiple of four)."""
+    lay = hw.network.layers[ll]
+    pixels = lay.output_dim[0] * lay.output_dim[1]
+    if lay.output_width != 8 or pixels < 4:
+        return False
+    return lay.output_channels == 1 or pixels % 4 == 0
+
+
+def _mlator_unload(hw: HwNetwork, ll: int, written: int,
+                   cursor: list[int | None]) -> list[str]:
+    """cnn_unload() statements that read output layer `ll` through the mlator.
+
+    The mlator (seed 000, "--mlator") rearranges HWC data on read: set to byte b of a
+    memory instance, each read of its port returns that byte of four consecutive words,
+    i.e. four pixels of one channel, so the channel-major buffer is filled a word at a
+    time. Per channel: point the quadrant's layer-0 write pointer at the first pixel and
+    its pointer increment at the words between pixels, enable the mlator for the byte,
+    prime it with one read, read, disable. `written` is the byte position of the layer in
+    the buffer; `cursor` the shared [read, write] bookkeeping of `unload_code`.
+    """
+    dev = hw.dev
+    lay = hw.network.layers[ll]
+    pl = hw.placement.layers[ll]
+    h = hw.layers[ll]
+    chans = lay.output_channels
+    pixels = lay.output_dim[0] * lay.output_dim[1]
+    omap = pl.output_processor_map
+    start = ffs(omap) & ~(dev.p_shared - 1)
+    map_init = omap >> start
+    width = h.out_expand  # 8-bit data: one byte per pass
+    off = f"0x{CTL_CLOCK:08x}"
+    lines: list[str] = []
+    pending = 0
+
+    def flush() -> None:
+        nonlocal pending
+        n = pending
+        if n >= 2 * MLATOR_UNROLL:
+            lines.append(f"for (i = 0; i < {n // MLATOR_UNROLL}; i++) {{")
+            lines.extend(["  out_buf32[offs++] = *mlat;"] * MLATOR_UNROLL)
+            lines.append("}")
+            n %= MLATOR_UNROLL
+        lines.extend(["out_buf32[offs++] = *mlat;"] * n)
+        pending = 0
+
+    port = None
+    c = 0
+    poffs, layer_map = start, map_init
+    while c < chans:
+        if c % h.out_expand_thresh == 0:
+            poffs, layer_map = start, map_init
+        expand = c // h.out_expand_thresh
+        proc = poffs & ~(dev.p_shared - 1)
+        group = proc // dev.p_numpro
+        mlat = dev.ctl_addr(group, MLATOR_REG[dev.name])
+        if mlat != port:
+            port = mlat
+            lines.append(f"ctrl = (volatile uint32_t *) 0x{dev.ctl_addr(group, dev.reg_ctl):08x};")
+            lines.append(f"mlat = (volatile uint32_t *) 0x{mlat:08x};")
+        this_map, this_c = layer_map, c
+        for byte in range(4):
+            if this_map & 1:
+                lines.append(f"// Channel {this_c}")
+                for doffs in range(0, pixels, 4):
+                    # (the vendor scales the instance base by the write gap as well)
+                    source = pl.out_offset + (((proc % dev.p_numpro) * dev.instance_size
+                                               | group * dev.group_stride // 4)
+                                              + (doffs >> 2) * width + expand) \
+                        * (pl.write_gap + 1) * 4
+                    # Channel-major output: the vendor's formula, row * rows + col, equals
+                    # this for the square and 1-D outputs it is used with.
+                    target = this_c * pixels + doffs + written
+                    if target != cursor[1]:
+                        lines.append(f"offs = 0x{target >> 2:04x};")
+                    if source != cursor[0]:
+                        flush()
+                        if doffs:
+                            lines.append(f"*ctrl = {off}; // Disable mlator")
+                        lines.append(f"*((volatile uint32_t *) "
+                                     f"0x{dev.lreg_addr(group, dev.wptr_base, 0):08x}) = "
+                                     f"0x{doffs:08x}; // Set SRAM address")
+                        lines.append(f"*((volatile uint32_t *) "
+                                     f"0x{dev.lreg_addr(group, dev.lctl2, 0):08x}) = "
+                                     f"0x{expand:08x}; // Set pointer increment")
+                        val = CTL_CLOCK | CTL_MLATOR | byte << CTL_MLATOR_BYTE
+                        lines.append(f"*ctrl = 0x{val:08x}; // Enable mlator, byte {byte}")
+                        lines.append('asm volatile ("" : "=m" (*mlat) : "r" (*mlat)); '
+                                     "// Prime")
+                    pending += 1
+                    cursor[0], cursor[1] = source + 4, target + 4
+                flush()
+                lines.append(f"*ctrl = {off}; // Disable mlator")
+            this_c += 1
+            this_map >>= 1
+        poffs += 4
+        c += popcount(layer_map & 0x0F)
+        layer_map >>= 4
+    return lines
 
 
 def _template_cache():
@@ -447,9 +577,6 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
                    options: EmitOptions, sample: np.ndarray | None = None,
                    name: str | None = None) -> dict[str, str]:
     """File name -> text of the C project (pure)."""
-    if options.mlator:
-        raise Ai8xError("emit.option", "--mlator", "--mlator is not supported yet",
-                        "drop --mlator (the unload reads memory directly)")
     if options.riscv:
         raise Ai8xError("emit.option", "--riscv", "RISC-V projects are not supported yet",
                         "drop --riscv to generate an Arm project")

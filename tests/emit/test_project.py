@@ -92,7 +92,8 @@ def test_fifo_project_loads_no_memory(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 @pytest.mark.parametrize("options", [EmitOptions(), EmitOptions(softmax=True, timer=0),
-                                     EmitOptions(fifo=True, boost="2.5")])
+                                     EmitOptions(fifo=True, boost="2.5"),
+                                     EmitOptions(mlator=True)])
 def test_generated_c_compiles(tmp_path: Path, options: EmitOptions) -> None:
     out = _write(tmp_path, options, streaming=options.fifo)
     for source in sorted(out.glob("*.c")):
@@ -116,8 +117,8 @@ def test_existing_directory_needs_overwrite(tmp_path: Path) -> None:
 
 def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
     pl = one_conv()
-    with pytest.raises(Ai8xError, match="mlator"):
-        write_project(pl.network, pl, tmp_path / "proj", options=EmitOptions(mlator=True),
+    with pytest.raises(Ai8xError, match="RISC-V"):
+        write_project(pl.network, pl, tmp_path / "proj", options=EmitOptions(riscv=True),
                       sample=np.zeros((4, 8, 8)), outputs=[], data=_data(pl))
     assert not (tmp_path / "proj").exists()
 
