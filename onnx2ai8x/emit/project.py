@@ -247,6 +247,28 @@ def _output_layers(hw: HwNetwork) -> list[int]:
     return marked or [hw.placement.final_layer]
 
 
+def _output_words(hw: HwNetwork, ll: int):
+    """Walk output layer `ll` four processors at a time, as the output is laid out (seed
+    000, "Data memory": a group of four processors shares a word, channels beyond one
+    pass wrap around to the first processor with the pass number `expand`). Yields
+    `(first channel, expand, first processor of the group, the group's map in bits 0-3)`.
+    """
+    dev = hw.dev
+    h = hw.layers[ll]
+    omap = hw.placement.layers[ll].output_processor_map
+    start = ffs(omap) & ~(dev.p_shared - 1)
+    map_init = omap >> start
+    c = 0
+    poffs, layer_map = start, map_init
+    while c < hw.network.layers[ll].output_channels:
+        if c % h.out_expand_thresh == 0:
+            poffs, layer_map = start, map_init
+        yield c, c // h.out_expand_thresh, poffs & ~(dev.p_shared - 1), layer_map & 0x0F
+        poffs += 4
+        c += popcount(layer_map & 0x0F)
+        layer_map >>= 4
+
+
 def unload_code(hw: HwNetwork) -> UnloadCode:
     """cnn_unload(): read the output layers' data memory into the caller's buffer.
 
@@ -277,9 +299,6 @@ def unload_code(hw: HwNetwork) -> UnloadCode:
         if o_width != 32 and pixels != 1:
             need_offs = True
         out_size = lay.output_width // 8
-        omap = pl.output_processor_map
-        coffs_start = ffs(omap) & ~(dev.p_shared - 1)
-        map_init = omap >> coffs_start
         width = h.out_expand * out_size
         # the mlator fills whole output words: the layer must start on one
         if hw.options.mlator and _mlator_fits(hw, ll) and written % 4 == 0:
@@ -289,15 +308,9 @@ def unload_code(hw: HwNetwork) -> UnloadCode:
             first = False
             continue
         emit: list = []
-        c = 0
-        poffs, next_map = coffs_start, map_init
-        while c < chans:
-            if c % h.out_expand_thresh == 0:
-                poffs, next_map = coffs_start, map_init
-            expand = c // h.out_expand_thresh
-            proc = poffs & ~(dev.p_shared - 1)
+        for _, expand, proc, group_map in _output_words(hw, ll):
             for doffs in range(pixels):
-                this_map = next_map
+                this_map = group_map
                 offs = pl.out_offset + (((proc % dev.p_numpro) * dev.instance_size
                                          | (proc // dev.p_numpro) * dev.group_stride // 4)
                                         + doffs * width + expand * out_size) \
@@ -312,9 +325,6 @@ def unload_code(hw: HwNetwork) -> UnloadCode:
                         else:
                             emit.append((offs, shift))
                     this_map >>= 1
-            poffs += 4
-            c += popcount(next_map & 0x0F)
-            next_map >>= 4
         if o_width == 32:
             idx = 0
             while idx < len(emit):
@@ -456,13 +466,8 @@ def _mlator_unload(hw: HwNetwork, ll: int, written: int,
     dev = hw.dev
     lay = hw.network.layers[ll]
     pl = hw.placement.layers[ll]
-    h = hw.layers[ll]
-    chans = lay.output_channels
     pixels = lay.output_dim[0] * lay.output_dim[1]
-    omap = pl.output_processor_map
-    start = ffs(omap) & ~(dev.p_shared - 1)
-    map_init = omap >> start
-    width = h.out_expand  # 8-bit data: one byte per pass
+    width = hw.layers[ll].out_expand  # 8-bit data: one byte per pass
     off = f"0x{CTL_CLOCK:08x}"
     lines: list[str] = []
     pending = 0
@@ -479,20 +484,14 @@ def _mlator_unload(hw: HwNetwork, ll: int, written: int,
         pending = 0
 
     port = None
-    c = 0
-    poffs, layer_map = start, map_init
-    while c < chans:
-        if c % h.out_expand_thresh == 0:
-            poffs, layer_map = start, map_init
-        expand = c // h.out_expand_thresh
-        proc = poffs & ~(dev.p_shared - 1)
+    for c, expand, proc, group_map in _output_words(hw, ll):
         group = proc // dev.p_numpro
         mlat = dev.ctl_addr(group, MLATOR_REG[dev.name])
         if mlat != port:
             port = mlat
             lines.append(f"ctrl = (volatile uint32_t *) 0x{dev.ctl_addr(group, dev.reg_ctl):08x};")
             lines.append(f"mlat = (volatile uint32_t *) 0x{mlat:08x};")
-        this_map, this_c = layer_map, c
+        this_map, this_c = group_map, c
         for byte in range(4):
             if this_map & 1:
                 lines.append(f"// Channel {this_c}")
@@ -527,9 +526,6 @@ def _mlator_unload(hw: HwNetwork, ll: int, written: int,
                 lines.append(f"*ctrl = {off}; // Disable mlator")
             this_c += 1
             this_map >>= 1
-        poffs += 4
-        c += popcount(layer_map & 0x0F)
-        layer_map >>= 4
     return lines
 
 
