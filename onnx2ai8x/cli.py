@@ -98,12 +98,24 @@ def convert_cmd(
                                   "always copy the packed weight table.")] = False,
     mexpress: Annotated[bool | None, typer.Option("--mexpress/--no-mexpress")] = None,
     avg_pool_rounding: Annotated[bool, typer.Option("--avg-pool-rounding")] = False,
+    board: Annotated[str | None, typer.Option(
+        "--board", help="SDK board the project is set up for: EvKit_V1 (default) or "
+                        "FTHR_RevA (MAX78000).")] = None,
+    build: Annotated[bool, typer.Option(
+        "--build", help="Build the written project with the MSDK and the Arm toolchain "
+                        "(arm-none-eabi-gcc, make) and report its flash and SRAM "
+                        "use.")] = False,
+    maxim_path: Annotated[Path | None, typer.Option(
+        "--maxim-path", help="The MSDK for --build (default: $MAXIM_PATH, or the SDK "
+                             "tree the output directory sits in).")] = None,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Convert MODEL.onnx into a C project for the vendor SDK.
 
     Example: onnx2ai8x model.onnx --device MAX78000 --sample-input x.npy --softmax
+
+    Example: onnx2ai8x model.onnx --device MAX78000 --build --maxim-path ~/MaximSDK
     """
     from .convert import ConvertRequest, convert
 
@@ -113,20 +125,44 @@ def convert_cmd(
     if sample_input is not None:
         _require_file(sample_input, "sample input")
     out = output if output is not None else model.with_suffix("")
+    sdk = None
+    if build:
+        from .emit.build import check_build_tools, find_sdk
+
+        # Before anything is written: a build that cannot run leaves no project behind.
+        check_build_tools()
+        sdk = find_sdk(maxim_path, out)
     options = dict(fifo=fifo, fast_fifo=fast_fifo, softmax=softmax, mlator=mlator,
                    overlap_data=overlap_data, no_unload=no_unload, no_kat=no_kat,
                    max_checklines=max_checklines, new_kernel_loader=new_kernel_loader,
                    timer=timer, boost=boost, riscv=riscv, compact_weights=compact_weights,
-                   mexpress=mexpress, avg_pool_rounding=avg_pool_rounding)
+                   mexpress=mexpress, avg_pool_rounding=avg_pool_rounding, board=board)
     result = convert(ConvertRequest(model=model, device=device, output=out,
                                     sidecar=sidecar, sample_input=sample_input,
                                     overwrite=overwrite, options=options,
                                     progress=not (quiet or json_out)))
+    built = None
+    if build:
+        from .devices import get_device
+        from .emit.build import build_project, describe
+
+        dev = get_device(device)
+        built = build_project(out, dev, board=result.board, maxim_path=sdk)
     if json_out:
-        typer.echo(result.report_json)
+        report = result.report_json
+        if built is not None:
+            data = json.loads(report)
+            data["firmware"] = {"elf": str(built.elf), "target": built.target,
+                                "board": built.board, "text": built.sizes.text,
+                                "data": built.sizes.data, "bss": built.sizes.bss,
+                                "flash_bytes": dev.flash_bytes, "sram_bytes": dev.sram_bytes}
+            report = json.dumps(data, indent=2, sort_keys=True)
+        typer.echo(report)
     elif not quiet:
         typer.echo(result.summary)
         typer.echo(f"wrote {out}")
+        if built is not None:
+            typer.echo(describe(built, dev))
 
 
 def check_cmd(

@@ -199,6 +199,7 @@ class ConvertResult:
 
     summary: str
     report_json: str
+    board: str  # the SDK board the project is set up for
 
 
 @contextmanager
@@ -295,4 +296,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
         write_project(result.network, result.placement, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
                       extra_files=extra_files, kernels=result.kernels)
-    return ConvertResult(summary=result.summary, report_json=result.report_json)
+    from .emit.project import project_board
+
+    return ConvertResult(summary=result.summary, report_json=result.report_json,
+                         board=project_board(result.device, options.board))

@@ -114,6 +114,22 @@ class Device:
     fast_fifo_base: int
     bias_div: int  # accumulator bias = 8-bit bias value * 128
 
+    # --- the microcontroller around the accelerator (firmware projects) ---
+    # The SDK linker script's FLASH and SRAM regions (Libraries/CMSIS/Device/Maxim/
+    # <part>/Source/GCC/<part>.ld): what a project's text+data and data+bss must fit.
+    flash_bytes: int
+    sram_bytes: int
+    # Clocks (the vendor tool's IPO_SPEED, APB_SPEED, PLL_SPEED): projects select the
+    # internal primary oscillator as system clock; the accelerator runs from the APB
+    # clock (IPO / 2) or, where the part has one, from the IPLL.
+    ipo_mhz: int
+    apb_mhz: int
+    pll_mhz: int  # 0: no IPLL
+    # Without the pipeline the accelerator must not run faster than this (MHz); the
+    # vendor divides the IPLL down to it (MAX_NO_PIPELINE_SPEED).
+    no_pipeline_mhz: int
+    boards: tuple[str, ...]  # the SDK's board support packages for the part, default first
+
     @property
     def kernel_memory_bytes(self) -> int:
         """Total kernel memory (432 KiB / 2,340 KiB per the guide)."""
@@ -175,6 +191,9 @@ MAX78000 = Device(
     bias_base=_APB + 0x108000, tram_base=_APB + 0x110000, kernel_base=_APB + 0x180000,
     sram_base=_APB + 0x400000, tram_words=3072, kernel_stride_words=1024,
     fast_fifo_base=0x400C0400, bias_div=128,
+    flash_bytes=512 * 1024, sram_bytes=128 * 1024,
+    ipo_mhz=100, apb_mhz=50, pll_mhz=0, no_pipeline_mhz=50,
+    boards=("EvKit_V1", "FTHR_RevA"),
 )
 
 MAX78002 = Device(
@@ -215,6 +234,9 @@ MAX78002 = Device(
     bias_base=_APB + 0x1180000, tram_base=_APB + 0x1200000, kernel_base=_APB + 0x1400000,
     sram_base=_APB + 0x1800000, tram_words=12288, kernel_stride_words=8192,
     fast_fifo_base=0x400C0400, bias_div=128,
+    flash_bytes=2560 * 1024, sram_bytes=384 * 1024,
+    ipo_mhz=120, apb_mhz=60, pll_mhz=200, no_pipeline_mhz=50,
+    boards=("EvKit_V1",),
 )
 
 DEVICES: tuple[Device, ...] = (MAX78000, MAX78002)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -51,6 +52,22 @@ def save_arrays_atomic(path: Path, names: list[str], arrays: list[np.ndarray]) -
         raise
 
 
+def _sibling_dir(target: Path) -> Path:
+    """A new, empty directory next to `target` that becomes `target` when complete.
+
+    Unlike tempfile.mkdtemp (mode 0700) it is created with the user's umask, so the
+    finished project has the permissions any other new directory would have.
+    """
+    for _ in range(100):
+        tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}"
+        try:
+            tmp.mkdir(mode=0o777)
+        except FileExistsError:
+            continue
+        return tmp
+    raise FileExistsError(f"no free temporary name next to {target}")
+
+
 def write_dir_atomic(target: Path, fill: Callable[[Path], None], overwrite: bool) -> None:
     """Create directory `target` by filling a temporary sibling, then renaming it.
 
@@ -64,7 +81,7 @@ def write_dir_atomic(target: Path, fill: Callable[[Path], None], overwrite: bool
                         "pass --overwrite to replace it, or choose another --output",
                         exit_code=EXIT_USAGE)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    tmp = _sibling_dir(target)
     try:
         fill(tmp)
         if target.exists():

@@ -24,6 +24,9 @@ class EmitOptions:
     timer: int | None = None
     boost: str | None = None
     riscv: bool = False
+    # The SDK board the project is set up for (Makefile default, .vscode settings);
+    # None: the device's first board (EvKit_V1).
+    board: str | None = None
     # Seed 000: "Use memcpy to load weights in order to save code space". A project for
     # the SDK always does: the kernels are the packed KERNELS table copied by a loop
     # (the vendor tool, too, writes the same embedded project with or without the flag;

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import Ai8xError
+from ..devices import Device, get_device
+from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_dir_atomic
 from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
 from ..placement import Placement
+from .firmware import DEBUG_WAIT_SECONDS, clock_plan, vscode_files
 from .options import EmitOptions
 from .registers import HwNetwork, RegisterProgram, WeightMemoryMap, derive, register_program
 from .registers.hwlayers import ffs, popcount
@@ -569,6 +571,23 @@ def _boost(value: str | None, name: str) -> tuple[int, int] | None:
     return port, pin
 
 
+def project_board(device: Device, board: str | None) -> str:
+    """The board the project is set up for: the SDK's default board unless asked."""
+    if board is None:
+        return device.boards[0]
+    for known in device.boards:
+        if board.lower() == known.lower():
+            return known
+    raise Ai8xError("usage.board", board, f"the MSDK has no {device.name} board `{board}`",
+                    f"use one of: {', '.join(device.boards)}", exit_code=EXIT_USAGE)
+
+
+def _input_description(net: Network, chw: bool) -> str:
+    """The input as the README names it, e.g. `1x28x28 (CHW)` or `3x128x128 (HWC)`."""
+    shape = "x".join(str(d) for d in net.input_shape)
+    return f"{shape} ({'CHW' if chw else 'HWC'})"
+
+
 def render_project(placement: Placement, program: RegisterProgram, data: ProjectData,
                    options: EmitOptions, sample: np.ndarray | None = None,
                    name: str | None = None) -> dict[str, str]:
@@ -583,6 +602,8 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     hw = derive(placement, options)
     net = placement.network
     name = name or net.name
+    device = get_device(placement.device)
+    board = project_board(device, options.board)
     if options.uses_fifo:
         if sample is None:
             raise Ai8xError("emit.fifo", name, "a FIFO project needs the sample input",
@@ -613,11 +634,9 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         timer=options.timer, mexpress=options.mexpress,
         mask_high=~(hw.dev.mask_offs - 1) & 0xFFFFFFFF, mask_low=hw.dev.mask_offs - 1,
         group_mask=group_mask, group_unmask=~group_mask & 0xF,
-        has_pll=hw.dev.support_pipeline,
-        clock_source="IPLL" if hw.dev.support_pipeline else "PCLK",
-        clock_divider=1,
-        clock_comment="PLL, divider 1" if pipeline or hw.dev.support_pipeline
-        else "peripheral clock, divider 1",
+        has_pll=bool(device.pll_mhz), clock=clock_plan(device, pipeline),
+        debug_wait=DEBUG_WAIT_SECONDS, board=board, boards=device.boards,
+        input_desc=_input_description(net, placement.layers[hw.start_layer].big_data),
         softmax=options.softmax, softmax_wide=final_layer.output_width == 32,
         softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
         kat=not options.no_kat, unload_flag=not options.no_unload,
@@ -628,7 +647,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         "cnn.h": "cnn.h.j2", "cnn.c": "cnn.c.j2", "weights.h": "weights.h.j2",
         "main.c": "main.c.j2", "sampledata.h": "sampledata.h.j2",
         "sampleoutput.h": "sampleoutput.h.j2", "Makefile": "Makefile.j2",
-        "project.mk": "project.mk.j2",
+        "project.mk": "project.mk.j2", "README.md": "README.md.j2",
     }
     if options.softmax:
         files["softmax.c"] = "softmax.c.j2"
@@ -637,6 +656,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     for target, template in files.items():
         tmpl = env.get_template(template)
         out[target] = tmpl.render(**ctx)
+    out.update(vscode_files(device, board))
     return out
 
 
@@ -660,6 +680,7 @@ def write_project(network: Network, placement: Placement, out_dir: Path | str, *
 
     def fill(tmp: Path) -> None:
         for fname, text in sorted(files.items()):
+            (tmp / fname).parent.mkdir(exist_ok=True)
             (tmp / fname).write_text(text, encoding="utf-8")
         for fname, blob in sorted((extra_files or {}).items()):
             (tmp / fname).write_bytes(blob)

@@ -55,10 +55,16 @@ typedef enum { MXC_SYS_PERIPH_CLOCK_CNN = 25 } mxc_sys_periph_clock_t;
 #define MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV2 (0x1u << 14)
 #define MXC_S_GCR_PCLKDIV_CNNCLKDIV_DIV4 (0x2u << 14)
 #define MXC_F_GCR_IPLL_CTRL_RDY (1u << 29)
+#define MXC_F_GCR_IPLL_CTRL_EN (1u << 0)
+
+typedef enum { MXC_SYS_CLOCK_IPO = 0 } mxc_sys_system_clock_t;
+#define SEC(s) ((s) * 1000000)
 
 extern uint32_t SystemCoreClock;
 void SystemCoreClockUpdate(void);
 void MXC_ICC_Enable(mxc_icc_regs_t *icc);
+int MXC_SYS_Clock_Select(mxc_sys_system_clock_t clock);
+int MXC_Delay(uint32_t us);
 int MXC_SYS_ClockEnable(mxc_sys_periph_clock_t clock);
 int MXC_SYS_ClockDisable(mxc_sys_periph_clock_t clock);
 int MXC_GPIO_Config(const mxc_gpio_cfg_t *cfg);

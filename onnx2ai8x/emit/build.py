@@ -1,0 +1,179 @@
+"""Build a generated project as firmware, the way a user does (`convert --build`).
+
+The project's own Makefile runs the MSDK's make flow with the Arm GNU toolchain; this
+module only finds the tools and the SDK, runs `make` and reads the ELF's sizes with
+`arm-none-eabi-size`. Nothing is installed or downloaded here.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..devices import Device
+from ..errors import EXIT_USAGE, Ai8xError
+
+TOOLS = ("arm-none-eabi-gcc", "arm-none-eabi-size", "make")
+# An SDK root is recognised by the makefile every SDK project includes.
+SDK_MARKER = Path("Libraries") / "libs.mk"
+BUILD_TIMEOUT_S = 1800
+_FIX_TOOLS = ("install the Arm GNU toolchain and make (Debian/Ubuntu: apt-get install "
+              "gcc-arm-none-eabi libnewlib-arm-none-eabi make), or drop --build")
+
+
+@dataclass(frozen=True)
+class ElfSizes:
+    """Section sizes of the linked firmware (bytes), as arm-none-eabi-size reports them."""
+
+    text: int
+    data: int
+    bss: int
+
+    @property
+    def flash(self) -> int:
+        """What the flash holds: code and constants, plus the initial values of data."""
+        return self.text + self.data
+
+    @property
+    def sram(self) -> int:
+        """What the SRAM holds at run time before heap and stack."""
+        return self.data + self.bss
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """A finished build: the ELF, its sizes and make's output."""
+
+    elf: Path
+    target: str
+    board: str
+    sizes: ElfSizes
+    log: str
+
+
+def missing_tools() -> tuple[str, ...]:
+    """The build tools that are not on PATH."""
+    return tuple(tool for tool in TOOLS if shutil.which(tool) is None)
+
+
+def _is_sdk(path: Path) -> bool:
+    return (path / SDK_MARKER).is_file()
+
+
+def find_sdk(maxim_path: str | Path | None, project: Path) -> Path | None:
+    """The MSDK to build against: `maxim_path`, else $MAXIM_PATH, else the SDK tree the
+    project sits in (Examples/<TARGET>/CNN/<project>), as the project's Makefile looks.
+    None: the project's Makefile finds it by itself (in-tree); raises when nothing fits.
+    """
+    given = maxim_path if maxim_path not in (None, "") else os.environ.get("MAXIM_PATH")
+    if given:
+        root = Path(given).expanduser()
+        if not _is_sdk(root):
+            raise Ai8xError("usage.maxim-path", str(root),
+                            f"not an MSDK root directory (no {SDK_MARKER.as_posix()} there)",
+                            "point --maxim-path or MAXIM_PATH at the SDK's top directory",
+                            exit_code=EXIT_USAGE)
+        return root.resolve()
+    parents = Path(project).resolve().parents
+    if len(parents) > 3 and _is_sdk(parents[3]):
+        return None
+    raise Ai8xError("usage.maxim-path", str(project), "--build needs the MSDK",
+                    "set MAXIM_PATH or pass --maxim-path /path/to/msdk", exit_code=EXIT_USAGE)
+
+
+def check_build_tools() -> None:
+    """Refuse before anything is written when `--build` cannot run here."""
+    missing = missing_tools()
+    if missing:
+        raise Ai8xError("usage.toolchain", ", ".join(missing), "not found on PATH",
+                        _FIX_TOOLS, exit_code=EXIT_USAGE)
+
+
+_SIZE_LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+[0-9a-fA-F]+\s+\S", re.M)
+
+
+def elf_sizes(elf: Path) -> ElfSizes:
+    """text, data and bss of `elf` (arm-none-eabi-size, Berkeley format)."""
+    proc = subprocess.run(["arm-none-eabi-size", "--format=berkeley", str(elf)],
+                          capture_output=True, text=True, timeout=60)
+    match = _SIZE_LINE.search(proc.stdout)
+    if proc.returncode != 0 or match is None:
+        raise Ai8xError("build.size", str(elf), "arm-none-eabi-size could not read the ELF: "
+                        + (proc.stderr.strip() or proc.stdout.strip())[:300],
+                        "rebuild the project")
+    text, data, bss = (int(x) for x in match.groups())
+    return ElfSizes(text=text, data=data, bss=bss)
+
+
+def fit_problems(sizes: ElfSizes, device: Device) -> list[str]:
+    """Where the firmware does not fit the part's flash or SRAM (empty when it fits)."""
+    problems = []
+    if sizes.flash > device.flash_bytes:
+        problems.append(f"text+data {sizes.flash:,} B exceed the {device.flash_bytes:,} B "
+                        "of flash")
+    if sizes.sram > device.sram_bytes:
+        problems.append(f"data+bss {sizes.sram:,} B exceed the {device.sram_bytes:,} B "
+                        "of SRAM")
+    return problems
+
+
+def _error_excerpt(log: str, limit: int = 20) -> str:
+    lines = [ln for ln in log.splitlines()
+             if "error" in ln.lower() or "undefined reference" in ln or "***" in ln]
+    return "\n".join((lines or log.splitlines())[-limit:])
+
+
+def build_project(project: Path, device: Device, *, board: str,
+                  maxim_path: Path | None, jobs: int | None = None,
+                  env: dict[str, str] | None = None, make_args: tuple[str, ...] = ()
+                  ) -> BuildResult:
+    """Run the project's Makefile (the SDK's flow) and read the ELF's sizes.
+
+    `maxim_path` None builds in-tree: MAXIM_PATH is removed from the environment so the
+    Makefile finds the SDK the project sits in. `env` adds variables (tests set
+    PROJ_CFLAGS=-Werror this way; the SDK's makefiles append to it).
+    """
+    project = Path(project).resolve()
+    check_build_tools()
+    run_env = dict(os.environ)
+    run_env.pop("MAXIM_PATH", None)
+    run_env.update(env or {})
+    args = ["make", f"-j{jobs or os.cpu_count() or 1}", f"TARGET={device.name}",
+            f"BOARD={board}"]
+    if maxim_path is not None:
+        args.append(f"MAXIM_PATH={maxim_path}")
+    args += list(make_args)
+    try:
+        proc = subprocess.run(args, cwd=project, env=run_env, capture_output=True,
+                              text=True, timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise Ai8xError("build.timeout", str(project),
+                        f"the firmware build took longer than {BUILD_TIMEOUT_S} s",
+                        "run make in the project directory to see where it stops") from None
+    log = proc.stdout + proc.stderr
+    elf = project / "build" / f"{device.name.lower()}.elf"
+    if proc.returncode != 0 or not elf.is_file():
+        raise Ai8xError("build.failed", str(project),
+                        "the firmware build failed (the project itself was written):\n"
+                        + _error_excerpt(log),
+                        f"run `make` in {project} to see the whole output")
+    sizes = elf_sizes(elf)
+    problems = fit_problems(sizes, device)
+    if problems:
+        raise Ai8xError("build.size", str(elf), "; ".join(problems),
+                        "reduce the network's weights or the sample data, or use the larger "
+                        "part")
+    return BuildResult(elf=elf, target=device.name, board=board, sizes=sizes, log=log)
+
+
+def describe(result: BuildResult, device: Device) -> str:
+    """One paragraph for the command's output."""
+    s = result.sizes
+    return (f"built {result.elf} ({result.target}, {result.board}): "
+            f"text {s.text:,} + data {s.data:,} = {s.flash:,} B of "
+            f"{device.flash_bytes:,} B flash ({100 * s.flash / device.flash_bytes:.1f} %); "
+            f"data {s.data:,} + bss {s.bss:,} = {s.sram:,} B of {device.sram_bytes:,} B SRAM "
+            f"({100 * s.sram / device.sram_bytes:.1f} %)")
