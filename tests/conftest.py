@@ -89,3 +89,27 @@ def golden_dir() -> Path:
     if not GOLDEN.is_dir():
         pytest.skip("golden corpus ../shared/golden is absent")
     return GOLDEN
+
+
+# Firmware sizes measured by tests/emit/test_firmware_build.py, printed after the run so
+# that CI's log shows what each project of the build subset costs on the part.
+_FIRMWARE_SIZES = pytest.StashKey[list]()
+
+
+def record_firmware_size(config: pytest.Config, project: str, result) -> None:
+    """Note one built project's sizes (an onnx2ai8x.emit.build.BuildResult)."""
+    config.stash.setdefault(_FIRMWARE_SIZES, []).append(
+        (project, result.target, result.board, result.sizes.text, result.sizes.data,
+         result.sizes.bss))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    rows = config.stash.get(_FIRMWARE_SIZES, [])
+    if not rows:
+        return
+    terminalreporter.section("firmware built with the MSDK (bytes)")
+    terminalreporter.write_line(f"{'project':<36} {'target':<9} {'board':<10} "
+                                f"{'text':>8} {'data':>7} {'bss':>7}")
+    for project, target, board, text, data, bss in rows:
+        terminalreporter.write_line(f"{project:<36} {target:<9} {board:<10} "
+                                    f"{text:>8} {data:>7} {bss:>7}")

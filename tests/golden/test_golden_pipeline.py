@@ -89,8 +89,10 @@ def test_output_is_deterministic_and_overwrite_guarded(tmp_path: Path) -> None:
         proc = pipeline.convert(model, case["device"], out,
                                 "--sample-input", str(GOLDEN / name / "sample.npy"))
         assert proc.returncode == 0, proc.stderr
-    names = sorted(p.name for p in first.iterdir())
-    assert names == sorted(p.name for p in second.iterdir())
+    names = sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(second).as_posix()
+                           for p in second.rglob("*") if p.is_file())
+    assert ".vscode/settings.json" in names
     match, mismatch, errors = filecmp.cmpfiles(first, second, names, shallow=False)
     assert mismatch == [] and errors == []
     # an existing directory is not replaced without --overwrite
