@@ -640,6 +640,8 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         softmax=options.softmax, softmax_wide=final_layer.output_width == 32,
         softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
         kat=not options.no_kat, unload_flag=not options.no_unload,
+        # The vendor tool writes cnn_unload() only when it is used (--softmax needs it).
+        unload_function=options.softmax or not options.no_unload,
         boost=_boost(options.boost, name), riscv=options.riscv,
     )
     env = _environment()

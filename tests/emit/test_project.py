@@ -100,7 +100,8 @@ def test_fifo_project_loads_no_memory(tmp_path: Path) -> None:
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 @pytest.mark.parametrize("options", [EmitOptions(), EmitOptions(softmax=True, timer=0),
                                      EmitOptions(fifo=True, boost="2.5"),
-                                     EmitOptions(mlator=True)])
+                                     EmitOptions(mlator=True),
+                                     EmitOptions(no_unload=True, mlator=True)])
 def test_generated_c_compiles(tmp_path: Path, options: EmitOptions) -> None:
     out = _write(tmp_path, options, streaming=options.fifo)
     for source in sorted(out.glob("*.c")):
@@ -158,3 +159,23 @@ def test_compact_weights_writes_the_same_project(tmp_path: Path, mexpress: bool)
     a = _write(tmp_path / "a", EmitOptions(mexpress=mexpress))
     b = _write(tmp_path / "b", EmitOptions(mexpress=mexpress, compact_weights=True))
     assert _tree(a) == _tree(b)
+
+
+@pytest.mark.parametrize("mlator", [False, True])
+def test_no_unload_leaves_cnn_unload_out(tmp_path: Path, mlator: bool) -> None:
+    # The vendor tool writes cnn_unload() only when something calls it (--no-unload drops
+    # it, --softmax keeps it): no mlator register writes, no unload reads in the trace.
+    out = _write(tmp_path / "plain", EmitOptions(no_unload=True, mlator=mlator))
+    assert "cnn_unload" not in (out / "cnn.c").read_text()
+    assert "cnn_unload" not in (out / "cnn.h").read_text()
+    assert "cnn_unload" not in (out / "main.c").read_text()
+    trace = _trace(out)
+    assert trace["unload"] == [] and "cnn_unload" not in trace["functions"]
+    kept = _write(tmp_path / "softmax", EmitOptions(no_unload=True, softmax=True,
+                                                     mlator=mlator))
+    assert "int cnn_unload(" in (kept / "cnn.c").read_text()
+    kept_trace = _trace(kept)
+    if mlator:  # reads through the mlator, programmed by register writes
+        assert kept_trace["functions"]["cnn_unload"]
+    else:
+        assert kept_trace["unload"] != []
