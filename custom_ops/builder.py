@@ -32,6 +32,9 @@ from onnx2ai8x.network import (
     Layer,
     Network,
 )
+from onnx2ai8x.network import (
+    output_layers as network_output_layers,
+)
 from onnx2ai8x.onnxpb import ModelProto, NodeProto, TensorProto, ValueInfoProto
 
 from .ops import DOMAIN, OPSET, ROUNDING_NEAREST, ROUNDING_TRUNCATE, VERSION, functions
@@ -81,11 +84,8 @@ def _effective_inputs(index: int, lay: Layer) -> tuple[int, ...]:
 
 
 def output_layers(network: Network) -> list[int]:
-    """Indices of the layers no other layer consumes (the network's outputs), in order."""
-    used: set[int] = set()
-    for i, lay in enumerate(network.layers):
-        used.update(_effective_inputs(i, lay))
-    return [i for i in range(len(network.layers)) if i not in used]
+    """The network's output layers (onnx2ai8x.network.output_layers), as a list."""
+    return list(network_output_layers(network))
 
 
 def _is_1d(lay: Layer) -> bool:

@@ -25,6 +25,9 @@ from onnx2ai8x.network import (
     Layer,
     Network,
 )
+from onnx2ai8x.network import (
+    output_layers as network_output_layers,
+)
 
 # ---------------------------------------------------------------------------------------
 # The ops
@@ -235,11 +238,8 @@ def run_network(network: Network, x: np.ndarray, *, avg_pool_rounding: bool = Fa
 
 
 def output_layers(network: Network) -> list[int]:
-    """Indices of the layers no other layer consumes, in order."""
-    used: set[int] = set()
-    for i, lay in enumerate(network.layers):
-        used.update(lay.in_sequences if lay.in_sequences is not None else (i - 1,))
-    return [i for i in range(len(network.layers)) if i not in used]
+    """The network's output layers (onnx2ai8x.network.output_layers), as a list."""
+    return list(network_output_layers(network))
 
 
 __all__ = ["clamp", "output_layers", "output_shift", "pool_round", "run_network"]

@@ -89,3 +89,18 @@ class Network:
     input_shape: tuple[int, ...]  # (C, H, W) or (C, L)
     device: str | None = None
     name: str = "network"
+    # The layers whose results leave the accelerator (the model's graph outputs, the
+    # vendor's `output: true` layers), in the model's output order. None: every layer no
+    # other layer reads.
+    outputs: tuple[int, ...] | None = None
+
+
+def output_layers(network: Network) -> tuple[int, ...]:
+    """The network's output layers: `network.outputs`, else the layers no other layer
+    reads (in layer order)."""
+    if network.outputs is not None:
+        return tuple(network.outputs)
+    used: set[int] = set()
+    for i, lay in enumerate(network.layers):
+        used.update(lay.in_sequences if lay.in_sequences is not None else (i - 1,))
+    return tuple(i for i in range(len(network.layers)) if i not in used)

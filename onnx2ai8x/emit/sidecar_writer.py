@@ -173,6 +173,11 @@ def write_sidecar(network: Network, placement: Placement, device: object | None 
         "layers:",
     ]
     places = placement.layers
+    # Without any `output: true` the vendor takes the final layer as the only output; once
+    # one layer says it, only the marked layers are outputs (seed 004, `output`), so
+    # either no layer is marked or every output layer is, the final one included.
+    outputs = [ll for ll, pl in enumerate(places) if pl.output_layer]
+    mark_outputs = outputs != [placement.final_layer]
     for ll, (lay, pl) in enumerate(zip(network.layers, places, strict=True)):
         extra = reasons.get(lay.name, ())
         extra = [extra] if isinstance(extra, str) else list(extra)
@@ -204,7 +209,7 @@ def write_sidecar(network: Network, placement: Placement, device: object | None 
             entry.append(("data_format", "CHW"))
         if pl.streaming:
             entry.append(("streaming", "true"))
-        if pl.output_layer and ll != placement.final_layer:
+        if pl.output_layer and mark_outputs:
             entry.append(("output", "true"))
         if pl.next_sequence not in (None, ll + 1) and not (ll == n - 1
                                                             and pl.next_sequence == -1):

@@ -311,9 +311,27 @@ class _Reader:
             if prop.key == "ai8x.device":
                 device = prop.value
         network = Network(layers=tuple(layers), input_shape=tuple(in_shape[0]),
-                          device=device, name=graph.name or "network")
+                          device=device, name=graph.name or "network",
+                          outputs=self._output_layers())
         return ReadModel(network=network, metadata=metadata, sidecar=sidecars,
                          avg_pool_rounding=self._pool_rounding())
+
+    def _output_layers(self) -> tuple[int, ...]:
+        """The layer behind each graph output, in the graph's order: these are unloaded
+        and checked, and their data must live to the end (seed 004, `output`)."""
+        out: list[int] = []
+        for value in self.graph.output:
+            t = value.name
+            node = self.producer.get(t)
+            if t not in self.final and node is not None and node.op_type == "Identity":
+                t = node.input[0]  # the `<layer>/output` alias of the layer's result
+            if t not in self.final or self.final[t] == INPUT:
+                raise Ai8xError("model.output", value.name,
+                                "a graph output is not the result of a hardware layer",
+                                "make every graph output a layer's output")
+            if self.final[t] not in out:
+                out.append(self.final[t])
+        return tuple(out)
 
     def _pool_rounding(self) -> str | None:
         """The rounding mode all ai8x.PoolRound nodes share (one mode per network: the

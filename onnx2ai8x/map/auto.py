@@ -57,6 +57,7 @@ from ..network import (
     OP_NONE,
     Layer,
     Network,
+    output_layers,
 )
 from ..placement import LayerPlacement, Placement
 from .memory_check import (
@@ -517,6 +518,7 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
             off = base
         out_off[src] = off
     layers = []
+    outputs = set(output_layers(network))
     for ll, lay in enumerate(network.layers):
         srcs = inputs_of(network, ll)
         default = (ll - 1,) if ll > 0 else (INPUT,)
@@ -530,7 +532,7 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
         layers.append(LayerPlacement(
             processor_map=mapper.pmap[ll], output_processor_map=mapper.tensor[ll],
             in_offset=in_offset, out_offset=out_off[ll], write_gap=gap[ll],
-            big_data=mapper.big_data and ll == 0, output_layer=ll == n - 1,
+            big_data=mapper.big_data and ll == 0, output_layer=ll in outputs,
             streaming=ll < mapper.stream,
             next_sequence=ll + 1 if ll < n - 1 else -1, prev_sequence=ll - 1,
             in_sequences=seqs))

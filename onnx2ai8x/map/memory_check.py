@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..errors import Diagnostic
-from ..network import OP_CONV1D, OP_NONE, Layer, Network
+from ..network import OP_CONV1D, OP_NONE, Layer, Network, output_layers
 from ..placement import Placement
 
 MAX_PROC = 64
@@ -136,6 +136,8 @@ def last_use(network: Network) -> dict[int, int]:
                 last[src] = ll
             elif src != n - 1:
                 last[src] = max(last[src], ll)
+    for out in output_layers(network):
+        last[out] = n  # read back after the inference (cnn_unload, the known answer)
     return last
 
 

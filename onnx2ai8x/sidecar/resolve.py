@@ -693,8 +693,10 @@ def to_network(resolved: Resolved) -> Network:
     c, h, w = resolved.input_shape
     first = resolved.layers[resolved.first_layer_used]
     one_d = w == 1 and first.operator == OP_CONV1D
+    outputs = tuple(i for i, lay in enumerate(resolved.layers) if lay.output_layer)
     return Network(layers=tuple(out), input_shape=(c, h) if one_d else (c, h, w),
-                   device=resolved.device, name=resolved.sidecar.arch)
+                   device=resolved.device, name=resolved.sidecar.arch,
+                   outputs=outputs or None)
 
 
 def to_placement(resolved: Resolved, network: Network | None = None) -> Placement:
