@@ -117,7 +117,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
          step: Step = _no_step, *, onnx_checker: bool = False) -> Plan:
     """Import, legalize and map; no files are written (`onnx_checker`: see load_onnx)."""
     from .devices import get_device
-    from .emit.sidecar_writer import write_sidecar
+    from .emit.sidecar_writer import implied_flags, write_sidecar
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
     from .map.kernels import allocate_kernels
@@ -140,7 +140,9 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     return Plan(model=model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
-                sidecar_text=write_sidecar(network, placement, device, None), snoop=snoop,
+                sidecar_text=write_sidecar(network, placement, device, None,
+                                           implied_flags(placement, read.avg_pool_rounding)),
+                snoop=snoop,
                 kernels=kernels, avg_pool_rounding=read.avg_pool_rounding)
 
 

@@ -154,11 +154,26 @@ def _arriving_dim(network: Network, placement: Placement, ll: int) -> tuple[int,
     return tuple(network.layers[src].output_dim)  # type: ignore[return-value]
 
 
+def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
+                  ) -> tuple[tuple[str, str], ...]:
+    """Command-line options the network needs that the YAML language has no key for:
+    (flag, why). The vendor tool must be given them to build the same network."""
+    flags = []
+    if placement.layers and placement.layers[0].streaming:
+        flags.append(("--fifo", "the first layer streams, so its input arrives through the "
+                                "FIFOs (seed 000, Streaming Mode)"))
+    if avg_pool_rounding == "nearest":
+        flags.append(("--avg-pool-rounding", "the model rounds average pooling to nearest"))
+    return tuple(flags)
+
+
 def write_sidecar(network: Network, placement: Placement, device: object | None = None,
-                  reasons: Mapping[str, str | Sequence[str]] | None = None) -> str:
+                  reasons: Mapping[str, str | Sequence[str]] | None = None,
+                  flags: Sequence[tuple[str, str]] = ()) -> str:
     """The sidecar YAML text for `placement` (vendor syntax, deterministic).
 
-    `reasons` adds comment lines per layer name (why the mapper chose something).
+    `reasons` adds comment lines per layer name (why the mapper chose something);
+    `flags` (see implied_flags) are stated in the header.
     """
     dev = str(getattr(device, "name", device) or placement.device)
     reasons = reasons or {}
@@ -167,6 +182,12 @@ def write_sidecar(network: Network, placement: Placement, device: object | None 
         "---",
         f"# Network `{network.name}` placed on {dev}.",
         "# Every mapping key below was chosen by onnx2ai8x; edit and pass back with --sidecar.",
+    ]
+    if flags:
+        lines.append("# Build it with these command-line options (the YAML has no key for "
+                     "them):")
+        lines += [f"#   {flag}  ({why})" for flag, why in flags]
+    lines += [
         f"arch: {network.name}",
         f"dataset: {network.name}",
         "",

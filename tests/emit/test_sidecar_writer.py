@@ -110,3 +110,25 @@ def test_non_default_keys_only_where_needed() -> None:
     # in_offset follows the previous out_offset by default: never written for a chain
     assert all("in_offset" not in lay for lay in data["layers"][1:])
     assert all("output_processors" not in lay for lay in data["layers"][:-1])
+
+
+def test_streaming_first_layer_states_fifo_in_the_header() -> None:
+    # The vendor tool refuses a streaming first layer without --fifo, and the YAML has no
+    # key for it: the written sidecar says so in its header.
+    from onnx2ai8x.emit.sidecar_writer import implied_flags
+    from tests.map.test_auto_streaming import big_input
+
+    net = big_input()
+    placement = auto_place(net, "MAX78000")
+    assert placement.layers[0].streaming
+    flags = implied_flags(placement)
+    assert [flag for flag, _ in flags] == ["--fifo"]
+    text = write_sidecar(net, placement, "MAX78000", flags=flags)
+    header = text[:text.index("arch:")]
+    assert "#   --fifo  (" in header
+    assert yaml.safe_load(text) == yaml.safe_load(write_sidecar(net, placement, "MAX78000"))
+    # nothing to state for a network that does not stream
+    small = chain()
+    assert implied_flags(auto_place(small, "MAX78000")) == ()
+    assert implied_flags(auto_place(small, "MAX78000"), "nearest")[0][0] == \
+        "--avg-pool-rounding"
