@@ -220,6 +220,14 @@ class _Mapper:
                 and inputs_of(net, 0) == (INPUT,):
             self.big_data = True
             self.tensor[INPUT] = _chw_map(in_c)
+        # Concatenations, by the layer outputs they join (U-Net skips: an encoder's output
+        # is read by the next encoder layer long before the decoder concatenates it).
+        joins: dict[int, list[int]] = {}
+        for ll, lay in enumerate(net.layers):
+            srcs = inputs_of(net, ll)
+            if len(srcs) > 1 and lay.eltwise == ELTWISE_NONE:
+                for src in srcs:
+                    joins.setdefault(src, []).append(ll)
         for ll, lay in enumerate(net.layers):
             srcs = inputs_of(net, ll)
             passes, width = expand(lay.input_channels)
@@ -228,6 +236,13 @@ class _Mapper:
                 forced = hint["processors"]
                 for src in srcs:
                     self.tensor.setdefault(src, forced)
+            for src in srcs:
+                # A concatenated output that another layer reads first: its processors
+                # are chosen now, for the concatenation, with its partners beside it;
+                # this layer then reads it where the concatenation needs it.
+                for cat in joins.get(src, ()):
+                    if cat != ll and src not in self.tensor:
+                        self._plan_concat(cat)
             if len(srcs) == 1 or lay.eltwise != ELTWISE_NONE:
                 self._map_same(ll, srcs, width)
             else:
@@ -270,9 +285,35 @@ class _Mapper:
             self.tensor[s] = pmap
         self.pmap[ll] = pmap
 
+    def _plan_concat(self, ll: int) -> None:
+        """Output processors for the inputs of concatenation `ll` that have none yet:
+        consecutive, in the concatenation's order, around inputs already placed (seed
+        004: a layer reading several inputs reads them as one tensor on its processors).
+        Leaves them unplanned when that is impossible (the caller then reports it)."""
+        srcs = inputs_of(self.net, ll)
+        passes, width = expand(self.net.layers[ll].input_channels)
+        if passes > 1 or all(s in self.tensor for s in srcs) or INPUT in srcs:
+            return
+        chans = [self.channels_of(s) for s in srcs]
+        placed = [(k, self.tensor[s]) for k, s in enumerate(srcs) if s in self.tensor]
+        if placed:
+            k, pmap = placed[0]
+            start = ffs(pmap) - sum(chans[:k])
+            if start < 0 or start + width > MAX_PROC:
+                return
+            for j, m in placed:
+                if m != _block(start + sum(chans[:j]), chans[j]):
+                    return
+        else:
+            start = ffs(self.choose(ll, width, None))
+        for s, c in zip(srcs, chans, strict=True):
+            self.tensor.setdefault(s, _block(start, c))
+            start += c
+
     def _map_concat(self, ll: int, srcs: tuple[int, ...], passes: int, width: int) -> None:
         chans = [self.channels_of(s) for s in srcs]
         if passes == 1:
+            self._plan_concat(ll)
             if any(s in self.tensor for s in srcs):
                 maps = [self.tensor.get(s, 0) for s in srcs]
                 if 0 in maps or any(ffs(b) != ffs(a) + popcount(a)
