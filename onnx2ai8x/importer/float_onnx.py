@@ -94,7 +94,8 @@ class FloatModel:
     groups: tuple[int, ...]  # per layer: its activation-scale group (input: groups[-1])
     input_group: int
     input_name: str
-    input_perm: tuple[int, ...]  # model input = hardware input (C, H, W).transpose(perm)
+    input_perm: tuple[int, ...]  # hardware input (N, C, H, W) = model input.transpose(perm)
+    input_model_shape: tuple[int, ...]  # per sample, as the float model takes it
     model_bytes: bytes  # the simplified float model, batch dimension symbolic
     output_tensors: tuple[str, ...]  # the float model's outputs the layers correspond to
     rewrites: tuple[str, ...] = ()
@@ -186,6 +187,16 @@ def _pair(values, nd: int, default: int) -> tuple[int, int]:
         return (default, 1) if nd == 1 else (default, default)
     vals = [int(v) for v in values]
     return (vals[0], 1) if nd == 1 else (vals[0], vals[1])
+
+
+def _layer_name(node) -> str:
+    """A readable layer name from an exporter's node name: `/features/features.0/Conv`
+    (TorchScript) -> `features.0`; names without a path are kept."""
+    name = node.name or node.output[0]
+    parts = [p for p in name.split("/") if p]
+    if len(parts) > 1 and parts[-1].split("_")[0] == node.op_type:
+        parts = parts[:-1]
+    return parts[-1] if parts else name
 
 
 def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -297,6 +308,8 @@ class _Walker:
     def finish(self, d: _Draft) -> _Act:
         f = dict(d.fields)
         f["name"] = self.unique(f["name"])
+        # in_sequences relative to the layers written by now (the draft was pending)
+        f["in_sequences"] = self.seq(f.pop("sources"))
         lay = Layer(weights=d.weights, bias=d.bias, **f)
         return self.append(lay, FloatLayer(d.tensor, d.subsample, d.clip_max,
                                            tuple(d.nodes)), d.shape)
@@ -373,7 +386,7 @@ class _Walker:
             src = value.inner
             fields = self._pool_fields(value, src.shape)
             return dict(fields, input_channels=src.shape[0], input_dim=_dims(src.shape),
-                        in_sequences=self.seq((src.src,)), pool_first=True), value.shape
+                        sources=(src.src,), pool_first=True), value.shape
         if isinstance(value, _Pool) and isinstance(value.inner, _Elt) and \
                 self.uses.get(value.inner.tensor, 0) == 1 and value.inner.pool is None:
             elt = value.inner
@@ -381,7 +394,7 @@ class _Walker:
             fields = self._pool_fields(value, elt.shape)
             self._union_all(sources)
             return dict(fields, input_channels=elt.shape[0], input_dim=_dims(elt.shape),
-                        in_sequences=self.seq(sources), eltwise=elt.kind,
+                        sources=sources, eltwise=elt.kind,
                         operands=len(sources), pool_first=False), value.shape
         if isinstance(value, _Elt) and self.uses.get(value.tensor, 0) == 1:
             sources = tuple(self.act(o, where).src for o in value.operands)
@@ -389,14 +402,14 @@ class _Walker:
             fields = self._pool_fields(value.pool, in_shape)
             self._union_all(sources)
             return dict(fields, input_channels=in_shape[0], input_dim=_dims(in_shape),
-                        in_sequences=self.seq(sources), eltwise=value.kind,
+                        sources=sources, eltwise=value.kind,
                         operands=len(sources), pool_first=True), value.shape
         if isinstance(value, _Cat) and self.uses.get(value.tensor, 0) == 1:
             sources = tuple(self.act(p, where).src for p in value.parts)
             self._union_all(sources)
             return dict(input_channels=value.shape[0], input_dim=_dims(value.shape),
                         pooled_dim=_dims(value.shape),
-                        in_sequences=self.seq(sources)), value.shape
+                        sources=sources), value.shape
         a = self.act(value, where)
         if a.perm is not None:
             raise _fail("layout", where, f"the convolution reads a transposed tensor "
@@ -404,7 +417,7 @@ class _Walker:
                         "convolution only (an NHWC model input followed by Transpose "
                         "[0, 3, 1, 2] is fine)")
         return dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
-                    pooled_dim=_dims(a.shape), in_sequences=self.seq((a.src,))), a.shape
+                    pooled_dim=_dims(a.shape), sources=(a.src,)), a.shape
 
     def _union_all(self, sources) -> None:
         for s in sources[1:]:
@@ -419,6 +432,7 @@ class _Walker:
         inp = graph.input[0]
         dims = [d.dim_value for d in inp.type.tensor_type.shape.dim]
         shape = tuple(dims[1:])
+        self.model_shape = shape
         perm = None
         consumers = [n for n in graph.node if inp.name in n.input]
         if len(shape) == 3 and len(consumers) == 1 and consumers[0].op_type == "Transpose" \
@@ -427,7 +441,8 @@ class _Walker:
             shape = (shape[2], shape[0], shape[1])
         self.input_perm = perm
         self.values[inp.name] = _Act(-1, shape, perm)
-        self.input_shape = shape
+        # A vector input (N, F) is F channels of 1x1 data to the accelerator.
+        self.input_shape = (shape[0], 1, 1) if len(shape) == 1 else shape
         for node in graph.node:
             handler = getattr(self, f"op_{node.op_type}", None)
             if node.domain not in ("", "ai.onnx") or handler is None:
@@ -483,13 +498,39 @@ class _Walker:
 
     op_Dropout = op_Identity
 
+    def op_Constant(self, node) -> None:
+        from onnx import numpy_helper
+
+        value = _attr(node, "value")
+        if value is None:
+            for key in ("value_float", "value_int", "value_floats", "value_ints"):
+                got = _attr(node, key)
+                if got is not None:
+                    self.consts[node.output[0]] = np.asarray(got)
+                    return
+            self.unsupported(node)
+        self.consts[node.output[0]] = numpy_helper.to_array(value)
+
     def op_QuantizeLinear(self, node) -> None:
+        """An activation's QuantizeLinear -> DequantizeLinear pair (QDQ models) clips to
+        the quantized range; the scales themselves are re-calibrated (the report says
+        so). A range starting at zero is the ReLU the quantizer fused into it."""
         self.qdq = True
         v = self.data(node)
         if v is None:
             raise _fail("qdq", self.where(node), "a quantized constant",
                         "quantize weights with onnxruntime's quantizer (QDQ format)")
-        self.set(node, v)  # activation scales are re-calibrated (the report says so)
+        scale = self.const(node.input[1])
+        zp = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if scale is not None:
+            qmin = 0 if zp is None or zp.dtype == np.uint8 else -128
+            zero = 0.0 if zp is None else float(np.asarray(zp).reshape(-1)[0])
+            d = self._draft_for_fold(v, node)
+            if d is not None and (qmin - zero) * float(np.asarray(scale).reshape(-1)[0]) >= 0:
+                d.fields["activation"] = ACT_RELU
+                d.done = True
+                d.nodes.append(node.name or node.output[0])
+        self.set(node, v)
 
     def op_DequantizeLinear(self, node) -> None:
         self.qdq = True
@@ -505,6 +546,9 @@ class _Walker:
                 bshape[axis] = scale.size
                 scale, zp = scale.reshape(bshape), zp.reshape(bshape)
             self.consts[node.output[0]] = ((x - zp) * scale).astype(np.float32)
+            return
+        if isinstance(v, _Draft):
+            self._absorb(v, node)  # the float tensor after the pair is the layer's value
             return
         self.set(node, v)
 
@@ -587,7 +631,7 @@ class _Walker:
         out_shape = (cout, *out_sp)
         fields.update(operator=operator, output_channels=cout, output_dim=_dims(out_shape),
                       kernel_size=kernel, padding=padding, stride=strides, dilation=dil,
-                      conv_groups=groups, name=node.name or node.output[0], **extra)
+                      conv_groups=groups, name=_layer_name(node), **extra)
         draft = _Draft(fields, w.astype(np.float64), bias, 1 if transpose else 0,
                        out_shape, node.output[0], [node.name or node.output[0]],
                        subsample=sub)
@@ -607,10 +651,10 @@ class _Walker:
             if flatten:
                 fields = dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
                               pooled_dim=_dims(a.shape), flatten=True,
-                              in_sequences=self.seq((a.src,)))
+                              sources=(a.src,))
             else:
                 fields = dict(input_channels=n_in, input_dim=(1, 1), pooled_dim=(1, 1),
-                              in_sequences=self.seq((a.src,)))
+                              sources=(a.src,))
             return fields, n_in, order
         a = self.act(v, where)
         if len(a.shape) != 1 and int(np.prod(a.shape[1:])) != 1:
@@ -618,7 +662,7 @@ class _Walker:
                         "(it would act on the last axis only)",
                         "flatten the data first (Flatten / Reshape to (N, -1))")
         return dict(input_channels=a.shape[0], input_dim=(1, 1), pooled_dim=(1, 1),
-                    in_sequences=self.seq((a.src,))), a.shape[0], None
+                    sources=(a.src,)), a.shape[0], None
 
     def _dense(self, node, v, w: np.ndarray, b: np.ndarray | None) -> None:
         where = self.where(node)
@@ -634,7 +678,7 @@ class _Walker:
                                  "from the transposed (channels-last) flatten")
         out = w.shape[0]
         fields.update(operator=OP_LINEAR, output_channels=out, output_dim=(1, 1),
-                      name=node.name or node.output[0])
+                      name=_layer_name(node))
         bias = np.zeros(out) if b is None else np.broadcast_to(b, (out,)).astype(np.float64)
         self.set(node, _Draft(fields, w.astype(np.float64), bias.copy(), 0, (out,),
                               node.output[0], [node.name or node.output[0]], vector=True))
@@ -664,7 +708,8 @@ class _Walker:
 
     # folded into a pending layer
     def _draft_for_fold(self, v, node) -> _Draft | None:
-        if isinstance(v, _Draft) and not v.done and self.uses.get(v.tensor, 0) == 1:
+        if isinstance(v, _Draft) and not v.done and self.uses.get(v.tensor, 0) == 1 and \
+                v.tensor in node.input:
             return v
         return None
 
@@ -1025,9 +1070,9 @@ def _simplify(model, where: str):
                     f"the input is {onnx.TensorProto.DataType.Name(tt.elem_type)}, "
                     "not float32", "export the float model (quantization is done here)")
     dims = tt.shape.dim
-    if len(dims) not in (3, 4):
+    if len(dims) not in (2, 3, 4):
         raise _fail("input-rank", f"input {inp.name}", f"a {len(dims)}-D input",
-                    "the input must be (N, C, L), (N, C, H, W) or (N, H, W, C)")
+                    "the input must be (N, F), (N, C, L), (N, C, H, W) or (N, H, W, C)")
     for k, d in enumerate(dims):
         if k and not d.HasField("dim_value"):
             raise _fail("dynamic-shape", f"input {inp.name}",
@@ -1068,13 +1113,22 @@ def _dynamic_batch(model) -> bytes:
     inits = {i.name: i for i in m.graph.initializer}
     from onnx import numpy_helper
 
+    static = onnx.shape_inference.infer_shapes(model)
+    dims = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            for vi in [*static.graph.value_info, *static.graph.output]}
     for node in m.graph.node:
         if node.op_type == "Reshape" and node.input[1] in inits:
-            shape = numpy_helper.to_array(inits[node.input[1]]).copy()
-            if shape.size and shape[0] == 1:
-                shape[0] = 0  # copy the batch (every accepted reshape keeps it first)
-                new = numpy_helper.from_array(shape.astype(np.int64), node.input[1])
+            shape = numpy_helper.to_array(inits[node.input[1]])
+            out = dims.get(node.output[0])
+            if shape.size and shape[0] in (0, 1) and out and all(out):
+                # Every accepted reshape keeps the batch first: -1 takes the batch and
+                # the rest is spelled out (exporters set allowzero, so 0 cannot copy).
+                new = numpy_helper.from_array(np.array([-1, *out[1:]], np.int64),
+                                              node.input[1])
                 inits[node.input[1]].CopyFrom(new)
+                for a in node.attribute:
+                    if a.name == "allowzero":
+                        a.i = 0
     return m.SerializeToString()
 
 
@@ -1115,7 +1169,11 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
     return FloatModel(
         network=net, layers=tuple(walker.infos), outputs=tuple(walker.outputs),
         groups=groups, input_group=walker.find(-1), input_name=model.graph.input[0].name,
-        input_perm=walker.input_perm or tuple(range(len(walker.input_shape) + 1)),
+        # the walk tracks model tensor = canonical.transpose(perm); the mapping needs the
+        # inverse: canonical = model input.transpose(argsort(perm))
+        input_perm=tuple(int(k) for k in np.argsort(walker.input_perm))
+        if walker.input_perm else tuple(range(len(walker.model_shape) + 1)),
+        input_model_shape=walker.model_shape,
         model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
         rewrites=tuple(walker.rewrites), cpu_tail=tuple(walker.cpu_tail), qdq=walker.qdq,
         notes=tuple(notes))

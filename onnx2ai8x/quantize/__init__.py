@@ -40,7 +40,32 @@ def quantize_file(model: Path, calibration: Path, *, method: str | None = None,
     fm = read_float_model(model, device)
     x = load_array(calibration, "calibration data")
     y = None if labels is None else load_array(labels, "label file")
-    return quantize(fm, x, options, labels=y, where=str(calibration))
+    result = quantize(fm, x, options, labels=y, where=str(calibration))
+    if device is not None:
+        check_device(result.network, fm, device)
+    return result
+
+
+def check_device(network, fm, device: str) -> None:
+    """The device's limits (the legalizer's rules), each message naming the float
+    model's nodes the offending layer was made from."""
+    from dataclasses import replace
+
+    from ..devices import get_device
+    from ..errors import Diagnostic
+    from ..legalize import diagnose
+
+    problems = diagnose(network, get_device(device))
+    if not problems:
+        return
+    nodes = {lay.name: info.nodes for lay, info in zip(network.layers, fm.layers,
+                                                           strict=True)}
+    named = []
+    for d in problems:
+        src = nodes.get(d.where)
+        where = f"{d.where} (node {', '.join(src)})" if src else d.where
+        named.append(replace(d, where=where))
+    raise Ai8xError.many([Diagnostic(d.code, d.where, d.message, d.hint) for d in named])
 
 
 def is_float_model(path: Path) -> bool:

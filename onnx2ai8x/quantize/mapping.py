@@ -4,7 +4,7 @@ A model quantized from float ONNX takes int8 input, as the accelerator does. The
 from the original model's float input is stored in the model's `metadata_props` so that
 `onnx2ai8x run` (and the user's firmware) quantize float samples exactly the same way:
 
-    q = clip(floor(x.transpose(perm) / scale + 0.5), -128, 127)
+    q = clip(floor(x.transpose(perm) / scale + 0.5), -128, 127), reshaped to `shape`
 
 `perm` turns the original model's input layout (e.g. NHWC from tf2onnx) into the
 accelerator's channels-first layout. No zero point: the first layer's zero padding must
@@ -19,6 +19,7 @@ import numpy as np
 
 KEY_SCALE = "ai8x.input_scale"
 KEY_PERM = "ai8x.input_perm"
+KEY_SHAPE = "ai8x.input_shape"
 KEY_OUTPUT_SCALES = "ai8x.output_scales"
 
 
@@ -26,23 +27,27 @@ KEY_OUTPUT_SCALES = "ai8x.output_scales"
 class InputMapping:
     scale: float
     perm: tuple[int, ...]  # with the batch axis first: (0, ...)
+    shape: tuple[int, ...]  # the accelerator's input per sample, (C, H, W) or (C, L)
 
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """Float samples (N, *model input) -> int8 (N, *accelerator input)."""
         x = np.asarray(x, np.float64)
         if tuple(self.perm) != tuple(range(x.ndim)):
             x = np.transpose(x, self.perm)
+        x = x.reshape(x.shape[0], *self.shape)
         return np.clip(np.floor(x / self.scale + 0.5), -128, 127).astype(np.int8)
 
     def metadata(self) -> dict[str, str]:
-        return {KEY_SCALE: repr(float(self.scale)), KEY_PERM: json.dumps(list(self.perm))}
+        return {KEY_SCALE: repr(float(self.scale)), KEY_PERM: json.dumps(list(self.perm)),
+                KEY_SHAPE: json.dumps(list(self.shape))}
 
     @classmethod
     def from_metadata(cls, props: dict[str, str]) -> InputMapping | None:
         if KEY_SCALE not in props:
             return None
         perm = tuple(json.loads(props.get(KEY_PERM, "[]")))
-        return cls(float(props[KEY_SCALE]), perm)
+        shape = tuple(json.loads(props.get(KEY_SHAPE, "[]")))
+        return cls(float(props[KEY_SCALE]), perm, shape)
 
 
 def model_mapping(path) -> InputMapping | None:

@@ -211,9 +211,7 @@ def _quantize_layer(lay: Layer, s_x: float, s_y: float, bits: int, wide: bool
 
 
 def _check_calibration(fm, x: np.ndarray, where: str) -> np.ndarray:
-    want = tuple(fm.network.input_shape)
-    perm = fm.input_perm
-    model_shape = tuple(np.array((1, *want))[list(_inverse(perm))][1:])
+    model_shape = tuple(fm.input_model_shape)
     x = np.asarray(x)
     if x.dtype.kind not in "fiu":
         raise _usage(where, f"the calibration data has dtype {x.dtype}",
@@ -230,13 +228,6 @@ def _check_calibration(fm, x: np.ndarray, where: str) -> np.ndarray:
     if x.shape[0] == 0:
         raise _usage(where, "no calibration samples", "store at least one sample")
     return x.astype(np.float32)
-
-
-def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
-    inv = [0] * len(perm)
-    for k, p in enumerate(perm):
-        inv[p] = k
-    return tuple(inv)
 
 
 def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
@@ -267,8 +258,7 @@ def quantize(fm, calibration: np.ndarray, options: QuantOptions = QuantOptions()
     views = [_layer_view_float(floats[info.tensor], info) if info.tensor else None
              for info in fm.layers]
     # Ranges per scale group (the input is group fm.input_group).
-    x_hw = np.transpose(x, fm.input_perm) if tuple(fm.input_perm) != tuple(
-        range(x.ndim)) else x
+    x_hw = x
     group_range: dict[int, float] = {}
 
     def merge(g: int, r: float) -> None:
@@ -302,7 +292,8 @@ def quantize(fm, calibration: np.ndarray, options: QuantOptions = QuantOptions()
         layers.append(new)
         out_scale.append(s_out)
     qnet = replace(net, layers=tuple(layers))
-    mapping = InputMapping(scale[fm.input_group], tuple(fm.input_perm))
+    mapping = InputMapping(scale[fm.input_group], tuple(fm.input_perm),
+                           tuple(net.input_shape))
     out_idx = list(fm.outputs)
     output_scales = tuple(out_scale[i] for i in out_idx)
     # Quantized run: every layer's output, for the SQNR and clipping columns.
