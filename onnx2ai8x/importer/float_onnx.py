@@ -419,6 +419,17 @@ class _Walker:
         return dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
                     pooled_dim=_dims(a.shape), sources=(a.src,)), a.shape
 
+    def copy(self, a: _Act, node) -> _Act:
+        """A pass-through layer that copies `a` (same scale)."""
+        dims = _dims(a.shape)
+        lay = Layer(name=self.unique(f"{_layer_name(node)}_copy"), operator=OP_NONE,
+                    input_channels=a.shape[0], output_channels=a.shape[0], input_dim=dims,
+                    pooled_dim=dims, output_dim=dims, quantization=0,
+                    in_sequences=self.seq((a.src,)))
+        out = self.append(lay, FloatLayer(None, (1, 1), None, (node.name,)), a.shape)
+        self.union(a.src, out.src)
+        return out
+
     def _union_all(self, sources) -> None:
         for s in sources[1:]:
             self.union(sources[0], s)
@@ -802,13 +813,23 @@ class _Walker:
                 ops.append(v)
         if pool is not None and not all(isinstance(v, _Pool) for v in (a, b)):
             pool, ops = None, [a, b]
-        acts = [self.act(o, where) for o in ops]
+        # Shared operands first: their copies are written before the other operand's
+        # layers, as the vendor's residual networks place them.
+        order = sorted(range(2), key=lambda k: self.uses.get(node.input[k], 0) <= 1)
+        done: dict[int, _Act] = {}
+        for k in order:
+            x = self.act(ops[k], where)
+            done[k] = self.copy(x, node) if self.uses.get(node.input[k], 0) > 1 else x
+        acts = [done[0], done[1]]
         shapes = {x.shape for x in acts}
         if len(shapes) != 1 or any(x.perm is not None for x in acts):
             raise _fail("eltwise-shape", where, f"element-wise operands of shapes "
                         f"{[x.shape for x in acts]} (broadcasting)",
                         "add or subtract tensors of equal shape only")
         shape = pool.shape if pool is not None else acts[0].shape
+        # An element-wise operand is written interleaved with the other operands, so a
+        # tensor that another layer also reads gets a pass-through copy for the
+        # element-wise layer (seed 004, "Residual Connections").
         operands = acts
         self.set(node, _Elt(kind, operands, shape, node.name or node.output[0],
                             node.output[0], pool))

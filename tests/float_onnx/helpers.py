@@ -67,7 +67,7 @@ def kat_words(project: Path) -> list[tuple[int, int, list[int]]]:
     """SAMPLE_OUTPUT of sampleoutput.h as (address, mask, words) groups."""
     text = (project / "sampleoutput.h").read_text()
     body = re.search(r"#define SAMPLE_OUTPUT \{(.*?)\}", text, re.S).group(1)
-    vals = [int(v, 16) for v in re.findall(r"0x[0-9a-fA-F]+", body)]
+    vals = [int(v, 0) for v in re.findall(r"0x[0-9a-fA-F]+|\d+", body)]
     groups, k = [], 0
     while k < len(vals) and vals[k] != 0:
         addr, mask, count = vals[k], vals[k + 1], vals[k + 2]
