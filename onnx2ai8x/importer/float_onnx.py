@@ -377,7 +377,7 @@ class _Walker:
     # -- the layer's input -------------------------------------------------------------
     def layer_input(self, value, node) -> tuple[dict, tuple[int, ...]]:
         """Layer fields for the data a convolution reads, and the shape it convolves."""
-        where = node.name
+        where = self.where(node)
         value = self.subsampled(value)
         if isinstance(value, _Draft):
             value = self.act(value, where)
@@ -1106,6 +1106,7 @@ def _simplify(model, where: str):
             out.type.tensor_type.shape.dim[0].Clear()
             out.type.tensor_type.shape.dim[0].dim_value = 1
     del model.graph.value_info[:]
+    _output_shapes(model)
     try:
         import onnxsim
 
@@ -1117,6 +1118,27 @@ def _simplify(model, where: str):
                     f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})",
                     "check the model with onnx.checker and onnxruntime") from None
     return model
+
+
+def _output_shapes(model) -> None:
+    """Give graph outputs declared without a shape their inferred one (onnxsim needs
+    it; exporters may leave it out)."""
+    import onnx
+
+    missing = [o for o in model.graph.output if not o.type.tensor_type.HasField("shape")]
+    if not missing:
+        return
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe)
+    except Exception:  # noqa: BLE001 - onnxsim reports the model's problem itself
+        return
+    types = {vi.name: vi.type for vi in inferred.graph.value_info}
+    for out in missing:
+        if out.name in types and types[out.name].tensor_type.HasField("shape"):
+            out.type.CopyFrom(types[out.name])
 
 
 def _dynamic_batch(model) -> bytes:
