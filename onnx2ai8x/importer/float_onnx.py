@@ -440,7 +440,7 @@ class _Walker:
 
     def run(self) -> None:
         graph = self.model.graph
-        inp = graph.input[0]
+        inp = _graph_input(self.model)
         dims = [d.dim_value for d in inp.type.tensor_type.shape.dim]
         shape = tuple(dims[1:])
         self.model_shape = shape
@@ -1107,6 +1107,8 @@ def _simplify(model, where: str):
             out.type.tensor_type.shape.dim[0].dim_value = 1
     del model.graph.value_info[:]
     _output_shapes(model)
+    if not _needs_simplify(model):
+        return model
     try:
         import onnxsim
 
@@ -1118,6 +1120,20 @@ def _simplify(model, where: str):
                     f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})",
                     "check the model with onnx.checker and onnxruntime") from None
     return model
+
+
+def _graph_input(model):
+    """The data input (old exporters also list initializers as inputs)."""
+    inits = {i.name for i in model.graph.initializer}
+    return next(i for i in model.graph.input if i.name not in inits)
+
+
+def _needs_simplify(model) -> bool:
+    """Whether onnxsim has anything to do: a node the grouping does not handle itself
+    (shape arithmetic to fold, a zero Pad to fuse into a convolution, ...). Importing
+    onnxsim costs seconds (it loads torch), so graphs of known nodes skip it."""
+    return any(node.domain not in ("", "ai.onnx") or
+               not hasattr(_Walker, f"op_{node.op_type}") for node in model.graph.node)
 
 
 def _output_shapes(model) -> None:
@@ -1211,7 +1227,7 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
     notes = []
     return FloatModel(
         network=net, layers=tuple(walker.infos), outputs=tuple(walker.outputs),
-        groups=groups, input_group=walker.find(-1), input_name=model.graph.input[0].name,
+        groups=groups, input_group=walker.find(-1), input_name=_graph_input(model).name,
         # the walk tracks model tensor = canonical.transpose(perm); the mapping needs the
         # inverse: canonical = model input.transpose(argsort(perm))
         input_perm=tuple(int(k) for k in np.argsort(walker.input_perm))
