@@ -12,8 +12,8 @@ METHODS = ("mse", "max", "percentile")
 DEFAULT_METHOD = "mse"
 DEFAULT_PERCENTILE = 99.99
 # Values looked at per tensor for percentile / MSE (a fixed, seeded subsample beyond it).
-_SAMPLE = 200_000
-_CANDIDATES = 64
+_SAMPLE = 65_536
+_CANDIDATES = 48
 
 
 def _magnitudes(values: np.ndarray) -> np.ndarray:
