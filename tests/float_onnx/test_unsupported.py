@@ -171,7 +171,7 @@ def test_float_model_without_calibration_says_how(tmp_path: Path) -> None:
     path = tmp_path / "f.onnx"
     onnx.save(_model([c0], i0), str(path))
     code, _, stderr = cli([path, "--device", "MAX78000", "-o", tmp_path / "p"])
-    assert code == 1 and "--calibration" in stderr
+    assert code == 2 and "--calibration" in stderr
 
 
 def test_calibration_of_the_wrong_shape_is_a_usage_error(tmp_path: Path) -> None:
