@@ -155,7 +155,7 @@ def convert_cmd(
                    max_checklines=max_checklines, new_kernel_loader=new_kernel_loader,
                    timer=timer, boost=boost, riscv=riscv, compact_weights=compact_weights,
                    mexpress=mexpress, avg_pool_rounding=avg_pool_rounding, board=board)
-    if calibration is not None:
+    def from_float(calibration):
         from .quantize.convert import convert_float
 
         result, qtable = convert_float(
@@ -165,11 +165,22 @@ def convert_cmd(
             options=options, progress=not (quiet or json_out))
         if not (quiet or json_out):
             typer.echo(qtable)
+        return result
+
+    if calibration is not None:
+        result = from_float(calibration)
     else:
-        result = convert(ConvertRequest(model=model, device=device, output=out,
-                                        sidecar=sidecar, sample_input=sample_input,
-                                        overwrite=overwrite, options=options,
-                                        progress=not (quiet or json_out)))
+        try:
+            result = convert(ConvertRequest(model=model, device=device, output=out,
+                                            sidecar=sidecar, sample_input=sample_input,
+                                            overwrite=overwrite, options=options,
+                                            progress=not (quiet or json_out)))
+        except Ai8xError as exc:
+            if exc.code != "model.input-type":
+                raise
+            # A standard float model: quantized exactly when it holds the integers (a
+            # vendor export), else the error asks for calibration data.
+            result = from_float(None)
     built = None
     if build:
         from .devices import get_device
@@ -306,10 +317,12 @@ def import_izer_cmd(
 
 def quantize_cmd(
     model: Annotated[Path, typer.Argument(help="Standard float ONNX model.")],
-    calibration: Annotated[Path, typer.Option(
-        "--calibration", help="Float samples (.npy, N x the model's input shape).")],
     output: Annotated[Path, typer.Option("--output", "-o",
                                          help="ai8x-ONNX file to write.")],
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="Float samples (.npy, N x the model's input shape); not "
+                              "needed for exports of integer weights (the vendor's).")
+                           ] = None,
     device: DeviceOpt = "MAX78000",
     labels: LabelsOpt = None,
     calibration_method: MethodOpt = None,
@@ -328,8 +341,8 @@ def quantize_cmd(
     from .quantize.convert import quantize_command
 
     _require_file(model, "model")
-    _require_file(calibration, "calibration data")
-    for path, what in ((labels, "labels"), (weight_bits, "weight-bits file")):
+    for path, what in ((calibration, "calibration data"), (labels, "labels"),
+                       (weight_bits, "weight-bits file")):
         if path is not None:
             _require_file(path, what)
     result = quantize_command(model, calibration, output, device=device, labels=labels,

@@ -21,14 +21,13 @@ simplified float model on onnxruntime and read each layer's float output.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import EXIT_USAGE, Ai8xError
 from ..network import (
     ACT_ABS,
-    ACT_NONE,
     ACT_RELU,
     ELTWISE_ADD,
     ELTWISE_SUB,
@@ -74,6 +73,49 @@ _HINTS = {
 }
 
 
+def _reduce(fn):
+    def run(node, x, axes=None):
+        ax = _attr(node, "axes")
+        ax = tuple(int(a) for a in (ax if ax is not None else
+                                    (axes if axes is not None else range(x.ndim))))
+        return fn(x, axis=ax, keepdims=bool(_attr(node, "keepdims", 1)))
+    return run
+
+
+def _clip(node, x, lo=None, hi=None):
+    lo = _attr(node, "min") if lo is None else lo
+    hi = _attr(node, "max") if hi is None else hi
+    return np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+
+
+def _cast(node, x):
+    from onnx import helper
+
+    return x.astype(helper.tensor_dtype_to_np_dtype(_attr(node, "to")))
+
+
+# Constant-only nodes the walk evaluates itself (numpy keeps the inputs' float32 where
+# ONNX does, so a folded weight equals what onnxruntime computes).
+_CONST_OPS = {
+    "Add": lambda n, a, b: a + b, "Sub": lambda n, a, b: a - b,
+    "Mul": lambda n, a, b: a * b, "Div": lambda n, a, b: a / b,
+    "Pow": lambda n, a, b: np.power(a, b).astype(a.dtype),
+    "Neg": lambda n, a: -a, "Abs": lambda n, a: np.abs(a),
+    "Reciprocal": lambda n, a: (1 / a).astype(a.dtype),
+    "Floor": lambda n, a: np.floor(a), "Ceil": lambda n, a: np.ceil(a),
+    "Round": lambda n, a: np.round(a), "Log": lambda n, a: np.log(a),
+    "Exp": lambda n, a: np.exp(a), "Sqrt": lambda n, a: np.sqrt(a),
+    "Clip": _clip, "Cast": _cast,
+    "Max": lambda n, *a: np.maximum.reduce(a), "Min": lambda n, *a: np.minimum.reduce(a),
+    "ReduceMax": _reduce(np.max), "ReduceMin": _reduce(np.min),
+    "Reshape": lambda n, a, s: a.reshape([d if d else a.shape[k] for k, d in enumerate(s)]),
+    "Squeeze": lambda n, a, *ax: np.squeeze(a), "Unsqueeze": lambda n, a, ax=None:
+        np.expand_dims(a, tuple(int(v) for v in (ax if ax is not None else
+                                                 _attr(n, "axes")))),
+    "Concat": lambda n, *a: np.concatenate(a, axis=int(_attr(n, "axis", 0))),
+}
+
+
 @dataclass(frozen=True)
 class FloatLayer:
     """Where a hardware layer's value lives in the float model."""
@@ -101,7 +143,6 @@ class FloatModel:
     rewrites: tuple[str, ...] = ()
     cpu_tail: tuple[str, ...] = ()
     qdq: bool = False
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def _fail(code: str, where: str, message: str, hint: str) -> Ai8xError:
@@ -455,6 +496,10 @@ class _Walker:
         # A vector input (N, F) is F channels of 1x1 data to the accelerator.
         self.input_shape = (shape[0], 1, 1) if len(shape) == 1 else shape
         for node in graph.node:
+            if node.op_type in _CONST_OPS and all(
+                    not n or n in self.consts for n in node.input):
+                self.fold(node)
+                continue
             handler = getattr(self, f"op_{node.op_type}", None)
             if node.domain not in ("", "ai.onnx") or handler is None:
                 self.unsupported(node)
@@ -474,6 +519,17 @@ class _Walker:
                             "give the model at least one layer")
             self.outputs.append(a.src)
             self.output_tensors.append(tensor)
+
+    def fold(self, node) -> None:
+        """Evaluate a node of constants (an exporter's weight quantization and shift
+        arithmetic: Round/Div/Clip of weights, Pow(2, shift), ReduceMax/Log/Floor)."""
+        args = [self.consts[n] if n else None for n in node.input]
+        try:
+            out = _CONST_OPS[node.op_type](node, *args)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _fail("const", self.where(node), f"cannot evaluate constants ({exc})",
+                        "fold constants (onnxsim) before converting") from None
+        self.consts[node.output[0]] = np.asarray(out)
 
     def unsupported(self, node) -> None:
         hint = _HINTS.get(node.op_type, "rewrite this part with Conv, ConvTranspose, Gemm/"
@@ -888,12 +944,25 @@ class _Walker:
         if len(node.input) > 2 and node.input[2]:
             c = self.const(node.input[2])
             hi = None if c is None else float(c)
-        if lo is None or float(lo) != 0.0:
-            raise _fail("clip", self.where(node), f"Clip with min {lo}",
-                        "only Clip(min=0) (a ReLU, optionally with a maximum) has a "
-                        "hardware equivalent")
         hi = None if hi is None or not np.isfinite(float(hi)) or float(hi) > 3e38 \
             else float(hi)
+        v = self.data(node)
+        d = v if isinstance(v, _Draft) and self.uses.get(v.tensor, 0) == 1 and \
+            v.tensor in node.input and v.clip_max is None else None
+        if d is not None and hi is not None and hi > 0 and lo is not None and (
+                (d.done and float(lo) <= 0) or
+                abs(float(lo) * 127 + hi * 128) <= 1e-6 * hi):
+            # The 8-bit output clamp, [-128, 127] codes of hi / 127 each (a ReLU before it
+            # keeps the lower end at 0): the vendor's training modules end every layer
+            # with it (activations in [-1, 127/128]). The layer's range is hi exactly.
+            d.clip_max = hi
+            d.done = True
+            self._absorb(d, node)
+            return
+        if lo is None or float(lo) != 0.0:
+            raise _fail("clip", self.where(node), f"Clip with min {lo}",
+                        "only Clip(min=0) (a ReLU, optionally with a maximum) and the 8-bit "
+                        "output clamp Clip(-128 u, 127 u) have a hardware equivalent")
         if hi is not None and hi <= 0:
             raise _fail("clip", self.where(node), f"Clip(0, {hi})",
                         "the maximum must be positive")
@@ -1224,7 +1293,6 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
     groups = tuple(walker.find(i) for i in range(n))
     net = Network(layers=tuple(walker.layers), input_shape=tuple(walker.input_shape),
                   device=device, name=model.graph.name or "network")
-    notes = []
     return FloatModel(
         network=net, layers=tuple(walker.infos), outputs=tuple(walker.outputs),
         groups=groups, input_group=walker.find(-1), input_name=_graph_input(model).name,
@@ -1234,12 +1302,7 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         if walker.input_perm else tuple(range(len(walker.model_shape) + 1)),
         input_model_shape=walker.model_shape,
         model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
-        rewrites=tuple(walker.rewrites), cpu_tail=tuple(walker.cpu_tail), qdq=walker.qdq,
-        notes=tuple(notes))
+        rewrites=tuple(walker.rewrites), cpu_tail=tuple(walker.cpu_tail), qdq=walker.qdq)
 
 
-def with_layers(fm: FloatModel, layers: tuple[Layer, ...]) -> FloatModel:
-    return replace(fm, network=replace(fm.network, layers=layers))
-
-
-__all__ = ["FloatLayer", "FloatModel", "read_float_model", "ACT_NONE"]
+__all__ = ["FloatLayer", "FloatModel", "read_float_model"]

@@ -22,13 +22,19 @@ def load_array(path: Path, what: str) -> np.ndarray:
                         exit_code=EXIT_USAGE) from None
 
 
-def quantize_file(model: Path, calibration: Path, *, method: str | None = None,
+def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
                   labels: Path | None = None, device: str | None = None,
                   wide_output: bool = True):
-    """Quantize the float model at `model` with the samples in `calibration` (.npy)."""
+    """Quantize the float model at `model` with the samples in `calibration` (.npy).
+
+    A model that already holds the accelerator's integers (the vendor's export of a
+    quantized or QAT model, `exact.recover`) is taken exactly; calibration data, if
+    given, then only feeds the report.
+    """
     from ..importer.float_onnx import read_float_model
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
+    from .exact import recover
     from .ptq import QuantOptions, load_weight_bits, quantize
 
     options = QuantOptions(method=method or DEFAULT_METHOD,
@@ -38,9 +44,16 @@ def quantize_file(model: Path, calibration: Path, *, method: str | None = None,
                            else load_weight_bits(weight_bits),
                            wide_output=wide_output)
     fm = read_float_model(model, device)
-    x = load_array(calibration, "calibration data")
+    exact = recover(fm) if weight_bits is None and method is None else None
+    if exact is None and calibration is None:
+        raise Ai8xError("usage.calibration", str(model),
+                        "a float model needs calibration data to be quantized (it is not "
+                        "an export of integer weights and power-of-two shifts)",
+                        "pass --calibration X.npy: float samples in the model's input "
+                        "shape (N x input)", exit_code=EXIT_USAGE)
+    x = None if calibration is None else load_array(calibration, "calibration data")
     y = None if labels is None else load_array(labels, "label file")
-    result = quantize(fm, x, options, labels=y, where=str(calibration))
+    result = quantize(fm, x, options, labels=y, where=str(calibration), exact=exact)
     if device is not None:
         check_device(result.network, fm, device)
     return result

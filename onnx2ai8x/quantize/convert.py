@@ -18,7 +18,7 @@ def _require(path: Path | None, what: str) -> None:
                         "check the path", exit_code=EXIT_USAGE)
 
 
-def quantize_command(model: Path, calibration: Path, output: Path, *, device: str,
+def quantize_command(model: Path, calibration: Path | None, output: Path, *, device: str,
                      labels: Path | None = None, method: str | None = None,
                      percentile: float | None = None, weight_bits: Path | None = None,
                      report: Path | None = None):
@@ -36,7 +36,7 @@ def quantize_command(model: Path, calibration: Path, output: Path, *, device: st
     return result
 
 
-def convert_float(model: Path, device: str, out: Path, *, calibration: Path,
+def convert_float(model: Path, device: str, out: Path, *, calibration: Path | None,
                   labels: Path | None, method: str | None, percentile: float | None,
                   weight_bits: Path | None, sidecar: Path | None, sample_input: Path | None,
                   overwrite: bool, options: dict, progress: bool):
@@ -60,7 +60,7 @@ def convert_float(model: Path, device: str, out: Path, *, calibration: Path,
         qpath = Path(tmp) / f"{Path(model).stem}.onnx"
         qpath.write_bytes(result.model.SerializeToString())
         sample = sample_input
-        if sample is None:
+        if sample is None and calibration is not None:
             from . import load_array
 
             x = load_array(calibration, "calibration data")

@@ -85,11 +85,14 @@ class QuantResult:
         lines.append(f"input: q = clip(floor(x / {s['input_scale']:.6g} + 0.5), -128, 127)"
                      + (f", layout {s['input_perm']}" if s["input_perm"] != sorted(
                          s["input_perm"]) else ""))
-        lines.append(f"calibration: {s['calibration_samples']} samples, method "
-                     f"{s['method']}; top-1 agreement float/quantized "
-                     f"{100 * s['top1_agreement']:.2f} %"
-                     if s.get("top1_agreement") is not None else
-                     f"calibration: {s['calibration_samples']} samples, method {s['method']}")
+        if s.get("exact"):
+            lines.append(f"{s['source']} (no calibration needed)")
+        else:
+            lines.append(f"calibration: {s['calibration_samples']} samples, method "
+                         f"{s['method']}")
+        if s.get("top1_agreement") is not None:
+            lines.append(f"top-1 agreement float/quantized {100 * s['top1_agreement']:.2f} "
+                         f"% on {s['calibration_samples']} samples")
         if s.get("float_accuracy") is not None:
             lines.append(f"accuracy: float {100 * s['float_accuracy']:.2f} %, quantized "
                          f"{100 * s['quantized_accuracy']:.2f} %")
@@ -240,25 +243,15 @@ def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
     return 10.0 * math.log10(signal / noise)
 
 
-def quantize(fm, calibration: np.ndarray, options: QuantOptions = QuantOptions(), *,
-             labels: np.ndarray | None = None, where: str = "calibration") -> QuantResult:
-    """Quantize `fm` (onnx2ai8x.importer.float_onnx.FloatModel) with calibration data."""
-    import custom_ops
-    from custom_ops.builder import build_model, output_layers
+def _calibrated(fm, x: np.ndarray, views: list, options: QuantOptions
+                ) -> tuple[list[Layer], float, list[float]]:
+    """Layers quantized from calibrated ranges; the input scale; each layer's output
+    scale."""
+    from custom_ops.builder import output_layers
 
-    if options.method not in METHODS:
-        raise _usage(where, f"unknown calibration method {options.method!r}",
-                     f"use one of {', '.join(METHODS)}")
-    x = _check_calibration(fm, calibration, where)
     net = fm.network
-    n = len(net.layers)
-    tensors = sorted({info.tensor for info in fm.layers if info.tensor} |
-                     set(fm.output_tensors))
-    floats = _float_outputs(fm, x, tensors)
-    views = [_layer_view_float(floats[info.tensor], info) if info.tensor else None
-             for info in fm.layers]
-    # Ranges per scale group (the input is group fm.input_group).
     x_hw = x
+    # Ranges per scale group (the input is group fm.input_group).
     group_range: dict[int, float] = {}
 
     def merge(g: int, r: float) -> None:
@@ -291,20 +284,54 @@ def quantize(fm, calibration: np.ndarray, options: QuantOptions = QuantOptions()
         new, s_out = _quantize_layer(lay, s_x, s_y, bits, wide)
         layers.append(new)
         out_scale.append(s_out)
+    return layers, scale[fm.input_group], out_scale
+
+
+def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOptions(), *,
+             labels: np.ndarray | None = None, where: str = "calibration",
+             exact=None) -> QuantResult:
+    """Quantize `fm` (onnx2ai8x.importer.float_onnx.FloatModel) with calibration data, or
+    take `exact` (onnx2ai8x.quantize.exact.recover's integers) as they are; calibration
+    data then only feeds the report."""
+    import custom_ops
+    from custom_ops.builder import build_model
+
+    if options.method not in METHODS:
+        raise _usage(where, f"unknown calibration method {options.method!r}",
+                     f"use one of {', '.join(METHODS)}")
+    net = fm.network
+    n = len(net.layers)
+    x, floats, views = None, {}, [None] * n
+    if calibration is not None:
+        x = _check_calibration(fm, calibration, where)
+        tensors = sorted({info.tensor for info in fm.layers if info.tensor} |
+                         set(fm.output_tensors))
+        floats = _float_outputs(fm, x, tensors)
+        views = [_layer_view_float(floats[info.tensor], info) if info.tensor else None
+                 for info in fm.layers]
+    if exact is not None:
+        layers, input_scale, units = exact
+        layers, out_scale = list(layers), list(units)
+    else:
+        layers, input_scale, out_scale = _calibrated(fm, x, views, options)
     qnet = replace(net, layers=tuple(layers))
-    mapping = InputMapping(scale[fm.input_group], tuple(fm.input_perm),
-                           tuple(net.input_shape))
+    mapping = InputMapping(input_scale, tuple(fm.input_perm), tuple(net.input_shape))
+    # A float average is closest to the rounded mean (the accelerator's
+    # --avg-pool-rounding, seed 000 "Pooling"); an exact vendor export keeps the
+    # hardware default its training used (truncation).
+    rounding = exact is None
     out_idx = list(fm.outputs)
     output_scales = tuple(out_scale[i] for i in out_idx)
     # Quantized run: every layer's output, for the SQNR and clipping columns.
-    q_in = mapping.quantize(x)
-    full = build_model(qnet, outputs=list(range(n)))
-    sess = custom_ops.session(full)
-    name = sess.get_inputs()[0].name
     q_outs: list[list[np.ndarray]] = [[] for _ in range(n)]
-    for k in range(0, q_in.shape[0], _CHUNK):
-        for i, o in enumerate(sess.run(None, {name: q_in[k:k + _CHUNK]})):
-            q_outs[i].append(np.asarray(o))
+    if x is not None:
+        q_in = mapping.quantize(x)
+        sess = custom_ops.session(build_model(qnet, outputs=list(range(n)),
+                                              avg_pool_rounding=rounding))
+        name = sess.get_inputs()[0].name
+        for k in range(0, q_in.shape[0], _CHUNK):
+            for i, o in enumerate(sess.run(None, {name: q_in[k:k + _CHUNK]})):
+                q_outs[i].append(np.asarray(o))
     reports = []
     for i, lay in enumerate(layers):
         info = fm.layers[i]
@@ -327,35 +354,44 @@ def quantize(fm, calibration: np.ndarray, options: QuantOptions = QuantOptions()
                 np.max(np.abs(views[i])) if views[i] is not None else 0.0),
             clipped=clipped, sqnr_db=sq))
     # Model-level agreement on the first output.
-    ref0 = floats[fm.output_tensors[0]].reshape(x.shape[0], -1)
-    got0 = np.concatenate(q_outs[out_idx[0]]).reshape(x.shape[0], -1)
-    agree = float(np.mean(np.argmax(ref0, 1) == np.argmax(got0, 1))) \
-        if ref0.shape[1] > 1 else None
+    agree, model_sqnr, ref0, got0 = None, None, None, None
+    if x is not None:
+        ref0 = floats[fm.output_tensors[0]].reshape(x.shape[0], -1)
+        got0 = np.concatenate(q_outs[out_idx[0]]).reshape(x.shape[0], -1)
+        if ref0.shape[1] > 1:
+            agree = float(np.mean(np.argmax(ref0, 1) == np.argmax(got0, 1)))
+        if ref0.shape == got0.shape:
+            model_sqnr = _sqnr(ref0.astype(np.float64),
+                               got0.astype(np.float64) * output_scales[0])
+    source = ("vendor export: integers, shifts and biases recovered exactly, hardware "
+              "rounding restored" if exact is not None else
+              "float ONNX, post-training quantization")
     summary = {
-        "source": "float ONNX, post-training quantization",
-        "method": options.method, "percentile": options.percentile
-        if options.method == "percentile" else None,
-        "calibration_samples": int(x.shape[0]), "input_scale": mapping.scale,
+        "source": source, "exact": exact is not None,
+        "method": None if exact is not None else options.method,
+        "percentile": options.percentile
+        if options.method == "percentile" and exact is None else None,
+        "calibration_samples": 0 if x is None else int(x.shape[0]),
+        "input_scale": mapping.scale,
         "input_zero_point": 0, "input_perm": list(mapping.perm),
         "output_scales": list(output_scales), "top1_agreement": agree,
         "rewrites": list(fm.rewrites), "cpu_tail": list(fm.cpu_tail), "qdq": fm.qdq,
         "qdq_scales": "re-calibrated" if fm.qdq else None,
-        "model_sqnr_db": _sqnr(ref0.astype(np.float64), got0.astype(np.float64)
-                               * output_scales[0])
-        if ref0.shape == got0.shape else None,
+        "model_sqnr_db": model_sqnr,
         "float_accuracy": None, "quantized_accuracy": None,
     }
-    if labels is not None:
+    if labels is not None and x is not None:
         y = np.asarray(labels).reshape(-1)
         if y.shape[0] != x.shape[0]:
             raise _usage("labels", f"{y.shape[0]} labels for {x.shape[0]} samples",
                          "give one label per calibration sample")
         summary["float_accuracy"] = float(np.mean(np.argmax(ref0, 1) == y))
         summary["quantized_accuracy"] = float(np.mean(np.argmax(got0, 1) == y))
-    doc = (f"{net.name}: quantized by onnx2ai8x from float ONNX ({x.shape[0]} calibration "
-           f"samples, {options.method}); input q = clip(floor(x / {mapping.scale:.6g} + "
-           "0.5), -128, 127)")
-    model = build_model(qnet, doc=doc, outputs=out_idx)
+    how = ("recovered exactly from a vendor export" if exact is not None else
+           f"{x.shape[0]} calibration samples, {options.method}")
+    doc = (f"{net.name}: quantized by onnx2ai8x from float ONNX ({how}); input q = "
+           f"clip(floor(x / {mapping.scale:.6g} + 0.5), -128, 127)")
+    model = build_model(qnet, doc=doc, outputs=out_idx, avg_pool_rounding=rounding)
     meta = dict(mapping.metadata())
     meta[KEY_OUTPUT_SCALES] = json.dumps([float(s) for s in output_scales])
     if net.device:

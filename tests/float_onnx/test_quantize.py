@@ -118,3 +118,41 @@ def test_quantization_is_deterministic(model, tmp_path: Path) -> None:
     _quantize(model, b)
     assert (a / "q.onnx").read_bytes() == (b / "q.onnx").read_bytes()
     assert (a / "report.json").read_bytes() == (b / "report.json").read_bytes()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_final_softmax_is_left_to_the_cpu(tmp_path: Path) -> None:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(8 * 4 * 4, 5), nn.Softmax(dim=1)).eval()
+    path = tmp_path / "sm.onnx"
+    torch.onnx.export(model, (torch.rand(1, 3, 4, 4),), str(path), dynamo=False,
+                      input_names=["x"], dynamic_axes={"x": {0: "N"}})
+    x = np.random.default_rng(4).uniform(0, 1, (32, 3, 4, 4)).astype(np.float32)
+    np.save(tmp_path / "cal.npy", x)
+    code, out, err = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+                          tmp_path / "q.onnx"])
+    assert code == 0, err
+    assert "left to the CPU: Softmax" in out
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["cpu_tail"] == ["Softmax"] and report["top1_agreement"] >= 0.9
+    # The quantized model ends with the logits (the wide dense layer), not a softmax.
+    net = read_model(tmp_path / "q.onnx")
+    assert net.layers[-1].operator_name == "linear" and net.layers[-1].output_width == 32
+
+
+def test_average_pooling_rounds_to_nearest(model, tmp_path: Path) -> None:
+    """A float average is closest to the rounded mean: the quantized model asks for the
+    accelerator's --avg-pool-rounding (and convert switches it on)."""
+    p = next(q for q in PATTERNS if q.name == "avgpool_conv")
+    path = export_torch(p, tmp_path / "avg.onnx", dynamo=False)
+    np.save(tmp_path / "cal.npy", calibration(p))
+    code, _, err = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+                        tmp_path / "q.onnx"])
+    assert code == 0, err
+    kinds = {(n.op_type, a.s) for n in onnx.load(str(tmp_path / "q.onnx")).graph.node
+             for a in n.attribute if a.name == "rounding"}
+    assert kinds == {("PoolRound", b"nearest")}
