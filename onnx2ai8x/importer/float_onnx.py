@@ -212,6 +212,7 @@ class _Draft:
     clip_max: float | None = None
     done: bool = False  # an activation ends the layer
     vector: bool = False  # a dense layer's (F,) output
+    same_scale: bool = False  # an identity layer: output codes equal input codes
 
 
 def _attr(node, name: str, default=None):
@@ -228,6 +229,21 @@ def _pair(values, nd: int, default: int) -> tuple[int, int]:
         return (default, 1) if nd == 1 else (default, default)
     vals = [int(v) for v in values]
     return (vals[0], 1) if nd == 1 else (vals[0], vals[1])
+
+
+@dataclass(frozen=True)
+class _NodeRef:
+    """A node name where a layer is made for a value rather than for a node."""
+
+    name: str
+
+    @property
+    def output(self) -> list[str]:
+        return [self.name]
+
+    @property
+    def op_type(self) -> str:
+        return "MaxPool"
 
 
 def _layer_name(node) -> str:
@@ -268,6 +284,15 @@ class _Walker:
                     self.uses[name] = self.uses.get(name, 0) + 1
         for out in graph.output:
             self.uses[out.name] = self.uses.get(out.name, 0) + 1
+        # Tensors an element-wise Add/Sub reads that other nodes read too: each gets a
+        # pass-through copy right after it is written, and the element-wise layer reads
+        # the copy (an element-wise operand is written interleaved with the other
+        # operands, so it cannot also be read directly; the vendor's residual networks
+        # copy it the same way, seed 004 "Residual Connections").
+        self.shared = {name for node in graph.node if node.op_type in ("Add", "Sub")
+                       for name in node.input[:2]
+                       if name and name not in self.consts and self.uses.get(name, 0) > 1}
+        self.copies: dict[str, _Act] = {}
         self.layers: list[Layer] = []
         self.infos: list[FloatLayer] = []
         self.parent: dict[int, int] = {}  # union-find over scale groups (-1: input)
@@ -350,10 +375,45 @@ class _Walker:
         f = dict(d.fields)
         f["name"] = self.unique(f["name"])
         # in_sequences relative to the layers written by now (the draft was pending)
-        f["in_sequences"] = self.seq(f.pop("sources"))
+        sources = f.pop("sources")
+        f["in_sequences"] = self.seq(sources)
         lay = Layer(weights=d.weights, bias=d.bias, **f)
-        return self.append(lay, FloatLayer(d.tensor, d.subsample, d.clip_max,
-                                           tuple(d.nodes)), d.shape)
+        out = self.append(lay, FloatLayer(d.tensor, d.subsample, d.clip_max,
+                                          tuple(d.nodes)), d.shape)
+        if d.same_scale:
+            self.union(sources[0], out.src)
+        return out
+
+    def identity(self, value, node, tensor: str, why: str) -> _Draft:
+        """A 1x1 convolution with identity weights reading `value` (its pooling or
+        element-wise operation included): an exact stand-in where the hardware needs a
+        convolution, e.g. for an activation after an element-wise operation (the
+        activation follows the convolution in a layer, seed 000). Input and output share
+        one scale, so the quantized weights are exactly 64 with a shift of 1."""
+        fields, in_shape = self.layer_input(value, node)
+        c = in_shape[0]
+        nd = len(in_shape) - 1
+        if nd == 0:
+            w = np.eye(c)
+            fields.update(operator=OP_LINEAR, output_channels=c, output_dim=(1, 1))
+        else:
+            w = np.eye(c).reshape(c, c, *([1] * nd))
+            fields.update(operator=OP_CONV1D if nd == 1 else OP_CONV2D, output_channels=c,
+                          output_dim=_dims(in_shape), kernel_size=(1, 1))
+        base = _layer_name(node)
+        fields["name"] = f"{base}_identity"
+        self.rewrites.append(f"{node.name or node.output[0]}: {why} = the same operation in "
+                             "a layer with a 1x1 identity convolution")
+        return _Draft(fields, w, np.zeros(c), 0, in_shape, tensor, [node.name or base],
+                      vector=nd == 0, same_scale=True)
+
+    def _too_wide(self, lay: Layer) -> bool:
+        """The pooling-only layer breaks the pool-channels rule (it needs a convolution
+        to pool that many channels)."""
+        from ..devices import get_device
+        from ..legalize.rules import pool_channels
+
+        return pool_channels(lay, None, get_device(self.device or "MAX78000")) is not None
 
     def passthrough(self, v) -> _Act:
         """A layer without convolution: pooling, element-wise or concatenation alone."""
@@ -367,6 +427,10 @@ class _Walker:
                 inner = self.act(inner, v.node)
                 sources, in_shape = (inner.src,), inner.shape
             lay = self._pool_layer(v, sources, in_shape, elt)
+            if elt is None and self._too_wide(lay):
+                d = self.identity(v, _NodeRef(v.node), v.tensor,
+                                  f"pooling of {in_shape[0]} channels")
+                return self.finish(d)
             out = self.append(lay, FloatLayer(v.tensor, (1, 1), None, (v.node,)),
                               (v.shape[0],) if v.vector else v.shape)
             for s in sources:
@@ -553,7 +617,11 @@ class _Walker:
         return f"node {node.name or node.output[0]} ({node.op_type})"
 
     def set(self, node, value) -> None:
-        self.values[node.output[0]] = value
+        name = node.output[0]
+        if name in self.shared and isinstance(value, (_Act, _Draft, _Pool, _Elt, _Cat)):
+            value = self.act(value, self.where(node))
+            self.copies[name] = self.copy(value, node)
+        self.values[name] = value
 
     # aliases
     def op_Identity(self, node) -> None:
@@ -869,14 +937,7 @@ class _Walker:
                 ops.append(v)
         if pool is not None and not all(isinstance(v, _Pool) for v in (a, b)):
             pool, ops = None, [a, b]
-        # Shared operands first: their copies are written before the other operand's
-        # layers, as the vendor's residual networks place them.
-        order = sorted(range(2), key=lambda k: self.uses.get(node.input[k], 0) <= 1)
-        done: dict[int, _Act] = {}
-        for k in order:
-            x = self.act(ops[k], where)
-            done[k] = self.copy(x, node) if self.uses.get(node.input[k], 0) > 1 else x
-        acts = [done[0], done[1]]
+        acts = [self.copies.get(node.input[k]) or self.act(ops[k], where) for k in range(2)]
         shapes = {x.shape for x in acts}
         if len(shapes) != 1 or any(x.perm is not None for x in acts):
             raise _fail("eltwise-shape", where, f"element-wise operands of shapes "
@@ -919,11 +980,13 @@ class _Walker:
     def _activation(self, node, code: int, clip_max: float | None = None) -> None:
         v = self.data(node)
         d = self._draft_for_fold(v, node)
+        if d is None and isinstance(v, (_Act, _Elt, _Pool, _Cat, _Draft)):
+            d = self.identity(v, node, node.input[0],
+                              f"{node.op_type} after a layer's output")
         if d is None:
-            raise _fail("activation", self.where(node), f"{node.op_type} that does not "
-                        "directly follow a convolution or dense layer",
-                        "apply activations right after a Conv / Linear (BatchNorm between "
-                        "is fine)")
+            raise _fail("activation", self.where(node), f"{node.op_type} of a value the "
+                        "accelerator does not hold",
+                        "apply activations to convolution or dense outputs")
         d.fields["activation"] = code
         d.clip_max = clip_max
         d.done = True

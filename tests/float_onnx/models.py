@@ -39,6 +39,8 @@ PATTERNS = [
     Pattern("depthwise", (8, 8, 8), True, device="MAX78002"),
     Pattern("stride2", (4, 8, 8), False),
     Pattern("relu6_abs", (4, 8, 8), False),
+    Pattern("residual_relu", (8, 8, 8), False),
+    Pattern("pool_80_channels", (3, 4, 4), False),
     Pattern("matmul_add", (16,), True, torch=False),
     Pattern("nhwc_transpose", (8, 8, 3), False, torch=False),
 ]
@@ -92,6 +94,14 @@ def _torch_module(name: str):
                 self.c = nn.Conv2d(4, 8, 3, stride=2, padding=1)
                 self.bn = nn.BatchNorm2d(8)
                 self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+            elif name == "residual_relu":
+                self.c1 = nn.Conv2d(8, 8, 3, padding=1)
+                self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+                self.c3 = nn.Conv2d(8, 4, 1)
+            elif name == "pool_80_channels":
+                self.c = nn.Conv2d(3, 80, 3, padding=1)
+                self.p = nn.MaxPool2d(2)
+                self.fc = nn.Linear(80 * 2 * 2, 10)
             elif name == "relu6_abs":
                 self.c = nn.Conv2d(4, 8, 3, padding=1)
                 self.c2 = nn.Conv2d(8, 8, 3, padding=1)
@@ -134,6 +144,11 @@ def _torch_module(name: str):
                 return r(self.bn(self.c(x)))
             if name == "stride2":
                 return self.c2(r(self.bn(self.c(x))))
+            if name == "residual_relu":  # ReLU after the add (ResNet): an identity layer
+                a = r(self.c1(x))
+                return self.c3(r(self.c2(a) + a))
+            if name == "pool_80_channels":  # pooling 80 channels: a convolution layer
+                return self.fc(torch.flatten(self.p(r(self.c(x))), 1))
             if name == "relu6_abs":
                 return self.c3(torch.abs(self.c2(torch.clamp(self.c(x), 0, 6))))
             raise AssertionError(name)

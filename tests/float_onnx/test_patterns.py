@@ -130,3 +130,27 @@ def test_stride2_rewrite_is_reported(tmp_path: Path) -> None:
     assert net.layers[0].stride == (1, 1) and net.layers[0].output_dim == (8, 8)
     assert net.layers[1].pool == (1, 1) and net.layers[1].pool_stride == (2, 2)
     assert net.layers[1].pooled_dim == (4, 4)
+
+
+@pytest.mark.parametrize("name", ["residual_relu", "pool_80_channels"])
+def test_identity_layer_rewrite_is_exact_and_reported(name: str, tmp_path: Path) -> None:
+    """An activation after an element-wise add, or a pooling of more channels than a
+    pooling-only layer takes, becomes a layer with a 1x1 identity convolution; input and
+    output share a scale, so its weights are exactly 64 with a shift of 1 (x * 64 * 2 /
+    128 = x): the rewrite adds no error."""
+    p = next(q for q in PATTERNS if q.name == name)
+    path = export_torch(p, tmp_path / "m.onnx", dynamo=False)
+    np.save(tmp_path / "cal.npy", calibration(p))
+    code, stdout, stderr = cli(["quantize", path, "--calibration", tmp_path / "cal.npy",
+                                "-o", tmp_path / "q.onnx"])
+    assert code == 0, stderr
+    assert "1x1 identity convolution" in stdout
+    from onnx2ai8x.importer.onnx_reader import read_model
+
+    net = read_model(tmp_path / "q.onnx")
+    ident = [lay for lay in net.layers if lay.name.endswith("_identity")]
+    assert len(ident) == 1
+    lay = ident[0]
+    c = lay.output_channels
+    np.testing.assert_array_equal(lay.weights.reshape(c, c), 64 * np.eye(c, dtype=np.int64))
+    assert lay.output_shift == 1 and lay.bias is None
