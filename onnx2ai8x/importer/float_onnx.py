@@ -938,6 +938,11 @@ class _Walker:
         if pool is not None and not all(isinstance(v, _Pool) for v in (a, b)):
             pool, ops = None, [a, b]
         acts = [self.copies.get(node.input[k]) or self.act(ops[k], where) for k in range(2)]
+        if kind == ELTWISE_ADD and node.input[1] in self.copies and \
+                node.input[0] not in self.copies:
+            # Addition commutes: the copy first, so the layer reads its operands on the
+            # copy's processors (a pass-through layer keeps data where it is).
+            acts = acts[::-1]
         shapes = {x.shape for x in acts}
         if len(shapes) != 1 or any(x.perm is not None for x in acts):
             raise _fail("eltwise-shape", where, f"element-wise operands of shapes "

@@ -41,6 +41,7 @@ PATTERNS = [
     Pattern("relu6_abs", (4, 8, 8), False),
     Pattern("residual_relu", (8, 8, 8), False),
     Pattern("pool_80_channels", (3, 4, 4), False),
+    Pattern("resnet", (3, 16, 16), False),
     Pattern("matmul_add", (16,), True, torch=False),
     Pattern("nhwc_transpose", (8, 8, 3), False, torch=False),
 ]
@@ -102,6 +103,18 @@ def _torch_module(name: str):
                 self.c = nn.Conv2d(3, 80, 3, padding=1)
                 self.p = nn.MaxPool2d(2)
                 self.fc = nn.Linear(80 * 2 * 2, 10)
+            elif name == "resnet":
+                def cbr(i: int, o: int, stride: int = 1) -> nn.Module:
+                    return nn.Sequential(nn.Conv2d(i, o, 3, stride, 1, bias=False),
+                                         nn.BatchNorm2d(o), nn.ReLU())
+                self.stem = cbr(3, 16)
+                self.a1, self.b1 = cbr(16, 16), nn.Sequential(
+                    nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16))
+                self.down = cbr(16, 32, 2)
+                self.a2, self.b2 = cbr(32, 32), nn.Sequential(
+                    nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32))
+                self.p = nn.AdaptiveAvgPool2d(1)
+                self.fc = nn.Linear(32, 10)
             elif name == "relu6_abs":
                 self.c = nn.Conv2d(4, 8, 3, padding=1)
                 self.c2 = nn.Conv2d(8, 8, 3, padding=1)
@@ -149,6 +162,12 @@ def _torch_module(name: str):
                 return self.c3(r(self.c2(a) + a))
             if name == "pool_80_channels":  # pooling 80 channels: a convolution layer
                 return self.fc(torch.flatten(self.p(r(self.c(x))), 1))
+            if name == "resnet":  # two residual blocks with a two-layer skip each
+                x = self.stem(x)
+                x = r(self.b1(self.a1(x)) + x)
+                x = self.down(x)
+                x = r(self.b2(self.a2(x)) + x)
+                return self.fc(torch.flatten(self.p(x), 1))
             if name == "relu6_abs":
                 return self.c3(torch.abs(self.c2(torch.clamp(self.c(x), 0, 6))))
             raise AssertionError(name)

@@ -30,7 +30,7 @@ import pytest
 from .helpers import cli, float_run, kat_matches, quantized_float_output, sqnr_db
 from .models import PATTERNS, Pattern, calibration, export_torch, qdq_model, tf_style
 
-DYNAMO_DEFAULT = {"conv_bn_relu", "gap_linear", "stride2"}
+DYNAMO_DEFAULT = {"conv_bn_relu", "stride2", "resnet"}
 
 
 def _cases() -> list:
