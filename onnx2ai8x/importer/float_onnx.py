@@ -975,10 +975,24 @@ class _Walker:
         v = a if b is None else b
         c = self.consts[node.input[1] if b is None else node.input[0]]
         d = self._draft_for_fold(v, node)
+        after_act = False
+        if d is None and isinstance(v, _Draft) and v.done and v.tensor in node.input and \
+                self.uses.get(v.tensor, 0) == 1:
+            d, after_act = v, True
         vec = None if d is None else self._channel_vector(c, d, node)
         if vec is None or (divide and np.any(vec == 0)):
             self.unsupported(node)
-        self._scale_draft(d, 1.0 / vec if divide else vec)
+        k = 1.0 / vec if divide else vec
+        if after_act:
+            # ReLU and Abs are positively homogeneous (f(k x) = k f(x) for k > 0): a
+            # positive scale after the activation moves into the weights and bias.
+            if np.any(k <= 0) or d.fields.get("activation") not in (ACT_RELU, ACT_ABS):
+                self.unsupported(node)
+            if d.clip_max is not None:
+                if np.ptp(k) != 0:
+                    self.unsupported(node)
+                d.clip_max = d.clip_max * float(k[0])
+        self._scale_draft(d, k)
         self._absorb(d, node)
 
     # activations

@@ -156,3 +156,38 @@ def test_average_pooling_rounds_to_nearest(model, tmp_path: Path) -> None:
     kinds = {(n.op_type, a.s) for n in onnx.load(str(tmp_path / "q.onnx")).graph.node
              for a in n.attribute if a.name == "rounding"}
     assert kinds == {("PoolRound", b"nearest")}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("factor", [0.25, -0.25])
+def test_scale_after_relu_folds_only_when_positive(factor: float, tmp_path: Path) -> None:
+    """ReLU is positively homogeneous: relu(a) * k = relu(a * k) for k > 0, so the scale
+    moves into the weights; a negative scale has no hardware equivalent."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(5)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = nn.Conv2d(3, 8, 3, padding=1)
+            self.c2 = nn.Conv2d(8, 4, 1)
+
+        def forward(self, x):
+            return self.c2(torch.relu(self.c(x)) * factor)
+
+    path = tmp_path / "m.onnx"
+    torch.onnx.export(Net().eval(), (torch.rand(1, 3, 8, 8),), str(path), dynamo=False,
+                      input_names=["x"], dynamic_axes={"x": {0: "N"}})
+    x = np.random.default_rng(1).uniform(0, 1, (16, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "cal.npy", x)
+    code, _, err = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+                        tmp_path / "q.onnx"])
+    if factor < 0:
+        assert code == 1 and "(Mul)" in err
+        return
+    assert code == 0, err
+    assert len(read_model(tmp_path / "q.onnx").layers) == 2
+    got = quantized_float_output(onnx.load(str(tmp_path / "q.onnx")), x)
+    assert sqnr_db(float_run(path, x), got) >= 25.0
