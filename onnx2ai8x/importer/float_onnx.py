@@ -143,6 +143,7 @@ class FloatModel:
     rewrites: tuple[str, ...] = ()
     cpu_tail: tuple[str, ...] = ()
     qdq: bool = False
+    input_gain: float = 1.0  # the model multiplies its input by this first
 
 
 def _fail(code: str, where: str, message: str, hint: str) -> Ai8xError:
@@ -293,6 +294,7 @@ class _Walker:
                        for name in node.input[:2]
                        if name and name not in self.consts and self.uses.get(name, 0) > 1}
         self.copies: dict[str, _Act] = {}
+        self.input_gain = 1.0  # the model scales its input by this before any layer
         self.layers: list[Layer] = []
         self.infos: list[FloatLayer] = []
         self.parent: dict[int, int] = {}  # union-find over scale groups (-1: input)
@@ -550,9 +552,7 @@ class _Walker:
         shape = tuple(dims[1:])
         self.model_shape = shape
         perm = None
-        consumers = [n for n in graph.node if inp.name in n.input]
-        if len(shape) == 3 and len(consumers) == 1 and consumers[0].op_type == "Transpose" \
-                and tuple(_attr(consumers[0], "perm", [])) == (0, 3, 1, 2):
+        if len(shape) == 3 and _nhwc_input(graph, inp.name, self.consts):
             perm = (0, 2, 3, 1)  # NHWC input (tf2onnx): canonical NCHW transposed
             shape = (shape[2], shape[0], shape[1])
         self.input_perm = perm
@@ -974,6 +974,17 @@ class _Walker:
             self.unsupported(node)
         v = a if b is None else b
         c = self.consts[node.input[1] if b is None else node.input[0]]
+        if isinstance(v, _Act) and v.src < 0 and np.asarray(c).size == 1 and \
+                float(np.asarray(c).reshape(-1)[0]) > 0 and \
+                self.uses.get(node.input[0 if b is None else 1], 0) == 1:
+            # A positive scale of the model input (Keras' Rescaling(1/255), ...): part
+            # of the input mapping float -> int8, exact.
+            k = float(np.asarray(c).reshape(-1)[0])
+            self.input_gain *= 1.0 / k if divide else k
+            self.rewrites.append(f"{node.name or node.output[0]}: input scaling folded "
+                                 "into the input mapping")
+            self.set(node, v)
+            return
         d = self._draft_for_fold(v, node)
         after_act = False
         if d is None and isinstance(v, _Draft) and v.done and v.tensor in node.input and \
@@ -1273,6 +1284,23 @@ def _simplify(model, where: str):
     return model
 
 
+def _nhwc_input(graph, name: str, consts) -> bool:
+    """Whether the input is channels-last: its one reader (after scalings by constants,
+    as Keras' Rescaling) is a Transpose to channels-first (tf2onnx)."""
+    for _ in range(8):
+        readers = [n for n in graph.node if name in n.input]
+        if len(readers) != 1:
+            return False
+        node = readers[0]
+        if node.op_type == "Transpose":
+            return tuple(_attr(node, "perm", [])) == (0, 3, 1, 2)
+        if node.op_type not in ("Mul", "Div", "Identity") or any(
+                i != name and i not in consts for i in node.input):
+            return False
+        name = node.output[0]
+    return False
+
+
 def _graph_input(model):
     """The data input (old exporters also list initializers as inputs)."""
     inits = {i.name for i in model.graph.initializer}
@@ -1382,7 +1410,7 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         # inverse: canonical = model input.transpose(argsort(perm))
         input_perm=tuple(int(k) for k in np.argsort(walker.input_perm))
         if walker.input_perm else tuple(range(len(walker.model_shape) + 1)),
-        input_model_shape=walker.model_shape,
+        input_model_shape=walker.model_shape, input_gain=walker.input_gain,
         model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
         rewrites=tuple(walker.rewrites), cpu_tail=tuple(walker.cpu_tail), qdq=walker.qdq)
 

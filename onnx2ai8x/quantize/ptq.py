@@ -258,7 +258,7 @@ def _calibrated(fm, x: np.ndarray, views: list, options: QuantOptions
         group_range[g] = max(group_range.get(g, 0.0), r)
 
     # The input is fed as the user's data: its full range is kept (no clipping).
-    merge(fm.input_group, tensor_range(x_hw, "max"))
+    merge(fm.input_group, tensor_range(x_hw * fm.input_gain, "max"))
     for i, info in enumerate(fm.layers):
         if views[i] is None:
             continue
@@ -284,7 +284,8 @@ def _calibrated(fm, x: np.ndarray, views: list, options: QuantOptions
         new, s_out = _quantize_layer(lay, s_x, s_y, bits, wide)
         layers.append(new)
         out_scale.append(s_out)
-    return layers, scale[fm.input_group], out_scale
+    # q = x * gain / s: the model's own input scaling is part of the mapping
+    return layers, scale[fm.input_group] / fm.input_gain, out_scale
 
 
 def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOptions(), *,

@@ -44,6 +44,7 @@ PATTERNS = [
     Pattern("resnet", (3, 16, 16), False),
     Pattern("matmul_add", (16,), True, torch=False),
     Pattern("nhwc_transpose", (8, 8, 3), False, torch=False),
+    Pattern("nhwc_rescaling", (8, 8, 3), False, torch=False),
 ]
 
 
@@ -227,6 +228,27 @@ def tf_style(p: Pattern, path: Path) -> Path:
                  _init(rng, "W", (128, 10), 0.1), _init(rng, "b", (10,), 0.1)]
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["unk__0", 8, 8, 3])
         y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["unk__0", 10])
+    elif p.name == "nhwc_rescaling":
+        # Keras: Rescaling(1/255) on uint8-range pixels, Conv2D + ReLU, global average
+        # pooling, Dense
+        nodes = [
+            helper.make_node("Mul", ["x", "k"], ["xs"], name="rescaling/mul"),
+            helper.make_node("Transpose", ["xs"], ["xt"], name="conv2d/Conv2D__6",
+                             perm=[0, 3, 1, 2]),
+            helper.make_node("Conv", ["xt", "K", "kb"], ["c"], name="conv2d/Conv2D",
+                             kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"], name="conv2d/Relu"),
+            helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap/Mean"),
+            helper.make_node("Reshape", ["g", "shape"], ["flat"], name="gap/Squeeze"),
+            helper.make_node("MatMul", ["flat", "W"], ["mm"], name="dense/MatMul"),
+            helper.make_node("Add", ["mm", "b"], ["y"], name="dense/BiasAdd"),
+        ]
+        inits = [numpy_helper.from_array(np.array(1 / 255, np.float32), "k"),
+                 _init(rng, "K", (8, 3, 3, 3)), _init(rng, "kb", (8,), 0.1),
+                 numpy_helper.from_array(np.array([-1, 8], np.int64), "shape"),
+                 _init(rng, "W", (8, 10), 0.3), _init(rng, "b", (10,), 0.1)]
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["unk__0", 8, 8, 3])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["unk__0", 10])
     else:
         raise AssertionError(p.name)
     graph = helper.make_graph(nodes, "tf2onnx", [x], [y], inits)
@@ -239,6 +261,8 @@ def tf_style(p: Pattern, path: Path) -> Path:
 
 def calibration(p: Pattern, n: int = 64) -> np.ndarray:
     rng = np.random.default_rng(7)
+    if p.name == "nhwc_rescaling":  # pixels 0..255
+        return rng.integers(0, 256, size=(n, *p.input_shape)).astype(np.float32)
     return rng.uniform(-1.0, 1.0, size=(n, *p.input_shape)).astype(np.float32)
 
 
