@@ -163,6 +163,8 @@ class _Act:
 
 @dataclass
 class _Pool:
+    """A pooling not yet written: the next layer's pooling, or a pass-through layer."""
+
     inner: object  # _Act or _Elt
     kernel: tuple[int, int]
     stride: tuple[int, int]
@@ -176,6 +178,9 @@ class _Pool:
 
 @dataclass
 class _Elt:
+    """An element-wise Add/Sub not yet written: fused into the next convolution, or a
+    pass-through layer."""
+
     kind: int
     operands: list  # of _Act
     shape: tuple[int, ...]
@@ -186,6 +191,8 @@ class _Elt:
 
 @dataclass
 class _Cat:
+    """A channel concatenation: the next layer reads its parts (in_sequences)."""
+
     parts: list  # of _Act
     shape: tuple[int, ...]
     node: str
@@ -194,6 +201,8 @@ class _Cat:
 
 @dataclass
 class _Flat:
+    """Flattened data: only a dense layer reads it (flatten: true)."""
+
     inner: _Act
     node: str
 

@@ -25,6 +25,8 @@ KEY_OUTPUT_SCALES = "ai8x.output_scales"
 
 @dataclass(frozen=True)
 class InputMapping:
+    """float -> int8 for the model input: scale, layout permutation, accelerator shape."""
+
     scale: float
     perm: tuple[int, ...]  # with the batch axis first: (0, ...)
     shape: tuple[int, ...]  # the accelerator's input per sample, (C, H, W) or (C, L)

@@ -36,6 +36,8 @@ _CHUNK = 256
 
 @dataclass(frozen=True)
 class QuantOptions:
+    """How to quantize: calibration method, weight widths, wide output layer."""
+
     method: str = DEFAULT_METHOD
     percentile: float = DEFAULT_PERCENTILE
     weight_bits: Mapping[str, int] | None = None  # layer or node name -> bits; "default"
@@ -44,6 +46,8 @@ class QuantOptions:
 
 @dataclass(frozen=True)
 class LayerReport:
+    """One row of the quantization report."""
+
     index: int
     name: str
     operator: str
@@ -58,6 +62,8 @@ class LayerReport:
 
 @dataclass(frozen=True, eq=False)
 class QuantResult:
+    """The quantized Network, its ai8x-ONNX model, the input mapping and the report."""
+
     network: Network
     mapping: InputMapping
     output_scales: tuple[float, ...]
