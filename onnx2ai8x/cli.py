@@ -17,7 +17,7 @@ import typer
 from . import __version__
 from .errors import EXIT_INVALID, EXIT_USAGE, Ai8xError
 
-SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer")
+SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer", "quantize")
 
 
 def _new_app() -> typer.Typer:
@@ -31,6 +31,7 @@ def _new_app() -> typer.Typer:
             "  onnx2ai8x model.onnx --device MAX78000\n\n"
             "  onnx2ai8x check model.onnx --device MAX78002\n\n"
             "  onnx2ai8x run model.onnx --input x.npy -o y.npy\n\n"
+            "  onnx2ai8x float.onnx --device MAX78000 --calibration x.npy\n\n"
             "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
             "--device MAX78000 -o net.onnx"
         ),
@@ -44,6 +45,18 @@ SidecarOpt = Annotated[Path | None, typer.Option(
                       "only what it leaves out is inferred.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
+CalibrationOpt = Annotated[Path | None, typer.Option(
+    "--calibration", help="Float samples (.npy, N x the model's input shape) to quantize "
+                          "a standard float ONNX model with.")]
+LabelsOpt = Annotated[Path | None, typer.Option(
+    "--labels", help="Class labels of the calibration samples (.npy): the report adds "
+                     "float and quantized accuracy.")]
+MethodOpt = Annotated[str | None, typer.Option(
+    "--calibration-method", help="Activation ranges: mse (default), max or percentile.")]
+PercentileOpt = Annotated[float | None, typer.Option(
+    "--percentile", help="Percentile for --calibration-method percentile (99.99).")]
+WeightBitsOpt = Annotated[Path | None, typer.Option(
+    "--weight-bits", help="YAML of per-layer weight bits (`layer: 4`, `default: 8`).")]
 
 
 def _version(value: bool) -> None:
@@ -108,6 +121,11 @@ def convert_cmd(
     maxim_path: Annotated[Path | None, typer.Option(
         "--maxim-path", help="The MSDK for --build (default: $MAXIM_PATH, or the SDK "
                              "tree the output directory sits in).")] = None,
+    calibration: CalibrationOpt = None,
+    labels: LabelsOpt = None,
+    calibration_method: MethodOpt = None,
+    percentile: PercentileOpt = None,
+    weight_bits: WeightBitsOpt = None,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -137,10 +155,32 @@ def convert_cmd(
                    max_checklines=max_checklines, new_kernel_loader=new_kernel_loader,
                    timer=timer, boost=boost, riscv=riscv, compact_weights=compact_weights,
                    mexpress=mexpress, avg_pool_rounding=avg_pool_rounding, board=board)
-    result = convert(ConvertRequest(model=model, device=device, output=out,
-                                    sidecar=sidecar, sample_input=sample_input,
-                                    overwrite=overwrite, options=options,
-                                    progress=not (quiet or json_out)))
+    def from_float(calibration):
+        from .quantize.convert import convert_float
+
+        result, qtable = convert_float(
+            model, device, out, calibration=calibration, labels=labels,
+            method=calibration_method, percentile=percentile, weight_bits=weight_bits,
+            sidecar=sidecar, sample_input=sample_input, overwrite=overwrite,
+            options=options, progress=not (quiet or json_out))
+        if not (quiet or json_out):
+            typer.echo(qtable)
+        return result
+
+    if calibration is not None:
+        result = from_float(calibration)
+    else:
+        try:
+            result = convert(ConvertRequest(model=model, device=device, output=out,
+                                            sidecar=sidecar, sample_input=sample_input,
+                                            overwrite=overwrite, options=options,
+                                            progress=not (quiet or json_out)))
+        except Ai8xError as exc:
+            if exc.code != "model.input-type":
+                raise
+            # A standard float model: quantized exactly when it holds the integers (a
+            # vendor export), else the error asks for calibration data.
+            result = from_float(None)
     built = None
     if build:
         from .devices import get_device
@@ -275,8 +315,48 @@ def import_izer_cmd(
     import_izer_command(config_file, checkpoint_file, device, output, sample)
 
 
+def quantize_cmd(
+    model: Annotated[Path, typer.Argument(help="Standard float ONNX model.")],
+    output: Annotated[Path, typer.Option("--output", "-o",
+                                         help="ai8x-ONNX file to write.")],
+    calibration: Annotated[Path | None, typer.Option(
+        "--calibration", help="Float samples (.npy, N x the model's input shape); not "
+                              "needed for exports of integer weights (the vendor's).")
+                           ] = None,
+    device: DeviceOpt = "MAX78000",
+    labels: LabelsOpt = None,
+    calibration_method: MethodOpt = None,
+    percentile: PercentileOpt = None,
+    weight_bits: WeightBitsOpt = None,
+    report: Annotated[Path | None, typer.Option(
+        "--report", help="Where to save the report (default: report.json beside "
+                         "the output).")] = None,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Quantize a float ONNX model (any exporter) into ai8x-ONNX with calibration data.
+
+    Example: onnx2ai8x quantize model.onnx --calibration x.npy -o model-q.onnx
+    """
+    from .quantize.convert import quantize_command
+
+    _require_file(model, "model")
+    for path, what in ((calibration, "calibration data"), (labels, "labels"),
+                       (weight_bits, "weight-bits file")):
+        if path is not None:
+            _require_file(path, what)
+    result = quantize_command(model, calibration, output, device=device, labels=labels,
+                              method=calibration_method, percentile=percentile,
+                              weight_bits=weight_bits, report=report)
+    if json_out:
+        typer.echo(result.report_json(), nl=False)
+    elif not quiet:
+        typer.echo(result.table())
+        typer.echo(f"wrote {output}")
+
+
 COMMANDS = {"convert": convert_cmd, "check": check_cmd, "sidecar": sidecar_cmd,
-            "run": run_cmd, "import-izer": import_izer_cmd}
+            "run": run_cmd, "import-izer": import_izer_cmd, "quantize": quantize_cmd}
 assert tuple(COMMANDS) == SUBCOMMANDS
 
 

@@ -32,6 +32,7 @@ class ConvertRequest:
     overwrite: bool = False
     options: dict = field(default_factory=dict)
     progress: bool = False
+    report_extra: dict | None = None  # more top-level report.json sections (quantization)
 
 
 @dataclass(frozen=True, eq=False)
@@ -290,6 +291,13 @@ def convert(request: ConvertRequest) -> ConvertResult:
         annotated = annotate_model(result.model, result.network, result.placement,
                                    result.cycles, result.device, report=result.report)
         stem = Path(request.model).stem
+        if request.report_extra:
+            import json
+
+            data = json.loads(result.report_json)
+            data.update(request.report_extra)
+            result = dataclasses.replace(
+                result, report_json=json.dumps(data, indent=2, sort_keys=True) + "\n")
         extra_files = {
             f"{stem}.yaml": result.sidecar_text.encode(),
             f"{stem}.onnx": annotated.SerializeToString(deterministic=True),

@@ -37,12 +37,45 @@ def load_sample(path: Path) -> np.ndarray:
 def run_file(model: Path, input_path: Path) -> tuple[list[str], list[np.ndarray]]:
     """Run `model` on the sample in `input_path`; return output names and arrays."""
 
-    sample = load_sample(input_path)
+    sample = _float_input(model, input_path)
+    if sample is None:
+        sample = load_sample(input_path)
     session = _session(model)
     inp = session.get_inputs()[0]
     x = fit_to_input(sample, len(inp.shape), str(input_path))
     outputs = session.run(None, {inp.name: x})
     return [o.name for o in session.get_outputs()], list(outputs)
+
+
+def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
+    """Float samples for a model quantized from float ONNX, mapped to int8 exactly as
+    the quantizer did (its input mapping is in the model's metadata); None otherwise.
+    Integer arrays are taken as the int8 the accelerator reads."""
+    try:
+        raw = np.load(input_path, allow_pickle=False)
+    except (OSError, ValueError):
+        return None  # load_sample reports it
+    if raw.dtype.kind != "f":
+        return None
+    from .quantize.mapping import model_mapping
+
+    try:
+        mapping = model_mapping(model)
+    except Exception:  # noqa: BLE001 - an unreadable model is reported by _session
+        return None
+    if mapping is None:
+        return None
+    if not np.all(np.isfinite(raw)):
+        raise Ai8xError("usage.bad-input", str(input_path), "the sample holds NaN or "
+                        "infinity", "store finite float samples", exit_code=EXIT_USAGE)
+    x = raw if raw.ndim == len(mapping.perm) else raw[np.newaxis]
+    if x.ndim != len(mapping.perm):
+        raise Ai8xError("usage.bad-input", str(input_path),
+                        f"the sample has shape {tuple(raw.shape)}; the float model takes "
+                        f"{len(mapping.perm) - 1}-D samples (plus a batch dimension)",
+                        "store samples in the float model's input shape",
+                        exit_code=EXIT_USAGE)
+    return mapping.quantize(x).astype(np.int64)
 
 
 def _session(model: Path):

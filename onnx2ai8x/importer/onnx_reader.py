@@ -288,7 +288,9 @@ class _Reader:
         if in_shape[1] not in (TensorProto.INT8, TensorProto.UINT8):
             raise Ai8xError("model.input-type", self.input_name,
                             "the input must be int8 (the sample as the accelerator sees it)",
-                            "export with ai8x_torch.export_onnx or onnx2ai8x import-izer")
+                            "a float model is quantized with calibration data: onnx2ai8x "
+                            "MODEL.onnx --device D --calibration X.npy (or export with "
+                            "ai8x_torch.export_onnx / onnx2ai8x import-izer)")
         groups = self._groups()
         self.final: dict[str, int] = {self.input_name: INPUT}
         finals = [self._final_tensor(g) for g in groups]

@@ -1,0 +1,1427 @@
+"""Standard float ONNX -> a Network with float weights (issue 13, the float front end).
+
+Any exporter's float32 graph (torch.onnx.export both ways, tf2onnx-style NHWC graphs,
+onnxruntime QDQ models) is simplified with onnxsim at batch 1, then walked once in
+topological order. Nodes are grouped into hardware layers by pattern, as the hardware
+executes a layer (seed 000, "CNN Accelerator" layer pipeline: pooling -> element-wise ->
+convolution -> output shift -> activation):
+
+    [pooling] -> Conv / ConvTranspose / Gemm / MatMul [+ Add bias] -> [BatchNormalization,
+    Mul/Add by per-channel constants, all folded] -> [Relu | Clip(min=0) | Abs]
+
+Element-wise Add/Sub of two activations, channel Concat, Flatten/Reshape before a dense
+layer, and pooling are kept as pending values so that the layer consuming them absorbs
+them (an element-wise operation or a pooling in front of a convolution is part of that
+layer); otherwise they become pass-through layers. A final Softmax / LogSoftmax /
+Sigmoid is left to the CPU. Everything else is refused with the node's name and a fix.
+
+The result (`FloatModel`) is an ordinary `Network` whose weights and biases are still
+float, plus, per layer, the float tensor that holds its value, so calibration can run the
+simplified float model on onnxruntime and read each layer's float output.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EXIT_USAGE, Ai8xError
+from ..network import (
+    ACT_ABS,
+    ACT_RELU,
+    ELTWISE_ADD,
+    ELTWISE_SUB,
+    OP_CONV1D,
+    OP_CONV2D,
+    OP_CONVTRANSPOSE2D,
+    OP_LINEAR,
+    OP_NONE,
+    Layer,
+    Network,
+)
+
+OPSET_MIN, OPSET_MAX = 11, 21
+# Ops that only pass values through at inference time.
+_ALIASES = ("Identity", "Dropout")
+# Ops the CPU finishes with after the accelerator (`--softmax` writes softmax.c).
+_CPU_TAIL = ("Softmax", "LogSoftmax", "Sigmoid")
+# Fix hints for operators people commonly meet (the rest get a generic hint).
+_HINTS = {
+    "LeakyRelu": "use ReLU: the accelerator's activations are ReLU and Abs only",
+    "PRelu": "use ReLU: the accelerator's activations are ReLU and Abs only",
+    "Elu": "use ReLU: the accelerator's activations are ReLU and Abs only",
+    "Selu": "use ReLU: the accelerator's activations are ReLU and Abs only",
+    "HardSigmoid": "use ReLU: the accelerator's activations are ReLU and Abs only",
+    "HardSwish": "use ReLU: the accelerator's activations are ReLU and Abs only",
+    "Tanh": "use ReLU: the accelerator's activations are ReLU and Abs only",
+    "Sigmoid": "Sigmoid is only supported as the model's final operation (left to the "
+               "CPU); use ReLU inside the network",
+    "Softmax": "Softmax is only supported as the model's final operation",
+    "LogSoftmax": "LogSoftmax is only supported as the model's final operation",
+    "Mul": "multiply activations only by per-channel constants right after a "
+           "convolution or dense layer (folded into its weights)",
+    "Div": "divide only by constants right after a convolution or dense layer",
+    "Upsample": "use ConvTranspose2d (3x3, stride 2) to upsample",
+    "Resize": "use ConvTranspose2d (3x3, stride 2) to upsample",
+    "LSTM": "the accelerator runs feed-forward convolutional networks only",
+    "GRU": "the accelerator runs feed-forward convolutional networks only",
+    "Split": "split channels with separate convolutions instead",
+    "Slice": "the accelerator cannot crop tensors; remove the slice",
+    "Pad": "use the convolution's own padding (0 to 2)",
+    "InstanceNormalization": "use BatchNormalization after a convolution (folded into it)",
+    "LayerNormalization": "use BatchNormalization after a convolution (folded into it)",
+}
+
+
+def _reduce(fn):
+    def run(node, x, axes=None):
+        ax = _attr(node, "axes")
+        ax = tuple(int(a) for a in (ax if ax is not None else
+                                    (axes if axes is not None else range(x.ndim))))
+        return fn(x, axis=ax, keepdims=bool(_attr(node, "keepdims", 1)))
+    return run
+
+
+def _clip(node, x, lo=None, hi=None):
+    lo = _attr(node, "min") if lo is None else lo
+    hi = _attr(node, "max") if hi is None else hi
+    return np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi)
+
+
+def _cast(node, x):
+    from onnx import helper
+
+    return x.astype(helper.tensor_dtype_to_np_dtype(_attr(node, "to")))
+
+
+# Constant-only nodes the walk evaluates itself (numpy keeps the inputs' float32 where
+# ONNX does, so a folded weight equals what onnxruntime computes).
+_CONST_OPS = {
+    "Add": lambda n, a, b: a + b, "Sub": lambda n, a, b: a - b,
+    "Mul": lambda n, a, b: a * b, "Div": lambda n, a, b: a / b,
+    "Pow": lambda n, a, b: np.power(a, b).astype(a.dtype),
+    "Neg": lambda n, a: -a, "Abs": lambda n, a: np.abs(a),
+    "Reciprocal": lambda n, a: (1 / a).astype(a.dtype),
+    "Floor": lambda n, a: np.floor(a), "Ceil": lambda n, a: np.ceil(a),
+    "Round": lambda n, a: np.round(a), "Log": lambda n, a: np.log(a),
+    "Exp": lambda n, a: np.exp(a), "Sqrt": lambda n, a: np.sqrt(a),
+    "Clip": _clip, "Cast": _cast,
+    "Max": lambda n, *a: np.maximum.reduce(a), "Min": lambda n, *a: np.minimum.reduce(a),
+    "ReduceMax": _reduce(np.max), "ReduceMin": _reduce(np.min),
+    "Reshape": lambda n, a, s: a.reshape([d if d else a.shape[k] for k, d in enumerate(s)]),
+    "Squeeze": lambda n, a, *ax: np.squeeze(a), "Unsqueeze": lambda n, a, ax=None:
+        np.expand_dims(a, tuple(int(v) for v in (ax if ax is not None else
+                                                 _attr(n, "axes")))),
+    "Concat": lambda n, *a: np.concatenate(a, axis=int(_attr(n, "axis", 0))),
+}
+
+
+@dataclass(frozen=True)
+class FloatLayer:
+    """Where a hardware layer's value lives in the float model."""
+
+    tensor: str | None  # float tensor equal to the layer's output (subsampled), or None
+    subsample: tuple[int, int] = (1, 1)  # layer output [:, ::sh, ::sw] equals `tensor`
+    clip_max: float | None = None  # Clip(0, max): the activation's fixed upper bound
+    nodes: tuple[str, ...] = ()  # the source nodes grouped into this layer
+
+
+@dataclass(frozen=True, eq=False)
+class FloatModel:
+    """A standard float ONNX model as hardware layers with float weights."""
+
+    network: Network  # weights/bias are float arrays; bias_hw is None
+    layers: tuple[FloatLayer, ...]
+    outputs: tuple[int, ...]  # the layers giving the model's outputs, in order
+    groups: tuple[int, ...]  # per layer: its activation-scale group (input: groups[-1])
+    input_group: int
+    input_name: str
+    input_perm: tuple[int, ...]  # hardware input (N, C, H, W) = model input.transpose(perm)
+    input_model_shape: tuple[int, ...]  # per sample, as the float model takes it
+    model_bytes: bytes  # the simplified float model, batch dimension symbolic
+    output_tensors: tuple[str, ...]  # the float model's outputs the layers correspond to
+    rewrites: tuple[str, ...] = ()
+    cpu_tail: tuple[str, ...] = ()
+    qdq: bool = False
+    input_gain: float = 1.0  # the model multiplies its input by this first
+
+
+def _fail(code: str, where: str, message: str, hint: str) -> Ai8xError:
+    return Ai8xError(f"float.{code}", where, message, hint)
+
+
+# -- values the walk tracks per tensor ------------------------------------------------
+
+@dataclass
+class _Act:
+    """A tensor the accelerator holds: the output of layer `src` (-1: the input)."""
+
+    src: int
+    shape: tuple[int, ...]  # per sample, canonical: (C, H, W), (C, L) or (F,)
+    perm: tuple[int, ...] | None = None  # the graph tensor = canonical.transpose(perm)
+
+
+@dataclass
+class _Pool:
+    """A pooling not yet written: the next layer's pooling, or a pass-through layer."""
+
+    inner: object  # _Act or _Elt
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    average: bool
+    shape: tuple[int, ...]
+    node: str
+    tensor: str
+    vector: bool = False  # ReduceMean without keepdims: (C,) out
+
+
+@dataclass
+class _Elt:
+    """An element-wise Add/Sub not yet written: fused into the next convolution, or a
+    pass-through layer."""
+
+    kind: int
+    operands: list  # of _Act
+    shape: tuple[int, ...]
+    node: str
+    tensor: str
+    pool: _Pool | None = None  # operands pooled alike before combining
+
+
+@dataclass
+class _Cat:
+    """A channel concatenation: the next layer reads its parts (in_sequences)."""
+
+    parts: list  # of _Act
+    shape: tuple[int, ...]
+    node: str
+    tensor: str
+
+
+@dataclass
+class _Flat:
+    """Flattened data: only a dense layer reads it (flatten: true)."""
+
+    inner: _Act
+    node: str
+
+
+@dataclass
+class _Draft:
+    """A convolution/dense layer still absorbing bias, BatchNorm and activation."""
+
+    fields: dict
+    weights: np.ndarray
+    bias: np.ndarray
+    out_axis: int  # the weights' output-channel axis (1 for ConvTranspose)
+    shape: tuple[int, ...]
+    tensor: str
+    nodes: list
+    subsample: tuple[int, int] = (1, 1)
+    clip_max: float | None = None
+    done: bool = False  # an activation ends the layer
+    vector: bool = False  # a dense layer's (F,) output
+    same_scale: bool = False  # an identity layer: output codes equal input codes
+
+
+def _attr(node, name: str, default=None):
+    import onnx
+
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _pair(values, nd: int, default: int) -> tuple[int, int]:
+    if values is None:
+        return (default, 1) if nd == 1 else (default, default)
+    vals = [int(v) for v in values]
+    return (vals[0], 1) if nd == 1 else (vals[0], vals[1])
+
+
+@dataclass(frozen=True)
+class _NodeRef:
+    """A node name where a layer is made for a value rather than for a node."""
+
+    name: str
+
+    @property
+    def output(self) -> list[str]:
+        return [self.name]
+
+    @property
+    def op_type(self) -> str:
+        return "MaxPool"
+
+
+def _layer_name(node) -> str:
+    """A readable layer name from an exporter's node name: `/features/features.0/Conv`
+    (TorchScript) -> `features.0`; names without a path are kept."""
+    name = node.name or node.output[0]
+    parts = [p for p in name.split("/") if p]
+    if len(parts) > 1 and parts[-1].split("_")[0] == node.op_type:
+        parts = parts[:-1]
+    return parts[-1] if parts else name
+
+
+def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
+    if len(shape) == 3:
+        return int(shape[1]), int(shape[2])
+    if len(shape) == 2:
+        return int(shape[1]), 1
+    return 1, 1
+
+
+class _Walker:
+    """One walk over the simplified graph; builds the layer list (no shared state)."""
+
+    def __init__(self, model, device: str | None) -> None:
+        self.model = model
+        self.device = device
+        graph = model.graph
+        self.consts: dict[str, np.ndarray] = {}
+        from onnx import numpy_helper
+
+        for init in graph.initializer:
+            self.consts[init.name] = numpy_helper.to_array(init)
+        self.values: dict[str, object] = {}
+        self.uses: dict[str, int] = {}
+        for node in graph.node:
+            for name in node.input:
+                if name:
+                    self.uses[name] = self.uses.get(name, 0) + 1
+        for out in graph.output:
+            self.uses[out.name] = self.uses.get(out.name, 0) + 1
+        # Tensors an element-wise Add/Sub reads that other nodes read too: each gets a
+        # pass-through copy right after it is written, and the element-wise layer reads
+        # the copy (an element-wise operand is written interleaved with the other
+        # operands, so it cannot also be read directly; the vendor's residual networks
+        # copy it the same way, seed 004 "Residual Connections").
+        self.shared = {name for node in graph.node if node.op_type in ("Add", "Sub")
+                       for name in node.input[:2]
+                       if name and name not in self.consts and self.uses.get(name, 0) > 1}
+        self.copies: dict[str, _Act] = {}
+        self.input_gain = 1.0  # the model scales its input by this before any layer
+        self.layers: list[Layer] = []
+        self.infos: list[FloatLayer] = []
+        self.parent: dict[int, int] = {}  # union-find over scale groups (-1: input)
+        self.rewrites: list[str] = []
+        self.cpu_tail: list[str] = []
+        self.qdq = False
+        self.names: set[str] = set()
+        self.materialized: dict[int, _Act] = {}
+
+    # -- scale groups ------------------------------------------------------------------
+    def find(self, i: int) -> int:
+        while self.parent.get(i, i) != i:
+            i = self.parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+    # -- layers ------------------------------------------------------------------------
+    def unique(self, name: str) -> str:
+        base = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip("_")
+        base = base or f"layer{len(self.layers)}"
+        cand, k = base, 1
+        while cand in self.names:
+            cand = f"{base}_{k}"
+            k += 1
+        self.names.add(cand)
+        return cand
+
+    def seq(self, sources: tuple[int, ...]) -> tuple[int, ...] | None:
+        return None if sources == (len(self.layers) - 1,) else sources
+
+    def append(self, lay: Layer, info: FloatLayer, shape: tuple[int, ...]) -> _Act:
+        self.layers.append(lay)
+        self.infos.append(info)
+        return _Act(len(self.layers) - 1, shape)
+
+    def act(self, value, where: str) -> _Act:
+        """The value as a tensor the accelerator holds, writing a layer if needed."""
+        value = self.subsampled(value)
+        key = id(value)
+        if key in self.materialized:
+            return self.materialized[key]
+        if isinstance(value, _Act):
+            return value
+        if isinstance(value, _Draft):
+            out = self.finish(value)
+        elif isinstance(value, (_Pool, _Elt, _Cat)):
+            out = self.passthrough(value)
+        elif isinstance(value, _Flat):
+            raise _fail("flatten", where, "a flattened tensor feeds something other than "
+                        "a dense layer (Gemm / MatMul)",
+                        "flatten only right before the dense layer")
+        else:
+            raise _fail("value", where, "a constant or shape value where the accelerator "
+                        "needs data", "compute constants outside the model")
+        self.materialized[key] = out
+        return out
+
+    def subsampled(self, value):
+        """A strided convolution's value: its stride-1 layer, then a 1x1 pooling with the
+        stride, which the consumer (or a pass-through layer) does (seed 000, "Pooling":
+        the pooling unit subsamples with a 1x1 window and a stride)."""
+        if not isinstance(value, _Draft) or value.subsample == (1, 1):
+            return value
+        key = ("sub", id(value))
+        if key not in self.materialized:
+            res = self.finish(value)
+            nd = len(res.shape) - 1
+            shape = (res.shape[0], *[(n - 1) // s + 1 for n, s in
+                                    zip(res.shape[1:], value.subsample[:nd], strict=True)])
+            self.materialized[key] = _Pool(res, (1, 1), value.subsample, (1, 1), False,
+                                           shape, value.nodes[0] + "_subsample",
+                                           value.tensor)
+        return self.materialized[key]
+
+    def finish(self, d: _Draft) -> _Act:
+        f = dict(d.fields)
+        f["name"] = self.unique(f["name"])
+        # in_sequences relative to the layers written by now (the draft was pending)
+        sources = f.pop("sources")
+        f["in_sequences"] = self.seq(sources)
+        lay = Layer(weights=d.weights, bias=d.bias, **f)
+        out = self.append(lay, FloatLayer(d.tensor, d.subsample, d.clip_max,
+                                          tuple(d.nodes)), d.shape)
+        if d.same_scale:
+            self.union(sources[0], out.src)
+        return out
+
+    def identity(self, value, node, tensor: str, why: str) -> _Draft:
+        """A 1x1 convolution with identity weights reading `value` (its pooling or
+        element-wise operation included): an exact stand-in where the hardware needs a
+        convolution, e.g. for an activation after an element-wise operation (the
+        activation follows the convolution in a layer, seed 000). Input and output share
+        one scale, so the quantized weights are exactly 64 with a shift of 1."""
+        fields, in_shape = self.layer_input(value, node)
+        c = in_shape[0]
+        nd = len(in_shape) - 1
+        if nd == 0:
+            w = np.eye(c)
+            fields.update(operator=OP_LINEAR, output_channels=c, output_dim=(1, 1))
+        else:
+            w = np.eye(c).reshape(c, c, *([1] * nd))
+            fields.update(operator=OP_CONV1D if nd == 1 else OP_CONV2D, output_channels=c,
+                          output_dim=_dims(in_shape), kernel_size=(1, 1))
+        base = _layer_name(node)
+        fields["name"] = f"{base}_identity"
+        self.rewrites.append(f"{node.name or node.output[0]}: {why} = the same operation in "
+                             "a layer with a 1x1 identity convolution")
+        return _Draft(fields, w, np.zeros(c), 0, in_shape, tensor, [node.name or base],
+                      vector=nd == 0, same_scale=True)
+
+    def _too_wide(self, lay: Layer) -> bool:
+        """The pooling-only layer breaks the pool-channels rule (it needs a convolution
+        to pool that many channels)."""
+        from ..devices import get_device
+        from ..legalize.rules import pool_channels
+
+        return pool_channels(lay, None, get_device(self.device or "MAX78000")) is not None
+
+    def passthrough(self, v) -> _Act:
+        """A layer without convolution: pooling, element-wise or concatenation alone."""
+        if isinstance(v, _Pool):
+            inner = v.inner
+            elt = inner if isinstance(inner, _Elt) else None
+            if elt is not None:
+                sources = tuple(self.act(o, v.node).src for o in elt.operands)
+                in_shape = elt.shape
+            else:
+                inner = self.act(inner, v.node)
+                sources, in_shape = (inner.src,), inner.shape
+            lay = self._pool_layer(v, sources, in_shape, elt)
+            if elt is None and self._too_wide(lay):
+                d = self.identity(v, _NodeRef(v.node), v.tensor,
+                                  f"pooling of {in_shape[0]} channels")
+                return self.finish(d)
+            out = self.append(lay, FloatLayer(v.tensor, (1, 1), None, (v.node,)),
+                              (v.shape[0],) if v.vector else v.shape)
+            for s in sources:
+                self.union(s, out.src)
+            return out
+        if isinstance(v, _Elt):
+            sources = tuple(self.act(o, v.node).src for o in v.operands)
+            in_shape = v.operands[0].shape
+            fields = self._pool_fields(v.pool, in_shape)
+            dims_in = _dims(in_shape)
+            lay = Layer(name=self.unique(v.node), operator=OP_NONE,
+                        input_channels=in_shape[0], output_channels=in_shape[0],
+                        input_dim=dims_in, output_dim=fields["pooled_dim"],
+                        eltwise=v.kind, operands=len(sources), quantization=0,
+                        in_sequences=self.seq(sources), **fields)
+            out = self.append(lay, FloatLayer(v.tensor, (1, 1), None, (v.node,)), v.shape)
+            for s in sources:
+                self.union(s, out.src)
+            return out
+        assert isinstance(v, _Cat)
+        sources = tuple(self.act(p, v.node).src for p in v.parts)
+        dims = _dims(v.shape)
+        lay = Layer(name=self.unique(v.node), operator=OP_NONE, input_channels=v.shape[0],
+                    output_channels=v.shape[0], input_dim=dims, pooled_dim=dims,
+                    output_dim=dims, quantization=0, in_sequences=self.seq(sources))
+        out = self.append(lay, FloatLayer(v.tensor, (1, 1), None, (v.node,)), v.shape)
+        for s in sources:
+            self.union(s, out.src)
+        return out
+
+    @staticmethod
+    def _pool_fields(pool: _Pool | None, in_shape: tuple[int, ...]) -> dict:
+        if pool is None:
+            return {"pooled_dim": _dims(in_shape)}
+        return {"pool": pool.kernel, "pool_stride": pool.stride,
+                "pool_dilation": pool.dilation, "pool_average": pool.average,
+                "pooled_dim": _dims(pool.shape)}
+
+    def _pool_layer(self, v: _Pool, sources, in_shape, elt: _Elt | None) -> Layer:
+        fields = self._pool_fields(v, in_shape)
+        extra = {}
+        if elt is not None:
+            extra = {"eltwise": elt.kind, "operands": len(elt.operands), "pool_first": False}
+        return Layer(name=self.unique(v.node), operator=OP_NONE, input_channels=in_shape[0],
+                     output_channels=in_shape[0], input_dim=_dims(in_shape),
+                     output_dim=fields["pooled_dim"], quantization=0,
+                     in_sequences=self.seq(sources), **fields, **extra)
+
+    # -- the layer's input -------------------------------------------------------------
+    def layer_input(self, value, node) -> tuple[dict, tuple[int, ...]]:
+        """Layer fields for the data a convolution reads, and the shape it convolves."""
+        where = self.where(node)
+        value = self.subsampled(value)
+        if isinstance(value, _Draft):
+            value = self.act(value, where)
+        if isinstance(value, _Pool) and isinstance(value.inner, _Act) and \
+                value.inner.perm is None and not value.vector:
+            src = value.inner
+            fields = self._pool_fields(value, src.shape)
+            return dict(fields, input_channels=src.shape[0], input_dim=_dims(src.shape),
+                        sources=(src.src,), pool_first=True), value.shape
+        if isinstance(value, _Pool) and isinstance(value.inner, _Elt) and \
+                self.uses.get(value.inner.tensor, 0) == 1 and value.inner.pool is None:
+            elt = value.inner
+            sources = tuple(self.act(o, where).src for o in elt.operands)
+            fields = self._pool_fields(value, elt.shape)
+            self._union_all(sources)
+            return dict(fields, input_channels=elt.shape[0], input_dim=_dims(elt.shape),
+                        sources=sources, eltwise=elt.kind,
+                        operands=len(sources), pool_first=False), value.shape
+        if isinstance(value, _Elt) and self.uses.get(value.tensor, 0) == 1:
+            sources = tuple(self.act(o, where).src for o in value.operands)
+            in_shape = value.operands[0].shape
+            fields = self._pool_fields(value.pool, in_shape)
+            self._union_all(sources)
+            return dict(fields, input_channels=in_shape[0], input_dim=_dims(in_shape),
+                        sources=sources, eltwise=value.kind,
+                        operands=len(sources), pool_first=True), value.shape
+        if isinstance(value, _Cat) and self.uses.get(value.tensor, 0) == 1:
+            sources = tuple(self.act(p, where).src for p in value.parts)
+            self._union_all(sources)
+            return dict(input_channels=value.shape[0], input_dim=_dims(value.shape),
+                        pooled_dim=_dims(value.shape),
+                        sources=sources), value.shape
+        a = self.act(value, where)
+        if a.perm is not None:
+            raise _fail("layout", where, f"the convolution reads a transposed tensor "
+                        f"(layout {a.perm})", "transpose data to NCHW before the first "
+                        "convolution only (an NHWC model input followed by Transpose "
+                        "[0, 3, 1, 2] is fine)")
+        return dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
+                    pooled_dim=_dims(a.shape), sources=(a.src,)), a.shape
+
+    def copy(self, a: _Act, node) -> _Act:
+        """A pass-through layer that copies `a` (same scale)."""
+        dims = _dims(a.shape)
+        lay = Layer(name=self.unique(f"{_layer_name(node)}_copy"), operator=OP_NONE,
+                    input_channels=a.shape[0], output_channels=a.shape[0], input_dim=dims,
+                    pooled_dim=dims, output_dim=dims, quantization=0,
+                    in_sequences=self.seq((a.src,)))
+        out = self.append(lay, FloatLayer(None, (1, 1), None, (node.name,)), a.shape)
+        self.union(a.src, out.src)
+        return out
+
+    def _union_all(self, sources) -> None:
+        for s in sources[1:]:
+            self.union(sources[0], s)
+
+    # -- node handlers -----------------------------------------------------------------
+    def const(self, name: str) -> np.ndarray | None:
+        return self.consts.get(name)
+
+    def run(self) -> None:
+        graph = self.model.graph
+        inp = _graph_input(self.model)
+        dims = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+        shape = tuple(dims[1:])
+        self.model_shape = shape
+        perm = None
+        if len(shape) == 3 and _nhwc_input(graph, inp.name, self.consts):
+            perm = (0, 2, 3, 1)  # NHWC input (tf2onnx): canonical NCHW transposed
+            shape = (shape[2], shape[0], shape[1])
+        self.input_perm = perm
+        self.values[inp.name] = _Act(-1, shape, perm)
+        # A vector input (N, F) is F channels of 1x1 data to the accelerator.
+        self.input_shape = (shape[0], 1, 1) if len(shape) == 1 else shape
+        for node in graph.node:
+            if node.op_type in _CONST_OPS and all(
+                    not n or n in self.consts for n in node.input):
+                self.fold(node)
+                continue
+            handler = getattr(self, f"op_{node.op_type}", None)
+            if node.domain not in ("", "ai.onnx") or handler is None:
+                self.unsupported(node)
+            handler(node)
+        self.outputs = []
+        self.output_tensors = []
+        for out in graph.output:
+            v = self.values.get(out.name)
+            tensor = out.name
+            if isinstance(v, tuple) and v[0] == "cpu":
+                v, tensor = v[1], v[2]
+            if isinstance(v, _Flat):
+                v = v.inner  # flattening an output is the host's business
+            a = self.act(v, out.name)
+            if a.src < 0:
+                raise _fail("no-layer", out.name, "the output is the model input itself",
+                            "give the model at least one layer")
+            self.outputs.append(a.src)
+            self.output_tensors.append(tensor)
+
+    def fold(self, node) -> None:
+        """Evaluate a node of constants (an exporter's weight quantization and shift
+        arithmetic: Round/Div/Clip of weights, Pow(2, shift), ReduceMax/Log/Floor)."""
+        args = [self.consts[n] if n else None for n in node.input]
+        try:
+            out = _CONST_OPS[node.op_type](node, *args)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise _fail("const", self.where(node), f"cannot evaluate constants ({exc})",
+                        "fold constants (onnxsim) before converting") from None
+        self.consts[node.output[0]] = np.asarray(out)
+
+    def unsupported(self, node) -> None:
+        hint = _HINTS.get(node.op_type, "rewrite this part with Conv, ConvTranspose, Gemm/"
+                          "MatMul, BatchNormalization, Relu, Abs, pooling, Add/Sub, Concat "
+                          "or Flatten")
+        domain = f"{node.domain}." if node.domain not in ("", "ai.onnx") else ""
+        raise _fail("unsupported-op", f"node {node.name or node.output[0]} "
+                    f"({domain}{node.op_type})",
+                    f"{domain}{node.op_type} has no equivalent on the accelerator", hint)
+
+    def data(self, node, k: int = 0):
+        name = node.input[k]
+        if name in self.values:
+            return self.values[name]
+        if name in self.consts:
+            return None
+        raise _fail("input", node.name, f"input {name} is not computed before the node",
+                    "export a topologically sorted graph")
+
+    def where(self, node) -> str:
+        return f"node {node.name or node.output[0]} ({node.op_type})"
+
+    def set(self, node, value) -> None:
+        name = node.output[0]
+        if name in self.shared and isinstance(value, (_Act, _Draft, _Pool, _Elt, _Cat)):
+            value = self.act(value, self.where(node))
+            self.copies[name] = self.copy(value, node)
+        self.values[name] = value
+
+    # aliases
+    def op_Identity(self, node) -> None:
+        v = self.data(node)
+        if v is None:
+            self.consts[node.output[0]] = self.consts[node.input[0]]
+        else:
+            self.set(node, v)
+
+    op_Dropout = op_Identity
+
+    def op_Constant(self, node) -> None:
+        from onnx import numpy_helper
+
+        value = _attr(node, "value")
+        if value is None:
+            for key in ("value_float", "value_int", "value_floats", "value_ints"):
+                got = _attr(node, key)
+                if got is not None:
+                    self.consts[node.output[0]] = np.asarray(got)
+                    return
+            self.unsupported(node)
+        self.consts[node.output[0]] = numpy_helper.to_array(value)
+
+    def op_QuantizeLinear(self, node) -> None:
+        """An activation's QuantizeLinear -> DequantizeLinear pair (QDQ models) clips to
+        the quantized range; the scales themselves are re-calibrated (the report says
+        so). A range starting at zero is the ReLU the quantizer fused into it."""
+        self.qdq = True
+        v = self.data(node)
+        if v is None:
+            raise _fail("qdq", self.where(node), "a quantized constant",
+                        "quantize weights with onnxruntime's quantizer (QDQ format)")
+        scale = self.const(node.input[1])
+        zp = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if scale is not None:
+            qmin = 0 if zp is None or zp.dtype == np.uint8 else -128
+            zero = 0.0 if zp is None else float(np.asarray(zp).reshape(-1)[0])
+            d = self._draft_for_fold(v, node)
+            if d is not None and (qmin - zero) * float(np.asarray(scale).reshape(-1)[0]) >= 0:
+                d.fields["activation"] = ACT_RELU
+                d.done = True
+                d.nodes.append(node.name or node.output[0])
+        self.set(node, v)
+
+    def op_DequantizeLinear(self, node) -> None:
+        self.qdq = True
+        v = self.data(node)
+        if v is None:
+            x = self.consts[node.input[0]].astype(np.float64)
+            scale = self.consts[node.input[1]].astype(np.float64)
+            zp = self.consts[node.input[2]].astype(np.float64) if len(node.input) > 2 \
+                and node.input[2] else np.zeros(1)
+            axis = int(_attr(node, "axis", 1))
+            if scale.ndim == 1 and scale.size > 1:
+                bshape = [1] * x.ndim
+                bshape[axis] = scale.size
+                scale, zp = scale.reshape(bshape), zp.reshape(bshape)
+            self.consts[node.output[0]] = ((x - zp) * scale).astype(np.float32)
+            return
+        if isinstance(v, _Draft):
+            self._absorb(v, node)  # the float tensor after the pair is the layer's value
+            return
+        self.set(node, v)
+
+    def op_Transpose(self, node) -> None:
+        v = self.data(node)
+        perm = tuple(int(p) for p in _attr(node, "perm", []))
+        if v is None:
+            self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], perm)
+            return
+        if not isinstance(v, _Act):
+            v = self.act(v, self.where(node))
+        if not perm or perm[0] != 0:
+            raise _fail("transpose", self.where(node), f"transpose {perm} moves the batch",
+                        "transpose only the per-sample axes")
+        base = v.perm or tuple(range(len(v.shape) + 1))
+        new = tuple(base[p] for p in perm)
+        self.set(node, _Act(v.src, v.shape, None if new == tuple(sorted(new)) else new))
+
+    # convolutions and dense layers
+    def op_Conv(self, node) -> None:
+        self._conv(node, transpose=False)
+
+    def op_ConvTranspose(self, node) -> None:
+        self._conv(node, transpose=True)
+
+    def _conv(self, node, transpose: bool) -> None:
+        where = self.where(node)
+        w = self.const(node.input[1])
+        if w is None:
+            raise _fail("weights", where, "the weights are not constant",
+                        "export the model with its trained weights as initializers")
+        nd = w.ndim - 2
+        if nd not in (1, 2) or (transpose and nd != 2):
+            raise _fail("conv-rank", where, f"{nd}-D convolution",
+                        "use Conv1d, Conv2d or ConvTranspose2d")
+        fields, in_shape = self.layer_input(self.data(node), node)
+        groups = int(_attr(node, "group", 1))
+        kernel = _pair(w.shape[2:], nd, 1)
+        strides = _pair(_attr(node, "strides"), nd, 1)
+        dil = _pair(_attr(node, "dilations"), nd, 1)
+        pads = [int(p) for p in (_attr(node, "pads") or [0] * (2 * nd))]
+        if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            raise _fail("auto-pad", where, "auto_pad padding",
+                        "export with explicit pads (onnxsim folds most exporters' SAME "
+                        "padding into explicit pads)")
+        if pads[:nd] != pads[nd:]:
+            raise _fail("padding", where, f"asymmetric padding {pads}",
+                        "use the same padding on both sides (e.g. 'same' padding of an odd "
+                        "kernel)")
+        padding = (pads[0], 0 if nd == 1 else pads[1])
+        b = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        cout = w.shape[1] * groups if transpose else w.shape[0]
+        bias = np.zeros(cout) if b is None else b.astype(np.float64)
+        spatial = in_shape[1:]
+        sub = (1, 1)
+        if transpose:
+            op_pad = _pair(_attr(node, "output_padding"), 2, 0)
+            out_sp = tuple((spatial[a] - 1) * strides[a] - 2 * padding[a] +
+                           dil[a] * (kernel[a] - 1) + op_pad[a] + 1 for a in range(2))
+            extra = {"output_padding": op_pad}
+            operator = OP_CONVTRANSPOSE2D
+        else:
+            extra = {}
+            operator = OP_CONV1D if nd == 1 else OP_CONV2D
+            out_sp = tuple((spatial[a] + 2 * padding[a] - dil[a] * (kernel[a] - 1) - 1)
+                           // strides[a] + 1 for a in range(nd))
+            if strides[:nd] != (1,) * nd and (nd == 1 or strides[0] == strides[1]):
+                # A strided convolution equals the stride-1 one subsampled: the
+                # pooling unit of the next layer subsamples with a 1x1 window of that
+                # stride (seed 000, "Pooling": stride without pooling).
+                sub = (strides[0], strides[1] if nd == 2 else 1)
+                full = tuple(spatial[a] + 2 * padding[a] - dil[a] * (kernel[a] - 1)
+                             for a in range(nd))
+                out_sp = full
+                self.rewrites.append(
+                    f"{node.name or node.output[0]}: stride-{strides[0]} convolution = "
+                    f"stride-1 convolution + 1x1 stride-{strides[0]} pooling in the next "
+                    "layer")
+                strides = (1, 1)
+        out_shape = (cout, *out_sp)
+        fields.update(operator=operator, output_channels=cout, output_dim=_dims(out_shape),
+                      kernel_size=kernel, padding=padding, stride=strides, dilation=dil,
+                      conv_groups=groups, name=_layer_name(node), **extra)
+        draft = _Draft(fields, w.astype(np.float64), bias, 1 if transpose else 0,
+                       out_shape, node.output[0], [node.name or node.output[0]],
+                       subsample=sub)
+        self.set(node, draft)
+
+    def _dense_input(self, node, v) -> tuple[dict, int, np.ndarray | None]:
+        """Fields for a dense layer's input and the column order of its weights."""
+        where = self.where(node)
+        if isinstance(v, _Flat):
+            a = v.inner
+            n_in = int(np.prod(a.shape))
+            order = None
+            if a.perm is not None:
+                ps = [p - 1 for p in a.perm[1:]]
+                order = np.arange(n_in).reshape(a.shape).transpose(ps).ravel()
+            flatten = len(a.shape) > 1 and int(np.prod(a.shape[1:])) > 1
+            if flatten:
+                fields = dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
+                              pooled_dim=_dims(a.shape), flatten=True,
+                              sources=(a.src,))
+            else:
+                fields = dict(input_channels=n_in, input_dim=(1, 1), pooled_dim=(1, 1),
+                              sources=(a.src,))
+            return fields, n_in, order
+        a = self.act(v, where)
+        if len(a.shape) != 1 and int(np.prod(a.shape[1:])) != 1:
+            raise _fail("dense-input", where, f"a dense layer applied to a {a.shape} tensor "
+                        "(it would act on the last axis only)",
+                        "flatten the data first (Flatten / Reshape to (N, -1))")
+        return dict(input_channels=a.shape[0], input_dim=(1, 1), pooled_dim=(1, 1),
+                    sources=(a.src,)), a.shape[0], None
+
+    def _dense(self, node, v, w: np.ndarray, b: np.ndarray | None) -> None:
+        where = self.where(node)
+        fields, n_in, order = self._dense_input(node, v)
+        if w.shape[1] != n_in:
+            raise _fail("dense-shape", where, f"weights take {w.shape[1]} inputs, the data "
+                        f"has {n_in}", "check the model")
+        if order is not None:
+            canon = np.empty_like(w)
+            canon[:, order] = w
+            w = canon
+            self.rewrites.append(f"{node.name or node.output[0]}: dense weights reordered "
+                                 "from the transposed (channels-last) flatten")
+        out = w.shape[0]
+        fields.update(operator=OP_LINEAR, output_channels=out, output_dim=(1, 1),
+                      name=_layer_name(node))
+        bias = np.zeros(out) if b is None else np.broadcast_to(b, (out,)).astype(np.float64)
+        self.set(node, _Draft(fields, w.astype(np.float64), bias.copy(), 0, (out,),
+                              node.output[0], [node.name or node.output[0]], vector=True))
+
+    def op_Gemm(self, node) -> None:
+        where = self.where(node)
+        w = self.const(node.input[1])
+        if w is None or _attr(node, "transA", 0):
+            raise _fail("gemm", where, "Gemm without constant weights, or with transA",
+                        "export dense layers with constant weights")
+        alpha, beta = float(_attr(node, "alpha", 1.0)), float(_attr(node, "beta", 1.0))
+        w = w.astype(np.float64) * alpha
+        w = w if _attr(node, "transB", 0) else w.T
+        b = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if len(node.input) > 2 and node.input[2] and b is None:
+            raise _fail("gemm", where, "a Gemm bias that is not constant",
+                        "export dense layers with constant biases")
+        self._dense(node, self.data(node), w, None if b is None else
+                    np.asarray(b, np.float64).reshape(-1) * beta)
+
+    def op_MatMul(self, node) -> None:
+        w = self.const(node.input[1])
+        if w is None or w.ndim != 2:
+            raise _fail("matmul", self.where(node), "MatMul of two computed tensors or "
+                        "with non-2-D weights", "only dense layers: data x constant matrix")
+        self._dense(node, self.data(node), w.astype(np.float64).T, None)
+
+    # folded into a pending layer
+    def _draft_for_fold(self, v, node) -> _Draft | None:
+        if isinstance(v, _Draft) and not v.done and self.uses.get(v.tensor, 0) == 1 and \
+                v.tensor in node.input:
+            return v
+        return None
+
+    def _channel_vector(self, c: np.ndarray, d: _Draft, node) -> np.ndarray | None:
+        """A constant that broadcasts per output channel of `d` (or a scalar)."""
+        cout = d.fields["output_channels"]
+        arr = np.asarray(c, np.float64)
+        if arr.size == 1:
+            return np.full(cout, float(arr.reshape(-1)[0]))
+        rank = 1 + len(d.shape)  # with the batch
+        full = [1] * (rank - arr.ndim) + list(arr.shape)
+        want = [1] * rank
+        want[1] = cout
+        if full == want:
+            return arr.reshape(-1)
+        return None
+
+    def _scale_draft(self, d: _Draft, k: np.ndarray) -> None:
+        w = d.weights
+        if d.out_axis == 0:
+            d.weights = w * k.reshape((-1,) + (1,) * (w.ndim - 1))
+        else:
+            g = d.fields.get("conv_groups", 1)
+            per = w.shape[1]
+            kk = k.reshape(g, per)
+            cin_g = w.shape[0] // g
+            w = w.reshape(g, cin_g, per, *w.shape[2:]) * kk.reshape(g, 1, per, 1, 1)
+            d.weights = w.reshape(g * cin_g, per, *w.shape[3:])
+        d.bias = d.bias * k
+
+    def op_BatchNormalization(self, node) -> None:
+        v = self.data(node)
+        d = self._draft_for_fold(v, node)
+        where = self.where(node)
+        if d is None:
+            raise _fail("batchnorm", where, "BatchNormalization that does not directly "
+                        "follow a convolution or dense layer (it cannot be folded)",
+                        "place BatchNormalization right after a Conv / Linear, before the "
+                        "activation")
+        gamma, beta, mean, var = (np.asarray(self.consts[n], np.float64)
+                                  for n in node.input[1:5])
+        eps = float(_attr(node, "epsilon", 1e-5))
+        k = gamma / np.sqrt(var + eps)
+        d.bias = d.bias - mean
+        self._scale_draft(d, k)
+        d.bias = d.bias + beta
+        self._absorb(d, node)
+
+    def _absorb(self, d: _Draft, node) -> None:
+        d.tensor = node.output[0]
+        d.nodes.append(node.name or node.output[0])
+        self.set(node, d)
+
+    def _binary(self, node, kind: int) -> None:
+        a, b = self.data(node, 0), self.data(node, 1)
+        where = self.where(node)
+        if a is None and b is None:
+            raise _fail("const", where, "arithmetic on constants only",
+                        "fold constants (onnxsim) before converting")
+        if a is None or b is None:
+            v = a if b is None else b
+            c = self.consts[node.input[1] if b is None else node.input[0]]
+            d = self._draft_for_fold(v, node)
+            vec = None if d is None else self._channel_vector(c, d, node)
+            if vec is None:
+                raise _fail("const-arith", where, "adding or subtracting a constant that "
+                            "is not a per-channel bias of the preceding convolution or "
+                            "dense layer", "give the convolution/dense layer a bias instead")
+            if kind == ELTWISE_SUB and b is None:
+                d.bias = d.bias - vec
+            elif kind == ELTWISE_SUB:  # c - x
+                self._scale_draft(d, -np.ones_like(vec))
+                d.bias = d.bias + vec
+            else:
+                d.bias = d.bias + vec
+            self._absorb(d, node)
+            return
+        a, b = self.subsampled(a), self.subsampled(b)
+        ops = []
+        pool = None
+        for v in (a, b):
+            if isinstance(v, _Pool) and isinstance(v.inner, _Act) and v.inner.perm is None \
+                    and self.uses.get(v.tensor, 0) == 1 and not v.vector and \
+                    (pool is None or (pool.kernel, pool.stride, pool.dilation, pool.average,
+                                      pool.shape) == (v.kernel, v.stride, v.dilation,
+                                                      v.average, v.shape)):
+                pool = v if pool is None else pool
+                ops.append(v.inner)
+            else:
+                ops.append(v)
+        if pool is not None and not all(isinstance(v, _Pool) for v in (a, b)):
+            pool, ops = None, [a, b]
+        acts = [self.copies.get(node.input[k]) or self.act(ops[k], where) for k in range(2)]
+        if kind == ELTWISE_ADD and node.input[1] in self.copies and \
+                node.input[0] not in self.copies:
+            # Addition commutes: the copy first, so the layer reads its operands on the
+            # copy's processors (a pass-through layer keeps data where it is).
+            acts = acts[::-1]
+        shapes = {x.shape for x in acts}
+        if len(shapes) != 1 or any(x.perm is not None for x in acts):
+            raise _fail("eltwise-shape", where, f"element-wise operands of shapes "
+                        f"{[x.shape for x in acts]} (broadcasting)",
+                        "add or subtract tensors of equal shape only")
+        shape = pool.shape if pool is not None else acts[0].shape
+        # An element-wise operand is written interleaved with the other operands, so a
+        # tensor that another layer also reads gets a pass-through copy for the
+        # element-wise layer (seed 004, "Residual Connections").
+        operands = acts
+        self.set(node, _Elt(kind, operands, shape, node.name or node.output[0],
+                            node.output[0], pool))
+
+    def op_Add(self, node) -> None:
+        self._binary(node, ELTWISE_ADD)
+
+    def op_Sub(self, node) -> None:
+        self._binary(node, ELTWISE_SUB)
+
+    def op_Mul(self, node) -> None:
+        self._scale_const(node, divide=False)
+
+    def op_Div(self, node) -> None:
+        self._scale_const(node, divide=True)
+
+    def _scale_const(self, node, divide: bool) -> None:
+        a, b = self.data(node, 0), self.data(node, 1)
+        if (a is None) == (b is None) or (divide and a is None):
+            self.unsupported(node)
+        v = a if b is None else b
+        c = self.consts[node.input[1] if b is None else node.input[0]]
+        if isinstance(v, _Act) and v.src < 0 and np.asarray(c).size == 1 and \
+                float(np.asarray(c).reshape(-1)[0]) > 0 and \
+                self.uses.get(node.input[0 if b is None else 1], 0) == 1:
+            # A positive scale of the model input (Keras' Rescaling(1/255), ...): part
+            # of the input mapping float -> int8, exact.
+            k = float(np.asarray(c).reshape(-1)[0])
+            self.input_gain *= 1.0 / k if divide else k
+            self.rewrites.append(f"{node.name or node.output[0]}: input scaling folded "
+                                 "into the input mapping")
+            self.set(node, v)
+            return
+        d = self._draft_for_fold(v, node)
+        after_act = False
+        if d is None and isinstance(v, _Draft) and v.done and v.tensor in node.input and \
+                self.uses.get(v.tensor, 0) == 1:
+            d, after_act = v, True
+        vec = None if d is None else self._channel_vector(c, d, node)
+        if vec is None or (divide and np.any(vec == 0)):
+            self.unsupported(node)
+        k = 1.0 / vec if divide else vec
+        if after_act:
+            # ReLU and Abs are positively homogeneous (f(k x) = k f(x) for k > 0): a
+            # positive scale after the activation moves into the weights and bias.
+            if np.any(k <= 0) or d.fields.get("activation") not in (ACT_RELU, ACT_ABS):
+                self.unsupported(node)
+            if d.clip_max is not None:
+                if np.ptp(k) != 0:
+                    self.unsupported(node)
+                d.clip_max = d.clip_max * float(k[0])
+        self._scale_draft(d, k)
+        self._absorb(d, node)
+
+    # activations
+    def _activation(self, node, code: int, clip_max: float | None = None) -> None:
+        v = self.data(node)
+        d = self._draft_for_fold(v, node)
+        if d is None and isinstance(v, (_Act, _Elt, _Pool, _Cat, _Draft)):
+            d = self.identity(v, node, node.input[0],
+                              f"{node.op_type} after a layer's output")
+        if d is None:
+            raise _fail("activation", self.where(node), f"{node.op_type} of a value the "
+                        "accelerator does not hold",
+                        "apply activations to convolution or dense outputs")
+        d.fields["activation"] = code
+        d.clip_max = clip_max
+        d.done = True
+        self._absorb(d, node)
+
+    def op_Relu(self, node) -> None:
+        self._activation(node, ACT_RELU)
+
+    def op_Abs(self, node) -> None:
+        self._activation(node, ACT_ABS)
+
+    def op_Clip(self, node) -> None:
+        lo = _attr(node, "min")
+        hi = _attr(node, "max")
+        if len(node.input) > 1 and node.input[1]:
+            c = self.const(node.input[1])
+            lo = None if c is None else float(c)
+        if len(node.input) > 2 and node.input[2]:
+            c = self.const(node.input[2])
+            hi = None if c is None else float(c)
+        hi = None if hi is None or not np.isfinite(float(hi)) or float(hi) > 3e38 \
+            else float(hi)
+        v = self.data(node)
+        d = v if isinstance(v, _Draft) and self.uses.get(v.tensor, 0) == 1 and \
+            v.tensor in node.input and v.clip_max is None else None
+        if d is not None and hi is not None and hi > 0 and lo is not None and (
+                (d.done and float(lo) <= 0) or
+                abs(float(lo) * 127 + hi * 128) <= 1e-6 * hi):
+            # The 8-bit output clamp, [-128, 127] codes of hi / 127 each (a ReLU before it
+            # keeps the lower end at 0): the vendor's training modules end every layer
+            # with it (activations in [-1, 127/128]). The layer's range is hi exactly.
+            d.clip_max = hi
+            d.done = True
+            self._absorb(d, node)
+            return
+        if lo is None or float(lo) != 0.0:
+            raise _fail("clip", self.where(node), f"Clip with min {lo}",
+                        "only Clip(min=0) (a ReLU, optionally with a maximum) and the 8-bit "
+                        "output clamp Clip(-128 u, 127 u) have a hardware equivalent")
+        if hi is not None and hi <= 0:
+            raise _fail("clip", self.where(node), f"Clip(0, {hi})",
+                        "the maximum must be positive")
+        self._activation(node, ACT_RELU, hi)
+
+    # pooling
+    def _pool(self, node, average: bool, kernel=None, strides=None, glob=False,
+              vector=False) -> None:
+        where = self.where(node)
+        v = self.subsampled(self.data(node))
+        if isinstance(v, _Draft):
+            v = self.act(v, where)
+        if isinstance(v, _Act):
+            inner = v
+            in_shape = v.shape
+            if v.perm is not None:
+                raise _fail("layout", where, "pooling a transposed tensor",
+                            "pool in NCHW layout")
+        elif isinstance(v, _Elt) and v.pool is None and self.uses.get(v.tensor, 0) == 1:
+            inner, in_shape = v, v.shape
+        else:
+            inner = self.act(v, where)
+            in_shape = inner.shape
+        if len(in_shape) < 2:
+            raise _fail("pool-rank", where, "pooling of a vector", "pool before flattening")
+        nd = len(in_shape) - 1
+        if glob:
+            kernel = _pair(in_shape[1:], nd, 1)
+            strides = kernel
+            dil = (1, 1)
+        else:
+            kernel = _pair(_attr(node, "kernel_shape"), nd, 1)
+            strides = _pair(_attr(node, "strides"), nd, 1)
+            dil = _pair(_attr(node, "dilations"), nd, 1)
+            pads = _attr(node, "pads")
+            if pads and any(int(p) for p in pads):
+                raise _fail("pool-padding", where, f"padded pooling {list(pads)}",
+                            "the pooling unit does not pad: pool without padding")
+            if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+                raise _fail("pool-padding", where, "auto_pad pooling",
+                            "pool without padding")
+        out_sp = tuple((in_shape[1 + a] - dil[a] * (kernel[a] - 1) - 1) // strides[a] + 1
+                       for a in range(nd))
+        if _attr(node, "ceil_mode", 0):
+            ceil = tuple(-(-(in_shape[1 + a] - dil[a] * (kernel[a] - 1) - 1) // strides[a])
+                         + 1 for a in range(nd))
+            if ceil != out_sp:
+                raise _fail("pool-ceil", where, "ceil_mode pooling reads past the data",
+                            "use ceil_mode=False or an input size the window divides")
+        shape = (in_shape[0], *out_sp)
+        self.set(node, _Pool(inner, kernel, strides, dil, average, shape,
+                             node.name or node.output[0], node.output[0], vector))
+
+    def op_MaxPool(self, node) -> None:
+        if len(node.output) > 1 and node.output[1]:
+            raise _fail("pool-indices", self.where(node), "MaxPool with indices",
+                        "drop the indices output")
+        self._pool(node, False)
+
+    def op_AveragePool(self, node) -> None:
+        self._pool(node, True)
+
+    def op_GlobalAveragePool(self, node) -> None:
+        self._pool(node, True, glob=True)
+
+    def op_GlobalMaxPool(self, node) -> None:
+        self._pool(node, False, glob=True)
+
+    def op_ReduceMean(self, node) -> None:
+        v = self.data(node)
+        axes = _attr(node, "axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            axes = self.const(node.input[1])
+        rank = 1 + len(getattr(v, "shape", ()) or ())
+        ax = sorted(int(a) % rank for a in (axes if axes is not None else []))
+        if rank < 3 or ax != list(range(2, rank)):
+            raise _fail("reduce", self.where(node), f"ReduceMean over axes {ax}",
+                        "average over the spatial axes only (global average pooling)")
+        self._pool(node, True, glob=True, vector=not _attr(node, "keepdims", 1))
+
+    # reshaping
+    def op_Flatten(self, node) -> None:
+        v = self.data(node)
+        if int(_attr(node, "axis", 1)) != 1:
+            raise _fail("flatten", self.where(node), "Flatten with axis other than 1",
+                        "flatten all but the batch axis")
+        self._flatten(node, v)
+
+    def _flatten(self, node, v) -> None:
+        if isinstance(v, _Flat):
+            self.set(node, v)
+            return
+        a = self.act(v, self.where(node))
+        if len(a.shape) == 1:
+            self.set(node, a)
+        else:
+            self.set(node, _Flat(a, node.name or node.output[0]))
+
+    def op_Reshape(self, node) -> None:
+        v = self.data(node)
+        target = self.const(node.input[1])
+        if v is None or target is None:
+            raise _fail("reshape", self.where(node), "a reshape with a computed shape",
+                        "simplify the model (onnxsim) or flatten with Flatten")
+        src_shape = v.inner.shape if isinstance(v, _Flat) else v.shape
+        total = int(np.prod(src_shape))
+        t = [int(x) for x in target]
+        t[0] = 1 if t[0] in (0, -1) else t[0]
+        if t[0] != 1:
+            raise _fail("reshape", self.where(node), f"reshape to {list(target)} merges "
+                        "the batch", "keep the batch axis first")
+        rest = t[1:]
+        if -1 in rest:
+            known = int(np.prod([x for x in rest if x != -1])) or 1
+            rest[rest.index(-1)] = total // known
+        if int(np.prod(rest)) != total:
+            raise _fail("reshape", self.where(node), f"reshape to {list(target)} of "
+                        f"{src_shape}", "check the model")
+        if len(rest) == 1:
+            self._flatten(node, v)
+        elif tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
+            self.set(node, v)
+        elif isinstance(v, (_Flat, _Act, _Draft)) and all(x == 1 for x in rest[1:]):
+            # (N, F) -> (N, F, 1, 1): a vector stays a vector
+            inner = v.inner if isinstance(v, _Flat) else self.act(v, self.where(node))
+            if int(np.prod(inner.shape[1:])) != 1:
+                raise _fail("reshape", self.where(node), f"reshape {src_shape} -> "
+                            f"{tuple(rest)} has no hardware equivalent",
+                            "only flatten before a dense layer")
+            self.set(node, _Act(inner.src, (rest[0],)))
+        else:
+            raise _fail("reshape", self.where(node), f"reshape {src_shape} -> "
+                        f"{tuple(rest)} has no hardware equivalent",
+                        "only flatten (N, C, H, W) -> (N, C*H*W) before a dense layer")
+
+    def op_Squeeze(self, node) -> None:
+        v = self.data(node)
+        a = v.inner if isinstance(v, _Flat) else self.act(v, self.where(node))
+        if int(np.prod(a.shape[1:] or (1,))) != 1:
+            raise _fail("squeeze", self.where(node), "Squeeze of data with spatial extent",
+                        "flatten before the dense layer")
+        self.set(node, _Act(a.src, (a.shape[0],)))
+
+    op_Unsqueeze = op_Squeeze
+
+    def op_Concat(self, node) -> None:
+        vals = [self.data(node, k) for k in range(len(node.input))]
+        where = self.where(node)
+        if any(v is None for v in vals):
+            raise _fail("concat", where, "concatenating constants",
+                        "concatenate computed tensors only")
+        acts = [self.act(v, where) for v in vals]
+        rank = 1 + len(acts[0].shape)
+        axis = int(_attr(node, "axis", 1)) % rank
+        if axis != 1 or any(a.perm is not None for a in acts) or \
+                len({a.shape[1:] for a in acts}) != 1:
+            raise _fail("concat", where, f"concatenation along axis {axis} of "
+                        f"{[a.shape for a in acts]}",
+                        "concatenate channels (axis 1) of tensors of equal size only")
+        if len(acts[0].shape) == 1:
+            raise _fail("concat", where, "concatenating dense-layer outputs",
+                        "concatenate convolution outputs")
+        shape = (sum(a.shape[0] for a in acts), *acts[0].shape[1:])
+        self.set(node, _Cat(acts, shape, node.name or node.output[0], node.output[0]))
+
+    # the CPU's tail
+    def _tail(self, node) -> None:
+        v = self.data(node)
+        outs = {o.name for o in self.model.graph.output}
+        if node.output[0] not in outs or self.uses.get(node.output[0], 0) != 1 or \
+                isinstance(v, tuple):
+            raise _fail("mid-network", self.where(node),
+                        f"{node.op_type} inside the network",
+                        _HINTS.get(node.op_type, "move it to the end"))
+        self.cpu_tail.append(node.op_type)
+        self.values[node.output[0]] = ("cpu", v, node.input[0])
+
+    op_Softmax = op_LogSoftmax = op_Sigmoid = _tail
+
+
+def _simplify(model, where: str):
+    """Fix the batch to 1, fold constant shape arithmetic with onnxsim, infer shapes."""
+    import onnx
+
+    if len(model.graph.input) - len({i.name for i in model.graph.initializer}
+                                    & {i.name for i in model.graph.input}) != 1:
+        raise _fail("inputs", where, "the model has more than one input",
+                    "export a model with one input tensor")
+    inits = {i.name for i in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in inits]
+    inp = inputs[0]
+    tt = inp.type.tensor_type
+    if tt.elem_type != onnx.TensorProto.FLOAT:
+        raise _fail("input-type", f"input {inp.name}",
+                    f"the input is {onnx.TensorProto.DataType.Name(tt.elem_type)}, "
+                    "not float32", "export the float model (quantization is done here)")
+    dims = tt.shape.dim
+    if len(dims) not in (2, 3, 4):
+        raise _fail("input-rank", f"input {inp.name}", f"a {len(dims)}-D input",
+                    "the input must be (N, F), (N, C, L), (N, C, H, W) or (N, H, W, C)")
+    for k, d in enumerate(dims):
+        if k and not d.HasField("dim_value"):
+            raise _fail("dynamic-shape", f"input {inp.name}",
+                        f"dimension {k} is dynamic ({d.dim_param or '?'}); only the batch "
+                        "may be", "export with a fixed input size")
+    dims[0].Clear()
+    dims[0].dim_value = 1
+    for out in model.graph.output:
+        if out.type.tensor_type.shape.dim:
+            out.type.tensor_type.shape.dim[0].Clear()
+            out.type.tensor_type.shape.dim[0].dim_value = 1
+    del model.graph.value_info[:]
+    _output_shapes(model)
+    if not _needs_simplify(model):
+        return model
+    try:
+        import onnxsim
+
+        simplified, ok = onnxsim.simplify(model, skip_fuse_bn=True)
+        if ok:
+            model = simplified
+    except Exception as exc:  # noqa: BLE001 - onnxsim raises many kinds
+        raise _fail("simplify", where, f"onnxsim cannot simplify the model "
+                    f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})",
+                    "check the model with onnx.checker and onnxruntime") from None
+    return model
+
+
+def _nhwc_input(graph, name: str, consts) -> bool:
+    """Whether the input is channels-last: its one reader (after scalings by constants,
+    as Keras' Rescaling) is a Transpose to channels-first (tf2onnx)."""
+    for _ in range(8):
+        readers = [n for n in graph.node if name in n.input]
+        if len(readers) != 1:
+            return False
+        node = readers[0]
+        if node.op_type == "Transpose":
+            return tuple(_attr(node, "perm", [])) == (0, 3, 1, 2)
+        if node.op_type not in ("Mul", "Div", "Identity") or any(
+                i != name and i not in consts for i in node.input):
+            return False
+        name = node.output[0]
+    return False
+
+
+def _graph_input(model):
+    """The data input (old exporters also list initializers as inputs)."""
+    inits = {i.name for i in model.graph.initializer}
+    return next(i for i in model.graph.input if i.name not in inits)
+
+
+def _needs_simplify(model) -> bool:
+    """Whether onnxsim has anything to do: a node the grouping does not handle itself
+    (shape arithmetic to fold, a zero Pad to fuse into a convolution, ...). Importing
+    onnxsim costs seconds (it loads torch), so graphs of known nodes skip it."""
+    return any(node.domain not in ("", "ai.onnx") or
+               not hasattr(_Walker, f"op_{node.op_type}") for node in model.graph.node)
+
+
+def _output_shapes(model) -> None:
+    """Give graph outputs declared without a shape their inferred one (onnxsim needs
+    it; exporters may leave it out)."""
+    import onnx
+
+    missing = [o for o in model.graph.output if not o.type.tensor_type.HasField("shape")]
+    if not missing:
+        return
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe)
+    except Exception:  # noqa: BLE001 - onnxsim reports the model's problem itself
+        return
+    types = {vi.name: vi.type for vi in inferred.graph.value_info}
+    for out in missing:
+        if out.name in types and types[out.name].tensor_type.HasField("shape"):
+            out.type.CopyFrom(types[out.name])
+
+
+def _dynamic_batch(model) -> bytes:
+    """The simplified model with a symbolic batch, for batched calibration runs."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for vi in [*m.graph.input, *m.graph.output]:
+        if vi.type.tensor_type.shape.dim:
+            d = vi.type.tensor_type.shape.dim[0]
+            d.Clear()
+            d.dim_param = "N"
+    del m.graph.value_info[:]
+    inits = {i.name: i for i in m.graph.initializer}
+    from onnx import numpy_helper
+
+    static = onnx.shape_inference.infer_shapes(model)
+    dims = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            for vi in [*static.graph.value_info, *static.graph.output]}
+    for node in m.graph.node:
+        if node.op_type == "Reshape" and node.input[1] in inits:
+            shape = numpy_helper.to_array(inits[node.input[1]])
+            out = dims.get(node.output[0])
+            if shape.size and shape[0] in (0, 1) and out and all(out):
+                # Every accepted reshape keeps the batch first: -1 takes the batch and
+                # the rest is spelled out (exporters set allowzero, so 0 cannot copy).
+                new = numpy_helper.from_array(np.array([-1, *out[1:]], np.int64),
+                                              node.input[1])
+                inits[node.input[1]].CopyFrom(new)
+                for a in node.attribute:
+                    if a.name == "allowzero":
+                        a.i = 0
+    return m.SerializeToString()
+
+
+def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
+    """Read a standard float ONNX model (path or onnx.ModelProto) as hardware layers."""
+    import onnx
+
+    where = str(path_or_model) if not isinstance(path_or_model, onnx.ModelProto) else "model"
+    if isinstance(path_or_model, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(path_or_model)
+    else:
+        try:
+            model = onnx.load(str(path_or_model))
+        except Exception as exc:  # noqa: BLE001
+            raise Ai8xError("model.unreadable", where, f"not a readable ONNX file ({exc})",
+                            "export the model with torch.onnx.export or tf2onnx",
+                            exit_code=EXIT_USAGE) from None
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                default=0)
+    if not OPSET_MIN <= opset <= OPSET_MAX:
+        raise _fail("opset", where, f"opset {opset} (supported: {OPSET_MIN} to "
+                    f"{OPSET_MAX})", f"export with opset_version between {OPSET_MIN} "
+                    f"and {OPSET_MAX}")
+    if any(o.domain == "ai8x" for o in model.opset_import):
+        raise _fail("already-ai8x", where, "the model is already ai8x-ONNX",
+                    "convert it directly: onnx2ai8x MODEL.onnx --device ...")
+    model = _simplify(model, where)
+    walker = _Walker(model, device)
+    walker.run()
+    n = len(walker.layers)
+    if n == 0:
+        raise _fail("no-layer", where, "the model has no layer", "add a convolution")
+    groups = tuple(walker.find(i) for i in range(n))
+    net = Network(layers=tuple(walker.layers), input_shape=tuple(walker.input_shape),
+                  device=device, name=model.graph.name or "network")
+    return FloatModel(
+        network=net, layers=tuple(walker.infos), outputs=tuple(walker.outputs),
+        groups=groups, input_group=walker.find(-1), input_name=_graph_input(model).name,
+        # the walk tracks model tensor = canonical.transpose(perm); the mapping needs the
+        # inverse: canonical = model input.transpose(argsort(perm))
+        input_perm=tuple(int(k) for k in np.argsort(walker.input_perm))
+        if walker.input_perm else tuple(range(len(walker.model_shape) + 1)),
+        input_model_shape=walker.model_shape, input_gain=walker.input_gain,
+        model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
+        rewrites=tuple(walker.rewrites), cpu_tail=tuple(walker.cpu_tail), qdq=walker.qdq)
+
+
+__all__ = ["FloatLayer", "FloatModel", "read_float_model"]

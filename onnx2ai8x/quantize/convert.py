@@ -1,0 +1,78 @@
+"""The command-line entries of the float path: `quantize`, and convert with
+`--calibration` (quantize, then the ordinary convert pipeline on the result)."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import EXIT_USAGE, Ai8xError
+from ..fsutil import write_bytes_atomic, write_text_atomic
+
+
+def _require(path: Path | None, what: str) -> None:
+    if path is not None and not Path(path).is_file():
+        raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
+                        "check the path", exit_code=EXIT_USAGE)
+
+
+def quantize_command(model: Path, calibration: Path | None, output: Path, *, device: str,
+                     labels: Path | None = None, method: str | None = None,
+                     percentile: float | None = None, weight_bits: Path | None = None,
+                     report: Path | None = None):
+    """Quantize and write OUT.onnx and its report (both atomically)."""
+    from ..devices import get_device
+    from . import quantize_file
+
+    get_device(device)  # an unknown device is a usage error before any work
+    result = quantize_file(model, calibration, method=method, percentile=percentile,
+                           weight_bits=weight_bits, labels=labels, device=device)
+    report = report if report is not None else Path(output).parent / "report.json"
+    data = result.model.SerializeToString()
+    write_text_atomic(report, result.report_json())
+    write_bytes_atomic(Path(output), data)
+    return result
+
+
+def convert_float(model: Path, device: str, out: Path, *, calibration: Path | None,
+                  labels: Path | None, method: str | None, percentile: float | None,
+                  weight_bits: Path | None, sidecar: Path | None, sample_input: Path | None,
+                  overwrite: bool, options: dict, progress: bool):
+    """Quantize `model`, then convert the quantized model into the project `out`.
+
+    The project's known-answer test uses the first calibration sample (quantized with
+    the model's input mapping) unless --sample-input is given; report.json gains the
+    quantization report under "quantization".
+    """
+    from ..convert import ConvertRequest, convert
+    from ..devices import get_device
+    from . import quantize_file
+
+    _require(calibration, "calibration data")
+    _require(labels, "labels")
+    _require(weight_bits, "weight-bits file")
+    get_device(device)
+    result = quantize_file(model, calibration, method=method, percentile=percentile,
+                           weight_bits=weight_bits, labels=labels, device=device)
+    with tempfile.TemporaryDirectory(prefix="onnx2ai8x-q-") as tmp:
+        qpath = Path(tmp) / f"{Path(model).stem}.onnx"
+        qpath.write_bytes(result.model.SerializeToString())
+        sample = sample_input
+        if sample is None and calibration is not None:
+            from . import load_array
+
+            x = load_array(calibration, "calibration data")
+            first = x[0] if x.ndim > len(result.network.input_shape) else x
+            q = result.mapping.quantize(np.asarray(first)[np.newaxis])[0]
+            sample = Path(tmp) / "sample.npy"
+            np.save(sample, q.astype(np.int64), allow_pickle=False)
+        converted = convert(ConvertRequest(
+            model=qpath, device=device, output=out, sidecar=sidecar, sample_input=sample,
+            overwrite=overwrite, options=options, progress=progress,
+            report_extra={"quantization": json.loads(result.report_json())}))
+    return converted, result.table()
+
+
+__all__ = ["convert_float", "quantize_command"]
