@@ -1,0 +1,453 @@
+"""Run the configured layers on the simulated memories.
+
+Each layer is decoded from its registers alone (`decode`), then executed: the input is
+gathered from the data memories of the enabled processors at the read pointer, pooled,
+convolved with the kernels the mask counters select in each processor's kernel memory,
+biased from the bias memory, scaled and clamped as the post-processing register says,
+and written where the write pointers, the mask/time-slot/channel offsets and the write
+pointer increment send each output channel. Nothing else passes between layers.
+
+Field meanings are the accelerator's (register field table of the user guide,
+CNNx16_n_Ly_*; value formulas as the vendor tool computes them, izer/backend/max7800x.py):
+
+- ENA: processor enables (bits 0-15) and mask enables (16-31) per quadrant;
+- RCNT/CCNT: rows/columns - 1 including both pads, pad in bits 16-17 (MAX78000);
+- LCTRL0: pooling enable (7), max pooling (8), ReLU (9), parallel/CHW input (6),
+  32-bit output (16); LCTRL1: input passes - 1 (0-3), write pointer increment (4-7),
+  output processors x mask bits per pass (8-16);
+- MCNT: start (16-31) and last (0-15) mask address, in units of one bit of every tap of a
+  kernel (8 per 72-bit word for 3x3 kernels, 72 per word for 1x1);
+- ONED: time slots (0-3), 1-D start (4-7), kernel width (8-11), 1-D (12), element-wise
+  enable (13), function (14-15: sub, add, or, xor), pool first (16), conv after (17),
+  operands - 1 (18-21);
+- POST: bias address (0-11), bias enable (12), shift (13-16), right shift (17), flatten
+  passes (18-21), weight bits (22-23: 8, 1, 2, 4), time slots (24), abs (26),
+  flatten (27), transposed (28);
+- WPTR_BASE/TOFF/MOFF/CHOFF: output address and its offsets per time slot, per four mask
+  counts and per output pass; RPTR_BASE: input word offset in every enabled processor's
+  memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .machine import Machine, SimError
+
+MASK_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
+CTL_POOLRND = 1 << 13
+CTL_FIFO = 1 << 15
+CTL_STREAM = 1 << 14
+
+
+@dataclass(frozen=True)
+class LayerRegs:
+    """One layer's configuration, decoded from its registers."""
+
+    index: int
+    processors: int
+    masks: int
+    rows: int
+    cols: int
+    pad: tuple[int, int]
+    passes: int
+    parallel: bool
+    pool: tuple[int, int]
+    stride: int
+    pool_average: bool
+    relu: bool
+    absolute: bool
+    wide: bool
+    kernel: tuple[int, int]  # (rows, cols); (1, k) for 1-D
+    one_d: bool
+    weight_bits: int
+    mask_start: int
+    mask_last: int
+    oned_start: int
+    timeslots: int
+    operands: int
+    eltwise: int | None
+    pool_first: bool
+    conv_after_eltwise: bool
+    shift: int
+    flatten: bool
+    transposed: bool
+    write_base: tuple[int, ...]  # per quadrant
+    timeslot_offset: int
+    mask_offset: int
+    channel_offset: int
+    write_increment: int
+    read_base: int
+    per_pass: int
+    bias: tuple[int, int] | None  # (quadrant, address)
+
+    @property
+    def is_conv(self) -> bool:
+        return self.masks != 0
+
+
+def _groups(mask: int) -> list[int]:
+    return [g for g in range(4) if (mask >> 16 * g) & 0xFFFF]
+
+
+def decode(m: Machine, layer: int) -> LayerRegs:
+    dev = m.dev
+    procs = masks = 0
+    for g in range(4):
+        ena = m.lreg(g, dev.ena, layer)
+        procs |= (ena & 0xFFFF) << 16 * g
+        masks |= (ena >> 16 & 0xFFFF) << 16 * g
+    if not procs:
+        raise SimError(f"layer {layer}: no processor enabled (ENA is 0 in every quadrant)")
+    g0 = _groups(procs)[0]
+
+    def r(reg):
+        return m.lreg(g0, reg, layer)
+
+    lctl, lctl2, oned, post = r(dev.lctl), r(dev.lctl2), r(dev.oned), r(dev.post)
+    pool_en = bool(lctl >> 7 & 1)
+    prc, pcc = r(dev.prcnt), r(dev.pccnt)
+    pool = ((prc & 0xF) + 1, (pcc & 0xF) + 1) if pool_en else (1, 1)
+    stride = (r(dev.stride) & 0xF) + 1
+    one_d = bool(oned >> 12 & 1)
+    width = oned >> 8 & 0xF
+    rows, cols, pad = _geometry(m, g0, layer, pool, stride, one_d)
+    if one_d:
+        kernel = (1, width)
+    elif width == 1:
+        kernel = (1, 1)
+    else:
+        kernel = (3, 3)
+    flatten = bool(post >> 27 & 1)
+    passes = (lctl2 & 0xF) + 1
+    if flatten:
+        passes += (post >> 18 & 0xF) << 4
+    bits = MASK_BITS[post >> 22 & 3]
+    if dev.mcnt is not None:
+        mc = r(dev.mcnt)
+        mask_start, mask_last = mc >> 16 & 0xFFFF, mc & 0xFFFF
+    else:
+        mask_last, mask_start = r(dev.mcnt1), r(dev.mcnt2)
+    xpch = lctl2 >> dev.xpch_max_offs & 0x1FF
+    shift = post >> 13 & 0xF
+    if post >> 17 & 1:
+        shift = -shift
+    bias = None
+    for g in range(4):
+        pg = m.lreg(g, dev.post, layer)
+        if pg >> 12 & 1:
+            bias = (g, pg & 0xFFF)
+            break
+    ew = bool(oned >> 13 & 1)
+    return LayerRegs(
+        index=layer, processors=procs, masks=masks, rows=rows, cols=cols, pad=pad,
+        passes=passes, parallel=bool(lctl >> 6 & 1), pool=pool, stride=stride,
+        pool_average=pool_en and not lctl >> 8 & 1, relu=bool(lctl >> 9 & 1),
+        absolute=bool(post >> 26 & 1), wide=bool(lctl >> 16 & 1), kernel=kernel,
+        one_d=one_d, weight_bits=bits, mask_start=mask_start, mask_last=mask_last,
+        oned_start=oned >> 4 & 0xF, timeslots=(oned & 0xF) + 1,
+        operands=(oned >> 18 & 0xF) + 1 if ew else 1,
+        eltwise=(oned >> 14 & 3) if ew else None, pool_first=bool(oned >> 16 & 1),
+        conv_after_eltwise=bool(oned >> 17 & 1), shift=shift, flatten=flatten,
+        transposed=bool(post >> 28 & 1),
+        write_base=tuple(m.lreg(g, dev.wptr_base, layer) for g in range(4)),
+        timeslot_offset=r(dev.wptr_toffs), mask_offset=r(dev.wptr_moffs),
+        channel_offset=r(dev.wptr_choffs), write_increment=lctl2 >> 4 & 0xF,
+        read_base=r(dev.rptr_base), per_pass=xpch // bits + 1 if bits else 1, bias=bias)
+
+
+def _geometry(m: Machine, g: int, layer: int, pool, stride, one_d):
+    dev = m.dev
+    rc, cc = m.lreg(g, dev.rcnt, layer), m.lreg(g, dev.ccnt, layer)
+    lim = (1 << dev.cnt_bits) - 1
+    if dev.cnt_diff_offs is None:
+        pr, pc = rc >> dev.pad_cnt_offs & 3, cc >> dev.pad_cnt_offs & 3
+        rows = (rc & lim) + 1 - 2 * pr
+        cols = (cc & lim) + 1 - 2 * pc
+        return rows, cols, (pr, pc)
+
+    def pad_of(v):
+        return (v >> dev.pad_cnt_offs & 3) + 1 if v >> dev.pad_ena_offs & 1 else 0
+
+    # MAX78002 counts to the start of the last pooling window: the extent is the smallest
+    # one that gives the programmed count (rows after the last window are never read).
+    def extent(low, p, s):
+        for n in range(max(low, 1), low + p + s + 2):
+            diff = n - ((n - p) // s) * s
+            if n - diff == low:
+                return n
+        return low + 1
+
+    ps = stride if pool != (1, 1) else 1
+    cols = (cc & lim) + (cc >> dev.cnt_diff_offs & 0xFFFF)
+    rows = extent(rc & lim, pool[0], ps) if not one_d else (rc & lim) + 1
+    return rows, cols, (pad_of(rc), pad_of(cc))
+
+
+def _signed(values: np.ndarray, bits: int) -> np.ndarray:
+    v = values.astype(np.int64) & ((1 << bits) - 1)
+    return np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+
+
+def _read_input(m: Machine, lr: LayerRegs, procs: list[int]) -> np.ndarray:
+    """(processors, passes, operands, rows, cols) int8 values as the layer reads them."""
+    pixels = lr.rows * lr.cols
+    n = len(procs)
+    out = np.zeros((n, lr.passes, lr.operands, pixels), dtype=np.int64)
+    words = m.dev.sram_spacing
+    for i, p in enumerate(procs):
+        mem = m.sram[p // 4]
+        if lr.parallel:
+            # One channel per processor, four pixels per word, byte 0 first.
+            idx = lr.read_base + (np.arange(pixels) // 4)[None, :] * lr.passes \
+                + np.arange(lr.passes)[:, None]
+            lane = np.broadcast_to(np.arange(pixels) % 4, idx.shape)
+            if idx.max(initial=0) >= words:
+                raise SimError(f"layer {lr.index}: input runs past the end of data memory")
+            out[i, :, 0, :] = mem[idx, lane].view(np.int8)
+        else:
+            base = (np.arange(pixels)[None, :, None] * lr.passes
+                    + np.arange(lr.passes)[:, None, None]) * lr.operands \
+                + np.arange(lr.operands)[None, None, :] + lr.read_base
+            if base.max(initial=0) >= words:
+                raise SimError(f"layer {lr.index}: input runs past the end of data memory")
+            vals = mem[base, p % 4].view(np.int8)  # (passes, pixels, operands)
+            out[i] = vals.transpose(0, 2, 1)
+    return out.reshape(n, lr.passes, lr.operands, lr.rows, lr.cols)
+
+
+def _pool(x: np.ndarray, lr: LayerRegs, rounding: bool) -> np.ndarray:
+    ph, pw = lr.pool
+    s = lr.stride
+    if (ph, pw) == (1, 1):
+        return x
+    rows, cols = x.shape[-2:]
+    oh = (rows - ph) // s + 1
+    ow = (cols - pw) // s + 1 if not lr.one_d else cols
+    if lr.one_d:
+        # 1-D data runs along the rows of a one-column frame
+        pass
+    wins = np.stack([x[..., i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
+                     for i in range(ph) for j in range(pw)], axis=0)
+    if not lr.pool_average:
+        return wins.max(axis=0)
+    total = wins.sum(axis=0)
+    count = ph * pw
+    mag = np.abs(total)
+    q = (2 * mag + count) // (2 * count) if rounding else mag // count
+    return np.clip(np.sign(total) * q, -128, 127)
+
+
+def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndarray:
+    """(slots, processors, passes, taps) signed weights from the kernel memories."""
+    q = lr.weight_bits
+    taps = lr.kernel[0] * lr.kernel[1]
+    # The mask counter steps once per (output channel, pass), q units at a time.
+    count = np.arange(slots)[:, None] * lr.passes + np.arange(lr.passes)[None, :]
+    unit = lr.mask_start + count * q
+    out = np.zeros((slots, len(procs), lr.passes, taps), dtype=np.int64)
+    mram = m.mram
+    if taps == 9 or lr.one_d:
+        # 9-bit units: one bit of each of the nine bytes (tap t in byte t)
+        col, bit = unit // 8, unit % 8
+        if lr.one_d:
+            # 1-D kernels follow each other byte by byte from the start offset
+            start = col * 9 + lr.oned_start
+            if col.max(initial=0) >= m.dev.mask_offs:
+                raise SimError(f"layer {lr.index}: mask address past the kernel memory")
+            for i, p in enumerate(procs):
+                flat = mram[p].reshape(-1).astype(np.int64)
+                idx = start[..., None] + np.arange(taps)
+                raw = flat[idx] >> bit[..., None]
+                out[:, i] = _signed(raw, q)
+            return out
+        if col.max(initial=0) >= m.dev.mask_offs:
+            raise SimError(f"layer {lr.index}: mask address past the kernel memory")
+        for i, p in enumerate(procs):
+            raw = mram[p][col].astype(np.int64) >> bit[..., None]
+            out[:, i] = _signed(raw, q)
+        return out
+    # 1x1: 1-bit units; byte b of the stream sits at byte 8 - b % 9 of word b // 9
+    byte, bit = unit // 8, unit % 8
+    col, pos = byte // 9, 8 - byte % 9
+    if col.max(initial=0) >= m.dev.mask_offs:
+        raise SimError(f"layer {lr.index}: mask address past the kernel memory")
+    for i, p in enumerate(procs):
+        raw = mram[p][col, pos].astype(np.int64) >> bit
+        out[:, i, :, 0] = _signed(raw, q)
+    return out
+
+
+def _output_stage(acc: np.ndarray, lr: LayerRegs) -> np.ndarray:
+    if not lr.wide:
+        s = lr.shift
+        if s >= 0:
+            acc = (acc * (1 << s) + 64) // 128
+        else:
+            acc = (acc + 64 * (1 << -s)) // (128 << -s)
+        acc = np.clip(acc, -128, 127)
+    if lr.absolute:
+        acc = np.clip(np.abs(acc), 0, 127)
+    elif lr.relu:
+        acc = np.clip(acc, 0, 127)
+    return acc
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    """What a layer wrote: (memory, word, lane or -1 for a full word, value) arrays."""
+
+    regs: LayerRegs
+    memory: np.ndarray
+    word: np.ndarray
+    lane: np.ndarray
+    value: np.ndarray
+    shape: tuple[int, ...]  # (channels/slots, rows, cols) of `value` before flattening
+
+
+def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
+           values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    shift = m.dev.write_ptr_shift
+    mem = linear >> shift
+    word = linear & ((1 << shift) - 1)
+    if (mem >= 16).any() or (word >= m.dev.sram_words).any():
+        raise SimError(f"layer {lr.index}: output address past the end of data memory")
+    if lr.wide:
+        data = (values.astype(np.int64) & 0xFFFFFFFF).astype("<u4").view(np.uint8)
+        m.sram[mem, word] = data.reshape(-1, 4)
+    else:
+        m.sram[mem, word, lane] = (values.astype(np.int64) & 0xFF).astype(np.uint8)
+    return mem, word
+
+
+def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
+    if lr.flatten:
+        raise SimError(f"layer {lr.index}: flatten (POST.flatten_en) is not modelled yet")
+    if lr.transposed:
+        raise SimError(f"layer {lr.index}: transposed convolution is not modelled yet")
+    rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
+    procs_all = [p for p in range(64) if lr.processors >> p & 1]
+    procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
+    x = _read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
+    if lr.eltwise is not None:
+        if lr.pool_first:
+            x = _pool(x, lr, rounding)
+        acc = x[:, :, 0]
+        for o in range(1, lr.operands):
+            y = x[:, :, o]
+            acc = {0: acc - y, 1: acc + y, 2: acc | y, 3: acc ^ y}[lr.eltwise]
+        x = np.clip(acc, -128, 127)
+        if not lr.pool_first:
+            x = _pool(x, lr, rounding)
+    else:
+        x = _pool(x[:, :, 0], lr, rounding)
+    if lr.is_conv:
+        return _conv(m, lr, procs, x)
+    return _passthrough(m, lr, procs, x)
+
+
+def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerResult:
+    q = lr.weight_bits
+    slots = ((lr.mask_last - lr.mask_start) // q + 1) // lr.passes
+    if slots <= 0:
+        raise SimError(f"layer {lr.index}: mask count below the mask start")
+    w = _kernels(m, lr, procs, slots)  # (slots, P, passes, taps)
+    kh, kw = lr.kernel
+    cs = 1 if lr.pool != (1, 1) else lr.stride
+    pr, pc = lr.pad
+    if lr.one_d:
+        # 1-D: the frame is one long row of `rows` values (the row counter indexes it)
+        seq = x.reshape(x.shape[0], x.shape[1], -1)
+        seq = np.pad(seq, ((0, 0), (0, 0), (pr, pr)))
+        n = (seq.shape[-1] - kw) // cs + 1
+        patches = np.stack([seq[..., t:t + cs * (n - 1) + 1:cs] for t in range(kw)], axis=-1)
+        acc = np.tensordot(w, patches, axes=([1, 2, 3], [0, 1, 3]))  # (slots, n)
+        acc = acc.reshape(slots, n, 1)
+    else:
+        xp = np.pad(x, ((0, 0), (0, 0), (pr, pr), (pc, pc)))
+        oh = (xp.shape[2] - kh) // cs + 1
+        ow = (xp.shape[3] - kw) // cs + 1
+        patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
+                            for i in range(kh) for j in range(kw)], axis=-1)
+        acc = np.tensordot(w, patches, axes=([1, 2, 3], [0, 1, 4]))  # (slots, oh, ow)
+    if lr.bias is not None:
+        g, addr = lr.bias
+        idx = addr + np.arange(slots)
+        if idx.max() >= m.dev.bias_bytes:
+            raise SimError(f"layer {lr.index}: bias address past the bias memory")
+        b = m.bram[g, idx].view(np.int8).astype(np.int64) * 128
+        acc = acc + b[:, None, None]
+    out = _output_stage(acc, lr)
+    pixels = out.shape[1] * out.shape[2]
+    slot = np.arange(slots)[:, None]
+    pix = np.arange(pixels)[None, :]
+    e, r = slot // lr.per_pass, slot % lr.per_pass
+    base = lr.write_base[_groups(lr.processors)[0]]
+    if lr.wide:
+        linear = base + (r // 4) * lr.mask_offset + (r % 4) * max(lr.timeslot_offset, 1) \
+            + e * lr.channel_offset + pix * (lr.write_increment + 1) * 4
+        lane = np.zeros_like(linear)
+    else:
+        linear = base + (r // 4) * lr.mask_offset + e * lr.channel_offset \
+            + pix * (lr.write_increment + 1)
+        lane = np.broadcast_to(r % 4, linear.shape)
+    vals = out.reshape(slots, pixels)
+    mem, word = _store(m, lr, linear.reshape(-1), np.asarray(lane).reshape(-1),
+                       vals.reshape(-1))
+    return LayerResult(lr, mem, word, np.asarray(lane).reshape(-1) if not lr.wide
+                       else np.full(mem.shape, -1), vals.reshape(-1), out.shape)
+
+
+def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerResult:
+    vals = np.clip(x, -128, 127)
+    if lr.absolute:
+        vals = np.clip(np.abs(vals), 0, 127)
+    elif lr.relu:
+        vals = np.clip(vals, 0, 127)
+    n, passes, rows, cols = vals.shape
+    pixels = rows * cols
+    mems, words, lanes, values = [], [], [], []
+    for i, p in enumerate(procs):
+        g = p // 16
+        gprocs = [q for q in procs if q // 16 == g]
+        first = gprocs[0] & ~3
+        slot = p - first
+        t, lane = slot // 4, slot % 4
+        pix = np.arange(pixels)
+        for k in range(passes):
+            linear = lr.write_base[g] + t * lr.timeslot_offset + k * lr.channel_offset \
+                + pix * (lr.write_increment + 1)
+            v = vals[i, k].reshape(-1)
+            mem, word = _store(m, lr, linear, np.full(pixels, lane), v)
+            mems.append(mem)
+            words.append(word)
+            lanes.append(np.full(pixels, lane))
+            values.append(v)
+    return LayerResult(lr, np.concatenate(mems), np.concatenate(words),
+                       np.concatenate(lanes), np.concatenate(values), (n * passes, rows, cols))
+
+
+def run(m: Machine) -> list[LayerResult]:
+    """All layers from 0 to the layer count register (or the stop/next-layer fields)."""
+    dev = m.dev
+    ctl = m.ctl(0, dev.reg_ctl)
+    if ctl & (CTL_FIFO | CTL_STREAM):
+        raise SimError("streaming and FIFO input are not modelled yet")
+    last = m.ctl(0, dev.reg_lcnt_max) & 0xFF
+    results = []
+    layer = 0
+    seen = 0
+    while layer <= last and seen < dev.max_layers:
+        results.append(run_layer(m, decode(m, layer)))
+        seen += 1
+        nxt = layer + 1
+        if dev.nxtlyr is not None:
+            v = m.lreg(0, dev.nxtlyr, layer)
+            if v >> 8 & 1:
+                break
+            if v >> 7 & 1:
+                nxt = v & 0x7F
+        layer = nxt
+    m.runs += 1
+    return results
