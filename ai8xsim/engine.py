@@ -29,6 +29,7 @@ CNNx16_n_Ly_*; value formulas as the vendor tool computes them, izer/backend/max
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -240,42 +241,29 @@ def _pool(x: np.ndarray, lr: LayerRegs, rounding: bool) -> np.ndarray:
 
 
 def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndarray:
-    """(slots, processors, passes, taps) signed weights from the kernel memories."""
+    """(slots, processors, passes, taps) signed weights from the kernel memories.
+
+    The mask counter steps once per (output channel, pass), `weight_bits` units at a time;
+    a unit is one bit of each of a kernel's `taps` bytes. The kernel bytes form one stream
+    per processor that fills each 72-bit word from its last byte to its first, a kernel's
+    last tap first (so a 3x3 kernel has tap t in byte t); 1-D kernels start
+    `oned_start` bytes into the stream position of their mask address.
+    """
     q = lr.weight_bits
     taps = lr.kernel[0] * lr.kernel[1]
-    # The mask counter steps once per (output channel, pass), q units at a time.
     count = np.arange(slots)[:, None] * lr.passes + np.arange(lr.passes)[None, :]
     unit = lr.mask_start + count * q
-    out = np.zeros((slots, len(procs), lr.passes, taps), dtype=np.int64)
-    mram = m.mram
-    if taps == 9 or lr.one_d:
-        # 9-bit units: one bit of each of the nine bytes (tap t in byte t)
-        col, bit = unit // 8, unit % 8
-        if lr.one_d:
-            # 1-D kernels follow each other byte by byte from the start offset
-            start = col * 9 + lr.oned_start
-            if col.max(initial=0) >= m.dev.mask_offs:
-                raise SimError(f"layer {lr.index}: mask address past the kernel memory")
-            for i, p in enumerate(procs):
-                flat = mram[p].reshape(-1).astype(np.int64)
-                idx = start[..., None] + np.arange(taps)
-                raw = flat[idx] >> bit[..., None]
-                out[:, i] = _signed(raw, q)
-            return out
-        if col.max(initial=0) >= m.dev.mask_offs:
-            raise SimError(f"layer {lr.index}: mask address past the kernel memory")
-        for i, p in enumerate(procs):
-            raw = mram[p][col].astype(np.int64) >> bit[..., None]
-            out[:, i] = _signed(raw, q)
-        return out
-    # 1x1: 1-bit units; byte b of the stream sits at byte 8 - b % 9 of word b // 9
-    byte, bit = unit // 8, unit % 8
-    col, pos = byte // 9, 8 - byte % 9
+    first = (unit // 8) * taps + (lr.oned_start if lr.one_d else 0)
+    stream = first[..., None] + np.arange(taps)  # byte j holds tap taps-1-j
+    stream = stream[..., ::-1]
+    col, pos = stream // 9, 8 - stream % 9
     if col.max(initial=0) >= m.dev.mask_offs:
         raise SimError(f"layer {lr.index}: mask address past the kernel memory")
+    bit = (unit % 8)[..., None]
+    out = np.empty((slots, len(procs), lr.passes, taps), dtype=np.int64)
     for i, p in enumerate(procs):
-        raw = mram[p][col, pos].astype(np.int64) >> bit
-        out[:, i, :, 0] = _signed(raw, q)
+        raw = m.mram[p][col, pos].astype(np.int64) >> bit
+        out[:, i] = _signed(raw, q)
     return out
 
 
@@ -304,6 +292,7 @@ class LayerResult:
     lane: np.ndarray
     value: np.ndarray
     shape: tuple[int, ...]  # (channels/slots, rows, cols) of `value` before flattening
+    source: np.ndarray | None = None  # (processors, passes, operands, rows, cols) read
 
 
 def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
@@ -322,14 +311,13 @@ def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
 
 
 def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
-    if lr.flatten:
-        raise SimError(f"layer {lr.index}: flatten (POST.flatten_en) is not modelled yet")
     if lr.transposed:
         raise SimError(f"layer {lr.index}: transposed convolution is not modelled yet")
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
     procs_all = [p for p in range(64) if lr.processors >> p & 1]
     procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
     x = _read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
+    source = x
     if lr.eltwise is not None:
         if lr.pool_first:
             x = _pool(x, lr, rounding)
@@ -342,9 +330,8 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
             x = _pool(x, lr, rounding)
     else:
         x = _pool(x[:, :, 0], lr, rounding)
-    if lr.is_conv:
-        return _conv(m, lr, procs, x)
-    return _passthrough(m, lr, procs, x)
+    res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
+    return dataclasses.replace(res, source=source)
 
 
 def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerResult:
@@ -416,8 +403,10 @@ def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> 
         t, lane = slot // 4, slot % 4
         pix = np.arange(pixels)
         for k in range(passes):
+            # Each pass of a pixel is written before the next pixel: the pointer steps
+            # over all passes (the channel offset places pass k among them).
             linear = lr.write_base[g] + t * lr.timeslot_offset + k * lr.channel_offset \
-                + pix * (lr.write_increment + 1)
+                + pix * (lr.write_increment + 1) * passes
             v = vals[i, k].reshape(-1)
             mem, word = _store(m, lr, linear, np.full(pixels, lane), v)
             mems.append(mem)
@@ -428,8 +417,9 @@ def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> 
                        np.concatenate(lanes), np.concatenate(values), (n * passes, rows, cols))
 
 
-def run(m: Machine) -> list[LayerResult]:
-    """All layers from 0 to the layer count register (or the stop/next-layer fields)."""
+def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
+    """All layers from 0 to the layer count register (or the stop/next-layer fields);
+    with `stop_after`, none after that layer (as the one-shot mode lets a debugger)."""
     dev = m.dev
     ctl = m.ctl(0, dev.reg_ctl)
     if ctl & (CTL_FIFO | CTL_STREAM):
@@ -441,6 +431,8 @@ def run(m: Machine) -> list[LayerResult]:
     while layer <= last and seen < dev.max_layers:
         results.append(run_layer(m, decode(m, layer)))
         seen += 1
+        if stop_after is not None and layer == stop_after:
+            break
         nxt = layer + 1
         if dev.nxtlyr is not None:
             v = m.lreg(0, dev.nxtlyr, layer)
