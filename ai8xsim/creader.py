@@ -41,6 +41,16 @@ class Write:
 
 
 @dataclass(frozen=True)
+class Load:
+    """Consecutive 32-bit stores from `address` (a memcpy or one run of the kernel loop);
+    `express`: the run starts with the express loader's byte store to `address | 1`."""
+
+    address: int
+    words: tuple[int, ...]
+    express: bool = False
+
+
+@dataclass(frozen=True)
 class Unload:
     """`cnn_unload`: (address, word count) runs read into the output buffer."""
 
@@ -85,7 +95,7 @@ _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _FUNC = re.compile(
     r"^[ \t]*(?:static\s+)?(?:inline\s+)?(?:const\s+)?[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)"
     r"\s*\(([^;{)]*)\)\s*\{", re.M)
-_MACRO = re.compile(r"#define\s+(\w+)\s*\{((?:[^{}]|\\\n)*)\}", re.S)
+_MACRO = re.compile(r"#define\s+(\w+)\s*\{([^{}]*)\}")
 _ARRAY = re.compile(
     r"(?:static\s+)?(?:const\s+)?uint(?:8|32)_t\s+(\w+)\s*\[[^\]]*\]\s*=\s*(\w+|\{[^}]*\})\s*;")
 _UNLOAD_ADDR = re.compile(r"\w+\s*=\s*\(\s*volatile\s+uint32_t\s*\*\s*\)\s*(0x[0-9a-fA-F]+)")
@@ -133,7 +143,14 @@ def _functions(text: str) -> dict[str, str]:
     return out
 
 
+_LITERALS = re.compile(r"[\s,\\]*(?:(?:0[xX][0-9a-fA-F]+|[1-9][0-9]*|0)[uUlL]*[\s,\\]*)*")
+_LITERAL = re.compile(r"(0[xX][0-9a-fA-F]+|[1-9][0-9]*|0)[uUlL]*")
+
+
 def _values(body: str) -> list[int]:
+    if _LITERALS.fullmatch(body):
+        # The common case, a table of plain literals: no expression evaluation needed.
+        return [int(v, 0) & MASK32 for v in _LITERAL.findall(body)]
     vals = []
     for v in body.replace("\\\n", " ").replace("\\", " ").split(","):
         v = v.strip()
@@ -191,9 +208,7 @@ def _kernel_stream(data: list[int], express: bool) -> list:
         words = data[i + 2:i + 2 + n]
         if len(words) != n:
             raise CReadError(f"kernel table ends inside the run at 0x{addr:08x}")
-        if express:
-            ops.append(Write(addr | 1, 1, "=", 8))
-        ops.extend(Write(addr + 4 * k, w) for k, w in enumerate(words))
+        ops.append(Load(addr, tuple(words), express))
         i += 2 + n
     return ops
 
@@ -261,8 +276,7 @@ def _body_ops(name: str, body: str, funcs: dict[str, str], arrays: dict[str, lis
                                  "table of the project")
             n = c_int(re.sub(r"sizeof\s*\(\s*u?int(?:8|32)_t\s*\)", "1", count))
             data = arrays[src][:n] if n is not None else arrays[src]
-            base = int(addr, 16)
-            ops.extend(Write(base + 4 * k, v & MASK32) for k, v in enumerate(data))
+            ops.append(Load(int(addr, 16), tuple(v & MASK32 for v in data)))
         else:
             callee = m.group(1)
             ops.append(Call(callee, True))

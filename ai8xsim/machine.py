@@ -44,6 +44,14 @@ class Machine:
     def sram_word(self, memory: int, word: int) -> int:
         return int(self.sram[memory, word].view("<u4")[0])
 
+    def read_words(self, address: int, count: int) -> list[int]:
+        """`count` consecutive words from `address` (data memory or registers)."""
+        loc = self.dev.sram_locate(address)
+        end = self.dev.sram_locate(address + 4 * (count - 1)) if count else loc
+        if loc is not None and end is not None and end[0] == loc[0]:
+            return self.sram[loc[0], loc[1]:loc[1] + count].reshape(-1).view("<u4").tolist()
+        return [self.read(address + 4 * k) for k in range(count)]
+
     def read(self, address: int) -> int:
         loc = self.dev.sram_locate(address)
         if loc is not None:
@@ -77,6 +85,38 @@ class Machine:
         self.regs[address] = new
         ctl0 = self.dev.ctl(0, self.dev.reg_ctl)
         return address == ctl0 and bool(new & CTL_CNN_EN) and not old & CTL_CNN_EN
+
+    def load(self, address: int, words, express: bool = False) -> None:
+        """Consecutive word stores from `address` (a memcpy, or one kernel-loader run)."""
+        if express:
+            self._write_byte(address | 1, 1)
+        data = np.asarray(words, dtype=np.uint32)
+        loc = self.dev.sram_locate(address)
+        end = self.dev.sram_locate(address + 4 * (len(data) - 1)) if len(data) else loc
+        if loc is not None and end is not None and end[0] == loc[0]:
+            self.sram[loc[0], loc[1]:loc[1] + len(data)] = \
+                data.astype("<u4").view(np.uint8).reshape(-1, 4)
+            return
+        kloc = self.dev.mram_locate(address)
+        group = kloc[0] // 16 if kloc is not None else 0
+        if kloc is not None and self.regs.get(self.dev.ctl(group, self.dev.reg_ctl), 0) \
+                & CTL_MEXPRESS and (self._express_low != (address & 3)
+                                    or self._express is None):
+            # One express run: the counter reloads at the first word, then bytes follow.
+            self._express = None
+            if not len(data):
+                return
+            self._write_kernel(kloc[0], kloc[1], address & 3, int(data[0]))
+            p, pos = self._express
+            flat = self.mram[p].reshape(-1)
+            raw = data[1:].astype(">u4").view(np.uint8)
+            n = min(len(raw), flat.size - pos)
+            if n > 0:
+                flat[pos:pos + n] = raw[:n]
+            self._express = (p, pos + len(raw))
+            return
+        for k, w in enumerate(data.tolist()):
+            self.write(address + 4 * k, w)
 
     def _write_byte(self, address: int, value: int) -> bool:
         kloc = self.dev.mram_locate(address)

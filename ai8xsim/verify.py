@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .creader import Call, Check, CReadError, Unload, Write, read_project
+from .creader import Call, Check, CReadError, Load, Unload, Write, read_project
 from .device import DEVICES
 from .engine import LayerResult, run
 from .machine import Machine, SimError
@@ -64,9 +64,11 @@ def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
                     out.layers = run(m, stop_after)
                     if stop_after is not None:
                         return out
+            elif isinstance(op, Load):
+                m.load(op.address, op.words, op.express)
             elif isinstance(op, Unload):
                 for addr, n in op.runs:
-                    out.unloaded.extend(m.read(addr + 4 * k) for k in range(n))
+                    out.unloaded.extend(m.read_words(addr, n))
             elif isinstance(op, Check):
                 checks.append(op)
             elif isinstance(op, Call):
@@ -83,9 +85,9 @@ def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
         return out
     for chk in checks:
         for addr, mask, words in chk.groups:
-            for k, want in enumerate(words):
+            values = m.read_words(addr, len(words))
+            for k, (want, got) in enumerate(zip(words, values, strict=True)):
                 a = addr + 4 * k
-                got = m.read(a)
                 out.checked_words += 1
                 if (got & mask) != (want & mask):
                     out.mismatches.append(Mismatch(a, want & mask, got & mask, mask,
