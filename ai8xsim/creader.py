@@ -51,6 +51,15 @@ class Load:
 
 
 @dataclass(frozen=True)
+class LoadSample:
+    """`SAMPLE_INPUT_<n>` into processor n's data memory at layer 0's read pointer (the
+    vendor's known-answer `load_input`), for projects whose `main()` has no test."""
+
+    processor: int
+    words: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Unload:
     """`cnn_unload`: (address, word count) runs read into the output buffer."""
 
@@ -95,7 +104,7 @@ _CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _FUNC = re.compile(
     r"^[ \t]*(?:static\s+)?(?:inline\s+)?(?:const\s+)?[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)"
     r"\s*\(([^;{)]*)\)\s*\{", re.M)
-_MACRO = re.compile(r"#define\s+(\w+)\s*\{([^{}]*)\}")
+_MACRO = re.compile(r"#define\s+(\w+)[\s\\]*\{([^{}]*)\}")
 _ARRAY = re.compile(
     r"(?:static\s+)?(?:const\s+)?uint(?:8|32)_t\s+(\w+)\s*\[[^\]]*\]\s*=\s*(\w+|\{[^}]*\})\s*;")
 _UNLOAD_ADDR = re.compile(r"\w+\s*=\s*\(\s*volatile\s+uint32_t\s*\*\s*\)\s*(0x[0-9a-fA-F]+)")
@@ -143,14 +152,17 @@ def _functions(text: str) -> dict[str, str]:
     return out
 
 
-_LITERALS = re.compile(r"[\s,\\]*(?:(?:0[xX][0-9a-fA-F]+|[1-9][0-9]*|0)[uUlL]*[\s,\\]*)*")
-_LITERAL = re.compile(r"(0[xX][0-9a-fA-F]+|[1-9][0-9]*|0)[uUlL]*")
+_TABLE_CHARS = re.compile(r"[\s,\\0-9a-fA-FxXuUlL]*")
 
 
 def _values(body: str) -> list[int]:
-    if _LITERALS.fullmatch(body):
+    if _TABLE_CHARS.fullmatch(body):
         # The common case, a table of plain literals: no expression evaluation needed.
-        return [int(v, 0) & MASK32 for v in _LITERAL.findall(body)]
+        try:
+            return [int(tok.strip().rstrip("uUlL"), 0) & MASK32
+                    for tok in body.replace("\\", " ").split(",") if tok.strip()]
+        except ValueError:
+            pass
     vals = []
     for v in body.replace("\\\n", " ").replace("\\", " ").split(","):
         v = v.strip()
@@ -162,7 +174,7 @@ def _values(body: str) -> list[int]:
     return vals
 
 
-def _arrays(texts: dict[str, str]) -> dict[str, list[int]]:
+def _macros(texts: dict[str, str]) -> dict[str, list[int]]:
     macros: dict[str, list[int]] = {}
     for t in texts.values():
         for name, body in _MACRO.findall(t):
@@ -170,6 +182,11 @@ def _arrays(texts: dict[str, str]) -> dict[str, list[int]]:
                 macros[name] = _values(body)
             except CReadError:
                 continue
+    return macros
+
+
+def _arrays(texts: dict[str, str]) -> dict[str, list[int]]:
+    macros = _macros(texts)
     arrays = {}
     for t in texts.values():
         for var, init in _ARRAY.findall(t):
@@ -306,4 +323,33 @@ def read_project(directory: str | Path) -> Project:
         raise CReadError(f"{d}: main.c has no main()")
     arrays = _arrays(texts)
     ops = _body_ops("main", funcs["main"], funcs, arrays, 0)
+    if not any(isinstance(op, Check) for op in ops):
+        ops = _known_answer_sequence(funcs, arrays, _macros(texts))
     return Project(_device(texts, raw), tuple(ops), tuple(sorted(raw)))
+
+
+_KAT_ORDER = ("cnn_init", "cnn_load_weights", "cnn_load_bias", "cnn_configure")
+
+
+def _known_answer_sequence(funcs: dict[str, str], arrays: dict[str, list[int]],
+                           macros: dict[str, list[int]]) -> list:
+    """An application `main()` (a demo reading a sensor) has no known-answer test; the
+    project's API is then driven as the generated test does: init, kernels, bias,
+    configure, the sample input, start, and the check against SAMPLE_OUTPUT."""
+    if "SAMPLE_OUTPUT" not in macros:
+        return []
+    ops: list = []
+    for name in _KAT_ORDER:
+        if name in funcs:
+            ops += [Call(name, True), *_body_ops(name, funcs[name], funcs, arrays, 1),
+                    Call(name, False)]
+    for name in sorted(macros):
+        m = re.fullmatch(r"SAMPLE_INPUT_(\d+)", name)
+        if m:
+            ops.append(LoadSample(int(m.group(1)), tuple(macros[name])))
+    if "cnn_start" in funcs:
+        ops += [Call("cnn_start", True),
+                *_body_ops("cnn_start", funcs["cnn_start"], funcs, arrays, 1),
+                Call("cnn_start", False)]
+    ops.append(_check_groups(macros["SAMPLE_OUTPUT"]))
+    return ops

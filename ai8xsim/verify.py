@@ -13,7 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .creader import Call, Check, CReadError, Load, Unload, Write, read_project
+from .creader import (
+    Call,
+    Check,
+    CReadError,
+    Load,
+    LoadSample,
+    Unload,
+    Write,
+    read_project,
+)
 from .device import DEVICES
 from .engine import LayerResult, run
 from .machine import Machine, SimError
@@ -66,6 +75,9 @@ def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
                         return out
             elif isinstance(op, Load):
                 m.load(op.address, op.words, op.express)
+            elif isinstance(op, LoadSample):
+                rptr = m.lreg(op.processor // 16, m.dev.rptr_base, 0)
+                m.load(m.dev.sram_address(op.processor // 4, rptr), op.words)
             elif isinstance(op, Unload):
                 for addr, n in op.runs:
                     out.unloaded.extend(m.read_words(addr, n))
