@@ -55,6 +55,7 @@ class LayerRegs:
     passes: int
     parallel: bool
     pool: tuple[int, int]
+    pool_dilation: tuple[int, int]
     stride: int
     pool_average: bool
     relu: bool
@@ -109,11 +110,16 @@ def decode(m: Machine, layer: int) -> LayerRegs:
     lctl, lctl2, oned, post = r(dev.lctl), r(dev.lctl2), r(dev.oned), r(dev.post)
     pool_en = bool(lctl >> 7 & 1)
     prc, pcc = r(dev.prcnt), r(dev.pccnt)
-    pool = ((prc & 0xF) + 1, (pcc & 0xF) + 1) if pool_en else (1, 1)
+    dil = (1, 1)
+    if dev.cnt_inc_offs is not None:
+        # MAX78002 counts (pool - 1) x dilation, the dilation - 1 above it
+        dil = ((prc >> dev.cnt_inc_offs & 0xF) + 1, (pcc >> dev.cnt_inc_offs & 0xF) + 1)
+    mask = (1 << (dev.cnt_inc_offs or 4)) - 1
+    pool = ((prc & mask) // dil[0] + 1, (pcc & mask) // dil[1] + 1) if pool_en else (1, 1)
     stride = (r(dev.stride) & 0xF) + 1
     one_d = bool(oned >> 12 & 1)
     width = oned >> 8 & 0xF
-    rows, cols, pad = _geometry(m, g0, layer, pool, stride, one_d)
+    rows, cols, pad = _geometry(m, g0, layer, pool, dil, stride)
     if one_d:
         kernel = (1, width)
     elif width == 1:
@@ -143,6 +149,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
     ew = bool(oned >> 13 & 1)
     return LayerRegs(
         index=layer, processors=procs, masks=masks, rows=rows, cols=cols, pad=pad,
+        pool_dilation=dil,
         passes=passes, parallel=bool(lctl >> 6 & 1), pool=pool, stride=stride,
         pool_average=pool_en and not lctl >> 8 & 1, relu=bool(lctl >> 9 & 1),
         absolute=bool(post >> 26 & 1), wide=bool(lctl >> 16 & 1), kernel=kernel,
@@ -158,7 +165,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         read_base=r(dev.rptr_base), per_pass=xpch // bits + 1 if bits else 1, bias=bias)
 
 
-def _geometry(m: Machine, g: int, layer: int, pool, stride, one_d):
+def _geometry(m: Machine, g: int, layer: int, pool, dil, stride):
     dev = m.dev
     rc, cc = m.lreg(g, dev.rcnt, layer), m.lreg(g, dev.ccnt, layer)
     lim = (1 << dev.cnt_bits) - 1
@@ -173,16 +180,15 @@ def _geometry(m: Machine, g: int, layer: int, pool, stride, one_d):
 
     # MAX78002 counts to the start of the last pooling window: the extent is the smallest
     # one that gives the programmed count (rows after the last window are never read).
-    def extent(low, p, s):
-        for n in range(max(low, 1), low + p + s + 2):
-            diff = n - ((n - p) // s) * s
-            if n - diff == low:
+    def extent(low, p, d, s):
+        for n in range(max(low, 1), low + p * d + s + 2):
+            if n - (n - ((n - p - d + 1) // s) * s) == low:
                 return n
         return low + 1
 
     ps = stride if pool != (1, 1) else 1
     cols = (cc & lim) + (cc >> dev.cnt_diff_offs & 0xFFFF)
-    rows = extent(rc & lim, pool[0], ps) if not one_d else (rc & lim) + 1
+    rows = extent(rc & lim, pool[0], dil[0], ps)
     return rows, cols, (pad_of(rc), pad_of(cc))
 
 
@@ -224,12 +230,11 @@ def _pool(x: np.ndarray, lr: LayerRegs, rounding: bool) -> np.ndarray:
     if (ph, pw) == (1, 1):
         return x
     rows, cols = x.shape[-2:]
-    oh = (rows - ph) // s + 1
-    ow = (cols - pw) // s + 1 if not lr.one_d else cols
-    if lr.one_d:
-        # 1-D data runs along the rows of a one-column frame
-        pass
-    wins = np.stack([x[..., i:i + s * (oh - 1) + 1:s, j:j + s * (ow - 1) + 1:s]
+    dh, dw = lr.pool_dilation
+    oh = (rows - (ph - 1) * dh - 1) // s + 1
+    ow = (cols - (pw - 1) * dw - 1) // s + 1
+    wins = np.stack([x[..., i * dh:i * dh + s * (oh - 1) + 1:s,
+                       j * dw:j * dw + s * (ow - 1) + 1:s]
                      for i in range(ph) for j in range(pw)], axis=0)
     if not lr.pool_average:
         return wins.max(axis=0)
