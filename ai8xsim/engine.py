@@ -266,9 +266,10 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
         raise SimError(f"layer {lr.index}: mask address past the kernel memory")
     bit = (unit % 8)[..., None]
     out = np.empty((slots, len(procs), lr.passes, taps), dtype=np.int64)
+    binary = q == 1 and m.dev.name == "MAX78002" and m.ctl(0, m.dev.reg_ctl) & CTL_BINARY
     for i, p in enumerate(procs):
         raw = m.mram[p][col, pos].astype(np.int64) >> bit
-        out[:, i] = _signed(raw, q)
+        out[:, i] = 1 - 2 * (raw & 1) if binary else _signed(raw, q)
     return out
 
 
@@ -315,9 +316,41 @@ def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
     return mem, word
 
 
+# Register fields the functional model does not execute yet: a project that sets one gets
+# a clear "not modelled" error instead of an answer the model cannot vouch for.
+_UNMODELLED_POST = ((29, "processing four output channels per pass (POST.calcx4)"),
+                    (30, "depthwise convolution (POST bit 30)"),
+                    (31, "time-multiplexed calculation (POST bit 31)"))
+_UNMODELLED_LCTL = ((29, "broadcast depthwise mode (LCTRL0 bit 29)"),
+                    (30, "kernel bypass (LCTRL0 bit 30)"))
+_UNMODELLED_CTL = ((7, "conditional execution (snoop)"), (21, "simple 1-bit weights"))
+CTL_BINARY = 1 << 30  # MAX78002: 1-bit kernels hold +1 (bit 0) and -1 (bit 1)
+
+
+def unmodelled(m: Machine, layer: int) -> str | None:
+    """The first register feature of `layer` the model does not execute, or None."""
+    dev = m.dev
+    if dev.name == "MAX78002":
+        ctl = m.ctl(0, dev.reg_ctl)
+        for bit, what in _UNMODELLED_CTL:
+            if ctl >> bit & 1:
+                return what
+    for g in range(4):
+        post, lctl = m.lreg(g, dev.post, layer), m.lreg(g, dev.lctl, layer)
+        for bit, what in _UNMODELLED_POST:
+            if post >> bit & 1:
+                return what
+        for bit, what in _UNMODELLED_LCTL:
+            if lctl >> bit & 1:
+                return what
+        if dev.name == "MAX78002" and lctl >> 17 & 1:
+            return "read-ahead (LCTRL0 bit 17)"
+        if post >> 28 & 1:
+            return "transposed convolution (POST.deconv_en)"
+    return None
+
+
 def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
-    if lr.transposed:
-        raise SimError(f"layer {lr.index}: transposed convolution is not modelled yet")
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
     procs_all = [p for p in range(64) if lr.processors >> p & 1]
     procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
@@ -435,12 +468,16 @@ def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
     dev = m.dev
     ctl = m.ctl(0, dev.reg_ctl)
     if ctl & (CTL_FIFO | CTL_STREAM):
-        raise SimError("streaming and FIFO input are not modelled yet")
+        raise SimError("streaming and FIFO input (CTRL.stream_en, CTRL.fifo_en) are not "
+                       "modelled yet")
     last = m.ctl(0, dev.reg_lcnt_max) & 0xFF
     results = []
     layer = 0
     seen = 0
     while layer <= last and seen < dev.max_layers:
+        what = unmodelled(m, layer)
+        if what is not None:
+            raise SimError(f"layer {layer}: {what} is not modelled yet")
         results.append(run_layer(m, decode(m, layer)))
         seen += 1
         if stop_after is not None and layer == stop_after:
