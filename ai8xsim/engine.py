@@ -119,7 +119,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
     stride = (r(dev.stride) & 0xF) + 1
     one_d = bool(oned >> 12 & 1)
     width = oned >> 8 & 0xF
-    rows, cols, pad = _geometry(m, g0, layer, pool, dil, stride)
+    rows, cols, pad = _geometry(m, g0, layer, pool, dil)
     if one_d:
         kernel = (1, width)
     elif width == 1:
@@ -165,7 +165,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         read_base=r(dev.rptr_base), per_pass=xpch // bits + 1 if bits else 1, bias=bias)
 
 
-def _geometry(m: Machine, g: int, layer: int, pool, dil, stride):
+def _geometry(m: Machine, g: int, layer: int, pool, dil):
     dev = m.dev
     rc, cc = m.lreg(g, dev.rcnt, layer), m.lreg(g, dev.ccnt, layer)
     lim = (1 << dev.cnt_bits) - 1
@@ -178,17 +178,10 @@ def _geometry(m: Machine, g: int, layer: int, pool, dil, stride):
     def pad_of(v):
         return (v >> dev.pad_cnt_offs & 3) + 1 if v >> dev.pad_ena_offs & 1 else 0
 
-    # MAX78002 counts to the start of the last pooling window: the extent is the smallest
-    # one that gives the programmed count (rows after the last window are never read).
-    def extent(low, p, d, s):
-        for n in range(max(low, 1), low + p * d + s + 2):
-            if n - (n - ((n - p - d + 1) // s) * s) == low:
-                return n
-        return low + 1
-
-    ps = stride if pool != (1, 1) else 1
+    # MAX78002 rows count to the start of the last pooling window; the window adds its
+    # extent. Columns store the remainder explicitly.
     cols = (cc & lim) + (cc >> dev.cnt_diff_offs & 0xFFFF)
-    rows = extent(rc & lim, pool[0], dil[0], ps)
+    rows = (rc & lim) + (pool[0] - 1) * dil[0] + 1
     return rows, cols, (pad_of(rc), pad_of(cc))
 
 
