@@ -56,6 +56,7 @@ class Device:
     cnt_diff_offs: int | None
     cnt_inc_offs: int | None
     xpch_max_offs: int
+    wptr_inc_bits: int  # LCTRL1 write pointer increment, from bit 4
     reg_lcnt_max: int = 2
     reg_ctl: int = 0
 
@@ -124,7 +125,7 @@ MAX78000 = Device(
     bram_offset=0x8000, mram_offset=0x80000, sram_offset=0x300000, bias_bytes=512,
     mask_offs=1024, sram_words=8192, write_ptr_shift=13,
     cnt_bits=10, pad_cnt_offs=16, pad_ena_offs=None, cnt_diff_offs=None, cnt_inc_offs=None,
-    xpch_max_offs=8,
+    xpch_max_offs=8, wptr_inc_bits=4,
 )
 
 MAX78002 = Device(
@@ -135,7 +136,7 @@ MAX78002 = Device(
     bram_offset=0x180000, mram_offset=0x400000, sram_offset=0x800000, bias_bytes=2048,
     mask_offs=8192, sram_words=20480, write_ptr_shift=15,
     cnt_bits=11, pad_cnt_offs=13, pad_ena_offs=15, cnt_diff_offs=16, cnt_inc_offs=4,
-    xpch_max_offs=12,
+    xpch_max_offs=12, wptr_inc_bits=8,
 )
 
 DEVICES = {"MAX78000": MAX78000, "MAX78002": MAX78002}

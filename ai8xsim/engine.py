@@ -161,7 +161,8 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         transposed=bool(post >> 28 & 1),
         write_base=tuple(m.lreg(g, dev.wptr_base, layer) for g in range(4)),
         timeslot_offset=r(dev.wptr_toffs), mask_offset=r(dev.wptr_moffs),
-        channel_offset=r(dev.wptr_choffs), write_increment=lctl2 >> 4 & 0xF,
+        channel_offset=r(dev.wptr_choffs),
+        write_increment=lctl2 >> 4 & (1 << dev.wptr_inc_bits) - 1,
         read_base=r(dev.rptr_base), per_pass=xpch // bits + 1 if bits else 1, bias=bias)
 
 
