@@ -100,9 +100,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         ena = m.lreg(g, dev.ena, layer)
         procs |= (ena & 0xFFFF) << 16 * g
         masks |= (ena >> 16 & 0xFFFF) << 16 * g
-    if not procs:
-        raise SimError(f"layer {layer}: no processor enabled (ENA is 0 in every quadrant)")
-    g0 = _groups(procs)[0]
+    g0 = (_groups(procs) or [0])[0]
 
     def r(reg):
         return m.lreg(g0, reg, layer)
@@ -345,6 +343,10 @@ def unmodelled(m: Machine, layer: int) -> str | None:
 
 
 def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
+    if not lr.processors:
+        # No processor enabled: the layer reads nothing and writes nothing.
+        empty = np.zeros(0, dtype=np.int64)
+        return LayerResult(lr, empty, empty, empty, empty, (0, 0, 0))
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
     procs_all = [p for p in range(64) if lr.processors >> p & 1]
     procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
