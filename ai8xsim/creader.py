@@ -51,6 +51,15 @@ class Load:
 
 
 @dataclass(frozen=True)
+class Feed:
+    """Words written one after the other to the same address (a FIFO data register), as a
+    loop `for (i = 0; i < n; i++) *fifo = *src++;` does."""
+
+    address: int
+    words: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class LoadSample:
     """`SAMPLE_INPUT_<n>` into processor n's data memory at layer 0's read pointer (the
     vendor's known-answer `load_input`), for projects whose `main()` has no test."""
@@ -243,6 +252,36 @@ def _check_groups(data: list[int]) -> Check:
     return Check(tuple(groups))
 
 
+_PTR_CONST = re.compile(r"\b(\w+)\s*=\s*\(\s*volatile\s+uint32_t\s*\*\s*\)\s*"
+                        r"(0x[0-9a-fA-F]+)[uUlL]*\s*;")
+_PTR_ARRAY = re.compile(r"\b(\w+)\s*=\s*&?\s*(\w+)\s*(?:\[\s*0\s*\])?\s*;")
+_FOR_COUNT = re.compile(r"\bfor\s*\([^;]*;\s*\w+\s*<\s*(\d+)[uUlL]*\s*;")
+_FEED_VAR = re.compile(r"\*\s*(\w+)\s*=\s*\*\s*(\w+)\s*\+\+\s*;")
+_FEED_CONST = re.compile(r"\*\s*\(\s*\(\s*volatile\s+uint32_t\s*\*\s*\)\s*(0x[0-9a-fA-F]+)"
+                         r"[uUlL]*\s*\)\s*=\s*\*\s*(\w+)\s*\+\+\s*;")
+
+
+def _feeds(body: str, arrays: dict[str, list[int]]) -> list[Feed]:
+    """FIFO feeding loops: each `*dst = *src++;` in a counted loop, in source order."""
+    loop = _FOR_COUNT.search(body)
+    if loop is None:
+        return []
+    count = int(loop.group(1))
+    consts = {v: int(a, 16) for v, a in _PTR_CONST.findall(body)}
+    sources = {v: a for v, a in _PTR_ARRAY.findall(body) if a in arrays}
+    stores = [(m.start(), consts.get(m.group(1)), m.group(2))
+              for m in _FEED_VAR.finditer(body[loop.end():])]
+    stores += [(m.start(), int(m.group(1), 16), m.group(2))
+               for m in _FEED_CONST.finditer(body[loop.end():])]
+    feeds = []
+    for _, addr, src in sorted(stores, key=lambda t: t[0]):
+        if addr is None or src not in sources:
+            continue
+        data = arrays[sources[src]]
+        feeds.append(Feed(addr, tuple(data[:count])))
+    return feeds
+
+
 _STREAM_LOOP = re.compile(r"while\s*\(\s*\(\s*\w+\s*=\s*\(\s*volatile\s+uint32_t\s*\*\s*\)")
 
 
@@ -261,6 +300,9 @@ def _body_ops(name: str, body: str, funcs: dict[str, str], arrays: dict[str, lis
         if re.search(r"if\s*\(\s*\*\s*\w+\s*\+\+\s*!=", body):
             return []  # a read-back check of the kernels changes nothing
         return _kernel_stream(table, express=False)
+    feeds = _feeds(body, arrays)
+    if feeds:
+        return feeds
     if _UNLOAD_READ.search(body) and _UNLOAD_ADDR.search(body):
         runs = []
         pos = [(m.start(), int(m.group(1), 16)) for m in _UNLOAD_ADDR.finditer(body)]

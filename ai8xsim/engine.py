@@ -375,12 +375,17 @@ def _exact_dot(w: np.ndarray, x: np.ndarray, axes) -> np.ndarray:
                                 axes=axes)).astype(np.int64)
 
 
-def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerResult:
+def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+          row_pad: tuple[int, int] | None = None, first_pixel: int = 0,
+          wrap: int | None = None, weights: np.ndarray | None = None) -> LayerResult:
+    """Convolve `x`, post-process, write. Streaming passes a slice of rows (`row_pad`
+    replaces the frame's top/bottom padding, `first_pixel` is the slice's first output
+    pixel) and the circular buffer size `wrap` of the consumer (in words)."""
     q = lr.weight_bits
     slots = ((lr.mask_last - lr.mask_start) // q + 1) // lr.passes
     if slots <= 0:
         raise SimError(f"layer {lr.index}: mask count below the mask start")
-    w = _kernels(m, lr, procs, slots)  # (slots, P, passes, taps)
+    w = weights if weights is not None else _kernels(m, lr, procs, slots)
     kh, kw = lr.kernel
     cs = 1 if lr.pool != (1, 1) else lr.stride
     pr, pc = lr.pad
@@ -393,7 +398,7 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerRe
         acc = _exact_dot(w, patches, ([1, 2, 3], [0, 1, 3]))  # (slots, n)
         acc = acc.reshape(slots, n, 1)
     else:
-        xp = np.pad(x, ((0, 0), (0, 0), (pr, pr), (pc, pc)))
+        xp = np.pad(x, ((0, 0), (0, 0), row_pad or (pr, pr), (pc, pc)))
         oh = (xp.shape[2] - kh) // cs + 1
         ow = (xp.shape[3] - kw) // cs + 1
         patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
@@ -409,16 +414,17 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerRe
     out = _output_stage(acc, lr)
     pixels = out.shape[1] * out.shape[2]
     slot = np.arange(slots)[:, None]
-    pix = np.arange(pixels)[None, :]
+    pix = first_pixel + np.arange(pixels)[None, :]
     e, r = slot // lr.per_pass, slot % lr.per_pass
     base = lr.write_base[_groups(lr.processors)[0]]
     if lr.wide:
+        step = e * lr.channel_offset + pix * (lr.write_increment + 1) * 4
         linear = base + (r // 4) * lr.mask_offset + (r % 4) * max(lr.timeslot_offset, 1) \
-            + e * lr.channel_offset + pix * (lr.write_increment + 1) * 4
+            + (step % wrap if wrap else step)
         lane = np.zeros_like(linear)
     else:
-        linear = base + (r // 4) * lr.mask_offset + e * lr.channel_offset \
-            + pix * (lr.write_increment + 1)
+        step = e * lr.channel_offset + pix * (lr.write_increment + 1)
+        linear = base + (r // 4) * lr.mask_offset + (step % wrap if wrap else step)
         lane = np.broadcast_to(r % 4, linear.shape)
     vals = out.reshape(slots, pixels)
     mem, word = _store(m, lr, linear.reshape(-1), np.asarray(lane).reshape(-1),
@@ -427,7 +433,8 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerRe
                        else np.full(mem.shape, -1), vals.reshape(-1), out.shape)
 
 
-def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerResult:
+def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+                 first_pixel: int = 0, wrap: int | None = None) -> LayerResult:
     vals = np.clip(x, -128, 127)
     if lr.absolute:
         vals = np.clip(np.abs(vals), 0, 127)
@@ -442,12 +449,13 @@ def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> 
         first = gprocs[0] & ~3
         slot = p - first
         t, lane = slot // 4, slot % 4
-        pix = np.arange(pixels)
+        pix = first_pixel + np.arange(pixels)
         for k in range(passes):
             # Each pass of a pixel is written before the next pixel: the pointer steps
             # over all passes (the channel offset places pass k among them).
-            linear = lr.write_base[g] + t * lr.timeslot_offset + k * lr.channel_offset \
-                + pix * (lr.write_increment + 1) * passes
+            step = k * lr.channel_offset + pix * (lr.write_increment + 1) * passes
+            linear = lr.write_base[g] + t * lr.timeslot_offset \
+                + (step % wrap if wrap else step)
             v = vals[i, k].reshape(-1)
             mem, word = _store(m, lr, linear, np.full(pixels, lane), v)
             mems.append(mem)
@@ -463,13 +471,25 @@ def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
     with `stop_after`, none after that layer (as the one-shot mode lets a debugger)."""
     dev = m.dev
     ctl = m.ctl(0, dev.reg_ctl)
-    if ctl & (CTL_FIFO | CTL_STREAM):
-        raise SimError("streaming and FIFO input (CTRL.stream_en, CTRL.fifo_en) are not "
-                       "modelled yet")
     last = m.ctl(0, dev.reg_lcnt_max) & 0xFF
     results = []
     layer = 0
     seen = 0
+    if ctl & CTL_STREAM:
+        from .stream import run_streaming, streaming_layers
+
+        if dev.name != "MAX78000":
+            raise SimError("streaming on the MAX78002 is not modelled yet")
+        chain = streaming_layers(m, last)
+        if stop_after is not None:
+            chain = [ll for ll in chain if ll <= stop_after]
+        results = run_streaming(m, chain, bool(ctl & CTL_FIFO))
+        layer = seen = len(chain)
+        if stop_after is not None and layer > stop_after:
+            m.runs += 1
+            return results
+    elif ctl & CTL_FIFO:
+        raise SimError("FIFO input without streaming (CTRL.fifo_en) is not modelled yet")
     while layer <= last and seen < dev.max_layers:
         what = unmodelled(m, layer)
         if what is not None:

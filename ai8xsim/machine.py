@@ -16,6 +16,7 @@ from .device import APB_BASE, Device
 
 CTL_CNN_EN = 1 << 0
 CTL_MEXPRESS = 1 << 20
+FIFO_DATA = APB_BASE + 8  # CNN_FIFO_WR0..3: the FIFOs' data registers
 
 
 class SimError(Exception):
@@ -34,6 +35,7 @@ class Machine:
     _express: tuple[int, int] | None = None
     _express_low: int = -1
     written_outside: list[int] = field(default_factory=list)
+    fifos: dict[int, list[int]] = field(default_factory=dict)  # FIFO k: words written
 
     def __post_init__(self):
         self.sram = np.zeros((16, self.dev.sram_spacing, 4), dtype=np.uint8)
@@ -77,6 +79,9 @@ class Machine:
         if bloc is not None:
             self.bram[bloc] = _combine(int(self.bram[bloc]), value, op) & 0xFF
             return False
+        if FIFO_DATA <= address < FIFO_DATA + 16:
+            self.fifos.setdefault((address - FIFO_DATA) // 4, []).append(value)
+            return False
         if not APB_BASE <= address < APB_BASE + 0x10000000:
             self.written_outside.append(address)
             return False
@@ -85,6 +90,15 @@ class Machine:
         self.regs[address] = new
         ctl0 = self.dev.ctl(0, self.dev.reg_ctl)
         return address == ctl0 and bool(new & CTL_CNN_EN) and not old & CTL_CNN_EN
+
+    def feed(self, address: int, words) -> None:
+        """Words written one after the other to one address (a FIFO, or a register)."""
+        if FIFO_DATA <= address < FIFO_DATA + 16:
+            self.fifos.setdefault((address - FIFO_DATA) // 4, []).extend(
+                int(w) & 0xFFFFFFFF for w in words)
+            return
+        for w in words:
+            self.write(address, int(w))
 
     def load(self, address: int, words, express: bool = False) -> None:
         """Consecutive word stores from `address` (a memcpy, or one kernel-loader run)."""

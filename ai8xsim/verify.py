@@ -17,6 +17,7 @@ from .creader import (
     Call,
     Check,
     CReadError,
+    Feed,
     Load,
     LoadSample,
     Unload,
@@ -24,7 +25,7 @@ from .creader import (
     read_project,
 )
 from .device import DEVICES
-from .engine import LayerResult, run
+from .engine import CTL_FIFO, LayerResult, run
 from .machine import Machine, SimError
 
 
@@ -66,13 +67,26 @@ def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
     m = Machine(DEVICES[project.device])
     out = Outcome(project.device, False, machine=m)
     checks = []
+    pending = False  # started with FIFO input: runs once the C has fed the FIFOs
+
+    def start() -> bool:
+        out.layers = run(m, stop_after)
+        return stop_after is not None
+
     try:
         for op in project.operations:
+            if pending and isinstance(op, (Unload, Check)):
+                pending = False
+                if start():
+                    return out
             if isinstance(op, Write):
                 if m.write(op.address, op.value, op.op, op.width):
-                    out.layers = run(m, stop_after)
-                    if stop_after is not None:
+                    if m.ctl(0, m.dev.reg_ctl) & CTL_FIFO:
+                        pending = True
+                    elif start():
                         return out
+            elif isinstance(op, Feed):
+                m.feed(op.address, op.words)
             elif isinstance(op, Load):
                 m.load(op.address, op.words, op.express)
             elif isinstance(op, LoadSample):
@@ -85,6 +99,8 @@ def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
                 checks.append(op)
             elif isinstance(op, Call):
                 continue
+        if pending and start():
+            return out
     except SimError as exc:
         out.error = str(exc)
         return out
