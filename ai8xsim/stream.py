@@ -10,11 +10,12 @@ quadrant k, one word per pixel and pass (four channels, HWC) or four pixels of o
 channel per word (CHW, parallel mode).
 
 The model runs the streaming layers row by row, each output row as soon as the rows it
-needs have been written (a consumer never waits longer than the hardware's start/delta
-counters let it): the deepest layer that can produce a row produces it first. A layer's
-input rows are copied from the circular buffer when first needed (the TRAM holds them
-after that), so a producer that overwrites rows its consumer has not read yet gives a
-wrong answer, as on the chip. The non-streaming layers then run as usual.
+needs have been written: the deepest layer that can produce a row produces it first.
+A consumer takes each input row from the circular buffer into its line buffer as soon as
+the row is written (the hardware reads pixel by pixel as its start and delta counters
+allow), so a rollover shorter than a row, or a write that lands on rows still unread,
+gives a wrong answer as on the chip. The line buffer's own size (TRAM) is not checked.
+The non-streaming layers then run as usual.
 """
 from __future__ import annotations
 
@@ -185,6 +186,13 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
                 res = _passthrough(m, st.lr, st.procs, x, first_pixel=first, wrap=wraps[k])
             st.results.append(res)
             st.done += 1
+            if k + 1 < len(states):
+                # The consumer takes each row into its line buffer as it is written.
+                nxt = states[k + 1]
+                upto = min(st.done, nxt.lr.rows)
+                if upto > nxt.read:
+                    _memory_rows(m, nxt, upto, _rollover(m, nxt.lr) or None)
+                    nxt.read = upto
             progressed = True
             break
         if not progressed:
