@@ -337,8 +337,6 @@ def unmodelled(m: Machine, layer: int) -> str | None:
                 return what
         if dev.name == "MAX78002" and lctl >> 17 & 1:
             return "read-ahead (LCTRL0 bit 17)"
-        if post >> 28 & 1:
-            return "transposed convolution (POST.deconv_en)"
     return None
 
 
@@ -350,7 +348,15 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
     procs_all = [p for p in range(64) if lr.processors >> p & 1]
     procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
-    x = _read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
+    if lr.transposed:
+        # The counters span the zero-expanded frame; memory holds every other row and
+        # column of it (POST.deconv_en inserts a zero after each byte and each row).
+        frame = dataclasses.replace(lr, rows=lr.rows // 2, cols=lr.cols // 2)
+        small = _read_input(m, frame, procs)
+        x = np.zeros((*small.shape[:3], lr.rows, lr.cols), dtype=np.int64)
+        x[..., ::2, ::2] = small
+    else:
+        x = _read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
     source = x
     if lr.eltwise is not None:
         if lr.pool_first:
