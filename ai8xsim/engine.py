@@ -83,6 +83,9 @@ class LayerRegs:
     read_base: int
     per_pass: int
     bias: tuple[int, int] | None  # (quadrant, address)
+    depthwise: bool = False  # POST bit 30: one output channel per processor (MAX78002)
+    broadcast: bool = False  # LCTRL0 bit 29 with depthwise
+    bias_groups: tuple[int | None, ...] = ()  # per quadrant bias address, depthwise
 
     @property
     def is_conv(self) -> bool:
@@ -161,7 +164,11 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         timeslot_offset=r(dev.wptr_toffs), mask_offset=r(dev.wptr_moffs),
         channel_offset=r(dev.wptr_choffs),
         write_increment=lctl2 >> 4 & (1 << dev.wptr_inc_bits) - 1,
-        read_base=r(dev.rptr_base), per_pass=xpch // bits + 1 if bits else 1, bias=bias)
+        read_base=r(dev.rptr_base), per_pass=xpch // bits + 1 if bits else 1, bias=bias,
+        depthwise=bool(post >> 30 & 1), broadcast=bool(lctl >> 29 & 1),
+        bias_groups=tuple((m.lreg(g, dev.post, layer) & 0xFFF)
+                          if m.lreg(g, dev.post, layer) >> 12 & 1 else None
+                          for g in range(4)))
 
 
 def _geometry(m: Machine, g: int, layer: int, pool, dil):
@@ -220,7 +227,9 @@ def _pool(x: np.ndarray, lr: LayerRegs, rounding: bool) -> np.ndarray:
     ph, pw = lr.pool
     s = lr.stride
     if (ph, pw) == (1, 1):
-        return x
+        # The stride belongs to the pooling stage: without pooling it subsamples (the
+        # convolution itself always steps by one).
+        return x[..., ::s, ::s] if s > 1 else x
     rows, cols = x.shape[-2:]
     dh, dw = lr.pool_dilation
     oh = (rows - (ph - 1) * dh - 1) // s + 1
@@ -311,10 +320,8 @@ def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
 # Register fields the functional model does not execute yet: a project that sets one gets
 # a clear "not modelled" error instead of an answer the model cannot vouch for.
 _UNMODELLED_POST = ((29, "processing four output channels per pass (POST.calcx4)"),
-                    (30, "depthwise convolution (POST bit 30)"),
                     (31, "time-multiplexed calculation (POST bit 31)"))
-_UNMODELLED_LCTL = ((29, "broadcast depthwise mode (LCTRL0 bit 29)"),
-                    (30, "kernel bypass (LCTRL0 bit 30)"))
+_UNMODELLED_LCTL = ((30, "kernel bypass (LCTRL0 bit 30)"),)
 _UNMODELLED_CTL = ((7, "conditional execution (snoop)"), (21, "simple 1-bit weights"))
 CTL_BINARY = 1 << 30  # MAX78002: 1-bit kernels hold +1 (bit 0) and -1 (bit 1)
 
@@ -335,6 +342,8 @@ def unmodelled(m: Machine, layer: int) -> str | None:
         for bit, what in _UNMODELLED_LCTL:
             if lctl >> bit & 1:
                 return what
+        if post >> 30 & 1 and not lctl >> 29 & 1:
+            return "depthwise convolution without broadcast (POST bit 30)"
         if dev.name == "MAX78002" and lctl >> 17 & 1:
             return "read-ahead (LCTRL0 bit 17)"
     return None
@@ -370,7 +379,10 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
             x = _pool(x, lr, rounding)
     else:
         x = _pool(x[:, :, 0], lr, rounding)
-    res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
+    if lr.depthwise:
+        res = _depthwise(m, lr, procs, x)
+    else:
+        res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
     return dataclasses.replace(res, source=source)
 
 
@@ -393,7 +405,7 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
         raise SimError(f"layer {lr.index}: mask count below the mask start")
     w = weights if weights is not None else _kernels(m, lr, procs, slots)
     kh, kw = lr.kernel
-    cs = 1 if lr.pool != (1, 1) else lr.stride
+    cs = 1  # the stride register drives the pooling stage (see _pool)
     pr, pc = lr.pad
     if lr.one_d:
         # 1-D: the frame is one long row of `rows` values (the row counter indexes it)
@@ -437,6 +449,55 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                        vals.reshape(-1))
     return LayerResult(lr, mem, word, np.asarray(lane).reshape(-1) if not lr.wide
                        else np.full(mem.shape, -1), vals.reshape(-1), out.shape)
+
+
+def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerResult:
+    """Broadcast depthwise (MAX78002): each processor convolves its own channel with its
+    own kernels (one per pass, from the mask start) into one output channel per pass,
+    written to its own byte lane of the output word; the bias sits per quadrant, the
+    channels of each four-processor memory interleaved (channel 4a + b at byte 4b + a)."""
+    if lr.one_d:
+        raise SimError(f"layer {lr.index}: 1-D depthwise convolution is not modelled yet")
+    w = _kernels(m, lr, procs, 1)[0]  # (P, passes, taps)
+    kh, kw = lr.kernel
+    cs = 1  # the stride register drives the pooling stage (see _pool)
+    pr, pc = lr.pad
+    xp = np.pad(x, ((0, 0), (0, 0), (pr, pr), (pc, pc)))
+    oh = (xp.shape[2] - kh) // cs + 1
+    ow = (xp.shape[3] - kw) // cs + 1
+    patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
+                        for i in range(kh) for j in range(kw)], axis=-1)
+    acc = np.einsum("pkt,pkhwt->pkhw", w, patches)  # (P, passes, oh, ow)
+    for i, p in enumerate(procs):
+        g = p // 16
+        addr = lr.bias_groups[g] if lr.bias_groups else None
+        if addr is None:
+            continue
+        c16 = p % 16
+        for k in range(lr.passes):
+            idx = addr * 4 + ((c16 % 4) * 4 + c16 // 4) + k * 16
+            if idx < m.dev.bias_bytes:
+                acc[i, k] += int(m.bram[g, idx].view(np.int8)) * 128
+    out = _output_stage(acc, lr)
+    pixels = oh * ow
+    pix = np.arange(pixels)
+    mems, words, lanes, values = [], [], [], []
+    base = lr.write_base[_groups(lr.processors)[0]]
+    first = procs[0] & ~3
+    for i, p in enumerate(procs):
+        r = p - first
+        for k in range(lr.passes):
+            linear = base + (r // 4) * lr.mask_offset + k * lr.channel_offset \
+                + pix * (lr.write_increment + 1)
+            v = out[i, k].reshape(-1)
+            mem, word = _store(m, lr, linear, np.full(pixels, r % 4), v)
+            mems.append(mem)
+            words.append(word)
+            lanes.append(np.full(pixels, r % 4))
+            values.append(v)
+    return LayerResult(lr, np.concatenate(mems), np.concatenate(words),
+                       np.concatenate(lanes), np.concatenate(values),
+                       (len(procs) * lr.passes, oh, ow))
 
 
 def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,

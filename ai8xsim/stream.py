@@ -76,13 +76,13 @@ class _Layer:
         self.done = 0
         ph, pw = lr.pool
         self.pooled = (ph, pw) != (1, 1)
-        self.ps = lr.stride if self.pooled else 1
+        self.ps = lr.stride  # the pooling stage strides (subsamples without pooling)
         dh, dw = lr.pool_dilation
         self.prow = (lr.rows - (ph - 1) * dh - 1) // self.ps + 1
         pcol = (lr.cols - (pw - 1) * dw - 1) // self.ps + 1
         if lr.is_conv:
             kh, kw = lr.kernel
-            self.cs = 1 if self.pooled else lr.stride
+            self.cs = 1
             self.out_rows = (self.prow + 2 * lr.pad[0] - kh) // self.cs + 1
             self.out_cols = (pcol + 2 * lr.pad[1] - kw) // self.cs + 1
             q = lr.weight_bits
