@@ -7,7 +7,8 @@ A project whose registers use a feature the functional model does not execute ye
 snoop) gets a "not modelled yet" error from the model; such cases are expected failures
 that name the feature, never a PASS the model cannot vouch for. Cases whose known answer
 the hardware cannot produce from their registers sit in HARDWARE_EXCEPTIONS with the
-reason; defects of the generated project that verify finds sit in CONVERTER_DEFECTS. The default run covers the representative subset; --golden-all runs all cases.
+reason; defects of the generated project that verify finds sit in CONVERTER_DEFECTS.
+The default run covers the representative subset; --golden-all runs all cases.
 """
 from __future__ import annotations
 
