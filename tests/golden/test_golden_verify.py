@@ -3,7 +3,7 @@ case, with the case's own sidecar (register-exact with the vendor's C) and with 
 mapping, passes its known-answer test on `ai8xsim`.
 
 A project whose registers use a feature the functional model does not execute yet
-(transposed convolution; on the MAX78002 streaming, depthwise, calcx4, read-ahead and
+(on the MAX78002: streaming, depthwise without broadcast or in 1-D, calcx4, read-ahead,
 snoop) gets a "not modelled yet" error from the model; such cases are expected failures
 that name the feature, never a PASS the model cannot vouch for. Cases whose known answer
 the hardware cannot produce from their registers sit in HARDWARE_EXCEPTIONS with the
