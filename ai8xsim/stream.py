@@ -211,4 +211,4 @@ def _merge(st: _Layer) -> LayerResult:
     cat = [np.concatenate([getattr(p, f).reshape(slots, -1) for p in parts], axis=1)
            .reshape(-1) for f in ("memory", "word", "lane")]
     return LayerResult(st.lr, cat[0], cat[1], cat[2], value.reshape(-1),
-                       (slots, st.out_rows, st.out_cols))
+                       (slots, st.out_rows, st.out_cols), source=st.buffer[:, :, None])

@@ -93,6 +93,9 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
         if sample is not None:
             bad = first_bad_layer(outcome, _references(model, outcome.device, sample))
     text = render(outcome, bad)
+    if model is not None and outcome.mismatches and bad is None:
+        text += ("\n  every layer equals the reference run on the input as the accelerator "
+                 "read it: the input loading (or the known answer itself) differs")
     data.update(passed=outcome.passed, error=outcome.error,
                 checked_words=outcome.checked_words,
                 mismatches=len(outcome.mismatches))
