@@ -451,7 +451,9 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                        else np.full(mem.shape, -1), vals.reshape(-1), out.shape)
 
 
-def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> LayerResult:
+def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+               row_pad: tuple[int, int] | None = None, first_pixel: int = 0,
+               wrap: int | None = None) -> LayerResult:
     """Broadcast depthwise (MAX78002): each processor convolves its own channel with its
     own kernels (one per pass, from the mask start) into one output channel per pass,
     written to its own byte lane of the output word; the bias sits per quadrant, the
@@ -462,7 +464,7 @@ def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> La
     kh, kw = lr.kernel
     cs = 1  # the stride register drives the pooling stage (see _pool)
     pr, pc = lr.pad
-    xp = np.pad(x, ((0, 0), (0, 0), (pr, pr), (pc, pc)))
+    xp = np.pad(x, ((0, 0), (0, 0), row_pad or (pr, pr), (pc, pc)))
     oh = (xp.shape[2] - kh) // cs + 1
     ow = (xp.shape[3] - kw) // cs + 1
     patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
@@ -480,15 +482,15 @@ def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray) -> La
                 acc[i, k] += int(m.bram[g, idx].view(np.int8)) * 128
     out = _output_stage(acc, lr)
     pixels = oh * ow
-    pix = np.arange(pixels)
+    pix = first_pixel + np.arange(pixels)
     mems, words, lanes, values = [], [], [], []
     base = lr.write_base[_groups(lr.processors)[0]]
     first = procs[0] & ~3
     for i, p in enumerate(procs):
         r = p - first
         for k in range(lr.passes):
-            linear = base + (r // 4) * lr.mask_offset + k * lr.channel_offset \
-                + pix * (lr.write_increment + 1)
+            step = k * lr.channel_offset + pix * (lr.write_increment + 1)
+            linear = base + (r // 4) * lr.mask_offset + (step % wrap if wrap else step)
             v = out[i, k].reshape(-1)
             mem, word = _store(m, lr, linear, np.full(pixels, r % 4), v)
             mems.append(mem)
@@ -545,8 +547,6 @@ def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
     if ctl & CTL_STREAM:
         from .stream import run_streaming, streaming_layers
 
-        if dev.name != "MAX78000":
-            raise SimError("streaming on the MAX78002 is not modelled yet")
         chain = streaming_layers(m, last)
         if stop_after is not None:
             chain = [ll for ll in chain if ll <= stop_after]

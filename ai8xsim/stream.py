@@ -25,6 +25,7 @@ from .engine import (
     LayerRegs,
     LayerResult,
     _conv,
+    _depthwise,
     _kernels,
     _passthrough,
     _pool,
@@ -87,7 +88,7 @@ class _Layer:
             self.out_cols = (pcol + 2 * lr.pad[1] - kw) // self.cs + 1
             q = lr.weight_bits
             slots = ((lr.mask_last - lr.mask_start) // q + 1) // lr.passes
-            self.weights = _kernels(m, lr, self.procs, slots)
+            self.weights = None if lr.depthwise else _kernels(m, lr, self.procs, slots)
         else:
             self.out_rows, self.out_cols = self.prow, pcol
         self.results: list[LayerResult] = []
@@ -166,7 +167,8 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
                 continue
             a, b, top, bottom, i0, i1 = st.window(st.done)
             available = st.lr.rows if k == 0 else states[k - 1].done
-            if k > 0 and states[k - 1].out_rows != st.lr.rows:
+            # (MAX78002 counters may stop before rows no pooling window reaches)
+            if k > 0 and states[k - 1].out_rows < st.lr.rows:
                 raise SimError(f"layer {st.lr.index}: reads {st.lr.rows} rows, layer "
                                f"{states[k - 1].lr.index} writes {states[k - 1].out_rows}")
             if i1 > available:
@@ -179,7 +181,10 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
                 st.read = i1
             x = _pool(st.buffer[:, :, i0:i1], st.lr, rounding)
             first = st.done * st.out_cols
-            if st.lr.is_conv:
+            if st.lr.depthwise:
+                res = _depthwise(m, st.lr, st.procs, x, row_pad=(top, bottom),
+                                 first_pixel=first, wrap=wraps[k])
+            elif st.lr.is_conv:
                 res = _conv(m, st.lr, st.procs, x, row_pad=(top, bottom), first_pixel=first,
                             wrap=wraps[k], weights=st.weights)
             else:
