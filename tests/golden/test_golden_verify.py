@@ -3,8 +3,8 @@ case, with the case's own sidecar (register-exact with the vendor's C) and with 
 mapping, passes its known-answer test on `ai8xsim`.
 
 A project whose registers use a feature the functional model does not execute yet
-(on the MAX78002: streaming, depthwise without broadcast or in 1-D, calcx4, read-ahead,
-snoop) gets a "not modelled yet" error from the model; such cases are expected failures
+(on the MAX78002: depthwise without broadcast or in 1-D, calcx4, read-ahead, snoop)
+gets a "not modelled yet" error from the model; such cases are expected failures
 that name the feature, never a PASS the model cannot vouch for. Cases whose known answer
 the hardware cannot produce from their registers sit in HARDWARE_EXCEPTIONS with the
 reason; defects of the generated project that verify finds sit in CONVERTER_DEFECTS.
