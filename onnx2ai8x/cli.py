@@ -17,7 +17,8 @@ import typer
 from . import __version__
 from .errors import EXIT_INVALID, EXIT_USAGE, Ai8xError
 
-SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer", "quantize")
+SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer", "quantize",
+               "verify")
 
 
 def _new_app() -> typer.Typer:
@@ -32,6 +33,7 @@ def _new_app() -> typer.Typer:
             "  onnx2ai8x check model.onnx --device MAX78002\n\n"
             "  onnx2ai8x run model.onnx --input x.npy -o y.npy\n\n"
             "  onnx2ai8x float.onnx --device MAX78000 --calibration x.npy\n\n"
+            "  onnx2ai8x verify model/ --model model.onnx\n\n"
             "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
             "--device MAX78000 -o net.onnx"
         ),
@@ -126,6 +128,9 @@ def convert_cmd(
     calibration_method: MethodOpt = None,
     percentile: PercentileOpt = None,
     weight_bits: WeightBitsOpt = None,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Run the written project's known-answer test on the functional "
+                         "accelerator model (see `onnx2ai8x verify`).")] = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -203,6 +208,17 @@ def convert_cmd(
         typer.echo(f"wrote {out}")
         if built is not None:
             typer.echo(describe(built, dev))
+    if verify:
+        from .verification import verify as run_verify
+
+        # The project's annotated copy is the ai8x-ONNX it was built from (for a float
+        # model, the quantized one), so the layer-by-layer reference can run on it.
+        annotated = out / f"{model.stem}.onnx"
+        checked = run_verify(out, model=annotated if annotated.is_file() else model)
+        if not quiet or not checked.passed:
+            typer.echo(checked.text, err=not checked.passed)
+        if not checked.passed:
+            raise typer.Exit(EXIT_INVALID)
 
 
 def check_cmd(
@@ -355,8 +371,53 @@ def quantize_cmd(
         typer.echo(f"wrote {output}")
 
 
+def verify_cmd(
+    project: Annotated[Path, typer.Argument(help="Generated C project directory.")],
+    model: Annotated[Path | None, typer.Option(
+        "--model", help="The ONNX model of the project: on a failure, run the reference "
+                        "layer by layer and name the first layer whose output "
+                        "differs.")] = None,
+    stop_after: Annotated[int | None, typer.Option(
+        "--stop-after", min=0, help="Stop after layer N and write its output as it sits "
+                                    "in data memory (.memory.txt) and as a tensor "
+                                    "(.npy).")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Directory for the --stop-after files (default: "
+                               "PROJECT/verify-layerN).")] = None,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Run PROJECT's known-answer test on a functional model of the accelerator.
+
+    Reads only the C project (cnn.c, weights.h, sampledata.h, sampleoutput.h, main.c),
+    executes its register writes and memory loads, runs the layers, and checks the
+    project's own expected output: PASS (exit 0) or FAIL with the first differing word
+    (exit 1).
+
+    Example: onnx2ai8x verify examples/digits/digits
+
+    Example: onnx2ai8x verify mynet/ --model mynet.onnx --stop-after 3
+    """
+    from .verification import to_json
+    from .verification import verify as run_verify
+
+    if model is not None:
+        _require_file(model, "model")
+    if not project.is_dir():
+        raise Ai8xError("usage.missing-file", str(project), "project directory not found",
+                        "pass the directory the converter wrote", exit_code=EXIT_USAGE)
+    result = run_verify(project, model=model, stop_after=stop_after, dump=output)
+    if json_out:
+        typer.echo(to_json(result))
+    elif not quiet or not result.passed:
+        typer.echo(result.text)
+    if not result.passed:
+        raise typer.Exit(EXIT_INVALID)
+
+
 COMMANDS = {"convert": convert_cmd, "check": check_cmd, "sidecar": sidecar_cmd,
-            "run": run_cmd, "import-izer": import_izer_cmd, "quantize": quantize_cmd}
+            "run": run_cmd, "import-izer": import_izer_cmd, "quantize": quantize_cmd,
+            "verify": verify_cmd}
 assert tuple(COMMANDS) == SUBCOMMANDS
 
 
@@ -393,7 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
     try:
         only = args[0] if args and args[0] in COMMANDS else None
-        build_app(only)(args=args, prog_name="onnx2ai8x", standalone_mode=False)
+        code = build_app(only)(args=args, prog_name="onnx2ai8x", standalone_mode=False)
+        if isinstance(code, int) and code:  # typer.Exit(n) inside a command (verify FAIL)
+            return code
     except Ai8xError as exc:
         typer.echo(exc.render(), err=True)
         return exc.exit_code

@@ -1,0 +1,577 @@
+"""Run the configured layers on the simulated memories.
+
+Each layer is decoded from its registers alone (`decode`), then executed: the input is
+gathered from the data memories of the enabled processors at the read pointer, pooled,
+convolved with the kernels the mask counters select in each processor's kernel memory,
+biased from the bias memory, scaled and clamped as the post-processing register says,
+and written where the write pointers, the mask/time-slot/channel offsets and the write
+pointer increment send each output channel. Nothing else passes between layers.
+
+Field meanings are the accelerator's (register field table of the user guide,
+CNNx16_n_Ly_*; value formulas as the vendor tool computes them, izer/backend/max7800x.py):
+
+- ENA: processor enables (bits 0-15) and mask enables (16-31) per quadrant;
+- RCNT/CCNT: rows/columns - 1 including both pads, pad in bits 16-17 (MAX78000);
+- LCTRL0: pooling enable (7), max pooling (8), ReLU (9), parallel/CHW input (6),
+  32-bit output (16); LCTRL1: input passes - 1 (0-3), write pointer increment (4-7),
+  output processors x mask bits per pass (8-16);
+- MCNT: start (16-31) and last (0-15) mask address, in units of one bit of every tap of a
+  kernel (8 per 72-bit word for 3x3 kernels, 72 per word for 1x1);
+- ONED: time slots (0-3), 1-D start (4-7), kernel width (8-11), 1-D (12), element-wise
+  enable (13), function (14-15: sub, add, or, xor), pool first (16), conv after (17),
+  operands - 1 (18-21);
+- POST: bias address (0-11), bias enable (12), shift (13-16), right shift (17), flatten
+  passes (18-21), weight bits (22-23: 8, 1, 2, 4), time slots (24), abs (26),
+  flatten (27), transposed (28);
+- WPTR_BASE/TOFF/MOFF/CHOFF: output address and its offsets per time slot, per four mask
+  counts and per output pass; RPTR_BASE: input word offset in every enabled processor's
+  memory.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .machine import Machine, SimError
+
+MASK_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
+CTL_POOLRND = 1 << 13
+CTL_FIFO = 1 << 15
+CTL_STREAM = 1 << 14
+
+
+@dataclass(frozen=True)
+class LayerRegs:
+    """One layer's configuration, decoded from its registers."""
+
+    index: int
+    processors: int
+    masks: int
+    rows: int
+    cols: int
+    pad: tuple[int, int]
+    passes: int
+    parallel: bool
+    pool: tuple[int, int]
+    pool_dilation: tuple[int, int]
+    stride: int
+    pool_average: bool
+    relu: bool
+    absolute: bool
+    wide: bool
+    kernel: tuple[int, int]  # (rows, cols); (1, k) for 1-D
+    one_d: bool
+    weight_bits: int
+    mask_start: int
+    mask_last: int
+    oned_start: int
+    timeslots: int
+    operands: int
+    eltwise: int | None
+    pool_first: bool
+    conv_after_eltwise: bool
+    shift: int
+    flatten: bool
+    transposed: bool
+    write_base: tuple[int, ...]  # per quadrant
+    timeslot_offset: int
+    mask_offset: int
+    channel_offset: int
+    write_increment: int
+    read_base: int
+    per_pass: int
+    bias: tuple[int, int] | None  # (quadrant, address)
+    depthwise: bool = False  # POST bit 30: one output channel per processor (MAX78002)
+    broadcast: bool = False  # LCTRL0 bit 29 with depthwise
+    bias_groups: tuple[int | None, ...] = ()  # per quadrant bias address, depthwise
+
+    @property
+    def is_conv(self) -> bool:
+        return self.masks != 0
+
+
+def _groups(mask: int) -> list[int]:
+    return [g for g in range(4) if (mask >> 16 * g) & 0xFFFF]
+
+
+def decode(m: Machine, layer: int) -> LayerRegs:
+    dev = m.dev
+    procs = masks = 0
+    for g in range(4):
+        ena = m.lreg(g, dev.ena, layer)
+        procs |= (ena & 0xFFFF) << 16 * g
+        masks |= (ena >> 16 & 0xFFFF) << 16 * g
+    g0 = (_groups(procs) or [0])[0]
+
+    def r(reg):
+        return m.lreg(g0, reg, layer)
+
+    lctl, lctl2, oned, post = r(dev.lctl), r(dev.lctl2), r(dev.oned), r(dev.post)
+    pool_en = bool(lctl >> 7 & 1)
+    prc, pcc = r(dev.prcnt), r(dev.pccnt)
+    dil = (1, 1)
+    if dev.cnt_inc_offs is not None:
+        # MAX78002 counts (pool - 1) x dilation, the dilation - 1 above it
+        dil = ((prc >> dev.cnt_inc_offs & 0xF) + 1, (pcc >> dev.cnt_inc_offs & 0xF) + 1)
+    mask = (1 << (dev.cnt_inc_offs or 4)) - 1
+    pool = ((prc & mask) // dil[0] + 1, (pcc & mask) // dil[1] + 1) if pool_en else (1, 1)
+    stride = (r(dev.stride) & 0xF) + 1
+    one_d = bool(oned >> 12 & 1)
+    width = oned >> 8 & 0xF
+    rows, cols, pad = _geometry(m, g0, layer, pool, dil)
+    if one_d:
+        kernel = (1, width)
+    elif width == 1:
+        kernel = (1, 1)
+    else:
+        kernel = (3, 3)
+    flatten = bool(post >> 27 & 1)
+    passes = (lctl2 & 0xF) + 1
+    if flatten:
+        passes += (post >> 18 & 0xF) << 4
+    bits = MASK_BITS[post >> 22 & 3]
+    if dev.mcnt is not None:
+        mc = r(dev.mcnt)
+        mask_start, mask_last = mc >> 16 & 0xFFFF, mc & 0xFFFF
+    else:
+        mask_last, mask_start = r(dev.mcnt1), r(dev.mcnt2)
+    xpch = lctl2 >> dev.xpch_max_offs & 0x1FF
+    shift = post >> 13 & 0xF
+    if post >> 17 & 1:
+        shift = -shift
+    bias = None
+    for g in range(4):
+        pg = m.lreg(g, dev.post, layer)
+        if pg >> 12 & 1:
+            bias = (g, pg & 0xFFF)
+            break
+    ew = bool(oned >> 13 & 1)
+    return LayerRegs(
+        index=layer, processors=procs, masks=masks, rows=rows, cols=cols, pad=pad,
+        pool_dilation=dil,
+        passes=passes, parallel=bool(lctl >> 6 & 1), pool=pool, stride=stride,
+        pool_average=pool_en and not lctl >> 8 & 1, relu=bool(lctl >> 9 & 1),
+        absolute=bool(post >> 26 & 1), wide=bool(lctl >> 16 & 1), kernel=kernel,
+        one_d=one_d, weight_bits=bits, mask_start=mask_start, mask_last=mask_last,
+        oned_start=oned >> 4 & 0xF, timeslots=(oned & 0xF) + 1,
+        operands=(oned >> 18 & 0xF) + 1 if ew else 1,
+        eltwise=(oned >> 14 & 3) if ew else None, pool_first=bool(oned >> 16 & 1),
+        conv_after_eltwise=bool(oned >> 17 & 1), shift=shift, flatten=flatten,
+        transposed=bool(post >> 28 & 1),
+        write_base=tuple(m.lreg(g, dev.wptr_base, layer) for g in range(4)),
+        timeslot_offset=r(dev.wptr_toffs), mask_offset=r(dev.wptr_moffs),
+        channel_offset=r(dev.wptr_choffs),
+        write_increment=lctl2 >> 4 & (1 << dev.wptr_inc_bits) - 1,
+        read_base=r(dev.rptr_base), per_pass=xpch // bits + 1 if bits else 1, bias=bias,
+        depthwise=bool(post >> 30 & 1), broadcast=bool(lctl >> 29 & 1),
+        bias_groups=tuple((m.lreg(g, dev.post, layer) & 0xFFF)
+                          if m.lreg(g, dev.post, layer) >> 12 & 1 else None
+                          for g in range(4)))
+
+
+def _geometry(m: Machine, g: int, layer: int, pool, dil):
+    dev = m.dev
+    rc, cc = m.lreg(g, dev.rcnt, layer), m.lreg(g, dev.ccnt, layer)
+    lim = (1 << dev.cnt_bits) - 1
+    if dev.cnt_diff_offs is None:
+        pr, pc = rc >> dev.pad_cnt_offs & 3, cc >> dev.pad_cnt_offs & 3
+        rows = (rc & lim) + 1 - 2 * pr
+        cols = (cc & lim) + 1 - 2 * pc
+        return rows, cols, (pr, pc)
+
+    def pad_of(v):
+        return (v >> dev.pad_cnt_offs & 3) + 1 if v >> dev.pad_ena_offs & 1 else 0
+
+    # MAX78002 rows count to the start of the last pooling window; the window adds its
+    # extent. Columns store the remainder explicitly.
+    cols = (cc & lim) + (cc >> dev.cnt_diff_offs & 0xFFFF)
+    rows = (rc & lim) + (pool[0] - 1) * dil[0] + 1
+    return rows, cols, (pad_of(rc), pad_of(cc))
+
+
+def _signed(values: np.ndarray, bits: int) -> np.ndarray:
+    v = values.astype(np.int64) & ((1 << bits) - 1)
+    return np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+
+
+def _read_input(m: Machine, lr: LayerRegs, procs: list[int]) -> np.ndarray:
+    """(processors, passes, operands, rows, cols) int8 values as the layer reads them."""
+    pixels = lr.rows * lr.cols
+    n = len(procs)
+    out = np.zeros((n, lr.passes, lr.operands, pixels), dtype=np.int64)
+    words = m.dev.sram_spacing
+    for i, p in enumerate(procs):
+        mem = m.sram[p // 4]
+        if lr.parallel:
+            # One channel per processor, four pixels per word, byte 0 first.
+            idx = lr.read_base + (np.arange(pixels) // 4)[None, :] * lr.passes \
+                + np.arange(lr.passes)[:, None]
+            lane = np.broadcast_to(np.arange(pixels) % 4, idx.shape)
+            if idx.max(initial=0) >= words:
+                raise SimError(f"layer {lr.index}: input runs past the end of data memory")
+            out[i, :, 0, :] = mem[idx, lane].view(np.int8)
+        else:
+            base = (np.arange(pixels)[None, :, None] * lr.passes
+                    + np.arange(lr.passes)[:, None, None]) * lr.operands \
+                + np.arange(lr.operands)[None, None, :] + lr.read_base
+            if base.max(initial=0) >= words:
+                raise SimError(f"layer {lr.index}: input runs past the end of data memory")
+            vals = mem[base, p % 4].view(np.int8)  # (passes, pixels, operands)
+            out[i] = vals.transpose(0, 2, 1)
+    return out.reshape(n, lr.passes, lr.operands, lr.rows, lr.cols)
+
+
+def _pool(x: np.ndarray, lr: LayerRegs, rounding: bool) -> np.ndarray:
+    ph, pw = lr.pool
+    s = lr.stride
+    if (ph, pw) == (1, 1):
+        # The stride belongs to the pooling stage: without pooling it subsamples (the
+        # convolution itself always steps by one).
+        return x[..., ::s, ::s] if s > 1 else x
+    rows, cols = x.shape[-2:]
+    dh, dw = lr.pool_dilation
+    oh = (rows - (ph - 1) * dh - 1) // s + 1
+    ow = (cols - (pw - 1) * dw - 1) // s + 1
+    wins = np.stack([x[..., i * dh:i * dh + s * (oh - 1) + 1:s,
+                       j * dw:j * dw + s * (ow - 1) + 1:s]
+                     for i in range(ph) for j in range(pw)], axis=0)
+    if not lr.pool_average:
+        return wins.max(axis=0)
+    total = wins.sum(axis=0)
+    count = ph * pw
+    mag = np.abs(total)
+    q = (2 * mag + count) // (2 * count) if rounding else mag // count
+    return np.clip(np.sign(total) * q, -128, 127)
+
+
+def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndarray:
+    """(slots, processors, passes, taps) signed weights from the kernel memories.
+
+    The mask counter steps once per (output channel, pass), `weight_bits` units at a time;
+    a unit is one bit of each of a kernel's `taps` bytes. The kernel bytes form one stream
+    per processor that fills each 72-bit word from its last byte to its first, a kernel's
+    last tap first (so a 3x3 kernel has tap t in byte t); 1-D kernels start
+    `oned_start` bytes into the stream position of their mask address.
+    """
+    q = lr.weight_bits
+    taps = lr.kernel[0] * lr.kernel[1]
+    count = np.arange(slots)[:, None] * lr.passes + np.arange(lr.passes)[None, :]
+    unit = lr.mask_start + count * q
+    first = (unit // 8) * taps + (lr.oned_start if lr.one_d else 0)
+    stream = first[..., None] + np.arange(taps)  # byte j holds tap taps-1-j
+    stream = stream[..., ::-1]
+    col, pos = stream // 9, 8 - stream % 9
+    if col.max(initial=0) >= m.dev.mask_offs:
+        raise SimError(f"layer {lr.index}: mask address past the kernel memory")
+    bit = (unit % 8)[..., None]
+    out = np.empty((slots, len(procs), lr.passes, taps), dtype=np.int64)
+    binary = q == 1 and m.dev.name == "MAX78002" and m.ctl(0, m.dev.reg_ctl) & CTL_BINARY
+    for i, p in enumerate(procs):
+        raw = m.mram[p][col, pos].astype(np.int64) >> bit
+        out[:, i] = 1 - 2 * (raw & 1) if binary else _signed(raw, q)
+    return out
+
+
+def _output_stage(acc: np.ndarray, lr: LayerRegs) -> np.ndarray:
+    if not lr.wide:
+        s = lr.shift
+        if s >= 0:
+            acc = (acc * (1 << s) + 64) // 128
+        else:
+            acc = (acc + 64 * (1 << -s)) // (128 << -s)
+        acc = np.clip(acc, -128, 127)
+    if lr.absolute:
+        acc = np.clip(np.abs(acc), 0, 127)
+    elif lr.relu:
+        acc = np.clip(acc, 0, 127)
+    return acc
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    """What a layer wrote: (memory, word, lane or -1 for a full word, value) arrays."""
+
+    regs: LayerRegs
+    memory: np.ndarray
+    word: np.ndarray
+    lane: np.ndarray
+    value: np.ndarray
+    shape: tuple[int, ...]  # (channels/slots, rows, cols) of `value` before flattening
+    source: np.ndarray | None = None  # (processors, passes, operands, rows, cols) read
+
+
+def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
+           values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    shift = m.dev.write_ptr_shift
+    mem = linear >> shift
+    word = linear & ((1 << shift) - 1)
+    if (mem >= 16).any() or (word >= m.dev.sram_words).any():
+        raise SimError(f"layer {lr.index}: output address past the end of data memory")
+    if lr.wide:
+        data = (values.astype(np.int64) & 0xFFFFFFFF).astype("<u4").view(np.uint8)
+        m.sram[mem, word] = data.reshape(-1, 4)
+    else:
+        m.sram[mem, word, lane] = (values.astype(np.int64) & 0xFF).astype(np.uint8)
+    return mem, word
+
+
+# Register fields the functional model does not execute yet: a project that sets one gets
+# a clear "not modelled" error instead of an answer the model cannot vouch for.
+_UNMODELLED_POST = ((29, "processing four output channels per pass (POST.calcx4)"),
+                    (31, "time-multiplexed calculation (POST bit 31)"))
+_UNMODELLED_LCTL = ((30, "kernel bypass (LCTRL0 bit 30)"),)
+_UNMODELLED_CTL = ((7, "conditional execution (snoop)"), (21, "simple 1-bit weights"))
+CTL_BINARY = 1 << 30  # MAX78002: 1-bit kernels hold +1 (bit 0) and -1 (bit 1)
+
+
+def unmodelled(m: Machine, layer: int) -> str | None:
+    """The first register feature of `layer` the model does not execute, or None."""
+    dev = m.dev
+    if dev.name == "MAX78002":
+        ctl = m.ctl(0, dev.reg_ctl)
+        for bit, what in _UNMODELLED_CTL:
+            if ctl >> bit & 1:
+                return what
+    for g in range(4):
+        post, lctl = m.lreg(g, dev.post, layer), m.lreg(g, dev.lctl, layer)
+        for bit, what in _UNMODELLED_POST:
+            if post >> bit & 1:
+                return what
+        for bit, what in _UNMODELLED_LCTL:
+            if lctl >> bit & 1:
+                return what
+        if post >> 30 & 1 and not lctl >> 29 & 1:
+            return "depthwise convolution without broadcast (POST bit 30)"
+        if dev.name == "MAX78002" and lctl >> 17 & 1:
+            return "read-ahead (LCTRL0 bit 17)"
+    return None
+
+
+def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
+    if not lr.processors:
+        # No processor enabled: the layer reads nothing and writes nothing.
+        empty = np.zeros(0, dtype=np.int64)
+        return LayerResult(lr, empty, empty, empty, empty, (0, 0, 0))
+    rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
+    procs_all = [p for p in range(64) if lr.processors >> p & 1]
+    procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
+    if lr.transposed:
+        # The counters span the zero-expanded frame; memory holds every other row and
+        # column of it (POST.deconv_en inserts a zero after each byte and each row).
+        frame = dataclasses.replace(lr, rows=lr.rows // 2, cols=lr.cols // 2)
+        small = _read_input(m, frame, procs)
+        x = np.zeros((*small.shape[:3], lr.rows, lr.cols), dtype=np.int64)
+        x[..., ::2, ::2] = small
+    else:
+        x = _read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
+    source = x
+    if lr.eltwise is not None:
+        if lr.pool_first:
+            x = _pool(x, lr, rounding)
+        acc = x[:, :, 0]
+        for o in range(1, lr.operands):
+            y = x[:, :, o]
+            acc = {0: acc - y, 1: acc + y, 2: acc | y, 3: acc ^ y}[lr.eltwise]
+        x = np.clip(acc, -128, 127)
+        if not lr.pool_first:
+            x = _pool(x, lr, rounding)
+    else:
+        x = _pool(x[:, :, 0], lr, rounding)
+    if lr.depthwise:
+        res = _depthwise(m, lr, procs, x)
+    else:
+        res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
+    return dataclasses.replace(res, source=source)
+
+
+def _exact_dot(w: np.ndarray, x: np.ndarray, axes) -> np.ndarray:
+    """Integer tensordot through float64 BLAS: 8-bit products summed over at most
+    1024 channels x 81 taps stay far below 2**53, so the result is exact."""
+    return np.rint(np.tensordot(w.astype(np.float64), x.astype(np.float64),
+                                axes=axes)).astype(np.int64)
+
+
+def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+          row_pad: tuple[int, int] | None = None, first_pixel: int = 0,
+          wrap: int | None = None, weights: np.ndarray | None = None) -> LayerResult:
+    """Convolve `x`, post-process, write. Streaming passes a slice of rows (`row_pad`
+    replaces the frame's top/bottom padding, `first_pixel` is the slice's first output
+    pixel) and the circular buffer size `wrap` of the consumer (in words)."""
+    q = lr.weight_bits
+    slots = ((lr.mask_last - lr.mask_start) // q + 1) // lr.passes
+    if slots <= 0:
+        raise SimError(f"layer {lr.index}: mask count below the mask start")
+    w = weights if weights is not None else _kernels(m, lr, procs, slots)
+    kh, kw = lr.kernel
+    cs = 1  # the stride register drives the pooling stage (see _pool)
+    pr, pc = lr.pad
+    if lr.one_d:
+        # 1-D: the frame is one long row of `rows` values (the row counter indexes it)
+        seq = x.reshape(x.shape[0], x.shape[1], -1)
+        seq = np.pad(seq, ((0, 0), (0, 0), (pr, pr)))
+        n = (seq.shape[-1] - kw) // cs + 1
+        patches = np.stack([seq[..., t:t + cs * (n - 1) + 1:cs] for t in range(kw)], axis=-1)
+        acc = _exact_dot(w, patches, ([1, 2, 3], [0, 1, 3]))  # (slots, n)
+        acc = acc.reshape(slots, n, 1)
+    else:
+        xp = np.pad(x, ((0, 0), (0, 0), row_pad or (pr, pr), (pc, pc)))
+        oh = (xp.shape[2] - kh) // cs + 1
+        ow = (xp.shape[3] - kw) // cs + 1
+        patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
+                            for i in range(kh) for j in range(kw)], axis=-1)
+        acc = _exact_dot(w, patches, ([1, 2, 3], [0, 1, 4]))  # (slots, oh, ow)
+    if lr.bias is not None:
+        g, addr = lr.bias
+        idx = addr + np.arange(slots)
+        if idx.max() >= m.dev.bias_bytes:
+            raise SimError(f"layer {lr.index}: bias address past the bias memory")
+        b = m.bram[g, idx].view(np.int8).astype(np.int64) * 128
+        acc = acc + b[:, None, None]
+    out = _output_stage(acc, lr)
+    pixels = out.shape[1] * out.shape[2]
+    slot = np.arange(slots)[:, None]
+    pix = first_pixel + np.arange(pixels)[None, :]
+    e, r = slot // lr.per_pass, slot % lr.per_pass
+    base = lr.write_base[_groups(lr.processors)[0]]
+    if lr.wide:
+        step = e * lr.channel_offset + pix * (lr.write_increment + 1) * 4
+        linear = base + (r // 4) * lr.mask_offset + (r % 4) * max(lr.timeslot_offset, 1) \
+            + (step % wrap if wrap else step)
+        lane = np.zeros_like(linear)
+    else:
+        step = e * lr.channel_offset + pix * (lr.write_increment + 1)
+        linear = base + (r // 4) * lr.mask_offset + (step % wrap if wrap else step)
+        lane = np.broadcast_to(r % 4, linear.shape)
+    vals = out.reshape(slots, pixels)
+    mem, word = _store(m, lr, linear.reshape(-1), np.asarray(lane).reshape(-1),
+                       vals.reshape(-1))
+    return LayerResult(lr, mem, word, np.asarray(lane).reshape(-1) if not lr.wide
+                       else np.full(mem.shape, -1), vals.reshape(-1), out.shape)
+
+
+def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+               row_pad: tuple[int, int] | None = None, first_pixel: int = 0,
+               wrap: int | None = None) -> LayerResult:
+    """Broadcast depthwise (MAX78002): each processor convolves its own channel with its
+    own kernels (one per pass, from the mask start) into one output channel per pass,
+    written to its own byte lane of the output word; the bias sits per quadrant, the
+    channels of each four-processor memory interleaved (channel 4a + b at byte 4b + a)."""
+    if lr.one_d:
+        raise SimError(f"layer {lr.index}: 1-D depthwise convolution is not modelled yet")
+    w = _kernels(m, lr, procs, 1)[0]  # (P, passes, taps)
+    kh, kw = lr.kernel
+    cs = 1  # the stride register drives the pooling stage (see _pool)
+    pr, pc = lr.pad
+    xp = np.pad(x, ((0, 0), (0, 0), row_pad or (pr, pr), (pc, pc)))
+    oh = (xp.shape[2] - kh) // cs + 1
+    ow = (xp.shape[3] - kw) // cs + 1
+    patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
+                        for i in range(kh) for j in range(kw)], axis=-1)
+    acc = np.einsum("pkt,pkhwt->pkhw", w, patches)  # (P, passes, oh, ow)
+    for i, p in enumerate(procs):
+        g = p // 16
+        addr = lr.bias_groups[g] if lr.bias_groups else None
+        if addr is None:
+            continue
+        c16 = p % 16
+        for k in range(lr.passes):
+            idx = addr * 4 + ((c16 % 4) * 4 + c16 // 4) + k * 16
+            if idx < m.dev.bias_bytes:
+                acc[i, k] += int(m.bram[g, idx].view(np.int8)) * 128
+    out = _output_stage(acc, lr)
+    pixels = oh * ow
+    pix = first_pixel + np.arange(pixels)
+    mems, words, lanes, values = [], [], [], []
+    base = lr.write_base[_groups(lr.processors)[0]]
+    first = procs[0] & ~3
+    for i, p in enumerate(procs):
+        r = p - first
+        for k in range(lr.passes):
+            step = k * lr.channel_offset + pix * (lr.write_increment + 1)
+            linear = base + (r // 4) * lr.mask_offset + (step % wrap if wrap else step)
+            v = out[i, k].reshape(-1)
+            mem, word = _store(m, lr, linear, np.full(pixels, r % 4), v)
+            mems.append(mem)
+            words.append(word)
+            lanes.append(np.full(pixels, r % 4))
+            values.append(v)
+    return LayerResult(lr, np.concatenate(mems), np.concatenate(words),
+                       np.concatenate(lanes), np.concatenate(values),
+                       (len(procs) * lr.passes, oh, ow))
+
+
+def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+                 first_pixel: int = 0, wrap: int | None = None) -> LayerResult:
+    vals = np.clip(x, -128, 127)
+    if lr.absolute:
+        vals = np.clip(np.abs(vals), 0, 127)
+    elif lr.relu:
+        vals = np.clip(vals, 0, 127)
+    n, passes, rows, cols = vals.shape
+    pixels = rows * cols
+    mems, words, lanes, values = [], [], [], []
+    for i, p in enumerate(procs):
+        g = p // 16
+        gprocs = [q for q in procs if q // 16 == g]
+        first = gprocs[0] & ~3
+        slot = p - first
+        t, lane = slot // 4, slot % 4
+        pix = first_pixel + np.arange(pixels)
+        for k in range(passes):
+            # Each pass of a pixel is written before the next pixel: the pointer steps
+            # over all passes (the channel offset places pass k among them).
+            step = k * lr.channel_offset + pix * (lr.write_increment + 1) * passes
+            linear = lr.write_base[g] + t * lr.timeslot_offset \
+                + (step % wrap if wrap else step)
+            v = vals[i, k].reshape(-1)
+            mem, word = _store(m, lr, linear, np.full(pixels, lane), v)
+            mems.append(mem)
+            words.append(word)
+            lanes.append(np.full(pixels, lane))
+            values.append(v)
+    return LayerResult(lr, np.concatenate(mems), np.concatenate(words),
+                       np.concatenate(lanes), np.concatenate(values), (n * passes, rows, cols))
+
+
+def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
+    """All layers from 0 to the layer count register (or the stop/next-layer fields);
+    with `stop_after`, none after that layer (as the one-shot mode lets a debugger)."""
+    dev = m.dev
+    ctl = m.ctl(0, dev.reg_ctl)
+    last = m.ctl(0, dev.reg_lcnt_max) & 0xFF
+    results = []
+    layer = 0
+    seen = 0
+    if ctl & CTL_STREAM:
+        from .stream import run_streaming, streaming_layers
+
+        chain = streaming_layers(m, last)
+        if stop_after is not None:
+            chain = [ll for ll in chain if ll <= stop_after]
+        results = run_streaming(m, chain, bool(ctl & CTL_FIFO))
+        layer = seen = len(chain)
+        if stop_after is not None and layer > stop_after:
+            m.runs += 1
+            return results
+    elif ctl & CTL_FIFO:
+        raise SimError("FIFO input without streaming (CTRL.fifo_en) is not modelled yet")
+    while layer <= last and seen < dev.max_layers:
+        what = unmodelled(m, layer)
+        if what is not None:
+            raise SimError(f"layer {layer}: {what} is not modelled yet")
+        results.append(run_layer(m, decode(m, layer)))
+        seen += 1
+        if stop_after is not None and layer == stop_after:
+            break
+        nxt = layer + 1
+        if dev.nxtlyr is not None:
+            v = m.lreg(0, dev.nxtlyr, layer)
+            if v >> 8 & 1:
+                break
+            if v >> 7 & 1:
+                nxt = v & 0x7F
+        layer = nxt
+    m.runs += 1
+    return results

@@ -1,0 +1,219 @@
+"""Streaming: layers that run concurrently on rolling buffers, the first fed by FIFOs.
+
+With CTRL.stream_en, the first layers of a network (those with stream registers: start
+count, deltas, rollover) process their input while it arrives. Each reads its input rows
+from a circular buffer in data memory: read pointer base, `rollover` (Sz_FBUF) words long
+(the read pointer returns to the base when its distance from it reaches the rollover
+value). Its producer writes its output rows into that buffer with the same wrap. The
+first layer takes its input from the FIFO data registers (CTRL.fifo_en): FIFO k feeds
+quadrant k, one word per pixel and pass (four channels, HWC) or four pixels of one
+channel per word (CHW, parallel mode).
+
+The model runs the streaming layers row by row, each output row as soon as the rows it
+needs have been written: the deepest layer that can produce a row produces it first.
+A consumer takes each input row from the circular buffer into its line buffer as soon as
+the row is written (the hardware reads pixel by pixel as its start and delta counters
+allow), so a rollover shorter than a row, or a write that lands on rows still unread,
+gives a wrong answer as on the chip. The line buffer's own size (TRAM) is not checked.
+The non-streaming layers then run as usual.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .engine import (
+    LayerRegs,
+    LayerResult,
+    _conv,
+    _depthwise,
+    _kernels,
+    _passthrough,
+    _pool,
+    decode,
+    unmodelled,
+)
+from .machine import Machine, SimError
+
+FIFO_DATA = 0x50000008  # FIFO k's data register at FIFO_DATA + 4 k (CNN_FIFO_WRn)
+
+
+def streaming_layers(m: Machine, last: int) -> list[int]:
+    """Layers 0.. that have stream registers (start count or rollover) programmed."""
+    dev = m.dev
+    layers = []
+    for ll in range(last + 1):
+        g = next((g for g in range(4) if m.lreg(g, dev.ena, ll) & 0xFFFF), 0)
+        regs = [m.regs.get(dev.lreg(g, r, ll), 0) for r in _stream_regs(dev)]
+        if ll > 0 and not any(regs):
+            break
+        layers.append(ll)
+    return layers
+
+
+def _stream_regs(dev) -> tuple[int, int, int]:
+    if dev.name == "MAX78000":
+        return (16, 17, 18)
+    return (0x2000, 0x2008, 0x2010)
+
+
+def _rollover(m: Machine, lr: LayerRegs) -> int:
+    dev = m.dev
+    g = next(g for g in range(4) if lr.processors >> 16 * g & 0xFFFF)
+    return m.regs.get(dev.lreg(g, _stream_regs(dev)[2], lr.index), 0)
+
+
+class _Layer:
+    """One streaming layer's progress: rows read into its line buffer, rows produced."""
+
+    def __init__(self, m: Machine, lr: LayerRegs):
+        if lr.operands != 1 or lr.one_d:
+            raise SimError(f"layer {lr.index}: streaming element-wise or 1-D layers are "
+                           "not modelled yet")
+        self.lr = lr
+        procs = [p for p in range(64) if lr.processors >> p & 1]
+        self.procs = [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
+        self.buffer = np.zeros((len(self.procs), lr.passes, lr.rows, lr.cols), np.int64)
+        self.read = 0
+        self.done = 0
+        ph, pw = lr.pool
+        self.pooled = (ph, pw) != (1, 1)
+        self.ps = lr.stride  # the pooling stage strides (subsamples without pooling)
+        dh, dw = lr.pool_dilation
+        self.prow = (lr.rows - (ph - 1) * dh - 1) // self.ps + 1
+        pcol = (lr.cols - (pw - 1) * dw - 1) // self.ps + 1
+        if lr.is_conv:
+            kh, kw = lr.kernel
+            self.cs = 1
+            self.out_rows = (self.prow + 2 * lr.pad[0] - kh) // self.cs + 1
+            self.out_cols = (pcol + 2 * lr.pad[1] - kw) // self.cs + 1
+            q = lr.weight_bits
+            slots = ((lr.mask_last - lr.mask_start) // q + 1) // lr.passes
+            self.weights = None if lr.depthwise else _kernels(m, lr, self.procs, slots)
+        else:
+            self.out_rows, self.out_cols = self.prow, pcol
+        self.results: list[LayerResult] = []
+
+    def window(self, r: int) -> tuple[int, int, int, int, int, int]:
+        """For output row r: pooled rows [a, b), zero rows above/below, input rows."""
+        lr = self.lr
+        if lr.is_conv:
+            lo = r * self.cs - lr.pad[0]
+            hi = lo + lr.kernel[0]
+        else:
+            lo, hi = r, r + 1
+        a, b = max(lo, 0), min(hi, self.prow)
+        ph = lr.pool[0]
+        i0 = a * self.ps
+        i1 = (b - 1) * self.ps + (ph - 1) * lr.pool_dilation[0] + 1
+        return a, b, a - lo, hi - b, i0, min(i1, lr.rows)
+
+
+def _fifo_rows(m: Machine, st: _Layer, upto: int) -> None:
+    """Copy input rows [st.read, upto) of the first layer from the FIFO streams."""
+    lr = st.lr
+    cols, passes = lr.cols, lr.passes
+    for i, p in enumerate(st.procs):
+        stream = m.fifos.get(p // 16, [])
+        for row in range(st.read, upto):
+            for c in range(cols):
+                pix = row * cols + c
+                for t in range(passes):
+                    if lr.parallel:
+                        if p % 16:
+                            raise SimError(f"layer 0: parallel FIFO input on processor {p}")
+                        k, lane = divmod(pix, 4)
+                    else:
+                        if p % 16 >= 4:
+                            raise SimError(f"layer 0: FIFO input for processor {p} (only "
+                                           "the first four of a quadrant) is not modelled")
+                        k, lane = pix * passes + t, p % 16
+                    word = stream[k] if k < len(stream) else 0
+                    v = word >> 8 * lane & 0xFF
+                    st.buffer[i, t, row, c] = v - 256 if v >= 128 else v
+
+
+def _memory_rows(m: Machine, st: _Layer, upto: int, wrap: int | None) -> None:
+    """Copy input rows [st.read, upto) from the circular buffer in data memory."""
+    lr = st.lr
+    cols, passes = lr.cols, lr.passes
+    pix = np.arange(st.read * cols, upto * cols)
+    for i, p in enumerate(st.procs):
+        mem = m.sram[p // 4]
+        rel = (pix[None, :] * passes + np.arange(passes)[:, None])
+        if wrap:
+            rel = rel % wrap
+        words = lr.read_base + rel
+        if words.size and words.max() >= m.dev.sram_words:
+            raise SimError(f"layer {lr.index}: input runs past the end of data memory")
+        vals = mem[words, p % 4].view(np.int8).astype(np.int64)
+        st.buffer[i, :, st.read:upto, :] = vals.reshape(passes, upto - st.read, cols)
+
+
+def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult]:
+    states = []
+    for ll in layers:
+        what = unmodelled(m, ll)
+        if what is not None:
+            raise SimError(f"layer {ll}: {what} is not modelled yet")
+        states.append(_Layer(m, decode(m, ll)))
+    wraps = [(_rollover(m, states[k + 1].lr) or None) if k + 1 < len(states) else None
+             for k in range(len(states))]
+    rounding = bool(m.ctl(0, m.dev.reg_ctl) & 1 << 13)
+    while True:
+        progressed = False
+        for k in range(len(states) - 1, -1, -1):
+            st = states[k]
+            if st.done >= st.out_rows:
+                continue
+            a, b, top, bottom, i0, i1 = st.window(st.done)
+            available = st.lr.rows if k == 0 else states[k - 1].done
+            # (MAX78002 counters may stop before rows no pooling window reaches)
+            if k > 0 and states[k - 1].out_rows < st.lr.rows:
+                raise SimError(f"layer {st.lr.index}: reads {st.lr.rows} rows, layer "
+                               f"{states[k - 1].lr.index} writes {states[k - 1].out_rows}")
+            if i1 > available:
+                continue
+            if i1 > st.read:
+                if k == 0 and fifo:
+                    _fifo_rows(m, st, i1)
+                else:
+                    _memory_rows(m, st, i1, _rollover(m, st.lr) or None if k > 0 else None)
+                st.read = i1
+            x = _pool(st.buffer[:, :, i0:i1], st.lr, rounding)
+            first = st.done * st.out_cols
+            if st.lr.depthwise:
+                res = _depthwise(m, st.lr, st.procs, x, row_pad=(top, bottom),
+                                 first_pixel=first, wrap=wraps[k])
+            elif st.lr.is_conv:
+                res = _conv(m, st.lr, st.procs, x, row_pad=(top, bottom), first_pixel=first,
+                            wrap=wraps[k], weights=st.weights)
+            else:
+                res = _passthrough(m, st.lr, st.procs, x, first_pixel=first, wrap=wraps[k])
+            st.results.append(res)
+            st.done += 1
+            if k + 1 < len(states):
+                # The consumer takes each row into its line buffer as it is written.
+                nxt = states[k + 1]
+                upto = min(st.done, nxt.lr.rows)
+                if upto > nxt.read:
+                    _memory_rows(m, nxt, upto, _rollover(m, nxt.lr) or None)
+                    nxt.read = upto
+            progressed = True
+            break
+        if not progressed:
+            break
+    for st in states:
+        if st.done < st.out_rows:
+            raise SimError(f"layer {st.lr.index}: streaming stalled after {st.done} of "
+                           f"{st.out_rows} rows")
+    return [_merge(st) for st in states]
+
+
+def _merge(st: _Layer) -> LayerResult:
+    parts = st.results
+    slots = parts[0].shape[0]
+    value = np.concatenate([p.value.reshape(slots, -1) for p in parts], axis=1)
+    cat = [np.concatenate([getattr(p, f).reshape(slots, -1) for p in parts], axis=1)
+           .reshape(-1) for f in ("memory", "word", "lane")]
+    return LayerResult(st.lr, cat[0], cat[1], cat[2], value.reshape(-1),
+                       (slots, st.out_rows, st.out_cols), source=st.buffer[:, :, None])

@@ -1,0 +1,229 @@
+"""Execute a project on the functional model and check its own known answer.
+
+`execute(dir)` reads the project (`ai8xsim.creader`), applies every operation of its
+`main()` to a `Machine` in order, runs the accelerator when the C starts it, performs
+`cnn_unload` and the project's own known-answer check, and returns an `Outcome`.
+`first_bad_layer(outcome, references)` compares every layer's output, as it sits in the
+simulated data memory, with reference tensors (one per hardware layer, in order).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .creader import (
+    Call,
+    Check,
+    CReadError,
+    Feed,
+    Load,
+    LoadSample,
+    Unload,
+    Write,
+    read_project,
+)
+from .device import DEVICES
+from .engine import CTL_FIFO, LayerResult, run
+from .machine import Machine, SimError
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One data-memory word that differs: absolute address, expected and actual value."""
+
+    address: int
+    expected: int
+    actual: int
+    mask: int = 0xFFFFFFFF
+    layer: int | None = None  # the layer that wrote the word, when known
+
+
+@dataclass
+class Outcome:
+    """The result of `execute`."""
+
+    device: str
+    passed: bool
+    error: str | None = None
+    checked_words: int = 0
+    mismatches: list[Mismatch] = field(default_factory=list)
+    layers: list[LayerResult] = field(default_factory=list)
+    unloaded: list[int] = field(default_factory=list)
+    machine: Machine | None = None
+
+
+def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
+    """Read the project in `directory`, run it and check its known answer.
+
+    With `stop_after`, the accelerator stops after that layer (the known-answer check is
+    then skipped: `passed` stays False and `error` is None).
+    """
+    try:
+        project = read_project(directory)
+    except (CReadError, OSError) as exc:
+        return Outcome("?", False, error=str(exc))
+    m = Machine(DEVICES[project.device])
+    out = Outcome(project.device, False, machine=m)
+    checks = []
+    pending = False  # started with FIFO input: runs once the C has fed the FIFOs
+
+    def start() -> bool:
+        out.layers = run(m, stop_after)
+        return stop_after is not None
+
+    try:
+        for op in project.operations:
+            if pending and isinstance(op, (Unload, Check)):
+                pending = False
+                if start():
+                    return out
+            if isinstance(op, Write):
+                if m.write(op.address, op.value, op.op, op.width):
+                    if m.ctl(0, m.dev.reg_ctl) & CTL_FIFO:
+                        pending = True
+                    elif start():
+                        return out
+            elif isinstance(op, Feed):
+                m.feed(op.address, op.words)
+            elif isinstance(op, Load):
+                m.load(op.address, op.words, op.express)
+            elif isinstance(op, LoadSample):
+                rptr = m.lreg(op.processor // 16, m.dev.rptr_base, 0)
+                m.load(m.dev.sram_address(op.processor // 4, rptr), op.words)
+            elif isinstance(op, Unload):
+                for addr, n in op.runs:
+                    out.unloaded.extend(m.read_words(addr, n))
+            elif isinstance(op, Check):
+                checks.append(op)
+            elif isinstance(op, Call):
+                continue
+        if pending and start():
+            return out
+    except SimError as exc:
+        out.error = str(exc)
+        return out
+    if m.runs == 0:
+        out.error = ("the project never starts the accelerator (no write sets quadrant 0's "
+                     "enable bit)")
+        return out
+    if not checks:
+        out.error = "the project has no known-answer check (check_output over SAMPLE_OUTPUT)"
+        return out
+    for chk in checks:
+        for addr, mask, words in chk.groups:
+            values = m.read_words(addr, len(words))
+            for k, (want, got) in enumerate(zip(words, values, strict=True)):
+                a = addr + 4 * k
+                out.checked_words += 1
+                if (got & mask) != (want & mask):
+                    out.mismatches.append(Mismatch(a, want & mask, got & mask, mask,
+                                                   written_by(out, a)))
+    out.passed = not out.mismatches
+    return out
+
+
+def written_by(outcome: Outcome, address: int) -> int | None:
+    """The last layer that wrote the word at `address`, or None."""
+    m = outcome.machine
+    if m is None:
+        return None
+    loc = m.dev.sram_locate(address)
+    if loc is None:
+        return None
+    for res in reversed(outcome.layers):
+        if np.any((res.memory == loc[0]) & (res.word == loc[1])):
+            return res.regs.index
+    return None
+
+
+def input_tensor(outcome: Outcome) -> np.ndarray | None:
+    """The sample as layer 0 read it, channels in the hardware's order: pass by pass,
+    the enabled processors in ascending order ((C, H, W); operands stacked as channels).
+    """
+    if not outcome.layers or outcome.layers[0].source is None:
+        return None
+    src = outcome.layers[0].source  # (P, passes, operands, rows, cols)
+    p, k, o, h, w = src.shape
+    return src.transpose(2, 1, 0, 3, 4).reshape(o * k * p, h, w)
+
+
+def layer_tensor(res: LayerResult) -> np.ndarray:
+    """A layer's output values as written: (output slots, rows, cols)."""
+    return res.value.reshape(res.shape)
+
+
+def first_bad_layer(outcome: Outcome, references: list[np.ndarray]) -> Mismatch | None:
+    """The first layer whose output in memory differs from its reference tensor.
+
+    `references[i]` is hardware layer i's expected output ((C, H, W) or (C, L)). Output
+    slot s of a layer holds channel s (the slot order is the write order of the mask
+    counter); a layer with more slots than channels is compared on its first channels.
+    """
+    m = outcome.machine
+    if m is None:
+        return None
+    for res in outcome.layers:
+        i = res.regs.index
+        if i >= len(references):
+            break
+        ref = np.asarray(references[i], dtype=np.int64)
+        ref = ref.reshape(ref.shape[0], -1)
+        got = res.value.reshape(res.shape[0], -1)
+        if got.shape[1] != ref.shape[1] or got.shape[0] < ref.shape[0]:
+            addr = m.dev.sram_address(int(res.memory[0]), int(res.word[0])) \
+                if res.memory.size else 0
+            return Mismatch(addr, -1, -1, 0, i)
+        n = ref.shape[0]
+        diff = np.flatnonzero(got[:n] != ref)
+        if diff.size == 0:
+            continue
+        flat = int(diff[0])
+        mem, word = int(res.memory[flat]), int(res.word[flat])
+        actual = m.sram_word(mem, word)
+        lane = int(res.lane[flat])
+        want = int(ref.reshape(-1)[flat])
+        if lane < 0:
+            expected = want & 0xFFFFFFFF
+        else:
+            expected = actual & ~(0xFF << 8 * lane) | (want & 0xFF) << 8 * lane
+        return Mismatch(m.dev.sram_address(mem, word), expected, actual, 0xFFFFFFFF, i)
+    return None
+
+
+def memory_dump(outcome: Outcome, layer: int) -> str:
+    """`address: word` lines of every data-memory word the layer wrote, in address order."""
+    m = outcome.machine
+    res = next((r for r in outcome.layers if r.regs.index == layer), None)
+    if m is None or res is None:
+        return ""
+    cells = sorted({(int(a), int(b)) for a, b in zip(res.memory, res.word, strict=True)},
+                   key=lambda c: m.dev.sram_address(*c))
+    return "".join(f"0x{m.dev.sram_address(a, b):08x}: 0x{m.sram_word(a, b):08x}\n"
+                   for a, b in cells)
+
+
+def render(outcome: Outcome, bad: Mismatch | None = None, limit: int = 1) -> str:
+    """PASS, or FAIL/ERROR with the first differing word and the layer that wrote it."""
+    layers = len(outcome.layers)
+    if outcome.error:
+        return f"ERROR: {outcome.error}"
+    if outcome.passed:
+        return (f"PASS: {outcome.device}, {layers} layer{'s' if layers != 1 else ''}, "
+                f"{outcome.checked_words} known-answer words equal")
+    lines = [f"FAIL: {outcome.device}, {len(outcome.mismatches)} of "
+             f"{outcome.checked_words} known-answer words differ"]
+    for mm in outcome.mismatches[:limit]:
+        who = f" (written by layer {mm.layer})" if mm.layer is not None else \
+            " (no layer wrote it)"
+        lines.append(f"  first: address 0x{mm.address:08x}{who}: expected "
+                     f"0x{mm.expected:08x}, actual 0x{mm.actual:08x} (mask 0x{mm.mask:08x})")
+    if bad is not None:
+        if bad.mask == 0:
+            lines.append(f"  first bad layer: {bad.layer} (its output does not have the "
+                         "reference's shape)")
+        else:
+            lines.append(f"  first bad layer: {bad.layer}: address 0x{bad.address:08x} "
+                         f"expected 0x{bad.expected:08x}, actual 0x{bad.actual:08x}")
+    return "\n".join(lines)

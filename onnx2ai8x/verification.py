@@ -1,0 +1,113 @@
+"""`onnx2ai8x verify`: run a generated C project on the functional accelerator model.
+
+The model (`ai8xsim`, its own package) reads only the C project. This module adds what
+the converter knows: with `--model`, the reference runs the ONNX model layer by layer on
+the project's own sample input, and the first layer whose output in memory differs is
+named. `--stop-after N` writes layer N's output words and tensor for debugging.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import EXIT_USAGE, Ai8xError
+from .fsutil import write_dir_atomic
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    passed: bool
+    text: str
+    data: dict
+
+
+def _references(model: Path, device: str, sample: np.ndarray) -> list[np.ndarray]:
+    from custom_ops.numpy_ref import run_network
+
+    from .convert import load_onnx
+    from .devices import get_device
+    from .importer.onnx_reader import read_model_full
+    from .legalize import legalize
+
+    network = legalize(read_model_full(load_onnx(model)).network, get_device(device))
+    try:
+        x = sample.reshape(network.input_shape)
+    except ValueError:
+        raise Ai8xError("verify.sample", str(model),
+                        f"the project's input has {sample.size} values, the model's input "
+                        f"is {tuple(network.input_shape)}",
+                        "pass the model the project was generated from") from None
+    return run_network(network, x, outputs=list(range(len(network.layers))))
+
+
+def verify(project: Path, *, model: Path | None = None, stop_after: int | None = None,
+           dump: Path | None = None) -> VerifyResult:
+    """Verify `project`; raise Ai8xError for unusable input (no project, bad model)."""
+    from ai8xsim.verify import (
+        execute,
+        first_bad_layer,
+        input_tensor,
+        layer_tensor,
+        memory_dump,
+        render,
+    )
+
+    if not (project / "cnn.c").is_file() or not (project / "main.c").is_file():
+        raise Ai8xError("usage.not-a-project", str(project),
+                        "not a generated C project (no cnn.c and main.c)",
+                        "pass the directory onnx2ai8x (or the vendor tool) wrote",
+                        exit_code=EXIT_USAGE)
+    outcome = execute(project, stop_after=stop_after)
+    data: dict = {"project": str(project), "device": outcome.device,
+                  "layers": len(outcome.layers)}
+    if stop_after is not None:
+        if outcome.error:
+            raise Ai8xError("verify.unsupported", str(project), outcome.error,
+                            "see `onnx2ai8x verify --help` for what the model covers")
+        res = next((r for r in outcome.layers if r.regs.index == stop_after), None)
+        if res is None:
+            raise Ai8xError("usage.stop-after", str(project),
+                            f"the project runs {len(outcome.layers)} layers; there is no "
+                            f"layer {stop_after}", "pick a layer the project runs",
+                            exit_code=EXIT_USAGE)
+        target = dump if dump is not None else project / f"verify-layer{stop_after}"
+        words = memory_dump(outcome, stop_after)
+        tensor = layer_tensor(res)
+
+        def fill(tmp: Path) -> None:
+            (tmp / f"layer{stop_after}.memory.txt").write_text(words)
+            np.save(tmp / f"layer{stop_after}.npy", tensor)
+
+        write_dir_atomic(target, fill, overwrite=True)
+        text = (f"stopped after layer {stop_after}: {len(words.splitlines())} words "
+                f"written to {target}/layer{stop_after}.memory.txt, tensor "
+                f"{tuple(tensor.shape)} to {target}/layer{stop_after}.npy")
+        data.update(stopped_after=stop_after, dump=str(target))
+        return VerifyResult(True, text, data)
+    bad = None
+    if model is not None and not outcome.error and outcome.layers:
+        sample = input_tensor(outcome)
+        if sample is not None:
+            bad = first_bad_layer(outcome, _references(model, outcome.device, sample))
+    text = render(outcome, bad)
+    if model is not None and outcome.mismatches and bad is None:
+        text += ("\n  every layer equals the reference run on the input as the accelerator "
+                 "read it: the input loading (or the known answer itself) differs")
+    data.update(passed=outcome.passed, error=outcome.error,
+                checked_words=outcome.checked_words,
+                mismatches=len(outcome.mismatches))
+    if outcome.mismatches:
+        mm = outcome.mismatches[0]
+        data["first_mismatch"] = {"address": mm.address, "expected": mm.expected,
+                                  "actual": mm.actual, "layer": mm.layer}
+    if bad is not None:
+        data["first_bad_layer"] = {"layer": bad.layer, "address": bad.address,
+                                   "expected": bad.expected, "actual": bad.actual}
+    return VerifyResult(outcome.passed, text, data)
+
+
+def to_json(result: VerifyResult) -> str:
+    return json.dumps(result.data, indent=2, sort_keys=True)
