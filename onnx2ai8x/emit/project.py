@@ -211,22 +211,22 @@ def fifo_feed(hw: HwNetwork, sample: np.ndarray) -> FifoFeed:
             rest >>= 16
             fifo += 1
     else:
-        # one pixel of up to four channels per word, byte b from processor b of the group
-        fifo, rest = 0, 0
-        for c in range(0, chans, 4):
-            if rest == 0:
-                rest, fifo = pmap, 0
-            while rest & 0x0F == 0:
-                rest >>= 16
-                fifo += 1
-            val = np.zeros(pixels, dtype=np.int64)
-            for b in range(4):
-                if rest & 1 and c + b < chans:
-                    val |= (data[c + b] & 0xFF) << b * 8
-                rest >>= 1
-            parts.setdefault(fifo, []).append(val)
-            rest >>= 12
-            fifo += 1
+        # One pixel per word: channel k sits on the k-th processor of the map (wrapping
+        # into the next pass), processor p is fed by FIFO p // 16 in byte lane p % 16
+        # (seed 000, "FIFOs": FIFO q writes processors 16q .. 16q + 3). The vendor tool
+        # steps four channels per FIFO instead, which drops channels when a quadrant
+        # holds fewer than four (processors 0, 16, 32: only channel 0 reached FIFO 0).
+        procs = [q for q in range(64) if pmap >> q & 1]
+        rows: dict[tuple[int, int], np.ndarray] = {}
+        for c in range(chans):
+            q = procs[c % len(procs)]
+            key = (q // 16, c // len(procs))  # (FIFO, pass)
+            val = rows.setdefault(key, np.zeros(pixels, dtype=np.int64))
+            val |= (data[c] & 0xFF) << (q % 16) * 8
+        for fifo, _ in sorted(rows):
+            parts.setdefault(fifo, [])
+        for (fifo, _), val in sorted(rows.items()):
+            parts[fifo].append(val)
     # a FIFO fed by several channels (groups) takes them in turn, word position first
     streams = {f: np.stack(rows, axis=1).reshape(-1).tolist() for f, rows in parts.items()}
     order = sorted(streams)

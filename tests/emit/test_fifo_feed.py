@@ -3,7 +3,8 @@
 The reference below is the plain statement of seed 000 "FIFOs": CHW data sends four
 consecutive pixels of one channel per little-endian word, one channel per FIFO in
 processor order, cycling through the FIFOs the processor map enables; HWC data sends one
-pixel of up to four channels per word, one FIFO per group of four processors.
+pixel per word to each FIFO, channel c in the byte lane of the c-th enabled processor
+(FIFO q feeds processors 16q .. 16q + 3), further passes as further words.
 """
 from __future__ import annotations
 
@@ -36,22 +37,15 @@ def _reference(data: np.ndarray, pmap: int, big_data: bool) -> dict[int, list[in
                 rest >>= 16
                 fifo += 1
     else:
+        procs = [q for q in range(64) if pmap >> q & 1]
         for px in range(pixels):
-            fifo, rest = 0, 0
-            for c in range(0, chans, 4):
-                if rest == 0:
-                    rest, fifo = pmap, 0
-                while rest & 0x0F == 0:
-                    rest >>= 16
-                    fifo += 1
-                val = 0
-                for b in range(4):
-                    if rest & 1 and c + b < chans:
-                        val |= (int(data[c + b, px]) & 0xFF) << b * 8
-                    rest >>= 1
+            words: dict[tuple[int, int], int] = {}
+            for c in range(chans):
+                q = procs[c % len(procs)]  # channel c on the c-th processor, per pass
+                key = (q // 16, c // len(procs))
+                words[key] = words.get(key, 0) | (int(data[c, px]) & 0xFF) << (q % 16) * 8
+            for (fifo, _), val in sorted(words.items()):
                 streams.setdefault(fifo, []).append(val)
-                rest >>= 12
-                fifo += 1
     return streams
 
 
@@ -73,6 +67,7 @@ def _hw(chans: int, pmap: int, big_data: bool):
     (10, (10, 3, 3), 0x0000_0003_000F_000F, False),  # HWC, ragged last group
     (8, (8, 3, 3), 0x0000_0000_0000_000F, False),    # HWC, groups cycle on one FIFO
     (7, (7, 11), 0x0000_000F_0000_0007, False),      # 1-D HWC with a gap
+    (3, (3, 6, 5), 0x0000_0001_0001_0001, False),    # HWC, one channel per quadrant
 ])
 def test_fifo_words_follow_the_per_word_formula(chans, shape, pmap, big_data):
     rng = np.random.default_rng(chans * 31 + len(shape))

@@ -38,13 +38,10 @@ HARDWARE_EXCEPTIONS = {
 # name -> a defect of the project generated from the case's sidecar that verify finds (to
 # be fixed in the converter; the case stays here until it is, and fails the test once it
 # passes)
-CONVERTER_DEFECTS = {
-    # Three HWC input channels on processors 0, 16 and 32 (one per quadrant): the
-    # FIFO control register enables FIFOs 0-2, but load_input() feeds only FIFO 0, with
-    # channel 0 alone (onnx2ai8x.emit.project.fifo_feed steps four channels per
-    # quadrant), so processors 16 and 32 never receive channels 1 and 2.
-    "ai85-suite-fifostream-group-notvga64x48-hwc": "load_input() feeds only FIFO 0 "
-                                                   "(channel 0); channels 1-2 are lost",
+CONVERTER_DEFECTS: dict[str, str] = {
+    # (empty) verify found one: HWC input channels on processors 0, 16 and 32 were fed
+    # to FIFO 0 only, as the vendor tool feeds them; fifo_feed now follows the processor
+    # map (ai85-suite-fifostream-group-notvga64x48-hwc passes).
 }
 
 
