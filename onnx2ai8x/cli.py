@@ -16,6 +16,7 @@ import typer
 
 from . import __version__
 from .errors import EXIT_INVALID, EXIT_USAGE, Ai8xError
+from .fsutil import check_output
 
 SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer")
 
@@ -44,6 +45,8 @@ SidecarOpt = Annotated[Path | None, typer.Option(
                       "only what it leaves out is inferred.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
+OverwriteFileOpt = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace an existing output file (never an input).")]
 
 
 def _version(value: bool) -> None:
@@ -125,6 +128,7 @@ def convert_cmd(
     if sample_input is not None:
         _require_file(sample_input, "sample input")
     out = output if output is not None else model.with_suffix("")
+    check_output(out, (model, sidecar, sample_input), directory=True, overwrite=overwrite)
     sdk = None
     if build:
         from .emit.build import check_build_tools, find_sdk
@@ -196,6 +200,7 @@ def sidecar_cmd(
                                                 help="Where to write the YAML "
                                                      "(default: stdout).")] = None,
     sidecar: SidecarOpt = None,
+    overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
 
@@ -207,6 +212,8 @@ def sidecar_cmd(
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
+    if output is not None:
+        check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
     result = plan(model, device, sidecar)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)
@@ -223,6 +230,7 @@ def run_cmd(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Where to write the result (.npy, or .npz with one "
                                "array per graph output when there are several).")] = None,
+    overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels.
 
@@ -235,6 +243,8 @@ def run_cmd(
 
     _require_file(model, "model")
     _require_file(input, "input")
+    if output is not None:
+        check_output(output, (model, input), directory=False, overwrite=overwrite)
     names, outputs = run_file(model, input)
     if output is None:
         for name, arr in zip(names, outputs, strict=True):
@@ -256,6 +266,7 @@ def import_izer_cmd(
                                          help="ONNX file to write.")] = Path("model.onnx"),
     sample: Annotated[Path | None, typer.Option(
         "--sample", help="Sample input (.npy) giving the input shape.")] = None,
+    overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX.
 
@@ -266,6 +277,8 @@ def import_izer_cmd(
     _require_file(checkpoint_file, "checkpoint file")
     if sample is not None:
         _require_file(sample, "sample")
+    check_output(output, (config_file, checkpoint_file, sample), directory=False,
+                 overwrite=overwrite)
     try:
         from .importer.izer import import_izer_command
     except ImportError as exc:  # torch is only needed here
