@@ -83,24 +83,48 @@ def convert_cmd(
                                                  "directory.")] = False,
     fifo: Annotated[bool, typer.Option("--fifo", help="Use FIFOs to load streaming "
                                                       "input.")] = False,
-    fast_fifo: Annotated[bool, typer.Option("--fast-fifo")] = False,
+    fast_fifo: Annotated[bool, typer.Option(
+        "--fast-fifo", help="Load streaming input through the fast FIFO (implies "
+                            "--fifo; the fast FIFO serves the RISC-V core, so this is "
+                            "refused until --riscv projects are generated).")] = False,
     softmax: Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")] = False,
     mlator: Annotated[bool, typer.Option(
         "--mlator", help="Unload 8-bit outputs through the mlator (a word per four "
                          "pixels).")] = False,
-    overlap_data: Annotated[bool, typer.Option("--overlap-data")] = False,
-    no_unload: Annotated[bool, typer.Option("--no-unload")] = False,
-    no_kat: Annotated[bool, typer.Option("--no-kat")] = False,
-    max_checklines: Annotated[int | None, typer.Option("--max-checklines")] = None,
-    new_kernel_loader: Annotated[bool, typer.Option("--new-kernel-loader")] = False,
-    timer: Annotated[int | None, typer.Option("--timer")] = None,
-    boost: Annotated[str | None, typer.Option("--boost")] = None,
-    riscv: Annotated[bool, typer.Option("--riscv")] = False,
+    overlap_data: Annotated[bool, typer.Option(
+        "--overlap-data", help="Let the input data overlap the first layer's output "
+                               "in data memory.")] = False,
+    no_unload: Annotated[bool, typer.Option(
+        "--no-unload", help="Do not generate cnn_unload() (read the outputs from data "
+                            "memory yourself).")] = False,
+    no_kat: Annotated[bool, typer.Option(
+        "--no-kat", help="Leave the known-answer test out of main.c.")] = False,
+    max_checklines: Annotated[int | None, typer.Option(
+        "--max-checklines", help="Compare at most this many output words in the "
+                                 "known-answer test (1 or more).")] = None,
+    new_kernel_loader: Annotated[bool, typer.Option(
+        "--new-kernel-loader", help="Load kernels with the SDK's newer loader (the "
+                                    "default; accepted for the vendor's command "
+                                    "line).")] = False,
+    timer: Annotated[int | None, typer.Option(
+        "--timer", help="Time the inference with timer TMR0-TMR3 (0 to 3) and print "
+                        "it.")] = None,
+    boost: Annotated[str | None, typer.Option(
+        "--boost", help="Switch the CNN boost circuit on through GPIO PORT.PIN during "
+                        "inference, e.g. 2.5.")] = None,
+    riscv: Annotated[bool, typer.Option(
+        "--riscv", help="Run the network from the RISC-V core (not generated yet: "
+                        "refused with an explanation).")] = False,
     compact_weights: Annotated[bool, typer.Option(
         "--compact-weights", help="Accepted for the vendor's command line; SDK projects "
                                   "always copy the packed weight table.")] = False,
-    mexpress: Annotated[bool | None, typer.Option("--mexpress/--no-mexpress")] = None,
-    avg_pool_rounding: Annotated[bool, typer.Option("--avg-pool-rounding")] = False,
+    mexpress: Annotated[bool | None, typer.Option(
+        "--mexpress/--no-mexpress", help="Load kernels with express (fast) memory "
+                                         "writes (default: on).")] = None,
+    avg_pool_rounding: Annotated[bool, typer.Option(
+        "--avg-pool-rounding", help="Round average pooling to nearest (the model must "
+                                    "round too; a model exported with rounding implies "
+                                    "it).")] = False,
     board: Annotated[str | None, typer.Option(
         "--board", help="SDK board the project is set up for: EvKit_V1 (default) or "
                         "FTHR_RevA (MAX78000).")] = None,
@@ -141,6 +165,9 @@ def convert_cmd(
                    max_checklines=max_checklines, new_kernel_loader=new_kernel_loader,
                    timer=timer, boost=boost, riscv=riscv, compact_weights=compact_weights,
                    mexpress=mexpress, avg_pool_rounding=avg_pool_rounding, board=board)
+    from .emit.options import EmitOptions
+
+    EmitOptions.from_cli(**options)  # option values in range before any work
     result = convert(ConvertRequest(model=model, device=device, output=out,
                                     sidecar=sidecar, sample_input=sample_input,
                                     overwrite=overwrite, options=options,
@@ -333,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
-        typer.echo("aborted", err=True)
+        typer.echo("aborted: the command was interrupted or its input ended", err=True)
         return EXIT_INVALID
     except typer.TyperException as exc:  # usage errors from the command-line parser
         show = getattr(exc, "show", None)
