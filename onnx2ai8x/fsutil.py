@@ -97,7 +97,13 @@ def check_output(output: Path | str, inputs: Iterable[Path | str | None], *,
                 raise _refuse(out, f"{parent} is a file, so nothing can be written "
                               "inside it", "choose an output in a directory")
             break
-    if os.path.lexists(out):
+    if os.path.lexists(out) and not out.exists():  # a symbolic link to nothing
+        if not overwrite:
+            raise Ai8xError("usage.output-exists", str(out),
+                            "the output already exists (a symbolic link to nothing)",
+                            "pass --overwrite to replace the link, or choose another "
+                            "--output", exit_code=EXIT_USAGE)
+    elif os.path.lexists(out):
         if directory and not out.is_dir():
             raise _refuse(out, "the output exists and is a file, not a project directory",
                           "choose a new directory name with -o")
@@ -222,8 +228,15 @@ def write_dir_atomic(target: Path, fill: Callable[[Path], None], overwrite: bool
                 raise
             try:
                 os.replace(tmp, target)
-            except OSError:
-                os.replace(old / target.name, target)  # the previous output, back
+            except OSError as exc:
+                try:
+                    os.replace(old / target.name, target)  # the previous output, back
+                except OSError:
+                    # Never delete the only copy of the previous output: say where it is.
+                    raise Ai8xError("output.os-error", str(target),
+                                    f"cannot replace the output ({exc.strerror}), nor put "
+                                    f"the previous one back; it is kept in {old}",
+                                    "move it back by hand", exit_code=EXIT_USAGE) from None
                 shutil.rmtree(old, ignore_errors=True)
                 raise
             shutil.rmtree(old, ignore_errors=True)
