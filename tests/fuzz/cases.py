@@ -85,7 +85,7 @@ def _structural(rng: random.Random, base: bytes) -> bytes:
         node = rng.choice([n for n in nodes if n.attribute] or nodes)
         if node.attribute:
             attr = rng.choice(node.attribute)
-            attr.type = rng.choice([0, 1, 3, 4, 5, 6, 7, 8, 15, 99])
+            attr.type = rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 13, 14])
             if rng.random() < 0.5:
                 attr.ClearField("ints")
                 attr.s = b"x"
