@@ -63,7 +63,13 @@ def _root(
 
 
 def _require_file(path: Path, what: str) -> None:
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long, or not a path at all
+        raise Ai8xError("usage.missing-file", str(path),
+                        f"{what} cannot be opened ({getattr(exc, 'strerror', None) or exc})",
+                        "check the path", exit_code=EXIT_USAGE) from None
+    if not found:
         raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
                         "check the path", exit_code=EXIT_USAGE)
 

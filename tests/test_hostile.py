@@ -100,6 +100,8 @@ def test_repeated_graph_field_is_linear(work, capsys):
      "dimension 2 of the input"),
     (lambda m: setattr(m.graph.input[0].type.tensor_type, "elem_type", 11),
      "type DOUBLE"),
+    (lambda m: [n.input.__delitem__(slice(1, None)) for n in m.graph.node
+                if n.op_type == "ConvInteger"][:1], "needs 2 inputs"),
 ])
 def test_malformed_models_name_the_problem(work, capsys, change, expect):
     model = _model(work)
@@ -127,6 +129,13 @@ def test_out_of_range_weight_bits_is_a_diagnostic(work, capsys):
     main_node.metadata_props.add(key="ai8x.weight_bits", value="99")
     code, err = _run(["check", _save(work, model)], capsys)
     assert code == 1 and "99-bit weights are not supported" in err
+
+
+def test_input_path_too_long_is_a_usage_error(work, capsys):
+    for args in (["check", "m" * 300 + ".onnx"], ["model.onnx", "--sidecar", "s" * 300],
+                 ["run", "model.onnx", "--input", "i" * 300]):
+        code, err = _run(args, capsys)
+        assert code == 2 and "cannot be opened" in err, err
 
 
 # --------------------------------------------------------------------------- samples
