@@ -365,8 +365,15 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
-    except typer.Abort:
-        typer.echo("aborted: the command was interrupted or its input ended", err=True)
+    except typer.Abort as exc:
+        # Click turns an EOFError anywhere below into Abort: a reader met the end of a file
+        # (empty or truncated) before it expected it.
+        if isinstance(exc.__cause__, EOFError):
+            typer.echo("error[input.truncated] an input file ended early (it is empty or "
+                       f"truncated: {str(exc.__cause__)[:200]})\n  hint: check the files "
+                       "passed on the command line", err=True)
+            return EXIT_INVALID
+        typer.echo("aborted: the command was interrupted", err=True)
         return EXIT_INVALID
     except typer.TyperException as exc:  # usage errors from the command-line parser
         show = getattr(exc, "show", None)

@@ -406,3 +406,15 @@ def test_import_izer_base_case_works(project, capsys):
     assert code == 0, err
     code, err = _run(_izer(), capsys)
     assert code == 2 and "already exists" in err
+
+
+def test_a_reader_meeting_the_end_of_a_file_says_so(work, capsys, monkeypatch):
+    """Click turns an EOFError into "Abort"; the CLI names it instead of "aborted"."""
+    import onnx2ai8x.runner as runner
+
+    def truncated(model, sample):
+        raise EOFError("No data left in file")
+
+    monkeypatch.setattr(runner, "run_file", truncated)
+    code, err = _run(["run", "model.onnx", "--input", "sample.npy"], capsys)
+    assert code == 1 and "ended early" in err and "No data left" in err
