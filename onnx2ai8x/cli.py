@@ -16,7 +16,7 @@ import typer
 
 from . import __version__
 from .errors import EXIT_INVALID, EXIT_USAGE, Ai8xError
-from .fsutil import check_output
+from .fsutil import check_array_output, check_output
 
 SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer")
 
@@ -278,6 +278,7 @@ def run_cmd(
     _require_file(input, "input")
     if output is not None:
         check_output(output, (model, input), directory=False, overwrite=overwrite)
+        check_array_output(output)
     names, outputs = run_file(model, input)
     if output is None:
         for name, arr in zip(names, outputs, strict=True):

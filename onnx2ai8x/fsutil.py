@@ -77,9 +77,10 @@ def check_output(output: Path | str, inputs: Iterable[Path | str | None], *,
     for name, special in (("the root directory", Path(real.anchor or "/")),
                           ("your home directory", home),
                           ("the current directory", cwd)):
-        if real == special:
-            raise _refuse(out, f"the output is {name}; writing it would replace its "
-                          "contents", "give a new directory name with -o")
+        if _within(special, real):
+            what = "is" if real == special else "contains"
+            raise _refuse(out, f"the output {what} {name}; writing it would replace "
+                          "its contents", "give a new directory name with -o")
     for given in inputs:
         if given is None:
             continue
@@ -155,16 +156,23 @@ def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def save_arrays_atomic(path: Path, names: list[str], arrays: list) -> None:
-    """`.npy` for one array; `.npz` (one array per name, in order) for several."""
-    import numpy as np  # not at import time: the CLI imports this module for every run
-
+def check_array_output(path: Path) -> None:
+    """An array output is an .npy or .npz file (numpy would append `.npy` to any other
+    name, leaving the named file empty)."""
     path = Path(path)
     if path.suffix not in (".npy", ".npz"):
         raise Ai8xError("usage.output-kind", str(path),
                         "the result is written as a numpy file: the name must end in .npy "
                         "(one output) or .npz", f"use -o {path.with_suffix('.npy')}",
                         exit_code=EXIT_USAGE)
+
+
+def save_arrays_atomic(path: Path, names: list[str], arrays: list) -> None:
+    """`.npy` for one array; `.npz` (one array per name, in order) for several."""
+    import numpy as np  # not at import time: the CLI imports this module for every run
+
+    path = Path(path)
+    check_array_output(path)
     if len(arrays) > 1 and path.suffix != ".npz":
         raise Ai8xError("usage.output-kind", str(path),
                         f"the model has {len(arrays)} outputs; they need an .npz file",

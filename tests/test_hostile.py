@@ -214,8 +214,8 @@ def test_error_messages_are_bounded():
 
 # --------------------------------------------------------------------------- outputs
 
-@pytest.mark.parametrize("out", ["", ".", "..", "home", "/", "model.onnx", "sample.npy",
-                                 "model.onnx/x", "notes.txt"])
+@pytest.mark.parametrize("out", ["", ".", "..", "../..", "home", "/", "model.onnx",
+                                 "sample.npy", "model.onnx/x", "notes.txt"])
 def test_convert_refuses_outputs_that_destroy_inputs(work, capsys, out):
     before = _files(work)
     args = ["model.onnx", "--sample-input", "sample.npy", "-o", out]
