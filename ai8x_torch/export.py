@@ -82,6 +82,48 @@ class _Tracer(fx.Tracer):
         return super().is_leaf_module(m, qualname)
 
 
+def _export_constants(model: nn.Module) -> dict[str, object]:
+    """forward()'s arguments after the input that have defaults: constants for export.
+
+    The vendor's model files select what to compute with plain Python arguments
+    (`forward(self, x, return_bottleneck=False)` in the autoencoder); the accelerator
+    runs one fixed graph, the one their defaults select. Arguments without a default
+    stay inputs (and are refused: the accelerator takes one input).
+    """
+    import inspect
+
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in params[1:]
+            if p.default is not inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def _drop_constant_inputs(graph: fx.Graph, constants: dict[str, object]) -> None:
+    """Remove the placeholders fx keeps for constant arguments, and the checks it
+    attaches to them (the values are already folded into the traced code)."""
+    for node in [n for n in graph.nodes if n.op == "placeholder"][1:]:
+        # fx names a constant's placeholder after the argument, with a numeric suffix
+        if str(node.target) not in constants and \
+                str(node.target).rpartition("_")[0] not in constants:
+            continue  # a true input: left for the one-input check to name
+        doomed, todo = [], [node]
+        while todo:
+            cur = todo.pop()
+            if cur in doomed:
+                continue
+            doomed.append(cur)
+            todo.extend(cur.users)
+        if any(n.op not in ("placeholder", "call_function") or
+               getattr(n.target, "__name__", "") not in ("eq", "_assert", "_assert_is_none")
+               for n in doomed[1:]):
+            continue  # used as a value: left for the one-input check to name
+        for n in sorted(doomed, key=lambda n: -list(graph.nodes).index(n)):
+            graph.erase_node(n)
+
+
 @dataclass(frozen=True)
 class _Data:
     """Values in accelerator memory: the producing layers, concatenated on channels."""
@@ -184,8 +226,10 @@ class _Exporter:
         # matters
         example = torch.as_tensor(np.asarray(example) if not isinstance(
             example, torch.Tensor) else example).detach().cpu()
+        constants = _export_constants(model)
         try:
-            graph = _Tracer().trace(model)
+            graph = _Tracer().trace(model, concrete_args=constants or None)
+            _drop_constant_inputs(graph, constants)
         except Exception as exc:  # noqa: BLE001 - fx raises many kinds for dynamic code
             raise _fail(type(model).__name__, f"the model cannot be traced ({exc})",
                         "keep forward() a fixed sequence of ai8x module calls, "

@@ -94,10 +94,16 @@ def parse_qat_yaml(path) -> dict:
     name the file and the key."""
     import yaml
 
+    from onnx2ai8x.safeyaml import check_bounds
+
     where = str(path)
     try:
         with open(path, encoding="utf-8") as fh:
-            policy = yaml.safe_load(fh)
+            text = fh.read()
+        check_bounds(text, where)  # no alias bombs or deep nesting (onnx2ai8x.safeyaml)
+        policy = yaml.safe_load(text)
+    except UnicodeDecodeError:
+        raise _bad(where, "the QAT policy is not UTF-8 text", "save it as UTF-8") from None
     except OSError as exc:
         raise _bad(where, f"cannot read the QAT policy ({exc.strerror})",
                    "check the path") from None

@@ -49,10 +49,7 @@ def add_functions(model):
     have = {(f.domain, f.name) for f in model.functions}
     for func in functions():
         if (func.domain, func.name) not in have:
-            if isinstance(model, onnxpb.Message):
-                model.functions.append(func)
-            else:
-                model.functions.append(onnxpb.to_onnx(func))
+            model.functions.append(func)
     if not any(o.domain == DOMAIN for o in model.opset_import):
         model.opset_import.add(domain=DOMAIN, version=VERSION)
     return model

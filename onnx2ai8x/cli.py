@@ -16,6 +16,7 @@ import typer
 
 from . import __version__
 from .errors import EXIT_INVALID, EXIT_USAGE, Ai8xError
+from .fsutil import check_array_output, check_output
 
 SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer", "quantize",
                "verify")
@@ -59,6 +60,8 @@ PercentileOpt = Annotated[float | None, typer.Option(
     "--percentile", help="Percentile for --calibration-method percentile (99.99).")]
 WeightBitsOpt = Annotated[Path | None, typer.Option(
     "--weight-bits", help="YAML of per-layer weight bits (`layer: 4`, `default: 8`).")]
+OverwriteFileOpt = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace an existing output file (never an input).")]
 
 
 def _version(value: bool) -> None:
@@ -75,7 +78,13 @@ def _root(
 
 
 def _require_file(path: Path, what: str) -> None:
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except (OSError, ValueError) as exc:  # a name too long, or not a path at all
+        raise Ai8xError("usage.missing-file", str(path),
+                        f"{what} cannot be opened ({getattr(exc, 'strerror', None) or exc})",
+                        "check the path", exit_code=EXIT_USAGE) from None
+    if not found:
         raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
                         "check the path", exit_code=EXIT_USAGE)
 
@@ -95,24 +104,48 @@ def convert_cmd(
                                                  "directory.")] = False,
     fifo: Annotated[bool, typer.Option("--fifo", help="Use FIFOs to load streaming "
                                                       "input.")] = False,
-    fast_fifo: Annotated[bool, typer.Option("--fast-fifo")] = False,
+    fast_fifo: Annotated[bool, typer.Option(
+        "--fast-fifo", help="Load streaming input through the fast FIFO (implies "
+                            "--fifo; the fast FIFO serves the RISC-V core, so this is "
+                            "refused until --riscv projects are generated).")] = False,
     softmax: Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")] = False,
     mlator: Annotated[bool, typer.Option(
         "--mlator", help="Unload 8-bit outputs through the mlator (a word per four "
                          "pixels).")] = False,
-    overlap_data: Annotated[bool, typer.Option("--overlap-data")] = False,
-    no_unload: Annotated[bool, typer.Option("--no-unload")] = False,
-    no_kat: Annotated[bool, typer.Option("--no-kat")] = False,
-    max_checklines: Annotated[int | None, typer.Option("--max-checklines")] = None,
-    new_kernel_loader: Annotated[bool, typer.Option("--new-kernel-loader")] = False,
-    timer: Annotated[int | None, typer.Option("--timer")] = None,
-    boost: Annotated[str | None, typer.Option("--boost")] = None,
-    riscv: Annotated[bool, typer.Option("--riscv")] = False,
+    overlap_data: Annotated[bool, typer.Option(
+        "--overlap-data", help="Let the input data overlap the first layer's output "
+                               "in data memory.")] = False,
+    no_unload: Annotated[bool, typer.Option(
+        "--no-unload", help="Do not generate cnn_unload() (read the outputs from data "
+                            "memory yourself).")] = False,
+    no_kat: Annotated[bool, typer.Option(
+        "--no-kat", help="Leave the known-answer test out of main.c.")] = False,
+    max_checklines: Annotated[int | None, typer.Option(
+        "--max-checklines", help="Compare at most this many output words in the "
+                                 "known-answer test (1 or more).")] = None,
+    new_kernel_loader: Annotated[bool, typer.Option(
+        "--new-kernel-loader", help="Load kernels with the SDK's newer loader (the "
+                                    "default; accepted for the vendor's command "
+                                    "line).")] = False,
+    timer: Annotated[int | None, typer.Option(
+        "--timer", help="Time the inference with timer TMR0-TMR3 (0 to 3) and print "
+                        "it.")] = None,
+    boost: Annotated[str | None, typer.Option(
+        "--boost", help="Switch the CNN boost circuit on through GPIO PORT.PIN during "
+                        "inference, e.g. 2.5.")] = None,
+    riscv: Annotated[bool, typer.Option(
+        "--riscv", help="Run the network from the RISC-V core (not generated yet: "
+                        "refused with an explanation).")] = False,
     compact_weights: Annotated[bool, typer.Option(
         "--compact-weights", help="Accepted for the vendor's command line; SDK projects "
                                   "always copy the packed weight table.")] = False,
-    mexpress: Annotated[bool | None, typer.Option("--mexpress/--no-mexpress")] = None,
-    avg_pool_rounding: Annotated[bool, typer.Option("--avg-pool-rounding")] = False,
+    mexpress: Annotated[bool | None, typer.Option(
+        "--mexpress/--no-mexpress", help="Load kernels with express (fast) memory "
+                                         "writes (default: on).")] = None,
+    avg_pool_rounding: Annotated[bool, typer.Option(
+        "--avg-pool-rounding", help="Round average pooling to nearest (the model must "
+                                    "round too; a model exported with rounding implies "
+                                    "it).")] = False,
     board: Annotated[str | None, typer.Option(
         "--board", help="SDK board the project is set up for: EvKit_V1 (default) or "
                         "FTHR_RevA (MAX78000).")] = None,
@@ -148,6 +181,8 @@ def convert_cmd(
     if sample_input is not None:
         _require_file(sample_input, "sample input")
     out = output if output is not None else model.with_suffix("")
+    check_output(out, (model, sidecar, sample_input, calibration, labels, weight_bits),
+                 directory=True, overwrite=overwrite)
     sdk = None
     if build:
         from .emit.build import check_build_tools, find_sdk
@@ -160,6 +195,10 @@ def convert_cmd(
                    max_checklines=max_checklines, new_kernel_loader=new_kernel_loader,
                    timer=timer, boost=boost, riscv=riscv, compact_weights=compact_weights,
                    mexpress=mexpress, avg_pool_rounding=avg_pool_rounding, board=board)
+    from .emit.options import EmitOptions
+
+    EmitOptions.from_cli(**options)  # option values in range before any work
+
     def from_float(calibration):
         from .quantize.convert import convert_float
 
@@ -184,8 +223,14 @@ def convert_cmd(
             if exc.code != "model.input-type":
                 raise
             # A standard float model: quantized exactly when it holds the integers (a
-            # vendor export), else the error asks for calibration data.
-            result = from_float(None)
+            # vendor export), else the error asks for calibration data. An ai8x-ONNX
+            # model with a wrong input type keeps the reader's message.
+            try:
+                result = from_float(None)
+            except Ai8xError as float_exc:
+                if float_exc.code == "float.already-ai8x":
+                    raise exc from None
+                raise
     built = None
     if build:
         from .devices import get_device
@@ -252,6 +297,7 @@ def sidecar_cmd(
                                                 help="Where to write the YAML "
                                                      "(default: stdout).")] = None,
     sidecar: SidecarOpt = None,
+    overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
 
@@ -263,6 +309,8 @@ def sidecar_cmd(
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
+    if output is not None:
+        check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
     result = plan(model, device, sidecar)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)
@@ -279,6 +327,7 @@ def run_cmd(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Where to write the result (.npy, or .npz with one "
                                "array per graph output when there are several).")] = None,
+    overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels.
 
@@ -291,6 +340,9 @@ def run_cmd(
 
     _require_file(model, "model")
     _require_file(input, "input")
+    if output is not None:
+        check_output(output, (model, input), directory=False, overwrite=overwrite)
+        check_array_output(output)
     names, outputs = run_file(model, input)
     if output is None:
         for name, arr in zip(names, outputs, strict=True):
@@ -312,6 +364,7 @@ def import_izer_cmd(
                                          help="ONNX file to write.")] = Path("model.onnx"),
     sample: Annotated[Path | None, typer.Option(
         "--sample", help="Sample input (.npy) giving the input shape.")] = None,
+    overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX.
 
@@ -322,6 +375,8 @@ def import_izer_cmd(
     _require_file(checkpoint_file, "checkpoint file")
     if sample is not None:
         _require_file(sample, "sample")
+    check_output(output, (config_file, checkpoint_file, sample), directory=False,
+                 overwrite=overwrite)
     try:
         from .importer.izer import import_izer_command
     except ImportError as exc:  # torch is only needed here
@@ -347,6 +402,7 @@ def quantize_cmd(
     report: Annotated[Path | None, typer.Option(
         "--report", help="Where to save the report (default: report.json beside "
                          "the output).")] = None,
+    overwrite: OverwriteFileOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -361,6 +417,10 @@ def quantize_cmd(
                        (weight_bits, "weight-bits file")):
         if path is not None:
             _require_file(path, what)
+    inputs = (model, calibration, labels, weight_bits)
+    check_output(output, inputs, directory=False, overwrite=overwrite)
+    if report is not None:
+        check_output(report, (*inputs, output), directory=False, overwrite=True)
     result = quantize_command(model, calibration, output, device=device, labels=labels,
                               method=calibration_method, percentile=percentile,
                               weight_bits=weight_bits, report=report)
@@ -462,8 +522,15 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
-    except typer.Abort:
-        typer.echo("aborted", err=True)
+    except typer.Abort as exc:
+        # Click turns an EOFError anywhere below into Abort: a reader met the end of a file
+        # (empty or truncated) before it expected it.
+        if isinstance(exc.__cause__, EOFError):
+            typer.echo("error[input.truncated] an input file ended early (it is empty or "
+                       f"truncated: {str(exc.__cause__)[:200]})\n  hint: check the files "
+                       "passed on the command line", err=True)
+            return EXIT_INVALID
+        typer.echo("aborted: the command was interrupted", err=True)
         return EXIT_INVALID
     except typer.TyperException as exc:  # usage errors from the command-line parser
         show = getattr(exc, "show", None)

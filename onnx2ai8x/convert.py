@@ -128,7 +128,13 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     device = get_device(device_name)
     step("read")
     model = load_onnx(Path(model_path), onnx_checker=onnx_checker)
-    read = read_model_full(model)
+    try:
+        read = read_model_full(model)
+    except Ai8xError as exc:  # name the file: the reader knows only nodes and tensors
+        named = Ai8xError.many([dataclasses.replace(d, where=f"{model_path}: {d.where}")
+                                for d in exc.diagnostics])
+        named.exit_code = exc.exit_code
+        raise named from None
     network = read.network
     step("legalize")
     network = legalize(network, device)

@@ -129,6 +129,14 @@ class Device:
     # vendor divides the IPLL down to it (MAX_NO_PIPELINE_SPEED).
     no_pipeline_mhz: int
     boards: tuple[str, ...]  # the SDK's board support packages for the part, default first
+    # Peripherals a project may name (--timer, --boost). The part's header (Libraries/
+    # CMSIS/Device/Maxim/<part>/Include/<part>.h) has MXC_TMR0..5, of which TMR0-TMR3 are
+    # the general-purpose 32-bit timers the SDK's software stopwatch (MXC_TMR_SW_Start)
+    # runs on (TMR4/TMR5 are low-power timers), and MXC_GPIO0..3 of 32 pins each
+    # (MXC_CFG_GPIO_INSTANCES, MXC_CFG_GPIO_PINS_PORT).
+    timers: int = 4
+    gpio_ports: int = 4
+    gpio_pins: int = 32
 
     @property
     def kernel_memory_bytes(self) -> int:

@@ -12,14 +12,36 @@ EXIT_INVALID = 1  # invalid model, sidecar, or a device limit exceeded
 EXIT_USAGE = 2  # bad command line, missing file
 
 
+# Bounds on what one error prints (issue 15: a value quoted from a hostile input, such as
+# an expanded YAML alias, made a 7 MB message). Enough for any path, layer name and limit.
+MAX_WHERE = 300
+MAX_MESSAGE = 800
+MAX_HINT = 400
+MAX_SHOWN = 20  # diagnostics rendered; the rest are counted
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, saying how much was left out."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
 @dataclass(frozen=True)
 class Diagnostic:
-    """One problem found in a model or sidecar."""
+    """One problem found in a model or sidecar (each part bounded in length)."""
 
     code: str
     where: str
     message: str
     hint: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", clip(self.code, 80))
+        object.__setattr__(self, "where", clip(self.where, MAX_WHERE))
+        object.__setattr__(self, "message", clip(self.message, MAX_MESSAGE))
+        object.__setattr__(self, "hint", clip(self.hint, MAX_HINT))
 
     def render(self) -> str:
         text = f"error[{self.code}] {self.where}: {self.message}"
@@ -49,4 +71,7 @@ class Ai8xError(Exception):
         return self.diagnostics[0].code
 
     def render(self) -> str:
-        return "\n".join(d.render() for d in self.diagnostics)
+        shown = [d.render() for d in self.diagnostics[:MAX_SHOWN]]
+        if len(self.diagnostics) > MAX_SHOWN:
+            shown.append(f"... and {len(self.diagnostics) - MAX_SHOWN} more errors")
+        return "\n".join(shown)

@@ -7,14 +7,76 @@ import numpy as np
 
 from .errors import EXIT_USAGE, Ai8xError
 
+# A sample is one input of a network that fits a MAX7800x: at most 1,024 channels of
+# 2,048 x 2,048 (the MAX78002's row limit); 2**26 values is far above any of them and far
+# below what would exhaust memory.
+MAX_SAMPLE_VALUES = 1 << 26
+
+
+def _bad_sample(path: Path, message: str, hint: str = "save the sample with numpy.save "
+                "as an .npy file of integers in [-128, 127]") -> Ai8xError:
+    return Ai8xError("usage.bad-input", str(path), message, hint, exit_code=EXIT_USAGE)
+
+
+def _checked_header(path: Path) -> None:
+    """Read the .npy header and check what it declares against the file before numpy
+    allocates anything (a header may declare 10**12 values in a 100-byte file)."""
+    from numpy.lib import format as npy
+
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+            if magic[:2] == b"PK":
+                raise _bad_sample(path, "this is an .npz archive; a sample is one array",
+                                  "save the sample alone with numpy.save(path, array) "
+                                  "as .npy")
+            if magic != b"\x93NUMPY":
+                raise _bad_sample(path, "not an .npy file" + (" (it is empty)" if size == 0
+                                                             else ""))
+            fh.seek(0)
+            version = npy.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = npy.read_array_header_1_0(fh)
+            elif version in ((2, 0), (3, 0)):
+                shape, fortran, dtype = npy.read_array_header_2_0(fh)
+            else:
+                raise _bad_sample(path, f"unknown .npy format version {version}")
+            offset = fh.tell()
+    except Ai8xError:
+        raise
+    except OSError as exc:
+        raise _bad_sample(path, f"cannot read the sample ({exc.strerror})",
+                          "check the path and its permissions") from None
+    except (ValueError, TypeError, SyntaxError) as exc:
+        raise _bad_sample(path, f"the .npy header is damaged ({str(exc)[:200]})") from None
+    if dtype.hasobject or dtype.kind not in "iufb":
+        raise _bad_sample(path, f"the sample has dtype {dtype}, not numbers")
+    count = 1
+    for dim in shape:
+        count *= dim
+    if count > MAX_SAMPLE_VALUES:
+        raise _bad_sample(path, f"the header declares shape {shape} ({count} values), more "
+                          f"than the {MAX_SAMPLE_VALUES} any network input can hold",
+                          "pass the sample of one network input")
+    if size - offset != count * dtype.itemsize:
+        raise _bad_sample(path, f"the header declares shape {shape} of {dtype} "
+                          f"({count * dtype.itemsize} bytes), the file holds "
+                          f"{size - offset} bytes of data", "the file is damaged or "
+                          "truncated; save the sample again with numpy.save")
+
 
 def load_sample(path: Path) -> np.ndarray:
     """Load an .npy sample: integers in [-128, 127] as the accelerator sees them."""
+    path = Path(path)
+    _checked_header(path)
     try:
         sample = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise Ai8xError("usage.bad-input", str(path), f"not a readable .npy array ({exc})",
                         "save the sample with numpy.save", exit_code=EXIT_USAGE) from None
+    if sample.dtype.kind == "b":
+        raise _bad_sample(path, "the sample holds booleans, not numbers")
     if sample.dtype.kind not in "iuf":
         raise Ai8xError("usage.bad-input", str(path),
                         f"the sample has dtype {sample.dtype}, not numbers",
@@ -37,13 +99,34 @@ def load_sample(path: Path) -> np.ndarray:
 def run_file(model: Path, input_path: Path) -> tuple[list[str], list[np.ndarray]]:
     """Run `model` on the sample in `input_path`; return output names and arrays."""
 
+    _checked_header(Path(input_path))  # before anything allocates what the header says
     sample = _float_input(model, input_path)
     if sample is None:
         sample = load_sample(input_path)
     session = _session(model)
-    inp = session.get_inputs()[0]
+    inputs = session.get_inputs()
+    if len(inputs) != 1 or inputs[0].type != "tensor(int8)":
+        kinds = ", ".join(f"{i.name}: {i.type}" for i in inputs) or "none"
+        raise Ai8xError("model.input", str(model),
+                        f"the model's inputs are ({kinds}); ai8x-ONNX takes one int8 "
+                        "input", "export the model with ai8x_torch.export_onnx or "
+                        "onnx2ai8x import-izer")
+    inp = inputs[0]
     x = fit_to_input(sample, len(inp.shape), str(input_path))
-    outputs = session.run(None, {inp.name: x})
+    want = tuple(inp.shape[1:])
+    if all(isinstance(d, int) for d in want) and tuple(x.shape[1:]) != want:
+        raise Ai8xError("usage.bad-input", str(input_path),
+                        f"the sample has shape {tuple(x.shape[1:])}, the model takes "
+                        f"{want}", "pass a sample of the model's input shape",
+                        exit_code=EXIT_USAGE)
+    try:
+        outputs = session.run(None, {inp.name: x})
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's errors for a model it loaded
+        raise Ai8xError("model.run", str(model),
+                        f"onnxruntime cannot run the model on this sample "
+                        f"({str(exc).splitlines()[0][:300]})",
+                        "check the model with `onnx2ai8x check` and the sample's shape"
+                        ) from None
     return [o.name for o in session.get_outputs()], list(outputs)
 
 

@@ -53,6 +53,11 @@ REPRESENTATIVE = [
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--golden-all", action="store_true", default=False,
                      help="run golden tests on every case in ../shared/golden")
+    parser.addoption("--fuzz-cases", type=int, default=0,
+                     help="hostile-input cases per input kind (default: the fixed CI "
+                          "counts in tests/fuzz/test_fuzz.py)")
+    parser.addoption("--fuzz-seed", type=int, default=15,
+                     help="seed of the hostile-input cases")
 
 
 def all_cases() -> list[str]:

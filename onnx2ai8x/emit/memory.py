@@ -29,6 +29,7 @@ from ..map.kernels import (
     allocate_kernels,
     hardware_kernel,
     kernel_memory,
+    streams_1x1_as_3x3,
 )
 from ..network import Network
 from ..placement import Placement
@@ -198,15 +199,15 @@ def _chw_loads(mem: DataMemory, pmap: int, in_offset: int, data: np.ndarray, cha
     return loads
 
 
-def _kernel_index(kernels: KernelAllocation, network: Network, ll: int,
-                  column: np.ndarray) -> np.ndarray:
+def _kernel_index(kernels: KernelAllocation, network: Network, placement: Placement,
+                  ll: int, column: np.ndarray) -> np.ndarray:
     """Columns as addressed in memory: calcx4 layers spread their kernels over the four
     memory instances (quarter `column // count`, row `column % count`)."""
     if not kernels.calcx4[ll]:
         return column
     mem = kernel_memory(kernels.device)
     lay = network.layers[ll]
-    ks = hardware_kernel(lay, mem)
+    ks = hardware_kernel(lay, mem, as_3x3=streams_1x1_as_3x3(network, placement, ll))
     size = 1 if ks is None else ks[1][0] * ks[1][1]
     passes = input_expansion(lay.input_channels)[0]
     count = passes * lay.output_channels * 9 * abs(lay.quantization) // (size * 8)
@@ -242,7 +243,7 @@ def kernel_stream(network: Network, placement: Placement,
     for ll in np.unique(layers).tolist():
         if kernels.calcx4[ll]:
             chosen = layers == ll
-            index[chosen] = _kernel_index(kernels, network, ll, index[chosen])
+            index[chosen] = _kernel_index(kernels, network, placement, ll, index[chosen])
     # A stable sort by address within each processor: where calcx4 layers overlap other
     # layers, both writes stay in the stream in column order (the memory keeps the later).
     order = np.lexsort((index, procs))

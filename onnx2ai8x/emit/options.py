@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..devices import MAX78000
+from ..errors import EXIT_USAGE, Ai8xError
+
 
 @dataclass(frozen=True)
 class EmitOptions:
@@ -47,12 +50,15 @@ class EmitOptions:
 
     @classmethod
     def from_cli(cls, **kw: object) -> EmitOptions:
-        """Options from the converter's command line (None / unset flags keep defaults)."""
+        """Options from the converter's command line (None / unset flags keep defaults);
+        an Ai8xError (usage) for a value out of its range (OPTION_RULES)."""
         values = {k: v for k, v in kw.items() if k in cls.__dataclass_fields__ and v is not None}
         # The CLI flag can only switch the new kernel loader on; it is on by default.
         if values.get("new_kernel_loader") is False:
             values.pop("new_kernel_loader")
-        return cls(**values)  # type: ignore[arg-type]
+        options = cls(**values)  # type: ignore[arg-type]
+        check_options(options)
+        return options
 
     @classmethod
     def from_vendor_args(cls, args: list[str]) -> EmitOptions:
@@ -74,3 +80,51 @@ class EmitOptions:
                 kw["mexpress"] = False
             i += 1
         return cls(**kw)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- option rules
+# One rule per option value the project's C depends on; each docstring is the reason a
+# user reads. Both parts have the same timers and GPIO ports (devices.py), so the rules
+# take the facts from MAX78000's entry.
+
+def timer_rule(options: EmitOptions) -> str | None:
+    """--timer names one of the general-purpose timers TMR0 to TMR3 (the C uses
+    MXC_TMR<N>; another number does not compile)."""
+    if options.timer is None or 0 <= options.timer < MAX78000.timers:
+        return None
+    return f"--timer {options.timer}: use a timer from 0 to {MAX78000.timers - 1}"
+
+
+def boost_rule(options: EmitOptions) -> str | None:
+    """--boost names the GPIO pin that switches the CNN boost circuit as PORT.PIN, port
+    0 to 3 and pin 0 to 31 (e.g. 2.5 on the evaluation kit)."""
+    if options.boost is None:
+        return None
+    parts = str(options.boost).split(".")
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        port, pin = int(parts[0]), int(parts[1])
+        if port < MAX78000.gpio_ports and pin < MAX78000.gpio_pins:
+            return None
+    return (f"--boost `{options.boost}`: give PORT.PIN with port 0 to "
+            f"{MAX78000.gpio_ports - 1} and pin 0 to {MAX78000.gpio_pins - 1}, e.g. 2.5")
+
+
+def max_checklines_rule(options: EmitOptions) -> str | None:
+    """--max-checklines is a positive count of the output words the known-answer test
+    compares."""
+    if options.max_checklines is None or options.max_checklines >= 1:
+        return None
+    return f"--max-checklines {options.max_checklines}: give a count of 1 or more"
+
+
+OPTION_RULES = (timer_rule, boost_rule, max_checklines_rule)
+
+
+def check_options(options: EmitOptions) -> None:
+    """Every option rule; an Ai8xError (usage) naming the first value out of range."""
+    for rule in OPTION_RULES:
+        problem = rule(options)
+        if problem is not None:
+            option, _, message = problem.partition(": ")
+            raise Ai8xError("usage.option", option, message,
+                            " ".join((rule.__doc__ or "").split()), exit_code=EXIT_USAGE)

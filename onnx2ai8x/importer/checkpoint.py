@@ -160,13 +160,36 @@ def _first_line(text: str) -> str:
     return (text.strip().splitlines() or ["no details"])[0][:200]
 
 
-def _numpy(value: object) -> np.ndarray | None:
-    """A tensor (or number) as a float64 numpy array; None if it is something else."""
+def _tensor_problem(value: object) -> str | None:
+    """Why a tensor cannot hold quantized weights, or None: it must be a dense tensor of
+    real numbers with its values in memory (torch.load maps storage to the CPU, but a
+    `meta` tensor has no values, and sparse, quantized, complex or boolean tensors are no
+    quantized checkpoint's)."""
+    device = getattr(getattr(value, "device", None), "type", "cpu")
+    if device == "meta":
+        return "is a `meta` tensor: it has a shape but no values"
+    if getattr(value, "is_sparse", False) or str(getattr(value, "layout", "torch.strided")) \
+            != "torch.strided":
+        return "is a sparse tensor"
+    if getattr(value, "is_quantized", False):
+        return "is a torch quantized tensor (the vendor format stores integers as floats)"
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and (dtype.is_complex or str(dtype) == "torch.bool"):
+        return f"holds {str(dtype).removeprefix('torch.')} values, not real numbers"
+    return None
+
+
+def _numpy(value: object, key: str = "", where: str = "") -> np.ndarray | None:
+    """A tensor (or number) as a float64 numpy array; None if it is something else.
+    A tensor of a kind no checkpoint holds (see _tensor_problem) is an Ai8xError."""
     if hasattr(value, "detach"):
-        value = value.detach().cpu()
+        problem = _tensor_problem(value)
+        if problem is not None:
+            raise Ai8xError("checkpoint.invalid", where, f"`{key}` {problem}",
+                            "save the quantized state_dict with plain CPU tensors")
         try:
-            return np.asarray(value.double().numpy())
-        except (TypeError, RuntimeError):
+            return np.asarray(value.detach().cpu().double().numpy())
+        except (TypeError, RuntimeError, NotImplementedError):
             return None
     if isinstance(value, int | float | np.ndarray):
         return np.asarray(value, dtype=np.float64)
@@ -176,7 +199,7 @@ def _numpy(value: object) -> np.ndarray | None:
 def _scalar(state: dict, key: str, where: str) -> int | None:
     if key not in state:
         return None
-    arr = _numpy(state[key])
+    arr = _numpy(state[key], key, where)
     if arr is None or arr.size != 1 or not np.isfinite(arr).all() or arr.flat[0] != \
             np.floor(arr.flat[0]):
         raise Ai8xError("checkpoint.invalid", where,
@@ -244,7 +267,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
         lwhere = f"{where}: layer {len(layers)} `{name}`"
         if name in seen:
             continue
-        weight_f = _numpy(state[key])
+        weight_f = _numpy(state[key], key, lwhere)
         if weight_f is None:
             raise Ai8xError("checkpoint.invalid", lwhere,
                             f"`{key}` is not a tensor", "re-save the checkpoint")
@@ -277,11 +300,14 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
         bias_key = f"{prefix}.bias" if op is None else f"{prefix}.{op}.bias"
         bias = bias_hw = None
         if bias_key in state:
-            bias_f = _numpy(state[bias_key])
+            bias_f = _numpy(state[bias_key], bias_key, lwhere)
             if bias_f is None or bias_f.ndim != 1 or not np.isfinite(bias_f).all():
                 raise Ai8xError("checkpoint.invalid", lwhere,
                                 f"`{bias_key}` must be a 1-D tensor of numbers",
                                 "re-save the checkpoint")
+            # A quantized bias holds integers (the vendor's quantize.py rounds it); a
+            # fraction would be floored below without a word (issue 15).
+            _integers(bias_f, bias_key, lwhere)
             bias = np.floor(bias_f).astype(np.int64)
             # floor division as the vendor does it, so imperfectly quantized files agree
             bias_hw = np.floor(bias_f / 2 ** (weight_bits - 1)).astype(np.int64)

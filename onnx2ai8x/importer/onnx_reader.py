@@ -45,6 +45,7 @@ from ..network import (
 )
 from ..onnxpb import ModelProto, NodeProto, TensorProto
 from .shapes import infer_shapes
+from .validate import validate
 
 AI8X_DOMAIN = "ai8x"
 INPUT = -1  # in_sequences value of the network input
@@ -87,6 +88,7 @@ def read_model_full(model: ModelProto | str | os.PathLike) -> ReadModel:
     """The Network plus each layer's `metadata_props` and parsed `ai8x.sidecar` JSON."""
     proto = _load(model)
     check_structure(proto)
+    validate(proto)
     if _needs_simplify(proto):
         proto = _simplify(proto)
     return _Reader(proto).read()
@@ -169,6 +171,22 @@ def _simplify(model: ModelProto) -> ModelProto:
 
 
 # --------------------------------------------------------------------------- reading
+
+
+def _meta_int(meta: Mapping[str, str], key: str, where: str) -> int:
+    """An integer-valued metadata entry (a clear error for `[]`, `true`, `nan`, ...)."""
+    text = meta[key].strip()
+    try:
+        value = int(text, 0) if text[:2].lower() in ("0x", "0b") else int(text)
+    except ValueError:
+        raise Ai8xError("model.metadata", where,
+                        f"`{key}` metadata is {meta[key]!r:.60}, not a whole number",
+                        "re-export the model or remove the metadata") from None
+    if abs(value) > 1 << 31:
+        raise Ai8xError("model.metadata", where,
+                        f"`{key}` metadata is {value}, out of any hardware field's range",
+                        "re-export the model or remove the metadata")
+    return value
 
 
 def _attrs(node: NodeProto) -> dict:
@@ -303,11 +321,14 @@ class _Reader:
             metadata[g.name] = meta
             if "ai8x.sidecar" in meta:
                 try:
-                    sidecars[g.name] = json.loads(meta["ai8x.sidecar"])
-                except json.JSONDecodeError:
+                    entry = json.loads(meta["ai8x.sidecar"])
+                except (json.JSONDecodeError, RecursionError):
+                    entry = None
+                if not isinstance(entry, dict):
                     raise Ai8xError("model.metadata", g.name,
-                                    "`ai8x.sidecar` metadata is not valid JSON",
+                                    "`ai8x.sidecar` metadata is not a JSON object",
                                     "re-export the model or remove the metadata") from None
+                sidecars[g.name] = entry
         device = None
         for prop in self.model.metadata_props:
             if prop.key == "ai8x.device":
@@ -587,7 +608,7 @@ class _LayerReader:
         if "ai8x.flatten" in meta:
             f["flatten"] = meta["ai8x.flatten"].lower() in ("1", "true")
         if "ai8x.pool_dilation" in meta and operator == OP_CONV1D:
-            f["pool_dilation"] = (int(meta["ai8x.pool_dilation"]), 1)
+            f["pool_dilation"] = (_meta_int(meta, "ai8x.pool_dilation", self.g.name), 1)
         return Layer(**f), meta
 
     def read_operator(self, conv: NodeProto | None, meta: Mapping[str, str]) -> int:
@@ -825,9 +846,9 @@ class _LayerReader:
             if conv is not None:
                 f["quantization"] = int(a.get("weight_bits", 8))
         if "ai8x.output_shift" in meta:
-            f["output_shift"] = int(meta["ai8x.output_shift"])
+            f["output_shift"] = _meta_int(meta, "ai8x.output_shift", self.g.name)
         if conv is not None and "ai8x.weight_bits" in meta:
-            f["quantization"] = int(meta["ai8x.weight_bits"])
+            f["quantization"] = _meta_int(meta, "ai8x.weight_bits", self.g.name)
         absn = [n for n in self.by_type.get("Abs", [])
                 if conv is None or self.r.position[id(n)] > self.r.position[id(conv)]]
         if absn:

@@ -111,7 +111,10 @@ def _same(node: NodeProto, ins: list[Typed], consts) -> list[Typed]:
 
 
 def _cast(node: NodeProto, ins: list[Typed], consts) -> list[Typed]:
-    return [(ins[0][0], int(_attr(node, "to")))]
+    to = _attr(node, "to")
+    if to is None:
+        raise _fail(node, "Cast has no `to` attribute")
+    return [(ins[0][0], int(to))]
 
 
 def _clamp(node: NodeProto, ins: list[Typed], consts) -> list[Typed]:
@@ -233,6 +236,9 @@ def _pad(node: NodeProto, ins: list[Typed], consts) -> list[Typed]:
     return [(out, dtype)]
 
 
+# Inputs a rule reads (ONNX operator specifications); fewer is a damaged graph.
+_ARITY = {"ConvInteger": 2, "MatMulInteger": 2}
+
 _RULES: dict[tuple[str, str], Callable[..., list[Typed]]] = {
     ("", "ConvInteger"): _conv,
     ("", "MatMulInteger"): _matmul,
@@ -311,6 +317,9 @@ def infer_shapes(graph: GraphProto, consts: Mapping[str, np.ndarray]
             ins.append(known[name])
         if not ins:
             return None
+        if len(ins) < _ARITY.get(node.op_type, 1):
+            raise _fail(node, f"{node.op_type} needs {_ARITY[node.op_type]} inputs, the "
+                        f"node has {len(ins)}")
         try:
             outs = rule(node, ins, consts)
         except _Unsupported:

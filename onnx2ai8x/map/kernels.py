@@ -36,7 +36,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import Ai8xError
-from ..network import OP_CONV1D, OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE, Layer, Network
+from ..network import (
+    OP_CONV1D,
+    OP_CONV2D,
+    OP_CONVTRANSPOSE2D,
+    OP_LINEAR,
+    OP_NONE,
+    Layer,
+    Network,
+)
 from ..placement import Placement
 
 MAX_PROCESSORS = 64
@@ -162,18 +170,47 @@ def _extra(placement: Placement, ll: int, key: str, default=None):
     return default
 
 
-def hardware_kernel(layer: Layer, mem: KernelMemory) -> tuple[np.ndarray, tuple[int, int]] | None:
+# Streaming reaches the first 9 layers at most (8 streaming layers and the one after);
+# vendor: MAX_STREAM_LAYERS, the same on both parts.
+MAX_STREAM_LAYERS = 8
+
+
+def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
+    """Whether layer `ll` is a 1x1 convolution the accelerator must run on its 3x3 kernel
+    hardware: streaming has no 1x1 path, so a 1x1 Conv2d or ConvTranspose2d that streams
+    or reads a streaming layer's output runs as a 3x3 kernel holding the weight in its
+    centre, with padding 1 (the same output size). Both parts do this (the vendor's
+    EMULATE_1X1_STREAMING); the register emitter (emit/registers/hwlayers.py) and the
+    kernel packing here must agree on it."""
+    if ll > MAX_STREAM_LAYERS:
+        return False
+    lay, pl = network.layers[ll], placement.layers[ll]
+    if tuple(lay.kernel_size) != (1, 1) or lay.operator not in (OP_CONV2D,
+                                                                OP_CONVTRANSPOSE2D):
+        return False
+    prev = pl.prev_sequence
+    return bool(pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
+
+
+def hardware_kernel(layer: Layer, mem: KernelMemory, *, as_3x3: bool = False
+                    ) -> tuple[np.ndarray, tuple[int, int]] | None:
     """The layer's kernels as the hardware stores them, and the hardware kernel size.
 
     Rows are (output channel, input channel) pairs, output-major, as the vendor holds
     them: transposed convolutions use the flipped kernel with in/out swapped; dilated 1-D
     kernels are stretched with zeros when they fit 9 taps, else run as 3x3 2-D kernels
-    with the taps in the centre column (seed 000, "Conv1d dilation").
+    with the taps in the centre column (seed 000, "Conv1d dilation"). `as_3x3` (see
+    streams_1x1_as_3x3): a 1x1 kernel becomes a 3x3 one with the weight in the centre.
     """
     if layer.weights is None or layer.operator == OP_NONE:
         return None
     w = np.asarray(layer.weights, dtype=np.int64)
     ks = (int(layer.kernel_size[0]), int(layer.kernel_size[1]))
+    if as_3x3 and ks == (1, 1) and layer.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D):
+        rows = w.swapaxes(0, 1) if layer.operator == OP_CONVTRANSPOSE2D else w
+        k = np.zeros((rows.shape[0] * rows.shape[1], 3, 3), dtype=np.int64)
+        k[:, 1, 1] = rows.reshape(-1)
+        return k, (3, 3)
     if layer.operator == OP_LINEAR:
         return w.reshape(-1, 1, 1), (1, 1)
     if layer.operator == OP_CONVTRANSPOSE2D:
@@ -595,7 +632,8 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
     for ll in range(count_layers):
         lay = network.layers[ll]
         pl = placement.layers[ll]
-        hw.append(None if pl.bypass else hardware_kernel(lay, mem))
+        hw.append(None if pl.bypass else hardware_kernel(
+            lay, mem, as_3x3=streams_1x1_as_3x3(network, placement, ll)))
     kernels = [None if h is None else h[0] for h in hw]
     source = _deduplicate(network, placement, kernels)
     calcx4 = [bool(_extra(placement, ll, "calcx4", False)) for ll in range(count_layers)]

@@ -27,6 +27,7 @@ from ..network import (
     OP_LINEAR,
     OP_NONE,
 )
+from ..safeyaml import check_bounds
 from .model import DATA_BUFFER, INPUT, STOP, DataBuffer, Pair, Sidecar, SidecarLayer, Unload
 
 GLOBAL_KEYS = ("arch", "dataset", "layers", "output_map", "unload", "data_buffer", "snoop",
@@ -279,6 +280,7 @@ def _check_keys(ctx: _Ctx, data: dict, allowed: tuple[str, ...], what: str,
 
 def load_yaml(text: str, source: str = "<string>") -> dict:
     ctx = _Ctx(source)
+    check_bounds(text, source)  # depth and alias expansion before PyYAML builds anything
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except Ai8xError as exc:

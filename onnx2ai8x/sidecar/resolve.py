@@ -178,8 +178,10 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
     """Give each weight layer of the sidecar its checkpoint layer (vendor order rules).
 
     Weight layers are taken in order for the sidecar layers that compute (not passthrough,
-    element-wise-only, bypassed or sharing weights via `weight_source`); extra checkpoint
-    layers at the end are ignored, as the vendor tool does.
+    element-wise-only, bypassed or sharing weights via `weight_source`). The vendor tool
+    ignores checkpoint layers left over at the end; here they are an error, because a
+    sidecar that misses a layer in the middle would otherwise shift every later layer's
+    weights onto its neighbour without a word (issue 15).
     """
     n = len(sidecar.layers)
     assigned: list[CheckpointLayer | None] = [None] * n
@@ -196,6 +198,13 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
                     f"has only {len(weights)} weight layers; nothing is left for this layer",
                     "check that the sidecar describes the checkpoint's model (one entry per "
                     "Conv/Linear module, passthrough and element-wise layers have none)")
+    if len(weights) > len(needs):
+        extra = ", ".join(f"`{ck.name}`" for ck in weights[len(needs):][:8])
+        raise Ai8xError("sidecar.layer-count", sidecar.source,
+                        f"the checkpoint has {len(weights)} weight layers but the sidecar "
+                        f"gives only {len(needs)} layers with weights; left over: {extra}",
+                        "add an entry for every Conv/Linear module of the model to the "
+                        "sidecar, in the model's order")
     for i, ck in zip(needs, weights, strict=False):
         lay = sidecar.layers[i]
         w = ck.weight

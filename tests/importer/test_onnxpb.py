@@ -1,8 +1,9 @@
-"""onnx2ai8x.onnxpb (the convert path's ONNX reader/writer) against the onnx package.
+"""onnx2ai8x.onnxpb (the convert path's ONNX messages) against the onnx package.
 
-The onnx package's protobuf classes are the independent reference: decoding and
-re-encoding gives their deterministic bytes, the helpers build the messages
-onnx.helper builds, and fields this module does not model survive unchanged.
+onnx.helper and onnx.numpy_helper are the independent reference: the helpers build the
+messages they build, fields the toolchain does not use survive unchanged, and hostile
+bytes (deep nesting, a repeated singular field, dims that do not match the data) end in
+an exception the callers map to a user message, in bounded time.
 """
 from __future__ import annotations
 
@@ -118,11 +119,96 @@ def test_malformed_bytes_raise_decode_error(data):
         onnxpb.ModelProto.FromString(data)
 
 
-def test_shallow_copy_owns_its_lists():
+def test_copy_is_independent():
     graph = onnxpb.make_graph([onnxpb.make_node("Identity", ["x"], ["y"], name="i")], "g",
                               [], [])
-    copy = onnxpb.shallow_copy(graph)
-    copy.node.append(onnxpb.make_node("Abs", ["y"], ["z"], name="a"))
-    copy.name = "h"
+    dup = onnxpb.copy(graph)
+    dup.node.append(onnxpb.make_node("Abs", ["y"], ["z"], name="a"))
+    dup.name = "h"
     assert [n.name for n in graph.node] == ["i"] and graph.name == "g"
-    assert copy.node[0] is graph.node[0]  # items are shared, as documented
+    assert [n.name for n in dup.node] == ["i", "a"]
+
+
+def test_classes_are_onnx_classes():
+    # one set of generated classes: messages pass to onnx without conversion
+    assert onnxpb.ModelProto is onnx.ModelProto
+    assert onnxpb.Dimension is onnx.TensorShapeProto.Dimension
+    model = onnx.ModelProto()
+    assert onnxpb.from_onnx(model) is model and onnxpb.to_onnx(model) is model
+
+
+def test_convert_path_does_not_import_onnx_package():
+    import subprocess
+    import sys
+
+    code = ("import sys, onnx2ai8x.onnxpb as p; assert 'onnx' not in sys.modules; "
+            "import onnx; assert onnx.ModelProto is p.ModelProto; "
+            "assert onnx.helper.make_node('Abs', ['x'], ['y']).op_type == 'Abs'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def _nested_graph(depth: int) -> bytes:
+    """A model whose graph holds a node whose attribute holds a graph ... `depth` deep,
+    written with the wire format by hand (no encoder would produce it)."""
+    def field(number: int, body: bytes) -> bytes:
+        return bytes([number << 3 | 2]) + _varint(len(body)) + body
+
+    graph = b""
+    for _ in range(depth):
+        attr = field(1, b"g") + _varint(20 << 3) + b"\x05" + field(6, graph)  # name, type, g
+        graph = field(1, field(5, attr))  # GraphProto.node -> NodeProto.attribute
+    return field(7, graph)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def test_deep_nesting_is_a_decode_error_not_a_crash():
+    data = _nested_graph(3000)
+    with pytest.raises(onnxpb.DecodeError):
+        onnxpb.ModelProto.FromString(data)
+    # shallow nesting of the same shape decodes
+    assert onnxpb.ModelProto.FromString(_nested_graph(5)).graph.node[0].attribute[0].g
+
+
+def test_repeated_singular_field_decodes_in_linear_time():
+    import time
+
+    one = onnx.ModelProto(graph=onnx.GraphProto(
+        name="g", node=[onnx.NodeProto(op_type="Abs", input=["x"], output=["y"])]))
+    piece = one.SerializeToString()
+    data = piece * 20_000  # the graph field 20,000 times: protobuf merges them
+    start = time.perf_counter()
+    model = onnxpb.ModelProto.FromString(data)
+    assert time.perf_counter() - start < 5
+    assert len(model.graph.node) == 20_000
+
+
+@pytest.mark.parametrize("tensor, message", [
+    (onnx.TensorProto(name="t", data_type=TensorProto.INT8, dims=[2, 3],
+                      raw_data=b"\x01\x02"), "need 6 bytes"),
+    (onnx.TensorProto(name="t", data_type=TensorProto.INT64, dims=[4], int64_data=[1]),
+     "need 4 values"),
+    (onnx.TensorProto(name="t", data_type=TensorProto.INT8, dims=[-1], raw_data=b""),
+     "negative dimension"),
+    (onnx.TensorProto(name="t", data_type=TensorProto.INT8, dims=[1 << 40, 1 << 20]),
+     "declares"),
+    (onnx.TensorProto(name="t", data_type=0, dims=[1], raw_data=b"\x00"),
+     "unsupported tensor data type 0"),
+    (onnx.TensorProto(name="t", data_type=TensorProto.INT8, dims=[1], int32_data=[999]),
+     "outside the range"),
+])
+def test_to_array_refuses_inconsistent_tensors(tensor, message):
+    with pytest.raises(ValueError, match=message):
+        onnxpb.to_array(tensor)
+
+
+def test_get_attribute_value_of_type_zero_names_it():
+    with pytest.raises(ValueError, match="'k' has unsupported type 0"):
+        onnxpb.get_attribute_value(onnx.AttributeProto(name="k", i=3))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...map.kernels import streams_1x1_as_3x3
 from ...network import OP_CONV2D, OP_CONVTRANSPOSE2D, OP_NONE, Network
 from ...placement import Placement
 from ..options import EmitOptions
@@ -111,19 +112,16 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
     count = len(places)
     first = placement.first_layer_used
     start_layer = 0
-    streaming = [p.streaming for p in places]
     prev_seq = [p.prev_sequence for p in places]
 
     kernel = [tuple(lay.kernel_size) for lay in layers]
     padding = [tuple(lay.padding) for lay in layers]
     # Streaming has no 1x1 path: such a convolution next to a streaming layer runs on the
-    # 3x3 hardware with the weight in the centre and padding 1 (same output size).
+    # 3x3 hardware with the weight in the centre and padding 1 (same output size); the
+    # kernel packing (map/kernels.py) stores it so, by the same rule.
     if dev.emulate_1x1_streaming:
         for ll in range(min(MAX_STREAM_LAYERS + 1, count)):
-            lay = layers[ll]
-            near_stream = streaming[ll] or (prev_seq[ll] >= 0 and streaming[prev_seq[ll]])
-            if kernel[ll] == (1, 1) and lay.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D) \
-                    and near_stream:
+            if streams_1x1_as_3x3(net, placement, ll):
                 kernel[ll] = (3, 3)
                 padding[ll] = (1, 1)
 

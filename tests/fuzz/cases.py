@@ -1,0 +1,453 @@
+"""Seeded generators of hostile inputs for every input kind and subcommand.
+
+Each generator takes a random.Random and the well-formed base files (the digits example
+and a tiny vendor project built in the test) and returns Cases (tests/fuzz/runner.py).
+The same seed gives the same cases: a failure is reproduced by its seed and index.
+"""
+from __future__ import annotations
+
+import io
+import random
+import struct
+from collections.abc import Callable
+
+import numpy as np
+
+from onnx2ai8x import onnxpb
+from onnx2ai8x.onnxpb import AttributeProto
+
+from .runner import Case
+
+KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options")
+
+
+# --------------------------------------------------------------------------- bytes
+
+def _mutate_bytes(rng: random.Random, data: bytes) -> bytes:
+    buf = bytearray(data)
+    how = rng.randrange(7)
+    if how == 0:
+        return bytes(buf[:rng.randrange(len(buf))])
+    if how == 1:
+        for _ in range(rng.randint(1, 8)):
+            buf[rng.randrange(len(buf))] = rng.randrange(256)
+        return bytes(buf)
+    if how == 2:
+        at = rng.randrange(len(buf))
+        return bytes(buf[:at] + rng.randbytes(rng.randint(1, 64)) + buf[at:])
+    if how == 3:
+        a = rng.randrange(len(buf))
+        b = min(len(buf), a + rng.randint(1, 256))
+        return bytes(buf[:b] + buf[a:b] * rng.randint(2, 50) + buf[b:])
+    if how == 4:
+        return rng.choice([b"", b"\x00", rng.randbytes(rng.randint(1, 4096))])
+    if how == 5:
+        del buf[rng.randrange(len(buf)):][:rng.randint(1, 64)]
+        return bytes(buf)
+    at = rng.randrange(len(buf))
+    buf[at] ^= 1 << rng.randrange(8)
+    return bytes(buf)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(number: int, body: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(body)) + body
+
+
+def _deep_onnx(depth: int) -> bytes:
+    graph = b""
+    for _ in range(depth):
+        attr = _field(1, b"g") + _varint(20 << 3) + b"\x05" + _field(6, graph)
+        graph = _field(1, _field(5, attr))
+    return _field(7, graph)
+
+
+# --------------------------------------------------------------------------- ONNX
+
+_ODD_META = ["[]", "true", "nan", "-1", "99999999999999999999", "", "1.5", "0x10",
+             "{}", "null", "inf", "-0", "\u00e9", "1e400"]
+
+
+def _structural(rng: random.Random, base: bytes) -> bytes:
+    model = onnxpb.ModelProto.FromString(base)
+    graph = model.graph
+    how = rng.randrange(13)
+    nodes = list(graph.node)
+    if how == 0 and nodes:  # an attribute of a wrong or unknown type
+        node = rng.choice([n for n in nodes if n.attribute] or nodes)
+        if node.attribute:
+            attr = rng.choice(node.attribute)
+            attr.type = rng.choice([0, 1, 2, 3, 4, 5, 6, 7, 8, 11, 13, 14])
+            if rng.random() < 0.5:
+                attr.ClearField("ints")
+                attr.s = b"x"
+    elif how == 1 and graph.initializer:  # dims that do not match the data
+        t = rng.choice(graph.initializer)
+        dims = list(t.dims) or [1]
+        dims[rng.randrange(len(dims))] = rng.choice([0, -1, 7, 1 << 31, 1 << 62, 3])
+        del t.dims[:]
+        t.dims.extend(dims)
+    elif how == 2 and graph.initializer:  # an exotic or unknown data type
+        t = rng.choice(graph.initializer)
+        t.data_type = rng.choice([0, 8, 9, 10, 14, 15, 16, 17, 23, 99])
+    elif how == 3:  # node metadata of odd values
+        node = rng.choice(nodes)
+        key = rng.choice(["ai8x.output_shift", "ai8x.weight_bits", "ai8x.flatten",
+                          "ai8x.pool_dilation", "ai8x.layer_index", "ai8x.sidecar",
+                          "ai8x.operator"])
+        node.metadata_props.add(key=key, value=rng.choice(_ODD_META))
+    elif how == 4:  # model metadata
+        model.metadata_props.add(key=rng.choice(["ai8x.device", "ai8x.input_scale"]),
+                                 value=rng.choice(_ODD_META))
+    elif how == 5:  # the graph emptied
+        del graph.node[:]
+    elif how == 6 and graph.output and graph.input:  # an output renamed to the input
+        graph.output[0].name = graph.input[0].name
+    elif how == 7 and graph.input:  # absurd input dims
+        dims = graph.input[0].type.tensor_type.shape.dim
+        if len(dims) > 1:
+            dims[rng.randrange(1, len(dims))].dim_value = rng.choice(
+                [0, -5, 1 << 40, 100_000, 3])
+    elif how == 8 and graph.input:  # an exotic input type
+        graph.input[0].type.tensor_type.elem_type = rng.choice([0, 1, 8, 9, 11, 16, 99])
+    elif how == 9:  # an integer attribute out of range
+        for node in nodes:
+            for attr in node.attribute:
+                if attr.type == AttributeProto.INT and rng.random() < 0.5:
+                    attr.i = rng.choice([-1, 0, 99, 1 << 40, -(1 << 62)])
+    elif how == 10 and nodes:  # nodes removed or duplicated
+        k = rng.randrange(len(nodes))
+        if rng.random() < 0.5:
+            del graph.node[k]
+        else:
+            graph.node.add().CopyFrom(nodes[k])
+    elif how == 11 and nodes:  # inputs rewired
+        node = rng.choice(nodes)
+        if node.input:
+            node.input[rng.randrange(len(node.input))] = rng.choice(
+                ["", "nope", graph.input[0].name if graph.input else "x", node.output[0]])
+    elif how == 12 and graph.initializer:  # a float tensor where integers belong
+        t = rng.choice(graph.initializer)
+        arr = onnxpb.to_array(t).astype(np.float32) + rng.choice([0.5, 0.25, 0.0])
+        t.CopyFrom(onnxpb.from_array(arr, t.name))
+    return model.SerializeToString()
+
+
+def onnx_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    cases = []
+    fixed = [b"", b"not onnx", _deep_onnx(5000), _deep_onnx(90),
+             _field(7, _field(2, b"g") + _field(1, _field(4, b"Abs"))) * 4000
+             + base["model.onnx"]]
+    for i in range(count):
+        if i < len(fixed):
+            data = fixed[i]
+        elif rng.random() < 0.4:
+            data = _mutate_bytes(rng, base["model.onnx"])
+        else:
+            data = _structural(rng, base["model.onnx"])
+        command = rng.choice(["convert", "check", "sidecar", "run"])
+        files = {"model.onnx": data, "sample.npy": base["sample.npy"]}
+        if command == "convert":
+            argv = ("convert", "model.onnx", "-o", "out", "--device",
+                    rng.choice(["MAX78000", "MAX78002"]))
+        elif command == "run":
+            argv = ("run", "model.onnx", "--input", "sample.npy", "-o", "y.npy")
+        else:
+            argv = (command, "model.onnx")
+        cases.append(Case("onnx", f"{i:04d}", argv, files, outputs=("out", "y.npy")))
+    return cases
+
+
+# --------------------------------------------------------------------------- sidecar
+
+def _bomb(rng: random.Random) -> str:
+    levels = rng.randint(8, 20)
+    text = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n"
+    for k in range(1, levels):
+        text += f"a{k}: &a{k} [" + ", ".join([f"*a{k - 1}"] * 9) + "]\n"
+    return text + "arch: bomb\ndataset: x\nlayers:\n  - processors: 1\n"
+
+
+def _merge_bomb(levels: int) -> str:
+    text = "m0: &m0 {k: 1, j: 2}\n"
+    for k in range(1, levels):
+        text += f"m{k}: &m{k} {{<<: *m{k - 1}, a: *m{k - 1}, b: *m{k - 1}, c: *m{k - 1}}}\n"
+    return text + f"arch: bomb\ndataset: x\nlayers:\n  - {{processors: 1, name: *m{levels - 1}}}\n"
+
+
+_ODD_YAML = ["-1", "99999999999999999999", "~", "[]", "{}", "nan", ".inf", "0x",
+             "'text'", "[1, [2, [3]]]", "*nope", "&a", "!!python/object:os.system",
+             "0b102", "1e400", "yes", "\"\\xff\"", "- 1", "{a: 1, a: 2}"]
+
+
+def _mutate_yaml(rng: random.Random, text: str) -> str:
+    lines = text.splitlines()
+    how = rng.randrange(6)
+    if how == 0 and lines:
+        k = rng.randrange(len(lines))
+        if ":" in lines[k]:
+            key = lines[k].split(":", 1)[0]
+            lines[k] = f"{key}: {rng.choice(_ODD_YAML)}"
+    elif how == 1 and lines:
+        del lines[rng.randrange(len(lines))]
+    elif how == 2 and lines:
+        k = rng.randrange(len(lines))
+        lines.insert(k, lines[k])
+    elif how == 3 and lines:
+        k = rng.randrange(len(lines))
+        lines[k] = "\t" + lines[k] if rng.random() < 0.5 else lines[k].lstrip()
+    elif how == 4:
+        return _mutate_bytes(rng, text.encode()).decode("utf-8", "replace")
+    else:
+        lines.append(rng.choice(["  - processors: 0xffffffffffffffffff",
+                                 "  - {}", "  - []", "extra: 1", "layers: 3",
+                                 "  - processors: -1", "  - out_offset: 0x7fffffff"]))
+    return "\n".join(lines) + "\n"
+
+
+def sidecar_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    text = base["model.yaml"].decode()
+    fixed = ["[" * 50_000 + "]" * 50_000, "{a: " * 20_000 + "1" + "}" * 20_000,
+             _bomb(rng), _merge_bomb(30), "", "\x00\x01\x02", "- a\n- b\n",
+             "arch: x\ndataset: y\nlayers:\n  - {name: *a}\n",
+             "a: &a [" + ", ".join(["x" * 1000] * 200) + "]\nb: &b [" + ", ".join(
+                 ["*a"] * 100) + "]\narch: x\ndataset: y\nlayers:\n  - {processors: *b}\n"]
+    cases = []
+    for i in range(count):
+        body = fixed[i] if i < len(fixed) else _mutate_yaml(rng, text)
+        data = body.encode("utf-8", "surrogateescape") if i != 5 else b"\xff\xfe\x00bad"
+        argv = ("convert", "model.onnx", "--sidecar", "net.yaml", "-o", "out")
+        if rng.random() < 0.3:
+            argv = ("sidecar", "model.onnx", "--sidecar", "net.yaml")
+        cases.append(Case("sidecar", f"{i:04d}", argv,
+                          {"model.onnx": base["model.onnx"], "net.yaml": data},
+                          outputs=("out",)))
+    return cases
+
+
+# --------------------------------------------------------------------------- samples
+
+def _npy(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=True)
+    return buf.getvalue()
+
+
+def _npy_header(shape: tuple, dtype: str = "<i8", body: bytes = b"") -> bytes:
+    header = repr({"descr": dtype, "fortran_order": False, "shape": shape}).encode()
+    header += b" " * ((64 - (10 + len(header) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + body
+
+
+def _npz(**arrays: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def sample_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    good = np.load(io.BytesIO(base["sample.npy"]))
+    makers: list[Callable[[], bytes]] = [
+        lambda: _npy_header((10 ** 12,)),
+        lambda: _npy_header((1 << 40, 1 << 40)),
+        lambda: _npy_header((-1,)),
+        lambda: _npy_header(good.shape, "<i8", b"\x00" * 7),
+        lambda: _npy_header(good.shape, "|O"),
+        lambda: _npy_header(good.shape, "<c16", b"\x00" * 16 * good.size),
+        lambda: _npy(np.array([{"a": 1}], dtype=object)),
+        lambda: _npy(good.astype(np.float64) + 0.5),
+        lambda: _npy(good.astype(np.complex64)),
+        lambda: _npy(np.full(good.shape, np.nan)),
+        lambda: _npy(good.astype(bool)),
+        lambda: _npy(np.array("text")),
+        lambda: _npy(good[..., :1]),
+        lambda: _npy(good.reshape(-1)),
+        lambda: _npy(np.zeros((2, *good.shape), np.int64)),
+        lambda: _npy(np.zeros((0, *good.shape[1:]), np.int64)),
+        lambda: _npy(good * 1000),
+        lambda: _npy(np.zeros((1, 1, 1, 1, 1, 1), np.int8)),
+        lambda: _npz(x=good),
+        lambda: _npz(x=good, y=good),
+        lambda: _npz(),
+        lambda: b"",
+        lambda: _mutate_bytes(rng, base["sample.npy"]),
+        lambda: _npy(np.zeros((3, 4000, 4000), np.int8)),
+    ]
+    cases = []
+    for i in range(count):
+        data = makers[i % len(makers)]() if i < len(makers) else \
+            rng.choice(makers)()
+        if rng.random() < 0.5:
+            argv = ("run", "model.onnx", "--input", "x.npy", "-o", "y.npy")
+        else:
+            argv = ("convert", "model.onnx", "--sample-input", "x.npy", "-o", "out")
+        cases.append(Case("sample", f"{i:04d}", argv,
+                          {"model.onnx": base["model.onnx"], "x.npy": data},
+                          outputs=("out", "y.npy")))
+    return cases
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+def checkpoint_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """import-izer on the tiny vendor project, with its checkpoint and config mutated."""
+    import torch
+
+    state = torch.load(io.BytesIO(base["net.pth.tar"]), weights_only=True)
+
+    def saved(obj) -> bytes:
+        buf = io.BytesIO()
+        torch.save(obj, buf)
+        return buf.getvalue()
+
+    def with_state(**changes) -> bytes:
+        sd = dict(state["state_dict"])
+        for key, value in changes.items():
+            if value is None:
+                sd.pop(key.replace("__", "."), None)
+            else:
+                sd[key.replace("__", ".")] = value
+        return saved({**state, "state_dict": sd})
+
+    w = state["state_dict"]["conv1.op.weight"]
+    makers = [
+        lambda: with_state(conv1__op__weight=torch.empty(w.shape, device="meta")),
+        lambda: with_state(conv1__op__weight=w.to(torch.complex64)),
+        lambda: with_state(conv1__op__weight=w.bool()),
+        lambda: with_state(conv1__op__weight=w[:, :, :2]),
+        lambda: with_state(conv1__op__weight=w.reshape(-1)),
+        lambda: with_state(conv1__op__weight=w + 0.5),
+        lambda: with_state(conv1__op__weight=w * 1000),
+        lambda: with_state(conv1__op__bias=torch.full((w.shape[0],), 0.5)),
+        lambda: with_state(conv1__op__bias=torch.zeros(3)),
+        lambda: with_state(conv1__weight_bits=torch.tensor(99.0)),
+        lambda: with_state(conv1__weight_bits=torch.tensor(-3.0)),
+        lambda: with_state(conv1__output_shift=torch.tensor(1e30)),
+        lambda: with_state(conv1__output_shift=torch.tensor(float("nan"))),
+        lambda: with_state(conv2__op__weight=None),
+        lambda: with_state(conv3__op__weight=w.clone()),
+        lambda: with_state(conv1__op__weight=w.to_sparse()),
+        lambda: saved([1, 2, 3]),
+        lambda: saved({"state_dict": 3}),
+        lambda: b"",
+        lambda: _mutate_bytes(rng, base["net.pth.tar"]),
+    ]
+    configs = [
+        lambda: base["net.yaml"],
+        lambda: base["net.yaml"].split(b"  - ")[0] + b"  - " + base["net.yaml"].split(
+            b"  - ")[1],  # fewer layers than the checkpoint
+        lambda: _mutate_yaml(rng, base["net.yaml"].decode()).encode(),
+        lambda: _bomb(rng).encode(),
+    ]
+    cases = []
+    for i in range(count):
+        ckpt = makers[i % len(makers)]() if i < 2 * len(makers) else rng.choice(makers)()
+        config = configs[0]() if i < len(makers) else rng.choice(configs)()
+        files = {"net.yaml": config, "net.pth.tar": ckpt, "x.npy": base["net.npy"]}
+        argv = ("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
+                "net.pth.tar", "--sample", "x.npy", "-o", "net.onnx")
+        cases.append(Case("checkpoint", f"{i:04d}", argv, files, outputs=("net.onnx",)))
+    return cases
+
+
+# --------------------------------------------------------------------------- outputs
+
+def output_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    model = base["model.onnx"]
+    inputs = {"models/model.onnx": model, "models/sample.npy": base["sample.npy"],
+              "models/net.yaml": base["model.yaml"]}
+    conv = ("convert", "models/model.onnx", "--sample-input", "models/sample.npy",
+            "--sidecar", "models/net.yaml")
+    long_name = "x" * 300
+    variants = [
+        (conv + ("-o", "models", "--overwrite"), {}, {}),
+        (conv + ("-o", "models/model.onnx", "--overwrite"), {}, {}),
+        (conv + ("-o", "models/sample.npy", "--overwrite"), {}, {}),
+        (conv + ("-o", ".", "--overwrite"), {}, {}),
+        (conv + ("-o", "", "--overwrite"), {}, {}),
+        (conv + ("-o", "home", "--overwrite"), {}, {}),
+        (conv + ("-o", "/"), {}, {}),
+        (conv + ("-o", "..", "--overwrite"), {}, {}),
+        (conv + ("-o", "models/model.onnx/out"), {}, {}),
+        (conv + ("-o", long_name), {}, {}),
+        (conv + ("-o", f"{long_name}/a"), {}, {}),
+        (conv + ("-o", "/proc/onnx2ai8x-fuzz"), {}, {}),
+        (conv + ("-o", "/sys/onnx2ai8x-fuzz"), {}, {}),
+        (conv + ("-o", "dangling"), {}, {"dangling": "nowhere/at/all"}),
+        (conv + ("-o", "dangling", "--overwrite"), {}, {"dangling": "nowhere/at/all"}),
+        (conv + ("-o", "linkdir", "--overwrite"), {}, {"linkdir": "models"}),
+        (conv + ("-o", "file.txt"), {"file.txt": b"mine"}, {}),
+        (conv + ("-o", "file.txt", "--overwrite"), {"file.txt": b"mine"}, {}),
+        (conv + ("-o", "/dev/full/x"), {}, {}),
+        (("run", "models/model.onnx", "--input", "models/sample.npy", "-o",
+          "models/sample.npy"), {}, {}),
+        (("run", "models/model.onnx", "--input", "models/sample.npy", "-o",
+          "models/model.onnx"), {}, {}),
+        (("run", "models/model.onnx", "--input", "models/sample.npy", "-o", "y.txt"),
+         {}, {}),
+        (("run", "models/model.onnx", "--input", "models/sample.npy", "-o", "models"),
+         {}, {}),
+        (("run", "models/model.onnx", "--input", "models/sample.npy", "-o", ""), {}, {}),
+        (("sidecar", "models/model.onnx", "-o", "models/model.onnx"), {}, {}),
+        (("sidecar", "models/model.onnx", "--sidecar", "models/net.yaml", "-o",
+          "models/net.yaml"), {}, {}),
+        (("sidecar", "models/model.onnx", "-o", "models"), {}, {}),
+        (("sidecar", "models/model.onnx", "-o", "/proc/self/x"), {}, {}),
+        (("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
+          "net.pth.tar", "--sample", "x.npy", "-o", "net.yaml"), {}, {}),
+        (("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
+          "net.pth.tar", "--sample", "x.npy", "-o", "net.pth.tar"), {}, {}),
+        (("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
+          "net.pth.tar", "--sample", "x.npy", "-o", "."), {}, {}),
+    ]
+    project = {"net.yaml": base["net.yaml"], "net.pth.tar": base["net.pth.tar"],
+               "x.npy": base["net.npy"]}
+    cases = []
+    for i in range(count):
+        argv, extra, links = variants[i % len(variants)]
+        files = {**inputs, **project, **extra}
+        cases.append(Case("output", f"{i:04d}", argv, files, links))
+    return cases
+
+
+# --------------------------------------------------------------------------- options
+
+_VALUES = ["-1", "0", "3", "4", "99999999999", "1e3", "x", "", "P0.1", "-1.0", "2.99",
+           "1.33", "0.0", "99.99", "1.", "1.2.3", "\u00e9", "-", "--", "1" * 5000]
+
+
+def option_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    options = ["--timer", "--boost", "--max-checklines", "--device", "--board",
+               "--maxim-path", "--sidecar", "--sample-input"]
+    flags = ["--fifo", "--fast-fifo", "--softmax", "--mlator", "--overlap-data",
+             "--no-unload", "--no-kat", "--new-kernel-loader", "--riscv", "--mexpress",
+             "--no-mexpress", "--avg-pool-rounding", "--compact-weights", "--quiet",
+             "--json", "--nonsense", "-x"]
+    cases = []
+    for i in range(count):
+        argv = ["convert", "model.onnx", "-o", "out"]
+        for _ in range(rng.randint(1, 4)):
+            if rng.random() < 0.6:
+                argv += [rng.choice(options), rng.choice(_VALUES)]
+            else:
+                argv.append(rng.choice(flags))
+        if rng.random() < 0.1:
+            argv = [rng.choice(["check", "run", "sidecar", "import-izer", "bogus"]),
+                    *argv[1:]]
+        cases.append(Case("options", f"{i:04d}", tuple(argv),
+                          {"model.onnx": base["model.onnx"]}, outputs=("out",)))
+    return cases
+
+
+GENERATORS = {"onnx": onnx_cases, "sidecar": sidecar_cases, "sample": sample_cases,
+              "checkpoint": checkpoint_cases, "output": output_cases,
+              "options": option_cases}
+assert tuple(GENERATORS) == KINDS

@@ -1,0 +1,119 @@
+"""Hostile input through every subcommand: no tracebacks, crashes, hangs or lost files.
+
+Seeded and bounded: by default a fixed number of cases per input kind (a few minutes on
+two cores); `--fuzz-cases N` runs N per kind and `--fuzz-seed S` another seed. Each
+failure names its kind, index and problem, and its case directory is kept for
+reproduction. The counts and the longest run are printed in the terminal summary.
+"""
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .cases import GENERATORS, KINDS
+from .runner import run_case
+
+ROOT = Path(__file__).resolve().parents[2]
+DIGITS = ROOT / "examples" / "digits"
+DEFAULT_CASES = {"onnx": 60, "sidecar": 40, "sample": 30, "checkpoint": 25,
+                 "output": 31, "options": 40}
+
+TINY_YAML = b"""arch: tiny
+dataset: fuzz
+layers:
+  - processors: 0x0000000000000001
+    in_offset: 0x0000
+    out_offset: 0x2000
+    operation: conv2d
+    kernel_size: 3x3
+    pad: 1
+    activate: ReLU
+  - processors: 0x00000000000000ff
+    out_offset: 0x0000
+    operation: conv2d
+    kernel_size: 1x1
+    pad: 0
+    activate: None
+"""
+
+
+def _tiny_checkpoint() -> tuple[bytes, bytes]:
+    """A two-layer quantized checkpoint (8-bit, integer weights and biases) and a sample."""
+    import torch
+
+    gen = torch.Generator().manual_seed(15)
+    sd = {
+        "conv1.op.weight": torch.randint(-128, 128, (8, 1, 3, 3), generator=gen).float(),
+        "conv1.op.bias": torch.randint(-512, 512, (8,), generator=gen).float(),
+        "conv1.weight_bits": torch.tensor(8.0),
+        "conv1.output_shift": torch.tensor(-1.0),
+        "conv2.op.weight": torch.randint(-128, 128, (4, 8, 1, 1), generator=gen).float(),
+        "conv2.weight_bits": torch.tensor(8.0),
+        "conv2.output_shift": torch.tensor(-1.0),
+    }
+    buf = io.BytesIO()
+    torch.save({"arch": "tiny", "epoch": 0, "state_dict": sd}, buf)
+    sample = io.BytesIO()
+    np.save(sample, np.random.default_rng(15).integers(-128, 128, (1, 8, 8)))
+    return buf.getvalue(), sample.getvalue()
+
+
+@pytest.fixture(scope="module")
+def base() -> dict:
+    pytest.importorskip("torch")
+    from onnx2ai8x.convert import plan
+
+    model = DIGITS / "digits.onnx"
+    ckpt, npy = _tiny_checkpoint()
+    return {"model.onnx": model.read_bytes(),
+            "sample.npy": (DIGITS / "sample.npy").read_bytes(),
+            "model.yaml": plan(model, "MAX78000", None).sidecar_text.encode(),
+            "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy}
+
+
+_STATS: dict[str, list[float]] = {}  # per kind: seconds per case (tests/fuzz/conftest.py)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fuzz(kind, base, tmp_path, request):
+    import onnxruntime  # noqa: F401
+
+    import custom_ops  # noqa: F401 - imported once here, not in every forked case
+    import onnx2ai8x.importer.izer  # noqa: F401
+
+    count = request.config.getoption("--fuzz-cases") or DEFAULT_CASES[kind]
+    seed = request.config.getoption("--fuzz-seed")
+    rng = random.Random(f"{seed}-{kind}")
+    cases = GENERATORS[kind](rng, base, count)
+    failures = []
+    times = _STATS.setdefault(kind, [])
+    for case in cases:
+        outcome = run_case(case, tmp_path)
+        times.append(outcome.seconds)
+        if outcome.problems:
+            failures.append(f"{kind}-{case.name} {' '.join(case.argv)[:200]}: "
+                            + "; ".join(outcome.problems))
+    assert not failures, f"{len(failures)} of {len(cases)} cases failed (seed {seed}):\n" \
+        + "\n".join(failures[:40])
+
+
+def test_well_formed_bases_convert(base, tmp_path):
+    """The fuzz bases themselves convert: the cases mutate working inputs."""
+    from .runner import Case
+
+    files = {"model.onnx": base["model.onnx"], "sample.npy": base["sample.npy"],
+             "net.yaml": base["model.yaml"], "p.yaml": base["net.yaml"],
+             "p.pth.tar": base["net.pth.tar"], "p.npy": base["net.npy"]}
+    for argv in (("convert", "model.onnx", "--sidecar", "net.yaml", "--sample-input",
+                  "sample.npy", "-o", "out"),
+                 ("run", "model.onnx", "--input", "sample.npy", "-o", "y.npy"),
+                 ("import-izer", "--config-file", "p.yaml", "--checkpoint-file",
+                  "p.pth.tar", "--sample", "p.npy", "-o", "p.onnx")):
+        outcome = run_case(Case("base", argv[0], argv, files, outputs=("out", "y.npy",
+                                                                        "p.onnx")),
+                           tmp_path)
+        assert outcome.code == 0 and not outcome.problems, outcome.stderr
