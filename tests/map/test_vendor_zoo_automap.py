@@ -1,0 +1,194 @@
+"""Acceptance sweep: every architecture of the vendor training repository's `models/`
+that builds with ai8x_torch maps automatically, or stops with a diagnostic naming the
+layer and the limit (issue 17).
+
+Each architecture is built as the vendor's train.py builds it for the dataset and
+device its script uses (tests/map/vendor_zoo.py reads both from the local mirror),
+given random quantized weights, exported to ai8x-ONNX and converted without a sidecar.
+Expected per architecture (EXPECTED below, one line each, with the reason):
+
+* "maps": the placement passes the checker, every graph output is an output layer and
+  marked `output: true` in the written sidecar (when there are several), and the
+  written sidecar gives the same placement back;
+* "diagnostic <code>": the converter stops with an Ai8xError of that code whose
+  location names a layer (or the network input) — a limit of the device;
+* "export <code>", "build": ai8x_torch cannot export the model (an Ai8xError of that
+  code naming the module), or the model file does not build with ai8x_torch.
+
+The full walk is slow (`--golden-all`); a fixed subset runs by default. Where the
+vendor's synthesis repository has a hand-written sidecar for the network
+(VENDOR_SIDECARS), the automatic mapping's estimated cycles must be no worse than the
+same estimate for the vendor's placement of the same exported model.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onnx2ai8x.errors import Ai8xError
+from tests.map import vendor_zoo as vz
+
+pytestmark = pytest.mark.skipif(not vz.available(), reason="the ai8x-training mirror is "
+                                "absent (set ONNX2AI8X_TRAINING_MIRROR)")
+
+# What each architecture does today, and why when it does not map. Keys are
+# Architecture.id (model file stem : architecture [: dataset of a further variant]).
+EXPECTED: dict[str, str] = {}
+
+# Run by default (a U-Net, a tinierSSD detector, a ResNet-style network, kws20_v3, a
+# MobileNet-style network on the MAX78002); the rest with --golden-all.
+DEFAULT = {
+    "ai85net-unet:ai85unetlarge",
+    "ai85net-tinierssd:ai85tinierssd",
+    "ai85net-res-simplenet:ai85ressimplenet",
+    "ai85net-kws20-v3:ai85kws20netv3",
+}
+
+# Hand-written sidecars of the vendor's synthesis repository for the same network
+# (its gen-demos scripts pair them with the checkpoints these scripts train).
+VENDOR_SIDECARS: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str  # "maps", "diagnostic", "export", "build"
+    detail: str  # the error code, or "" when it maps
+    where: str = ""
+    message: str = ""
+    graph_outputs: int = 0
+    marked_outputs: int = 0
+    cycles: int = 0
+    layers: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.kind if not self.detail else f"{self.kind} {self.detail}"
+
+
+def _graph_outputs(path: Path) -> int:
+    from onnx2ai8x import onnxpb
+
+    return len(onnxpb.load(path).graph.output)
+
+
+def export(arch: vz.Architecture, folder: Path) -> Path:
+    """Build, give random quantized weights, export. Raises what those raise."""
+    import torch
+
+    import ai8x_torch
+    from tests.ai8x_torch.helpers import randomize
+
+    with vz.vendor_imports(), ai8x_torch.using_device(arch.device_code):
+        model = vz.build(arch)
+        randomize(model, np.random.default_rng(sum(map(ord, arch.id))))
+        model.eval()
+        try:
+            model, _ = vz.accelerator_part(model)
+        except Ai8xError:
+            raise
+        except Exception:  # noqa: BLE001, S110 - not traceable: export says why
+            pass
+        path = folder / f"{re.sub(r'[^A-Za-z0-9_]+', '_', arch.name)}.onnx"
+        ai8x_torch.export_onnx(model, torch.zeros(1, *arch.input_shape), path,
+                               device=arch.device)
+    return path
+
+
+def evaluate(arch: vz.Architecture, folder: Path) -> tuple[Outcome, Path | None]:
+    """What the converter does with the architecture (see the module doc string)."""
+    from onnx2ai8x.convert import plan
+    from onnx2ai8x.map.memory_check import check_placement
+
+    try:
+        path = export(arch, folder)
+    except Ai8xError as err:
+        d = err.diagnostics[0]
+        return Outcome("export", d.code, d.where, d.message), None
+    except Exception as exc:  # noqa: BLE001 - recorded: the model file does not build
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        return Outcome("build", type(exc).__name__, f"{Path(last.filename).name}:"
+                       f"{last.lineno}", str(exc).splitlines()[0][:200] if str(exc)
+                       else ""), None
+    try:
+        result = plan(path, arch.device, None)
+    except Ai8xError as err:
+        d = err.diagnostics[0]
+        return Outcome("diagnostic", d.code, d.where, d.message,
+                       graph_outputs=_graph_outputs(path)), path
+    problems = check_placement(result.network, result.placement, arch.device)
+    if problems:
+        d = problems[0]
+        return Outcome("checker", d.code, d.where, d.message), path
+    return Outcome("maps", "", graph_outputs=_graph_outputs(path),
+                   marked_outputs=result.sidecar_text.count("output: true"),
+                   cycles=sum(result.cycles), layers=len(result.network.layers)), path
+
+
+def _params() -> list:
+    if not vz.available():
+        return []
+    out = []
+    for arch in vz.architectures():
+        marks = [] if arch.id in DEFAULT else [pytest.mark.slow]
+        out.append(pytest.param(arch, marks=marks, id=arch.id))
+    return out
+
+
+@pytest.mark.parametrize("arch", _params())
+def test_vendor_architecture_maps_or_says_why(arch: vz.Architecture,
+                                              tmp_path: Path) -> None:
+    outcome, path = evaluate(arch, tmp_path)
+    expected = EXPECTED.get(arch.id, "maps")
+    assert outcome.label == expected, outcome
+    if outcome.kind in ("diagnostic", "export"):
+        # the message names where it stopped and the limit, not a traceback
+        assert outcome.where and outcome.message, outcome
+    if outcome.kind != "maps":
+        return
+    assert path is not None
+    if outcome.graph_outputs > 1:
+        assert outcome.marked_outputs == outcome.graph_outputs, outcome
+    else:
+        assert outcome.marked_outputs == 0, outcome
+    _sidecar_round_trip(arch, path, tmp_path)
+
+
+def _sidecar_round_trip(arch: vz.Architecture, path: Path, folder: Path) -> None:
+    """The written sidecar, fed back, gives the same placement and the same sidecar."""
+    from onnx2ai8x.convert import plan
+
+    first = plan(path, arch.device, None)
+    written = folder / "written.yaml"
+    written.write_text(first.sidecar_text)
+    again = plan(path, arch.device, written)
+    assert again.placement.layers == first.placement.layers
+    assert again.sidecar_text == first.sidecar_text
+    assert again.cycles == first.cycles
+
+
+def main() -> None:
+    """Print the per-architecture table (python -m tests.map.test_vendor_zoo_automap)."""
+    import tempfile
+
+    only = sys.argv[1:]
+    for arch in vz.architectures():
+        if only and not any(o in arch.id for o in only):
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            outcome, _ = evaluate(arch, Path(tmp))
+        extra = f"{outcome.cycles} cycles, {outcome.layers} layers, outputs " \
+            f"{outcome.marked_outputs}/{outcome.graph_outputs}" if outcome.kind == "maps" \
+            else f"{outcome.where}: {outcome.message}"
+        print(f"{arch.id:58} {arch.device} {str(arch.input_shape):15} {arch.dataset:22} "
+              f"{outcome.label:28} {extra}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
