@@ -276,7 +276,10 @@ class _Mapper:
                             "the element-wise operands already sit on different processors",
                             "give the operands' producers the same output processors")
         else:
-            pmap = self.choose(ll, width, self._prefer(srcs[0]))
+            # any operand a passthrough/depthwise layer wrote (an element-wise layer reads
+            # all its operands on one block, so one that cannot move decides it)
+            prefer = next((p for p in map(self._prefer, srcs) if p is not None), None)
+            pmap = self.choose(ll, width, prefer)
         if popcount(pmap) != width:
             raise _fail(self.net, ll, "map.processors",
                         f"the input is on {popcount(pmap)} processors, this layer needs "
