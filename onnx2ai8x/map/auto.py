@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import Ai8xError, Diagnostic
+from ..legalize.facts import same_weights
 from ..network import (
     ELTWISE_NONE,
     OP_CONV1D,
@@ -160,6 +161,12 @@ class _Mapper:
         self.free_outputs: list[int] = []  # outputs nobody reads (block may move)
         # streaming: per layer the rollover words of its circular input buffer
         self.rollover: tuple[int | None, ...] = (None,) * self.n
+        # per layer, the earlier layer whose identical weights it can reuse (a shared
+        # head applied to several feature maps): on the same input processors the
+        # kernels are stored once (vendor izer/kdedup.py)
+        self.twin: list[int | None] = [
+            next((j for j in range(ll) if same_weights(network.layers[j], lay)), None)
+            for ll, lay in enumerate(network.layers)]
 
     # --- processors -------------------------------------------------------------------
     def channels_of(self, src: int) -> int:
@@ -181,6 +188,9 @@ class _Mapper:
         return end
 
     def commit_kernels(self, ll: int) -> None:
+        twin = self.twin[ll]
+        if twin is not None and self.pmap[twin] == self.pmap[ll]:
+            return  # the twin's kernels serve this layer too
         lay = self.net.layers[ll]
         length = kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1)
         if length == 0:
@@ -198,6 +208,9 @@ class _Mapper:
             raise _fail(self.net, ll, "map.processors",
                         f"{width} processors per pass exceed the {MAX_PROC} processors",
                         "reduce the channel count")
+        twin = self.twin[ll]
+        if prefer is None and twin is not None and popcount(self.pmap[twin]) == width:
+            return self.pmap[twin]  # reuse the twin's kernels: no kernel memory spent
         cands = []
         if prefer is not None and popcount(prefer) == width:
             cands.append(prefer)

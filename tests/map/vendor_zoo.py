@@ -17,9 +17,10 @@ vendor's train.py takes:
   weight_bits/bias_bits/quantize_activation (None/None/False without 8-bit activation
   mode) and, for object detection, the torch device.
 
-An architecture no script trains is built with its constructor's own defaults
-(num_classes, num_channels, dimensions), read from the model file, on the device its
-name implies (`ai87...`: MAX78002, else MAX78000).
+An architecture no script trains is built for the dataset its name spells
+(`..._cifar100`), else with its constructor's own defaults (num_classes, num_channels,
+dimensions), read from the model file; with the constructor's default `bias`, on the
+device its name implies (`ai87...`: MAX78002, else MAX78000).
 """
 from __future__ import annotations
 
@@ -215,7 +216,7 @@ def _constructor_defaults(tree: ast.Module, name: str) -> dict[str, object]:
     returns (the first `return Cls(...)` in it), or of its own signature."""
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    wanted = ("num_classes", "num_channels", "dimensions")
+    wanted = ("num_classes", "num_channels", "dimensions", "bias")
     out: dict[str, object] = {}
 
     def from_args(args: ast.arguments) -> None:
@@ -283,16 +284,17 @@ def architectures(repo: Path = MIRROR) -> list[Architecture]:
             if not variants:
                 device = "MAX78002" if name.startswith("ai87") else "MAX78000"
                 ds = _name_dataset(name, data)
+                defaults = _constructor_defaults(tree, name)
+                bias = {"bias": bool(defaults.get("bias", False))}
                 if ds is not None:
-                    variants.append((ds.input, ds.labels, device, {"bias": False},
-                                     "named dataset", ds.name))
+                    variants.append((ds.input, ds.labels, device, bias, "named dataset",
+                                     ds.name))
                 else:
-                    defaults = _constructor_defaults(tree, name)
                     channels = int(defaults.get("num_channels", 3))
                     dims = tuple(defaults.get("dimensions", (28, 28)))
                     shape = (channels, dims[0]) if dim == 1 else (channels, *dims[:2])
                     variants.append((shape, int(defaults.get("num_classes", 10)), device,
-                                     {"bias": False}, "constructor defaults", "-"))
+                                     bias, "constructor defaults", "-"))
             seen = set()
             for shape, classes, device, kwargs, source, dataset in variants:
                 key = (tuple(shape), classes, device, tuple(sorted(kwargs.items())))
