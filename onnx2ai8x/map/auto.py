@@ -218,7 +218,24 @@ class _Mapper:
         if prefer is not None and popcount(prefer) == width \
                 and self.kernel_cost(ll, prefer) < 1 << 20:
             return prefer  # keep the data where it is (passthrough/depthwise rule)
-        return min(cands, key=lambda m: (self.kernel_cost(ll, m), ffs(m)))
+        judge = self._kernel_proxy(ll, width)
+        return min(cands, key=lambda m: (self.kernel_cost(judge, m), ffs(m)))
+
+    def _kernel_proxy(self, ll: int, width: int) -> int:
+        """The layer whose kernels decide layer ll's block: ll itself, or for a layer
+        without kernels (a pass-through copy) the next layer with kernels that reads the
+        same data or ll's output on as many processors (a copy keeps its processors, so
+        the block must suit the layers reading it)."""
+        lay = self.net.layers[ll]
+        if kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1):
+            return ll
+        data = {*inputs_of(self.net, ll), ll}
+        for k in range(ll + 1, self.n):
+            nxt = self.net.layers[k]
+            if data & set(inputs_of(self.net, k)) and expand(nxt.input_channels)[1] == width \
+                    and kernel_columns(nxt, (1 << expand(nxt.output_channels)[1]) - 1):
+                return k
+        return ll
 
     def map_processors(self) -> None:
         net = self.net
@@ -266,8 +283,12 @@ class _Mapper:
                 hint = self.hints.get(src, {})
                 width = expand(net.layers[src].output_channels)[1]
                 # Outputs nobody reads: packed from processor 0, where the unload
-                # expects them by default (moved only if that memory is still in use).
-                self.tensor[src] = hint.get("output_processors", _block(0, width))
+                # expects them by default (moved only if that memory is still in use);
+                # a pass-through layer writes where it reads (vendor rule,
+                # _check_passthrough_maps)
+                default = self.pmap[src] if net.layers[src].operator == OP_NONE \
+                    else _block(0, width)
+                self.tensor[src] = hint.get("output_processors", default)
                 if "output_processors" not in hint:
                     self.free_outputs.append(src)
 
