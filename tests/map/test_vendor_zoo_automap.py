@@ -79,12 +79,8 @@ EXPECTED: dict[str, str] = {
     # writes prep0..enc1 over their own inputs (--overlap-data), not done automatically
     "ai85net-unet:ai85unetlarge": "diagnostic map.data-memory",
     "ai85net-unet:ai85unetlarge:CamVid_s352_c3": "diagnostic map.data-memory",
-    # 8-bit random weights; the vendor's QAT policy trains most layers at 2 bits
-    "ai85net-simplenet-wide2x:ai85simplenetwide2x": "diagnostic limit.weight-memory",
     # 256x320 input: needs more layers streamed than the pass-through copies allow
     "ai87-fpndetector:ai87fpndetector": "diagnostic map.data-memory",
-    # first-fit bias allocation (the vendor's order) runs out in quadrant 3
-    "ai87net-mobilenet-v2:ai87netmobilenetv2cifar100_m0_5": "diagnostic map.bias-memory",
     **{f"model_irse_drl:{n}": _TORCHVISION for n in (
         "ir_50", "ir_101", "ir_152", "ir_se_50", "ir_se_101", "ir_se_152")},
 }
@@ -182,11 +178,19 @@ def export(arch: vz.Architecture, folder: Path) -> Path:
     import torch
 
     import ai8x_torch
-    from tests.ai8x_torch.helpers import randomize
+    from tests.ai8x_torch.helpers import fill_layer, randomize
 
     with vz.vendor_imports(), ai8x_torch.using_device(arch.device_code):
         model = vz.build(arch)
-        randomize(model, np.random.default_rng(sum(map(ord, arch.id))))
+        rng = np.random.default_rng(sum(map(ord, arch.id)))
+        randomize(model, rng)
+        default, overrides = arch.weight_bits
+        if (default, overrides) != (8, ()):
+            # the weight widths the script's QAT policy trains with
+            bits = dict(overrides)
+            for name, layer in model.named_modules():
+                if isinstance(layer, ai8x_torch.QuantizationAwareModule):
+                    fill_layer(layer, rng, bits=bits.get(name, default))
         model.eval()
         try:
             model, _ = vz.accelerator_part(model)

@@ -8,8 +8,9 @@ vendor's train.py takes:
 
 * `models/*.py` each declare `models = [{'name': ..., 'dim': ...}, ...]`: the
   architectures, built by calling the module-level function of that name.
-* `scripts/train_*.sh` (then `scripts/evaluate_*.sh`) pair an architecture with
-  `--dataset`, `--device`, `--use-bias` and `--obj-detection`.
+* `scripts/train_*.sh` (else `scripts/evaluate_*.sh`) pair an architecture with
+  `--dataset`, `--device`, `--use-bias`, `--obj-detection` and `--qat-policy` (whose
+  `weight_bits` and per-layer overrides give the random weights their widths).
 * `datasets/*.py` declare `datasets = [{'name': ..., 'input': (C, H, W) or (C, L),
   'output': labels}, ...]`; read with `ast`, never imported.
 * train.py's create_model passes num_classes (labels, plus a background class for
@@ -138,6 +139,7 @@ class Recipe:
     device: str
     bias: bool
     obj_detection: bool
+    qat_policy: str | None = None  # policies/<file>.yaml
 
 
 def _options(words: list[str]) -> dict[str, str | bool]:
@@ -150,12 +152,13 @@ def _options(words: list[str]) -> dict[str, str | bool]:
 
 
 def recipes(repo: Path = MIRROR) -> dict[str, list[Recipe]]:
-    """Per architecture, every (training, then evaluation) script run of train.py that
-    uses it, in script order. A script that runs train.py twice (a teacher, then the
-    student) contributes each run."""
+    """Per architecture, every training script run of train.py that builds it, in script
+    order (evaluation scripts for an architecture no script trains). A script that runs
+    train.py twice (a teacher, then the student) contributes each run."""
     found: dict[str, list[Recipe]] = {}
     paths = listing("scripts", repo)
     for prefix in ("scripts/train_", "scripts/evaluate_"):
+        trained = set(found)  # evaluation scripts only for what no script trains
         for path in paths:
             if not (path.startswith(prefix) and path.endswith(".sh")):
                 continue
@@ -168,12 +171,15 @@ def recipes(repo: Path = MIRROR) -> dict[str, list[Recipe]]:
                     continue
                 opts = _options(words)
                 model, dataset = opts.get("model"), opts.get("dataset")
-                if not isinstance(model, str) or not isinstance(dataset, str):
+                if not isinstance(model, str) or not isinstance(dataset, str) \
+                        or model in trained:
                     continue
                 device = opts.get("device")
+                policy = opts.get("qat-policy")
                 found.setdefault(model, []).append(Recipe(
                     path, dataset, device if isinstance(device, str) else "MAX78000",
-                    bool(opts.get("use-bias")), bool(opts.get("obj-detection"))))
+                    bool(opts.get("use-bias")), bool(opts.get("obj-detection")),
+                    policy if isinstance(policy, str) and policy != "None" else None))
     return found
 
 
@@ -191,6 +197,8 @@ class Architecture:
     source: str  # the script, "named dataset" or "constructor defaults"
     dataset: str
     variant: int = 1  # the n-th distinct build of this architecture
+    # weight bits of the script's QAT policy: (default, ((layer, bits), ...))
+    weight_bits: tuple[int, tuple[tuple[str, int], ...]] = (8, ())
 
     @property
     def id(self) -> str:
@@ -251,6 +259,25 @@ def _constructor_defaults(tree: ast.Module, name: str) -> dict[str, object]:
     return out
 
 
+def _weight_bits(policy: str | None, repo: Path) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """The weight bits a QAT policy file trains with: the default and per-layer
+    overrides (8 bits when the script names no policy)."""
+    if policy is None:
+        return 8, ()
+    import yaml
+
+    try:
+        data = yaml.safe_load(show(policy, repo))
+    except (subprocess.SubprocessError, yaml.YAMLError):
+        return 8, ()
+    if not isinstance(data, dict):
+        return 8, ()
+    overrides = data.get("overrides") or {}
+    return int(data.get("weight_bits", 8)), tuple(sorted(
+        (str(k), int(v["weight_bits"])) for k, v in overrides.items()
+        if isinstance(v, dict) and "weight_bits" in v))
+
+
 def _name_dataset(name: str, data: dict[str, Dataset]) -> Dataset | None:
     """The dataset an architecture's name spells (`..._cifar100`, `..._kws20`): the
     longest dataset name contained in it, ignoring case and underscores."""
@@ -280,7 +307,8 @@ def architectures(repo: Path = MIRROR) -> list[Architecture]:
                 if recipe.obj_detection:
                     kwargs["device"] = "cpu"
                 variants.append((ds.input, ds.labels + (1 if recipe.obj_detection else 0),
-                                 recipe.device, kwargs, Path(recipe.script).name, ds.name))
+                                 recipe.device, kwargs, Path(recipe.script).name, ds.name,
+                                 _weight_bits(recipe.qat_policy, repo)))
             if not variants:
                 device = "MAX78002" if name.startswith("ai87") else "MAX78000"
                 ds = _name_dataset(name, data)
@@ -288,16 +316,16 @@ def architectures(repo: Path = MIRROR) -> list[Architecture]:
                 bias = {"bias": bool(defaults.get("bias", False))}
                 if ds is not None:
                     variants.append((ds.input, ds.labels, device, bias, "named dataset",
-                                     ds.name))
+                                     ds.name, (8, ())))
                 else:
                     channels = int(defaults.get("num_channels", 3))
                     dims = tuple(defaults.get("dimensions", (28, 28)))
                     shape = (channels, dims[0]) if dim == 1 else (channels, *dims[:2])
                     variants.append((shape, int(defaults.get("num_classes", 10)), device,
-                                     bias, "constructor defaults", "-"))
+                                     bias, "constructor defaults", "-", (8, ())))
             seen = set()
-            for shape, classes, device, kwargs, source, dataset in variants:
-                key = (tuple(shape), classes, device, tuple(sorted(kwargs.items())))
+            for shape, classes, device, kwargs, source, dataset, bits in variants:
+                key = (tuple(shape), classes, device, tuple(sorted(kwargs.items())), bits)
                 if key in seen:
                     continue
                 seen.add(key)
@@ -308,7 +336,7 @@ def architectures(repo: Path = MIRROR) -> list[Architecture]:
                           "quantize_activation": False}
                 out.append(Architecture(path, name, dim, device, tuple(shape),
                                         tuple(sorted(kwargs.items())), source, dataset,
-                                        len(seen)))
+                                        len(seen), bits))
     return out
 
 
