@@ -70,6 +70,7 @@ from .memory_check import (
     check_placement,
     expand,
     ffs,
+    in_place_margin,
     input_bytes,
     inputs_of,
     kernel_capacity,
@@ -147,9 +148,12 @@ class _Mapper:
 
     def __init__(self, network: Network, facts: MemoryFacts,
                  hints: dict[int, dict[str, int]], chw: bool = False,
-                 stream: int = 0) -> None:
+                 stream: int = 0, overlap: bool = False) -> None:
         self.net = network
         self.stream = stream  # the first `stream` layers stream
+        # layers may write over their own input where memory_check.in_place_margin
+        # allows (tried only when the data does not fit otherwise)
+        self.overlap = overlap
         self.facts = facts
         self.hints = hints
         self.n = len(network.layers)
@@ -481,6 +485,21 @@ class _Mapper:
         die = max(die, k - 1) if src < k - 1 else die
         return 4 * max(words) + 4, INPUT, die
 
+    def _in_place(self, grp: _Group, placed: list[tuple[_Group, int]]
+                  ) -> tuple[int, _Group] | None:
+        """(margin, input group) when `grp`, a layer's output, may overwrite its input."""
+        if not self.overlap or self.stream or grp.layout != "single" \
+                or len(grp.members) != 1 or grp.members[0] < 0:
+            return None
+        ll = grp.members[0]
+        srcs = inputs_of(self.net, ll)
+        margin = in_place_margin(self.net, ll, srcs == (INPUT,) and self.big_data)
+        if margin is None:
+            return None
+        source = next((o for o, _ in placed if o.members == srcs and o.layout == "single"),
+                      None)
+        return None if source is None else (margin, source)
+
     def skeleton(self) -> Placement:
         """The processor choice with streaming flags and no offsets (for rollovers)."""
         n = self.n
@@ -500,8 +519,12 @@ class _Mapper:
             hint = None
             if len(grp.members) == 1 and grp.members[0] >= 0:
                 hint = self.hints.get(grp.members[0], {}).get("out_offset")
+            margin = self._in_place(grp, placed)
             cands = sorted({0, *(off + o.size for o, off in placed)}) if hint is None \
                 else [hint - grp.below]
+            if margin is not None and hint is None:
+                cands = sorted({*cands, *(max(off - margin[0], 0) & ~3
+                                          for o, off in placed if o is margin[1])})
             for start in cands:
                 start = (start + 3) & ~3
                 end = start + grp.size
@@ -509,6 +532,8 @@ class _Mapper:
                     continue
                 clash = any(o.lanes & grp.lanes and off < end and start < off + o.size
                             and o.born <= grp.dies and grp.born <= o.dies
+                            and not (margin is not None and o is margin[1]
+                                     and start + margin[0] <= off)
                             for o, off in placed)
                 if not clash:
                     break
@@ -565,6 +590,20 @@ def auto_place(network: Network, device: object,
                     fitted = chw, *_allocate_moving_outputs(chw)
                 except Ai8xError as err2:
                     if err2.code != "map.data-memory":
+                        raise
+        if fitted is None:
+            # Layers writing over their own input (the vendor's U-Net sidecars,
+            # --overlap-data), in HWC, then in CHW.
+            for chw in (False, True):
+                over = _Mapper(network, facts, hints, chw=chw, overlap=True)
+                over.map_processors()
+                if chw and not over.big_data:
+                    continue
+                try:
+                    fitted = over, *_allocate_moving_outputs(over)
+                    break
+                except Ai8xError as err3:
+                    if err3.code != "map.data-memory":
                         raise
         if fitted is None:
             return _stream(network, facts, hints, err)

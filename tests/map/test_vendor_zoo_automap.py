@@ -307,7 +307,9 @@ def test_cycles_no_worse_than_the_vendor_sidecar(arch: vz.Architecture, tmp_path
     ours = outcome.cycles
     theirs, why = vendor_cycles(arch, path, tmp_path)
     if theirs is None:
-        assert why.startswith("sidecar.layers"), why  # a different layer structure
+        # a different layer structure: more entries than the model's layers, or fewer
+        # (read as a partial sidecar whose `name` labels are not the model's)
+        assert why.startswith(("sidecar.layers", "sidecar.partial")), why
         return
     if arch.id in CYCLES_WORSE:
         assert ours > theirs, f"now {ours} <= {theirs}: drop it from CYCLES_WORSE"
