@@ -605,6 +605,8 @@ def auto_place(network: Network, device: object,
                 except Ai8xError as err3:
                     if err3.code != "map.data-memory":
                         raise
+                    if not chw:
+                        err = err3  # it got further: name the layer that still fails
         if fitted is None:
             return _stream(network, facts, hints, err)
         mapper, groups, offsets = fitted
