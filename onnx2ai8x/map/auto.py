@@ -103,6 +103,16 @@ class _Group:
     dies: int
     layout: str  # "single", "interleave", "sequential", "lanes"
     member_size: int = 0
+    # "lanes" (a concatenation at one offset): per member its byte lanes and the step
+    # it is written, since each member's processors are only in use from then on
+    parts: tuple[tuple[int, int], ...] = ()
+
+    def meets(self, other: _Group) -> bool:
+        """Do the two allocations share a byte lane while both are live?"""
+        mine = self.parts or ((self.lanes, self.born),)
+        theirs = other.parts or ((other.lanes, other.born),)
+        return any(a & b and born_a <= other.dies and born_b <= self.dies
+                   for a, born_a in mine for b, born_b in theirs)
 
 
 def _block(start: int, width: int) -> int:
@@ -346,7 +356,11 @@ class _Mapper:
                 if m != _block(start + sum(chans[:j]), chans[j]):
                     return
         else:
-            start = ffs(self.choose(ll, width, None))
+            # among the blocks where the kernels land lowest, the highest: a concatenated
+            # skip lives long, so it keeps clear of the low processors most layers use
+            cands = [_block(s, width) for s in range(0, MAX_PROC - width + 1, P_SHARED)]
+            best = min(self.kernel_cost(ll, m) for m in cands)
+            start = max(ffs(m) for m in cands if self.kernel_cost(ll, m) == best)
         for s, c in zip(srcs, chans, strict=True):
             self.tensor.setdefault(s, _block(start, c))
             start += c
@@ -435,8 +449,9 @@ class _Mapper:
             for s in srcs:
                 lane |= lanes_of(s)
             gi = len(out)
+            parts = tuple((lanes_of(s), s) for s in srcs) if layout == "lanes" else ()
             out.append(_Group(srcs, lane, size, 0, min(srcs), max(dies(s) for s in srcs),
-                              layout, member))
+                              layout, member, parts))
             for k, s in enumerate(srcs):
                 owner[s] = gi
                 pos[s] = k
@@ -500,6 +515,18 @@ class _Mapper:
                       None)
         return None if source is None else (margin, source)
 
+    def _reader_margin(self, grp: _Group) -> int:
+        """Bytes below `grp` (a layer output) its only reader would write over it."""
+        if not self.overlap or self.stream or grp.layout != "single" \
+                or len(grp.members) != 1:
+            return 0
+        src = grp.members[0]
+        readers = [ll for ll in range(self.n) if src in inputs_of(self.net, ll)]
+        if len(readers) != 1:
+            return 0
+        margin = in_place_margin(self.net, readers[0], src == INPUT and self.big_data)
+        return margin or 0
+
     def skeleton(self) -> Placement:
         """The processor choice with streaming flags and no offsets (for rollovers)."""
         n = self.n
@@ -525,13 +552,16 @@ class _Mapper:
             if margin is not None and hint is None:
                 cands = sorted({*cands, *(max(off - margin[0], 0) & ~3
                                           for o, off in placed if o is margin[1])})
+            reach = self._reader_margin(grp)
+            if reach and hint is None:
+                # its reader will write over it from `reach` bytes below: leave room there
+                cands = sorted({c + reach for c in cands}) + cands
             for start in cands:
                 start = (start + 3) & ~3
                 end = start + grp.size
                 if end > self.facts.data_bytes:
                     continue
-                clash = any(o.lanes & grp.lanes and off < end and start < off + o.size
-                            and o.born <= grp.dies and grp.born <= o.dies
+                clash = any(off < end and start < off + o.size and grp.meets(o)
                             and not (margin is not None and o is margin[1]
                                      and start + margin[0] <= off)
                             for o, off in placed)
