@@ -919,7 +919,8 @@ def weight_memory(layer, network, device):
     Seed: "The weight memory supports up to 768 * 64 3x3 Q7 kernels ..., for a total of
     432 KiB of kernel memory. When using 1-, 2- or 4-bit weights, the capacity increases
     accordingly. When using more than 64 input or output channels, weight memory is
-    shared, and effective capacity decreases proportionally."
+    shared, and effective capacity decreases proportionally." Identical weights of two
+    layers are stored once (vendor izer/kdedup.py).
     """
     word_bits = device.kernel_bytes_per_word * 8
     out = []
