@@ -121,6 +121,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     from .emit.sidecar_writer import implied_flags, write_sidecar
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
+    from .legalize.rewrite import rewrite
     from .map.kernels import allocate_kernels
     from .map.latency import estimate_cycles
     from .report import render_table, summarize, to_json
@@ -137,7 +138,8 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
         raise named from None
     network = read.network
     step("legalize")
-    network = legalize(network, device)
+    # element-wise patterns the accelerator runs as pass-through layers (legalize/rewrite)
+    network = legalize(rewrite(network, device), device)
     step("map")
     placement, snoop = _place(network, device, sidecar_path)
     kernels = allocate_kernels(network, placement)

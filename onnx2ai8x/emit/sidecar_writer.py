@@ -164,6 +164,14 @@ def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
                                 "FIFOs (seed 000, Streaming Mode)"))
     if avg_pool_rounding == "nearest":
         flags.append(("--avg-pool-rounding", "the model rounds average pooling to nearest"))
+    if placement.network is not None and placement.layers:
+        from ..map.memory_check import overlapping_layers
+
+        over = overlapping_layers(placement.network, placement)
+        if over:
+            names = ", ".join(placement.network.layers[ll].name for ll in over)
+            flags.append(("--overlap-data", f"layers write over their own input ({names}); "
+                                            "the vendor tool refuses that without it"))
     return tuple(flags)
 
 

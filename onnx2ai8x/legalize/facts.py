@@ -1,6 +1,8 @@
 """Derived facts about a layer that several rules need (pure functions, no state)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..devices import Device
 from ..network import (
     ELTWISE_NONE,
@@ -63,6 +65,16 @@ def kernel_taps(layer: Layer) -> int:
     if layer.operator == OP_CONV1D:
         return layer.kernel_size[0]
     return layer.kernel_size[0] * layer.kernel_size[1]
+
+
+def same_weights(a: Layer, b: Layer) -> bool:
+    """The two layers store identical kernels (operator, kernel, weight bits, values)."""
+    if a.weights is None or b.weights is None:
+        return False
+    wa, wb = np.asarray(a.weights), np.asarray(b.weights)
+    return a.operator == b.operator and a.kernel_size == b.kernel_size \
+        and a.quantization == b.quantization and a.conv_groups == b.conv_groups \
+        and wa.shape == wb.shape and bool(np.array_equal(wa, wb))
 
 
 def weight_bits(layer: Layer) -> int:

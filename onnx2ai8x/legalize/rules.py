@@ -51,6 +51,7 @@ from .facts import (
     pooled_shape,
     pools,
     producers,
+    same_weights,
     weight_bits,
 )
 
@@ -920,16 +921,23 @@ def weight_memory(layer, network, device):
     Seed: "The weight memory supports up to 768 * 64 3x3 Q7 kernels ..., for a total of
     432 KiB of kernel memory. When using 1-, 2- or 4-bit weights, the capacity increases
     accordingly. When using more than 64 input or output channels, weight memory is
-    shared, and effective capacity decreases proportionally."
+    shared, and effective capacity decreases proportionally." Identical weights of two
+    layers are stored once (vendor izer/kdedup.py).
     """
     word_bits = device.kernel_bytes_per_word * 8
     out = []
     total = 0
+    stored: list[Layer] = []
     for lay in network.layers:
         if lay.operator not in WEIGHTED or lay.weights is None:
             continue
         bits = weight_bits(lay)
-        total += int(np.asarray(lay.weights).size) * bits
+        # A layer that repeats an earlier layer's weights (a shared head applied to each
+        # pyramid level) reuses its kernels when it reads the same processors (vendor
+        # izer/kdedup.py); the mapping places it so, and they are counted once.
+        if not any(same_weights(lay, other) for other in stored):
+            stored.append(lay)
+            total += int(np.asarray(lay.weights).size) * bits
         if lay.flatten:
             continue
         # Every processor of a pass holds one kernel per output channel and pass

@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import Ai8xError, Diagnostic
+from ..legalize.facts import same_weights
 from ..network import (
     ELTWISE_NONE,
     OP_CONV1D,
@@ -69,6 +70,7 @@ from .memory_check import (
     check_placement,
     expand,
     ffs,
+    in_place_margin,
     input_bytes,
     inputs_of,
     kernel_capacity,
@@ -101,6 +103,16 @@ class _Group:
     dies: int
     layout: str  # "single", "interleave", "sequential", "lanes"
     member_size: int = 0
+    # "lanes" (a concatenation at one offset): per member its byte lanes and the step
+    # it is written, since each member's processors are only in use from then on
+    parts: tuple[tuple[int, int], ...] = ()
+
+    def meets(self, other: _Group) -> bool:
+        """Do the two allocations share a byte lane while both are live?"""
+        mine = self.parts or ((self.lanes, self.born),)
+        theirs = other.parts or ((other.lanes, other.born),)
+        return any(a & b and born_a <= other.dies and born_b <= self.dies
+                   for a, born_a in mine for b, born_b in theirs)
 
 
 def _block(start: int, width: int) -> int:
@@ -146,9 +158,12 @@ class _Mapper:
 
     def __init__(self, network: Network, facts: MemoryFacts,
                  hints: dict[int, dict[str, int]], chw: bool = False,
-                 stream: int = 0) -> None:
+                 stream: int = 0, overlap: bool = False) -> None:
         self.net = network
         self.stream = stream  # the first `stream` layers stream
+        # layers may write over their own input where memory_check.in_place_margin
+        # allows (tried only when the data does not fit otherwise)
+        self.overlap = overlap
         self.facts = facts
         self.hints = hints
         self.n = len(network.layers)
@@ -160,6 +175,12 @@ class _Mapper:
         self.free_outputs: list[int] = []  # outputs nobody reads (block may move)
         # streaming: per layer the rollover words of its circular input buffer
         self.rollover: tuple[int | None, ...] = (None,) * self.n
+        # per layer, the earlier layer whose identical weights it can reuse (a shared
+        # head applied to several feature maps): on the same input processors the
+        # kernels are stored once (vendor izer/kdedup.py)
+        self.twin: list[int | None] = [
+            next((j for j in range(ll) if same_weights(network.layers[j], lay)), None)
+            for ll, lay in enumerate(network.layers)]
 
     # --- processors -------------------------------------------------------------------
     def channels_of(self, src: int) -> int:
@@ -181,6 +202,9 @@ class _Mapper:
         return end
 
     def commit_kernels(self, ll: int) -> None:
+        twin = self.twin[ll]
+        if twin is not None and self.pmap[twin] == self.pmap[ll]:
+            return  # the twin's kernels serve this layer too
         lay = self.net.layers[ll]
         length = kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1)
         if length == 0:
@@ -198,6 +222,9 @@ class _Mapper:
             raise _fail(self.net, ll, "map.processors",
                         f"{width} processors per pass exceed the {MAX_PROC} processors",
                         "reduce the channel count")
+        twin = self.twin[ll]
+        if prefer is None and twin is not None and popcount(self.pmap[twin]) == width:
+            return self.pmap[twin]  # reuse the twin's kernels: no kernel memory spent
         cands = []
         if prefer is not None and popcount(prefer) == width:
             cands.append(prefer)
@@ -205,7 +232,24 @@ class _Mapper:
         if prefer is not None and popcount(prefer) == width \
                 and self.kernel_cost(ll, prefer) < 1 << 20:
             return prefer  # keep the data where it is (passthrough/depthwise rule)
-        return min(cands, key=lambda m: (self.kernel_cost(ll, m), ffs(m)))
+        judge = self._kernel_proxy(ll, width)
+        return min(cands, key=lambda m: (self.kernel_cost(judge, m), ffs(m)))
+
+    def _kernel_proxy(self, ll: int, width: int) -> int:
+        """The layer whose kernels decide layer ll's block: ll itself, or for a layer
+        without kernels (a pass-through copy) the next layer with kernels that reads the
+        same data or ll's output on as many processors (a copy keeps its processors, so
+        the block must suit the layers reading it)."""
+        lay = self.net.layers[ll]
+        if kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1):
+            return ll
+        data = {*inputs_of(self.net, ll), ll}
+        for k in range(ll + 1, self.n):
+            nxt = self.net.layers[k]
+            if data & set(inputs_of(self.net, k)) and expand(nxt.input_channels)[1] == width \
+                    and kernel_columns(nxt, (1 << expand(nxt.output_channels)[1]) - 1):
+                return k
+        return ll
 
     def map_processors(self) -> None:
         net = self.net
@@ -253,8 +297,12 @@ class _Mapper:
                 hint = self.hints.get(src, {})
                 width = expand(net.layers[src].output_channels)[1]
                 # Outputs nobody reads: packed from processor 0, where the unload
-                # expects them by default (moved only if that memory is still in use).
-                self.tensor[src] = hint.get("output_processors", _block(0, width))
+                # expects them by default (moved only if that memory is still in use);
+                # a pass-through layer writes where it reads (vendor rule,
+                # _check_passthrough_maps)
+                default = self.pmap[src] if net.layers[src].operator == OP_NONE \
+                    else _block(0, width)
+                self.tensor[src] = hint.get("output_processors", default)
                 if "output_processors" not in hint:
                     self.free_outputs.append(src)
 
@@ -276,7 +324,10 @@ class _Mapper:
                             "the element-wise operands already sit on different processors",
                             "give the operands' producers the same output processors")
         else:
-            pmap = self.choose(ll, width, self._prefer(srcs[0]))
+            # any operand a passthrough/depthwise layer wrote (an element-wise layer reads
+            # all its operands on one block, so one that cannot move decides it)
+            prefer = next((p for p in map(self._prefer, srcs) if p is not None), None)
+            pmap = self.choose(ll, width, prefer)
         if popcount(pmap) != width:
             raise _fail(self.net, ll, "map.processors",
                         f"the input is on {popcount(pmap)} processors, this layer needs "
@@ -305,7 +356,11 @@ class _Mapper:
                 if m != _block(start + sum(chans[:j]), chans[j]):
                     return
         else:
-            start = ffs(self.choose(ll, width, None))
+            # among the blocks where the kernels land lowest, the highest: a concatenated
+            # skip lives long, so it keeps clear of the low processors most layers use
+            cands = [_block(s, width) for s in range(0, MAX_PROC - width + 1, P_SHARED)]
+            best = min(self.kernel_cost(ll, m) for m in cands)
+            start = max(ffs(m) for m in cands if self.kernel_cost(ll, m) == best)
         for s, c in zip(srcs, chans, strict=True):
             self.tensor.setdefault(s, _block(start, c))
             start += c
@@ -394,8 +449,9 @@ class _Mapper:
             for s in srcs:
                 lane |= lanes_of(s)
             gi = len(out)
+            parts = tuple((lanes_of(s), s) for s in srcs) if layout == "lanes" else ()
             out.append(_Group(srcs, lane, size, 0, min(srcs), max(dies(s) for s in srcs),
-                              layout, member))
+                              layout, member, parts))
             for k, s in enumerate(srcs):
                 owner[s] = gi
                 pos[s] = k
@@ -444,6 +500,33 @@ class _Mapper:
         die = max(die, k - 1) if src < k - 1 else die
         return 4 * max(words) + 4, INPUT, die
 
+    def _in_place(self, grp: _Group, placed: list[tuple[_Group, int]]
+                  ) -> tuple[int, _Group] | None:
+        """(margin, input group) when `grp`, a layer's output, may overwrite its input."""
+        if not self.overlap or self.stream or grp.layout != "single" \
+                or len(grp.members) != 1 or grp.members[0] < 0:
+            return None
+        ll = grp.members[0]
+        srcs = inputs_of(self.net, ll)
+        margin = in_place_margin(self.net, ll, srcs == (INPUT,) and self.big_data)
+        if margin is None:
+            return None
+        source = next((o for o, _ in placed if o.members == srcs and o.layout == "single"),
+                      None)
+        return None if source is None else (margin, source)
+
+    def _reader_margin(self, grp: _Group) -> int:
+        """Bytes below `grp` (a layer output) its only reader would write over it."""
+        if not self.overlap or self.stream or grp.layout != "single" \
+                or len(grp.members) != 1:
+            return 0
+        src = grp.members[0]
+        readers = [ll for ll in range(self.n) if src in inputs_of(self.net, ll)]
+        if len(readers) != 1:
+            return 0
+        margin = in_place_margin(self.net, readers[0], src == INPUT and self.big_data)
+        return margin or 0
+
     def skeleton(self) -> Placement:
         """The processor choice with streaming flags and no offsets (for rollovers)."""
         n = self.n
@@ -463,15 +546,24 @@ class _Mapper:
             hint = None
             if len(grp.members) == 1 and grp.members[0] >= 0:
                 hint = self.hints.get(grp.members[0], {}).get("out_offset")
+            margin = self._in_place(grp, placed)
             cands = sorted({0, *(off + o.size for o, off in placed)}) if hint is None \
                 else [hint - grp.below]
+            if margin is not None and hint is None:
+                cands = sorted({*cands, *(max(off - margin[0], 0) & ~3
+                                          for o, off in placed if o is margin[1])})
+            reach = self._reader_margin(grp)
+            if reach and hint is None:
+                # its reader will write over it from `reach` bytes below: leave room there
+                cands = sorted({c + reach for c in cands}) + cands
             for start in cands:
                 start = (start + 3) & ~3
                 end = start + grp.size
                 if end > self.facts.data_bytes:
                     continue
-                clash = any(o.lanes & grp.lanes and off < end and start < off + o.size
-                            and o.born <= grp.dies and grp.born <= o.dies
+                clash = any(off < end and start < off + o.size and grp.meets(o)
+                            and not (margin is not None and o is margin[1]
+                                     and start + margin[0] <= off)
                             for o, off in placed)
                 if not clash:
                     break
@@ -529,6 +621,22 @@ def auto_place(network: Network, device: object,
                 except Ai8xError as err2:
                     if err2.code != "map.data-memory":
                         raise
+        if fitted is None:
+            # Layers writing over their own input (the vendor's U-Net sidecars,
+            # --overlap-data), in HWC, then in CHW.
+            for chw in (False, True):
+                over = _Mapper(network, facts, hints, chw=chw, overlap=True)
+                over.map_processors()
+                if chw and not over.big_data:
+                    continue
+                try:
+                    fitted = over, *_allocate_moving_outputs(over)
+                    break
+                except Ai8xError as err3:
+                    if err3.code != "map.data-memory":
+                        raise
+                    if not chw:
+                        err = err3  # it got further: name the layer that still fails
         if fitted is None:
             return _stream(network, facts, hints, err)
         mapper, groups, offsets = fitted

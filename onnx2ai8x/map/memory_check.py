@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ..errors import Diagnostic
-from ..network import OP_CONV1D, OP_NONE, Layer, Network, output_layers
+from ..network import OP_CONV1D, OP_CONV2D, OP_NONE, Layer, Network, output_layers
 from ..placement import Placement
 
 MAX_PROC = 64
@@ -156,6 +156,33 @@ def output_ignore(layer: Layer) -> int:
     if layer.operator == OP_CONV1D and dil > 1 and (k - 1) * dil >= 9 and k == 3:
         return 4 * dil * expand(layer.output_channels)[0]
     return 0
+
+
+def in_place_margin(network: Network, ll: int, big_data: bool = False) -> int | None:
+    """How far below its input (bytes) layer ll may write its output over it, or None
+    when it may not overlap its input at all.
+
+    The accelerator supports a layer writing over its own input (the vendor's
+    `--overlap-data`: its tool cannot check for "inadvertent overwriting of unprocessed
+    input data", README "Data Memory"); it is safe when no input pixel a later output
+    still needs is overwritten. A stride-1 Conv2d without pooling on single-pass HWC data
+    computes output pixel q (raster order, one word per pixel in every memory instance)
+    only after it has read input pixel q + p*W + p (padding p, width W), and later
+    outputs need no input pixel below q - p*W - p + 1: the output may start p*W + p words
+    below the input. Only for a layer that is its input's last reader."""
+    lay = network.layers[ll]
+    srcs = inputs_of(network, ll)
+    k, p = lay.kernel_size[0], lay.padding[0]
+    if lay.operator != OP_CONV2D or len(srcs) != 1 or lay.operands != 1 or lay.flatten \
+            or big_data or lay.stride != (1, 1) or lay.dilation != (1, 1) \
+            or lay.pool != (1, 1) or lay.output_width != 8 or lay.conv_groups != 1 \
+            or tuple(lay.kernel_size) != (k, k) or tuple(lay.padding) != (p, p) \
+            or 2 * p != k - 1 or tuple(lay.input_dim) != tuple(lay.output_dim) \
+            or expand(lay.input_channels)[0] != 1 or expand(lay.output_channels)[0] != 1:
+        return None
+    if last_use(network)[srcs[0]] != ll:
+        return None
+    return 4 * (p * lay.input_dim[1] + p)
 
 
 def output_bytes(layer: Layer) -> int:
@@ -497,6 +524,8 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
         for a in bufs:
             if a is b or a.born >= b.born or a.streaming and b.streaming:
                 continue
+            if _writes_over_own_input(network, placement, a, b):
+                continue
             if b.born <= a.dies and b.collides(a):
                 diags.append(Diagnostic(
                     "map.overwrite", _where(network, b.producer),
@@ -505,6 +534,28 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
                     f"which layer `{network.layers[min(a.dies, len(network.layers) - 1)].name}`"
                     " still reads", "move `out_offset` to a free region"))
     return diags
+
+
+def _writes_over_own_input(network: Network, placement: Placement, a: Buffer,
+                           b: Buffer) -> bool:
+    """Output `b` overwrites `a`, its layer's only input, where in_place_margin allows."""
+    ll = b.producer
+    if a.streaming or b.streaming or a.gap or b.gap or inputs_of(network, ll) != (a.producer,):
+        return False
+    margin = in_place_margin(network, ll, a.producer == INPUT and placement.layers[0].big_data)
+    return margin is not None and b.start + margin <= a.start
+
+
+def overlapping_layers(network: Network, placement: Placement) -> tuple[int, ...]:
+    """The layers that write over their own input (the vendor tool needs --overlap-data)."""
+    bufs = {buf.producer: buf for buf in buffers(network, placement)}
+    out = []
+    for ll in range(len(network.layers)):
+        srcs = inputs_of(network, ll)
+        if len(srcs) == 1 and srcs[0] in bufs and ll in bufs and not bufs[ll].streaming \
+                and bufs[ll].collides(bufs[srcs[0]]):
+            out.append(ll)
+    return tuple(out)
 
 
 # The FIFOs write processors 0-3 of each quadrant (HWC) or the first processor of each

@@ -771,5 +771,14 @@ def weights_from_network(network: Network) -> list[CheckpointLayer]:
 
 def resolve_placement(sidecar: Sidecar, network: Network, device: str) -> Placement:
     """Place an ONNX-derived Network as the sidecar says (converter `--sidecar` path)."""
+    if len(sidecar.layers) != len(network.layers):
+        # each sidecar entry places one hardware layer of the model; an entry past the
+        # model's last layer has nothing to place (e.g. a pass-through layer the vendor's
+        # sidecar adds that the model does not have)
+        raise Ai8xError("sidecar.layers", f"layers[{len(network.layers)}]",
+                        f"the sidecar describes {len(sidecar.layers)} layers, the model "
+                        f"has {len(network.layers)} hardware layers",
+                        "write one entry per hardware layer (`onnx2ai8x sidecar model.onnx` "
+                        "writes a matching sidecar to start from)")
     resolved = resolve(sidecar, weights_from_network(network), device, network.input_shape)
     return to_placement(resolved, network)

@@ -1,0 +1,166 @@
+"""Rewrites that make a network placeable without changing what it computes.
+
+Two element-wise patterns the model's graph allows but the accelerator cannot run as
+one layer; each becomes the layer sequence the vendor's own sidecars use for them
+(pass-through element-wise layers, seed 004 "Residual Connections"):
+
+* A multi-pass element-wise operation fused with a convolution that adds a bias
+  (MAX78002), or a multi-pass fusion the MAX78000 cannot run (more than 2 operands x
+  2 passes): the element-wise operation (with the layer's pooling) moves into a
+  pass-through layer of its own, which the convolution then reads (`rules.
+  eltwise_multipass`; the vendor's effnet2 / MobileNet-v2 sidecars write every
+  residual add as `operation: none, eltwise: add`).
+* An element-wise operand that another layer also reads: element-wise operands are
+  written interleaved (`write_gap`), which no other layer can read, so the element-wise
+  layer reads a pass-through copy of it written right after the producer (the vendor's
+  ResNet sidecars: "re-form data with gap").
+
+A pass-through layer computes nothing the fused layer did not: the element-wise result
+is 8-bit in either form (seed 004), so the reference and the known answer are unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..devices import Device
+from ..network import ACT_NONE, ELTWISE_NONE, OP_NONE, Layer, Network
+from .facts import in_passes, pools
+
+INPUT = -1
+NEW = -2  # the inserted layer, in insert_layer's arguments
+
+
+def _sources(network: Network, ll: int) -> tuple[int, ...]:
+    lay = network.layers[ll]
+    if lay.in_sequences is not None:
+        return tuple(lay.in_sequences)
+    return (ll - 1,) if ll > 0 else (INPUT,)
+
+
+def _unique(network: Network, base: str) -> str:
+    taken = {lay.name for lay in network.layers}
+    if base not in taken:
+        return base
+    k = 1
+    while f"{base}_{k}" in taken:
+        k += 1
+    return f"{base}_{k}"
+
+
+def insert_layer(network: Network, at: int, layer: Layer,
+                 reroute: dict[int, tuple[int, ...]]) -> Network:
+    """`layer` inserted at index `at`. Its in_sequences and the sources in `reroute`
+    (old layer index -> what it reads instead) are in the old numbering, NEW naming the
+    inserted layer; every other layer keeps reading what it read."""
+
+    def renumber(src: int) -> int:
+        return at if src == NEW else src + 1 if src >= at else src
+
+    old = list(network.layers)
+    layers: list[Layer] = []
+    for ll in range(len(old) + 1):
+        if ll == at:
+            seqs = tuple(renumber(s) for s in layer.in_sequences or ())
+            layers.append(replace(layer, in_sequences=_implicit(seqs, len(layers))))
+        if ll == len(old):
+            break
+        lay, index = old[ll], len(layers)
+        seqs = tuple(renumber(s) for s in reroute.get(ll, _sources(network, ll)))
+        keep = lay.in_sequences is not None
+        layers.append(replace(lay, in_sequences=seqs if keep else _implicit(seqs, index)))
+    outputs = None if network.outputs is None else tuple(renumber(o)
+                                                         for o in network.outputs)
+    return replace(network, layers=tuple(layers), outputs=outputs)
+
+
+def _implicit(seqs: tuple[int, ...], index: int) -> tuple[int, ...] | None:
+    return None if seqs == ((index - 1,) if index else (INPUT,)) else seqs
+
+
+def _passthrough(lay: Layer, name: str, channels: int, dims: tuple[int, int],
+                 pooled: tuple[int, int], in_sequences: tuple[int, ...], *,
+                 eltwise: int = ELTWISE_NONE, operands: int = 1,
+                 pool_fields: dict | None = None) -> Layer:
+    """A pass-through layer (no weights, no shift, no activation)."""
+    return Layer(name=name, operator=OP_NONE, input_channels=channels,
+                 output_channels=channels, input_dim=dims, pooled_dim=pooled,
+                 output_dim=pooled, eltwise=eltwise, operands=operands,
+                 activation=ACT_NONE, quantization=0, in_sequences=in_sequences,
+                 **(pool_fields or {}))
+
+
+def _fusion_unsupported(lay: Layer, device: Device) -> bool:
+    """The fused element-wise + convolution breaks `rules.eltwise_multipass`."""
+    passes = in_passes(lay, device)
+    if lay.operands <= 1 or passes <= 1 or lay.operator == OP_NONE:
+        return False
+    if device.eltwise_multipass_emulated and lay.operands * passes != lay.operands + passes:
+        return True
+    return not device.eltwise_multipass_conv_bias and lay.bias is not None \
+        and bool(np.any(np.asarray(lay.bias) != 0))
+
+
+def split_multipass_eltwise(network: Network, device: Device) -> Network:
+    """Unfuse each element-wise operation the device cannot run fused with its
+    convolution (see the module doc string)."""
+    ll = 0
+    while ll < len(network.layers):
+        lay = network.layers[ll]
+        if not _fusion_unsupported(lay, device):
+            ll += 1
+            continue
+        pool_fields = {}
+        if pools(lay):
+            pool_fields = {"pool": lay.pool, "pool_stride": lay.pool_stride,
+                           "pool_dilation": lay.pool_dilation,
+                           "pool_average": lay.pool_average, "pool_first": lay.pool_first}
+        add = _passthrough(lay, _unique(network, f"{lay.name}_eltwise"),
+                           lay.input_channels, lay.input_dim, lay.pooled_dim,
+                           _sources(network, ll), eltwise=lay.eltwise,
+                           operands=lay.operands, pool_fields=pool_fields)
+        conv = replace(lay, eltwise=ELTWISE_NONE, operands=1, input_dim=lay.pooled_dim,
+                       pool=(1, 1), pool_stride=(1, 1), pool_dilation=(1, 1),
+                       pool_average=False, pool_first=True, in_sequences=None)
+        network = replace(network, layers=(*network.layers[:ll], conv,
+                                           *network.layers[ll + 1:]))
+        network = insert_layer(network, ll, add, {ll: (NEW,)})
+        ll += 2
+    return network
+
+
+def copy_shared_operands(network: Network) -> Network:
+    """Give each element-wise layer a pass-through copy of an operand that another
+    layer also reads (see the module doc string)."""
+    ll = 0
+    while ll < len(network.layers):
+        lay = network.layers[ll]
+        srcs = _sources(network, ll)
+        if lay.eltwise == ELTWISE_NONE or len(srcs) < 2:
+            ll += 1
+            continue
+        readers: dict[int, set[int]] = {}
+        for k in range(len(network.layers)):
+            for s in _sources(network, k):
+                readers.setdefault(s, set()).add(k)
+        shared = next((s for s in srcs if s != INPUT and readers.get(s, set()) - {ll}),
+                      None)
+        if shared is None:
+            ll += 1
+            continue
+        src = network.layers[shared]
+        dims = src.output_dim
+        copy = _passthrough(src, _unique(network, f"{src.name}_copy"),
+                            src.output_channels, dims, dims, (shared,))
+        at = shared + 1
+        network = insert_layer(network, at, copy, {
+            ll: tuple(NEW if s == shared else s for s in srcs)})
+        ll += 1  # the element-wise layer moved one on; look at it again
+    return network
+
+
+def rewrite(network: Network, device: Device) -> Network:
+    """Every rewrite, in order (unfusing may create the operand sharing the copies
+    resolve)."""
+    return copy_shared_operands(split_multipass_eltwise(network, device))

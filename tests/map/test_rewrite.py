@@ -1,0 +1,119 @@
+"""Element-wise rewrites before mapping (onnx2ai8x/legalize/rewrite.py): the layer
+sequence the vendor's sidecars use, the same numbers as the model, and a placement."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from onnx2ai8x.devices import get_device
+from onnx2ai8x.legalize import legalize
+from onnx2ai8x.legalize.rewrite import copy_shared_operands, rewrite, split_multipass_eltwise
+from onnx2ai8x.map.auto import auto_place
+from onnx2ai8x.map.memory_check import check_placement
+from onnx2ai8x.network import ELTWISE_ADD, OP_NONE, Network
+from tests.map.test_auto import conv
+
+
+def _weights(net: Network, seed: int) -> Network:
+    rng = np.random.default_rng(seed)
+    layers = []
+    for lay in net.layers:
+        if lay.weights is not None:
+            lay = dataclasses.replace(lay, weights=rng.integers(-4, 5, lay.weights.shape),
+                                      output_shift=-2)
+        layers.append(lay)
+    return dataclasses.replace(net, layers=tuple(layers))
+
+
+def resnet() -> Network:
+    """conv1 -> conv2 -> (conv3 + conv2 fused into conv4): conv2's output is both read
+    directly (conv3) and an element-wise operand (ai85ressimplenet's residual)."""
+    layers = (conv("c0", 3, 16, 16, (-1,)), conv("c1", 16, 20, 16, (0,)),
+              conv("c2", 20, 20, 16, (1,)),
+              conv("c3", 20, 20, 16, (2, 1), eltwise=ELTWISE_ADD, operands=2),
+              conv("c4", 20, 10, 16, (3,), k=1))
+    return _weights(Network(layers=layers, input_shape=(3, 16, 16), device="MAX78000",
+                            name="resnet"), 3)
+
+
+def mbconv(bias: bool) -> Network:
+    """A residual over 96 channels (two passes) fused into the next convolution, as
+    ai8x_blocks.MBConvBlock chains export on the MAX78002."""
+    b = np.arange(96) % 7 - 3 if bias else None
+    layers = (conv("c0", 3, 96, 8, (-1,)), conv("c1", 96, 96, 8, (0,), k=1),
+              conv("c2", 96, 96, 8, (1, 0), eltwise=ELTWISE_ADD, operands=2, k=1,
+                   bias=None if b is None else b * 128, bias_hw=b),
+              conv("c3", 96, 10, 8, (2,), k=1))
+    return _weights(Network(layers=layers, input_shape=(3, 8, 8), device="MAX78002",
+                            name="mbconv"), 5)
+
+
+def _same_numbers(a: Network, b: Network, outputs_a: tuple[int, ...],
+                  outputs_b: tuple[int, ...]) -> None:
+    import custom_ops
+    from custom_ops.builder import build_model
+
+    x = np.random.default_rng(1).integers(-128, 128, (1, *a.input_shape)).astype(np.int8)
+    ra = custom_ops.run(custom_ops.session(build_model(a, outputs=outputs_a)), x)
+    rb = custom_ops.run(custom_ops.session(build_model(b, outputs=outputs_b)), x)
+    for u, v in zip(ra, rb, strict=True):
+        np.testing.assert_array_equal(u, v)
+
+
+def test_shared_operand_gets_a_copy_right_after_its_producer() -> None:
+    net = resnet()
+    out = copy_shared_operands(net)
+    assert [lay.name for lay in out.layers] == ["c0", "c1", "c1_copy", "c2", "c3", "c4"]
+    copy = out.layers[2]
+    assert copy.operator == OP_NONE and copy.in_sequences is None  # reads c1 (index 1)
+    # c2 keeps reading c1; the element-wise layer reads the copy and c2 (vendor sidecar:
+    # layer 3 `in_sequences: 1`, layer 4 `in_sequences: [2, 3]`)
+    assert out.layers[3].in_sequences == (1,)
+    assert out.layers[4].in_sequences == (3, 2)
+    assert out.layers[5].in_sequences == (4,)
+    _same_numbers(net, out, (4,), (5,))
+
+
+def test_resnet_maps_after_the_copy() -> None:
+    net = rewrite(resnet(), get_device("MAX78000"))
+    placement = auto_place(net, "MAX78000")
+    assert check_placement(net, placement, "MAX78000") == []
+    assert placement.layers[4].in_sequences == (3, 2)
+
+
+def test_without_the_copy_the_mapper_says_why() -> None:
+    from onnx2ai8x.errors import Ai8xError
+
+    with pytest.raises(Ai8xError) as info:
+        auto_place(resnet(), "MAX78000")
+    assert info.value.code == "map.shared-operand"
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool) -> None:
+    net = mbconv(bias)
+    device = get_device("MAX78002")
+    out = split_multipass_eltwise(net, device)
+    if not bias:
+        assert out is net  # the fused form is legal: nothing to do
+        return
+    with pytest.raises(Exception):  # noqa: B017 - the raw network breaks the rule
+        legalize(net, device)
+    assert [lay.name for lay in out.layers] == ["c0", "c1", "c2_eltwise", "c2", "c3"]
+    add, conv2 = out.layers[2], out.layers[3]
+    assert add.operator == OP_NONE and add.eltwise == ELTWISE_ADD and add.operands == 2
+    assert add.in_sequences == (1, 0)
+    assert conv2.operands == 1 and conv2.in_sequences is None
+    legalize(out, device)  # no violation left
+    _same_numbers(net, out, (3,), (4,))
+    full = rewrite(net, device)  # c0 is read by c1 and the add: the add reads a copy
+    placement = auto_place(full, "MAX78002")
+    assert check_placement(full, placement, "MAX78002") == []
+
+
+def test_outputs_are_renumbered() -> None:
+    net = dataclasses.replace(resnet(), outputs=(4, 2))
+    out = copy_shared_operands(net)
+    assert out.outputs == (5, 3)
