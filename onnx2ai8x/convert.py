@@ -93,13 +93,14 @@ def load_onnx(path: Path, *, onnx_checker: bool = False):
     return model
 
 
-def _place(network: Network, device, sidecar_path: Path | None
+def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = False
            ) -> tuple[Placement, tuple[int, ...] | None]:
-    """The mapping: the sidecar's when it is full, else inferred around its pins."""
+    """The mapping: the sidecar's when it is full, else inferred around its pins
+    (`fifo`: the input is to arrive through the FIFOs)."""
     if sidecar_path is None:
         from .map.auto import auto_place
 
-        return auto_place(network, device, None), None
+        return auto_place(network, device, None, fifo=fifo), None
     from .sidecar.parse import parse_dict
     from .sidecar.partial import partial_hints, read_sidecar_text
     from .sidecar.resolve import resolve_placement
@@ -108,15 +109,16 @@ def _place(network: Network, device, sidecar_path: Path | None
     if not text.is_full(len(network.layers)):
         from .map.auto import auto_place
 
-        return auto_place(network, device, partial_hints(text, network)), None
+        return auto_place(network, device, partial_hints(text, network), fifo=fifo), None
     sidecar = parse_dict(text.data, str(sidecar_path))
     placement = resolve_placement(sidecar, network, device.name)
     return placement, (tuple(sidecar.snoop) if sidecar.snoop is not None else None)
 
 
 def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
-         step: Step = _no_step, *, onnx_checker: bool = False) -> Plan:
-    """Import, legalize and map; no files are written (`onnx_checker`: see load_onnx)."""
+         step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False) -> Plan:
+    """Import, legalize and map; no files are written (`onnx_checker`: see load_onnx;
+    `fifo`: the user asked for FIFO input, so an inferred mapping puts it there)."""
     from .devices import get_device
     from .emit.sidecar_writer import implied_flags, write_sidecar
     from .importer.onnx_reader import read_model_full
@@ -141,7 +143,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     # element-wise patterns the accelerator runs as pass-through layers (legalize/rewrite)
     network = legalize(rewrite(network, device), device)
     step("map")
-    placement, snoop = _place(network, device, sidecar_path)
+    placement, snoop = _place(network, device, sidecar_path, fifo)
     kernels = allocate_kernels(network, placement)
     cycles = tuple(estimate_cycles(network, placement, device.name,
                                    kernel_offsets=[int(x) for x in kernels.offset]))
@@ -281,7 +283,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.project import write_project
 
     with progress_steps(request.progress) as step:
-        result = plan(request.model, request.device, request.sidecar, step)
+        fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
+        result = plan(request.model, request.device, request.sidecar, step, fifo=fifo)
         options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
                                  request.model)
         if result.snoop is not None:

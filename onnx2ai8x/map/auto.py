@@ -158,8 +158,9 @@ class _Mapper:
 
     def __init__(self, network: Network, facts: MemoryFacts,
                  hints: dict[int, dict[str, int]], chw: bool = False,
-                 stream: int = 0, overlap: bool = False) -> None:
+                 stream: int = 0, overlap: bool = False, fifo: bool = False) -> None:
         self.net = network
+        self.fifo = fifo  # the input arrives through the FIFOs (HWC on their processors)
         self.stream = stream  # the first `stream` layers stream
         # layers may write over their own input where memory_check.in_place_margin
         # allows (tried only when the data does not fit otherwise)
@@ -259,6 +260,7 @@ class _Mapper:
         w = net.input_shape[2] if len(net.input_shape) > 2 else 1
         hwc_bytes = h * w * expand(first.input_channels)[0] * first.operands * 4
         if (hwc_bytes > self.facts.data_bytes or self.want_chw) and not self.stream \
+                and not self.fifo \
                 and first.operator != OP_CONV1D \
                 and first.operands == 1 and in_c <= MAX_PROC // P_SHARED \
                 and inputs_of(net, 0) == (INPUT,):
@@ -582,7 +584,7 @@ class _Mapper:
 
 def auto_place(network: Network, device: object,
                partial: Hints | Placement | None = None, *,
-               stream_layers: int | None = None) -> Placement:
+               stream_layers: int | None = None, fifo: bool = False) -> Placement:
     """Place `network` on `device` without a sidecar (pure function).
 
     `partial` fixes some decisions: a Placement (its processor maps and output offsets
@@ -590,7 +592,8 @@ def auto_place(network: Network, device: object,
     "out_offset": bytes}}. `stream_layers` makes exactly that many leading layers stream
     (None: stream only when the data does not fit, as few layers as needed). Raises
     Ai8xError when the network does not fit. When the first layers stream, the input
-    must be loaded through the FIFO (`placement.layers[0].streaming`).
+    must be loaded through the FIFO (`placement.layers[0].streaming`). `fifo` (the
+    user's --fifo) puts the input on the FIFO processors even when nothing streams.
     """
     facts = memory_facts(device)
     if not network.layers:
@@ -601,9 +604,15 @@ def auto_place(network: Network, device: object,
                     f"{len(network.layers)} layers, {facts.name} runs at most "
                     f"{facts.max_layers}", "merge layers or use a MAX78002")
     hints = _hints_of(network, partial)
+    if fifo:
+        # The FIFOs write fixed processors (seed 000, "FIFOs"): HWC channels go to
+        # 16q .. 16q + 3 of FIFO q; an input placed elsewhere could not be fed.
+        first = dict(hints.get(0, {}))
+        first.setdefault("processors", _fifo_map(network.input_shape[0]))
+        hints = {**hints, 0: first}
     if stream_layers:
         return _stream(network, facts, hints, None, only=stream_layers)
-    mapper = _Mapper(network, facts, hints)
+    mapper = _Mapper(network, facts, hints, fifo=fifo)
     mapper.map_processors()
     try:
         groups, offsets = _allocate_moving_outputs(mapper)
@@ -611,7 +620,7 @@ def auto_place(network: Network, device: object,
         if err.code != "map.data-memory":
             raise
         fitted = None
-        if not mapper.big_data:
+        if not mapper.big_data and not fifo:
             # CHW input takes a quarter of the memory of HWC: retry with it.
             chw = _Mapper(network, facts, hints, chw=True)
             chw.map_processors()
@@ -624,8 +633,8 @@ def auto_place(network: Network, device: object,
         if fitted is None:
             # Layers writing over their own input (the vendor's U-Net sidecars,
             # --overlap-data), in HWC, then in CHW.
-            for chw in (False, True):
-                over = _Mapper(network, facts, hints, chw=chw, overlap=True)
+            for chw in (False,) if fifo else (False, True):
+                over = _Mapper(network, facts, hints, chw=chw, overlap=True, fifo=fifo)
                 over.map_processors()
                 if chw and not over.big_data:
                     continue

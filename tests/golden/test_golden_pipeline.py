@@ -53,12 +53,15 @@ def test_auto_mapping_keeps_the_known_answer(name: str, tmp_path: Path) -> None:
     case = pipeline.case_json(name)
     model = pipeline.imported_model(name, tmp_path)
     out = tmp_path / "project"
+    # with the case's options: --fifo asks the inferred mapping for FIFO input
+    options = pipeline.cli_options(case["vendor_args"])
     proc = pipeline.convert(model, case["device"], out,
-                            "--sample-input", str(GOLDEN / name / "sample.npy"))
+                            "--sample-input", str(GOLDEN / name / "sample.npy"), *options)
     assert proc.returncode == 0, proc.stderr
     ours = pipeline.trace_of(out)
 
-    mapped = plan(model, case["device"], None)  # deterministic: the mapping just written
+    # deterministic: the mapping just written
+    mapped = plan(model, case["device"], None, fifo="--fifo" in options)
     net, placement = mapped.network, mapped.placement
     kat = known_answer_layers(placement)
     sample = np.load(GOLDEN / name / "sample.npy").reshape(net.input_shape)

@@ -216,3 +216,19 @@ def test_a_given_number_of_layers_streams():
         auto_place(net, "MAX78000", stream_layers=9)
     assert err.value.diagnostics[0].code == "map.streaming"
     assert "at most 4 can" in err.value.diagnostics[0].message
+
+
+@pytest.mark.parametrize("channels,dim,want", [
+    (3, 32, 0x7),                    # fits: HWC on FIFO 0's processors
+    (15, 16, 0x0007_000F_000F_000F),  # four channels per FIFO, processors 16q .. 16q + 3
+    (3, 128, 0x7),                   # too big for HWC: streams (never CHW on 0, 4, 8)
+])
+def test_fifo_option_puts_the_input_on_fifo_processors(channels, dim, want):
+    net = big_input(channels, dim)
+    placement = auto_place(net, "MAX78000", fifo=True)
+    assert placement.layers[0].processor_map == want
+    assert not placement.layers[0].big_data
+    assert check_placement(net, placement, "MAX78000") == []
+    # without the option a 15-channel input is packed from processor 0
+    if channels == 15:
+        assert auto_place(net, "MAX78000").layers[0].processor_map == 0x7FFF
