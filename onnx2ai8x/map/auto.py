@@ -444,7 +444,21 @@ class _Mapper:
             if lay.eltwise != ELTWISE_NONE:
                 layout, size = "interleave", member * len(srcs)
             elif expand(lay.input_channels)[0] > 1:
-                layout, size = "sequential", sum(size_of(s) for s in srcs)
+                # More than 64 channels are read pass by pass from each pixel's
+                # consecutive words, so the parts are written interleaved, one word per
+                # pixel each, with a write gap (seed 004 `write_gap`: "... or to
+                # concatenate multiple inputs to form data with more than 64 channels").
+                # A part of several passes would need its words spread further apart.
+                width = expand(lay.input_channels)[1]
+                if any(s == INPUT or net.layers[s].output_channels != width
+                       for s in srcs):
+                    raise _fail(net, ll, "map.concat",
+                                f"this concatenation of more than 64 channels joins parts "
+                                f"that are not {width} channels each (one pass), which "
+                                "the automatic mapping cannot interleave",
+                                "concatenate parts of equal channel count, or write a "
+                                "sidecar with write_gap")
+                layout, size = "interleave", member * len(srcs)
             else:
                 layout, size = "lanes", member
             lane = 0
@@ -479,8 +493,9 @@ class _Mapper:
                 srcs = inputs_of(net, ll)
                 if len(srcs) == 1 and srcs[0] in g.members:
                     raise _fail(net, ll, "map.shared-operand",
-                                f"the output of `{net.layers[srcs[0]].name}` is an "
-                                "element-wise operand (written with gaps) and is also read "
+                                f"the output of `{net.layers[srcs[0]].name}` is written "
+                                "with gaps (an element-wise operand, or part of a "
+                                "concatenation of more than 64 channels) and is also read "
                                 "directly here", "insert a passthrough layer that copies it "
                                 "(seed 004, Residual Connections)")
             del gi
@@ -683,9 +698,13 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
         seqs = None if tuple(srcs) == default and lay.in_sequences in (None, default) \
             else tuple(srcs)
         first_src = srcs[0]
+        # A layer reads where its (first) input was written: for a concatenation laid
+        # out in sequence that is the group's start (its first member), and a layer
+        # reading one member alone (a U-Net skip's next encoder stage) reads that
+        # member's own place. Element-wise operands are read interleaved from the start.
         in_offset = out_off[first_src]
         gi = owner[first_src]
-        if groups[gi].layout in ("interleave", "sequential", "lanes"):
+        if groups[gi].layout == "interleave":
             in_offset = offsets[gi] + groups[gi].below
         layers.append(LayerPlacement(
             processor_map=mapper.pmap[ll], output_processor_map=mapper.tensor[ll],

@@ -121,3 +121,32 @@ def test_unet_project_known_answer_and_sidecar_round_trip(tmp_path: Path,
     assert proc.returncode == 0, proc.stderr
     for name in ("cnn.c", "main.c", "weights.h", "sampleoutput.h"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_concatenation_over_64_channels_is_written_interleaved(tmp_path: Path) -> None:
+    """Two 56-channel parts joined into 112 channels: the consumer reads them as two
+    passes of one pixel's consecutive words, so each part is written with a gap of one
+    word (seed 004 write_gap), not one frame after the other. The virtual accelerator
+    runs the project's known answer."""
+    from custom_ops.builder import build_model
+    from onnx2ai8x.map.auto import auto_place
+    from onnx2ai8x.network import Network
+    from tests.map.test_auto import conv
+
+    rng = np.random.default_rng(3)
+    layers = [conv("a", 3, 56, 16, (-1,)), conv("b", 3, 56, 16, (-1,)),
+              conv("cat", 112, 8, 16, (0, 1))]
+    layers = [lay.__class__(**{**lay.__dict__, "weights": rng.integers(
+        -2, 3, lay.weights.shape), "output_shift": -4}) for lay in layers]
+    net = Network(layers=tuple(layers), input_shape=(3, 16, 16), device="MAX78000",
+                  name="cat112")
+    placement = auto_place(net, "MAX78000")
+    a, b, cat = placement.layers
+    assert (a.write_gap, b.write_gap) == (1, 1)
+    assert b.out_offset == a.out_offset + 4 and cat.in_offset == a.out_offset
+    model = tmp_path / "cat112.onnx"
+    model.write_bytes(build_model(net).SerializeToString())
+    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",
+                           "MAX78000", "-o", str(tmp_path / "p"), "-q", "--verify"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -75,6 +75,12 @@ EXPECTED: dict[str, str] = {
     "ai85net-bayer2rgbnet:bayer2rgbnet": "diagnostic limit.data-memory",  # 3x128x128
     "ai85net-unet:ai85unetsmall": "diagnostic limit.data-memory",  # 4x128x128 default
     "ai85net-unet:ai85unetmedium": "diagnostic limit.data-memory",
+    # the >64-channel skip concatenation (enc3 + upconv3) must be written interleaved,
+    # and enc3 is also read directly by the bottleneck: a pass-through copy is needed
+    # (the earlier "maps" wrote the parts in sequence, which the hardware does not read
+    # as one multi-pass input: the virtual accelerator failed its known answer)
+    "ai85net-unet:ai85unetlarge": "diagnostic map.shared-operand",
+    "ai85net-unet:ai85unetlarge:CamVid_s352_c3": "diagnostic map.shared-operand",
     # 256x320 input: needs more layers streamed than the pass-through copies allow
     "ai87-fpndetector:ai87fpndetector": "diagnostic map.data-memory",
     **{f"model_irse_drl:{n}": _TORCHVISION for n in (
@@ -314,7 +320,6 @@ def test_cycles_no_worse_than_the_vendor_sidecar(arch: vz.Architecture, tmp_path
 # Converted to a full C project (and again from the written sidecar) by default; every
 # other architecture that maps with --golden-all.
 CONVERT_DEFAULT = {
-    "ai85net-unet:ai85unetlarge",
     "ai85net-tinierssd:ai85tinierssd",
     "ai85net-res-simplenet:ai85ressimplenet",
     "ai85net-kws20-v3:ai85kws20netv3",
