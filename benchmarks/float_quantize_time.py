@@ -42,7 +42,7 @@ def main() -> int:
             "quantize + convert": exe + [model, "--device", "MAX78000", "--calibration",
                                          cal, "-o", f"{tmp}/proj", "--overwrite", "-q"],
             "quantize only": exe + ["quantize", model, "--calibration", cal, "-o",
-                                    f"{tmp}/q.onnx", "-q"],
+                                    f"{tmp}/q.onnx", "--overwrite", "-q"],
         }
         print(f"{'digits_float':<20} {'median s':>9} {'min s':>7}")
         for label, cmd in runs.items():
