@@ -63,6 +63,7 @@ def _field(number: int, body: bytes) -> bytes:
 
 
 def _deep_onnx(depth: int) -> bytes:
+    """A model whose graph holds a node whose attribute holds a graph ... `depth` deep."""
     graph = b""
     for _ in range(depth):
         attr = _field(1, b"g") + _varint(20 << 3) + b"\x05" + _field(6, graph)

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx2ai8x import onnxpb
 from tests.conftest import GOLDEN, golden_params
+from tests.fuzz.cases import _deep_onnx  # a hand-written, deeply nested model
 
 
 def _onnx_bytes(message) -> bytes:
@@ -147,34 +148,12 @@ def test_convert_path_does_not_import_onnx_package():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
-def _nested_graph(depth: int) -> bytes:
-    """A model whose graph holds a node whose attribute holds a graph ... `depth` deep,
-    written with the wire format by hand (no encoder would produce it)."""
-    def field(number: int, body: bytes) -> bytes:
-        return bytes([number << 3 | 2]) + _varint(len(body)) + body
-
-    graph = b""
-    for _ in range(depth):
-        attr = field(1, b"g") + _varint(20 << 3) + b"\x05" + field(6, graph)  # name, type, g
-        graph = field(1, field(5, attr))  # GraphProto.node -> NodeProto.attribute
-    return field(7, graph)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def test_deep_nesting_is_a_decode_error_not_a_crash():
-    data = _nested_graph(3000)
+    data = _deep_onnx(3000)
     with pytest.raises(onnxpb.DecodeError):
         onnxpb.ModelProto.FromString(data)
     # shallow nesting of the same shape decodes
-    assert onnxpb.ModelProto.FromString(_nested_graph(5)).graph.node[0].attribute[0].g
+    assert onnxpb.ModelProto.FromString(_deep_onnx(5)).graph.node[0].attribute[0].g
 
 
 def test_repeated_singular_field_decodes_in_linear_time():
