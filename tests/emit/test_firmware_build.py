@@ -84,21 +84,16 @@ CASES = (
 
 
 def _convert(case: Case, out: Path, tmp: Path) -> None:
+    extra = ("--board", case.board, *case.extra)
     if case.golden is None:
-        args = [str(DIGITS), "--device", case.device]
+        proc = pipeline.convert(DIGITS, case.device, out, *extra)
     else:
         if not GOLDEN.is_dir():
             pytest.skip("golden corpus absent")
-        spec = pipeline.case_json(case.golden)
-        model = pipeline.imported_model(case.golden, tmp)
-        args = [str(model), "--device", case.device, "--sample-input",
-                str(GOLDEN / case.golden / "sample.npy")]
-        if case.sidecar:
-            args += ["--sidecar", str(GOLDEN / case.golden / "network.yaml"),
-                     *pipeline.cli_options(spec["vendor_args"])]
-    args += ["-o", str(out), "--quiet", "--board", case.board, *case.extra]
-    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", *args],
-                          capture_output=True, text=True, timeout=600)
+        # the automatic mapping is converted without the case's options, as a user
+        # without the vendor's command line would
+        _, proc = pipeline.convert_case(case.golden, tmp, sidecar=case.sidecar,
+                                        options=case.sidecar, extra=extra, out=out)
     assert proc.returncode == 0, proc.stderr
     c_text = "".join(p.read_text() for p in sorted(out.glob("*.c")))
     for needle in case.expect:

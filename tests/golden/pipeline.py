@@ -67,6 +67,23 @@ def convert(model: Path, device: str, out: Path, *extra: str) -> subprocess.Comp
                           capture_output=True, text=True, timeout=600)
 
 
+def convert_case(name: str, tmp: Path, *, sidecar: bool, options: bool = True,
+                 extra: tuple[str, ...] = (), out: Path | None = None
+                 ) -> tuple[Path, subprocess.CompletedProcess]:
+    """Import golden case `name` and convert it as a user does: with the case's
+    network.yaml (`sidecar`) or mapped automatically, its sample, and (`options`) its
+    vendor_args as converter options. Returns the project directory and the process."""
+    case = case_json(name)
+    model = imported_model(name, tmp)
+    out = out if out is not None else tmp / "project"
+    args = ["--sample-input", str(GOLDEN / name / "sample.npy")]
+    if sidecar:
+        args += ["--sidecar", str(GOLDEN / name / "network.yaml")]
+    if options:
+        args += cli_options(case["vendor_args"])
+    return out, convert(model, case["device"], out, *args, *extra)
+
+
 def c2trace_compare(project: Path, expected: dict, tmp: Path) -> subprocess.CompletedProcess:
     ref = tmp / "expected.json"
     ref.write_text(json.dumps(expected))

@@ -25,13 +25,7 @@ REGISTER_EXCEPTIONS: dict[str, str] = {}
 
 @pytest.mark.parametrize("name", golden_params())
 def test_sidecar_conversion_is_register_exact(name: str, tmp_path: Path) -> None:
-    case = pipeline.case_json(name)
-    model = pipeline.imported_model(name, tmp_path)
-    out = tmp_path / "project"
-    proc = pipeline.convert(model, case["device"], out,
-                            "--sidecar", str(GOLDEN / name / "network.yaml"),
-                            "--sample-input", str(GOLDEN / name / "sample.npy"),
-                            *pipeline.cli_options(case["vendor_args"]))
+    out, proc = pipeline.convert_case(name, tmp_path, sidecar=True)
     assert proc.returncode == 0, proc.stderr
     cmp = pipeline.c2trace_compare(out, pipeline.expected_trace(name), tmp_path)
     if name in REGISTER_EXCEPTIONS:
@@ -52,11 +46,9 @@ def test_auto_mapping_keeps_the_known_answer(name: str, tmp_path: Path) -> None:
 
     case = pipeline.case_json(name)
     model = pipeline.imported_model(name, tmp_path)
-    out = tmp_path / "project"
     # with the case's options: --fifo asks the inferred mapping for FIFO input
     options = pipeline.cli_options(case["vendor_args"])
-    proc = pipeline.convert(model, case["device"], out,
-                            "--sample-input", str(GOLDEN / name / "sample.npy"), *options)
+    out, proc = pipeline.convert_case(name, tmp_path, sidecar=False)
     assert proc.returncode == 0, proc.stderr
     ours = pipeline.trace_of(out)
 

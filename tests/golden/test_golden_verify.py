@@ -58,24 +58,14 @@ def _judge(name: str, outcome, defects: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("name", golden_params())
 def test_sidecar_project_passes_verify(name: str, tmp_path: Path) -> None:
-    case = pipeline.case_json(name)
-    model = pipeline.imported_model(name, tmp_path)
-    out = tmp_path / "project"
-    proc = pipeline.convert(model, case["device"], out,
-                            "--sidecar", str(GOLDEN / name / "network.yaml"),
-                            "--sample-input", str(GOLDEN / name / "sample.npy"),
-                            *pipeline.cli_options(case["vendor_args"]))
+    out, proc = pipeline.convert_case(name, tmp_path, sidecar=True)
     assert proc.returncode == 0, proc.stderr
     _judge(name, execute(out), CONVERTER_DEFECTS)
 
 
 @pytest.mark.parametrize("name", golden_params())
 def test_automatic_mapping_project_passes_verify(name: str, tmp_path: Path) -> None:
-    case = pipeline.case_json(name)
-    model = pipeline.imported_model(name, tmp_path)
-    out = tmp_path / "project"
-    proc = pipeline.convert(model, case["device"], out,
-                            "--sample-input", str(GOLDEN / name / "sample.npy"))
+    out, proc = pipeline.convert_case(name, tmp_path, sidecar=False, options=False)
     assert proc.returncode == 0, proc.stderr
     # (the automatic mapping puts that input on processors 0-2: its FIFO feed is right)
     _judge(name, execute(out), {})
