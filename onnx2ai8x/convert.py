@@ -145,7 +145,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     step("map")
     placement, snoop = _place(network, device, sidecar_path, fifo)
     kernels = allocate_kernels(network, placement)
-    cycles = tuple(estimate_cycles(network, placement, device.name,
+    cycles = tuple(estimate_cycles(network, placement,
                                    kernel_offsets=[int(x) for x in kernels.offset]))
     report = summarize(network, placement, device, list(cycles))
     return Plan(model=model, network=network, device=device, placement=placement,
@@ -279,8 +279,8 @@ def _pool_rounding(options, result: Plan, model: Path):
 
 def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.annotate import annotate_model
-    from .emit.options import EmitOptions
     from .emit.project import write_project
+    from .options import EmitOptions
 
     with progress_steps(request.progress) as step:
         fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .devices import Device, get_device
 from .network import Network
 
 
@@ -45,7 +46,13 @@ class Placement:
     """A Network placed on a device."""
 
     network: Network
-    device: str  # "MAX78000" or "MAX78002"
+    device: Device
     layers: tuple[LayerPlacement, ...]
     final_layer: int
     first_layer_used: int = 0
+
+    def __post_init__(self) -> None:
+        # The device is resolved here, once: a name (MAX78000, AI85, ...) given by a
+        # caller becomes the Device record every later stage reads; an unknown name is a
+        # usage error.
+        object.__setattr__(self, "device", get_device(self.device))

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..devices import Device, get_device
 from ..errors import Ai8xError
 from ..network import (
     OP_CONV1D,
@@ -46,54 +47,11 @@ from ..network import (
     Network,
 )
 from ..placement import Placement
+from .hw import ffs, fls, multipass, popcount, streams_1x1_as_3x3
 
-MAX_PROCESSORS = 64
-PROCESSORS_PER_QUADRANT = 16
 SHARED = 4  # kernel columns are allocated in multiples of four (and quads of processors)
 KERNEL_BYTES = 9
 FREE = -1
-
-
-@dataclass(frozen=True)
-class KernelMemory:
-    """Kernel memory geometry of one device (vendor: izer/tornadocnn.py)."""
-
-    device: str
-    width_small: int  # kernels per processor (processors without extended memory)
-    width_large: int  # kernels per processor with extended memory (p % 16 == 0)
-    instance_large: int  # kernels per large memory instance
-    instance_small: int  # kernels per small (extended) memory instance
-    stride: int  # kernel slots between processors in the address map
-    base: int  # absolute address of quadrant 0, processor 0, kernel 0
-    quadrant_stride: int
-    weight_mask: bool  # depthwise kernels of a layer must stay in one instance
-    calcx4: bool  # calcx4 supported
-    max_dilation_1d_kernel: int = 4
-
-    def width(self, processor: int) -> int:
-        return self.width_large if processor % PROCESSORS_PER_QUADRANT == 0 \
-            else self.width_small
-
-    def address(self, processor: int, column: int) -> int:
-        """Absolute address of a kernel column (16 bytes per kernel in the address map)."""
-        return (self.base + (processor // PROCESSORS_PER_QUADRANT) * self.quadrant_stride
-                + (processor % PROCESSORS_PER_QUADRANT) * self.stride * 16 + column * 16)
-
-
-_KERNEL_MEMORY = {
-    "MAX78000": KernelMemory("MAX78000", 768, 768, 768, 768, 1024, 0x50180000, 0x400000,
-                             weight_mask=False, calcx4=False),
-    "MAX78002": KernelMemory("MAX78002", 4096, 5120, 1024, 256, 8192, 0x51400000, 0x1000000,
-                             weight_mask=True, calcx4=True),
-}
-
-
-def kernel_memory(device: str) -> KernelMemory:
-    try:
-        return _KERNEL_MEMORY[device]
-    except KeyError:
-        raise Ai8xError("map.device", device, f"no kernel-memory layout for device `{device}`",
-                        "use --device MAX78000 or --device MAX78002") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +64,7 @@ class KernelAllocation:
     contents per column.
     """
 
-    device: str
+    device: Device
     offset: tuple[int, ...]
     length: tuple[int, ...]
     count: tuple[int, ...]
@@ -143,26 +101,6 @@ class KernelAllocation:
     __hash__ = None  # type: ignore[assignment]  # holds arrays
 
 
-def _ffs(value: int) -> int:
-    return (value & -value).bit_length() - 1
-
-
-def _fls(value: int) -> int:
-    return value.bit_length() - 1
-
-
-def _popcount(value: int) -> int:
-    return bin(value).count("1")
-
-
-def _expansion(channels: int) -> tuple[int, int]:
-    passes = -(-channels // MAX_PROCESSORS)
-    per_pass = -(-channels // passes)
-    if channels > MAX_PROCESSORS:
-        per_pass = min(-(-per_pass // SHARED) * SHARED, MAX_PROCESSORS)
-    return passes, per_pass
-
-
 def _extra(placement: Placement, ll: int, key: str, default=None):
     for k, v in placement.layers[ll].extra:
         if k == key:
@@ -170,29 +108,7 @@ def _extra(placement: Placement, ll: int, key: str, default=None):
     return default
 
 
-# Streaming reaches the first 9 layers at most (8 streaming layers and the one after);
-# vendor: MAX_STREAM_LAYERS, the same on both parts.
-MAX_STREAM_LAYERS = 8
-
-
-def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
-    """Whether layer `ll` is a 1x1 convolution the accelerator must run on its 3x3 kernel
-    hardware: streaming has no 1x1 path, so a 1x1 Conv2d or ConvTranspose2d that streams
-    or reads a streaming layer's output runs as a 3x3 kernel holding the weight in its
-    centre, with padding 1 (the same output size). Both parts do this (the vendor's
-    EMULATE_1X1_STREAMING); the register emitter (emit/registers/hwlayers.py) and the
-    kernel packing here must agree on it."""
-    if ll > MAX_STREAM_LAYERS:
-        return False
-    lay, pl = network.layers[ll], placement.layers[ll]
-    if tuple(lay.kernel_size) != (1, 1) or lay.operator not in (OP_CONV2D,
-                                                                OP_CONVTRANSPOSE2D):
-        return False
-    prev = pl.prev_sequence
-    return bool(pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
-
-
-def hardware_kernel(layer: Layer, mem: KernelMemory, *, as_3x3: bool = False
+def hardware_kernel(layer: Layer, mem: Device, *, as_3x3: bool = False
                     ) -> tuple[np.ndarray, tuple[int, int]] | None:
     """The layer's kernels as the hardware stores them, and the hardware kernel size.
 
@@ -224,7 +140,7 @@ def hardware_kernel(layer: Layer, mem: KernelMemory, *, as_3x3: bool = False
                 taps = [s for s in range(1, ks[0]) for _ in range(dil - 1)]
                 k = np.insert(k, taps, 0, axis=1)
                 return k, (k.shape[1], 1)
-            if ks[0] <= mem.max_dilation_1d_kernel:
+            if ks[0] <= mem.conv1d_dilated_kernel_max:
                 k4 = np.insert(w.reshape(layer.output_channels, -1, ks[0], 1), [0, 1], 0, axis=3)
                 if ks[0] == 2:
                     k4 = np.insert(k4, 0, 0, axis=2)
@@ -233,7 +149,7 @@ def hardware_kernel(layer: Layer, mem: KernelMemory, *, as_3x3: bool = False
                 return k4.reshape(-1, 3, 3), (3, 3)
             raise Ai8xError("map.kernels", layer.name,
                             f"dilated 1-D kernel of length {ks[0]} does not fit the hardware",
-                            f"use a kernel of at most {mem.max_dilation_1d_kernel} taps")
+                            f"use a kernel of at most {mem.conv1d_dilated_kernel_max} taps")
         return k, (ks[0], 1)
     return w.reshape(-1, ks[0], ks[1]), ks
 
@@ -265,18 +181,19 @@ def _deduplicate(network: Network, placement: Placement,
 class _Memory:
     """Kernel memory being filled (local to one allocation run)."""
 
-    def __init__(self, mem: KernelMemory) -> None:
+    def __init__(self, mem: Device) -> None:
         self.mem = mem
         # Arrays, written a run of columns at a time: the collection at the end and the
         # stream writer then need no Python step per column.
-        self.owner = np.full((MAX_PROCESSORS, mem.width_large), FREE, dtype=np.int32)
-        self.used = np.zeros((MAX_PROCESSORS, mem.width_large), dtype=np.int32)
-        self.data = np.zeros((MAX_PROCESSORS, mem.width_large * KERNEL_BYTES), dtype=np.uint8)
+        shape = (mem.processors, mem.kernel_words_large)
+        self.owner = np.full(shape, FREE, dtype=np.int32)
+        self.used = np.zeros(shape, dtype=np.int32)
+        self.data = np.zeros((shape[0], shape[1] * KERNEL_BYTES), dtype=np.uint8)
 
     def fits(self, p: int, offs: int, length: int, reverse: bool = False) -> bool:
         if reverse:
             return offs >= 0
-        return offs + length <= self.mem.width(p)
+        return offs + length <= self.mem.kernel_words(p)
 
 
 class _Batch:
@@ -314,7 +231,7 @@ class _Batch:
         self.pending = []
         p, memory = self.p, self.memory
         used, owner = memory.used[p], memory.owner[p]
-        width = memory.mem.width(p)
+        width = memory.mem.kernel_words(p)
         first = self.koffs + self.start
         total = self.filled + len(values)
         columns = (total - 1) // KERNEL_BYTES + 1
@@ -428,7 +345,7 @@ def _bulk_8bit(memory: _Memory, procs: list[int], koffs: int, ll: int, fast: np.
     flush()
 
     rows_of = _rows(procs)
-    width = min(memory.mem.width(p) for p in procs)
+    width = min(memory.mem.kernel_words(p) for p in procs)
     spans = []
     for start, filled, segs in runs:
         total = filled + sum((m1 - m0) * in_exp * ksize for m0, m1 in segs)
@@ -482,7 +399,7 @@ def _finish_bulk(memory: _Memory, procs: list[int], koffs: int, col_target: int,
     up to `end`. False (nothing written) unless every processor takes the same steps
     on free columns."""
     rows_of = _rows(procs)
-    width = min(memory.mem.width(p) for p in procs)
+    width = min(memory.mem.kernel_words(p) for p in procs)
     col = koffs + col_target
     if col < width:
         partial = memory.used[rows_of, col] > 0
@@ -490,7 +407,7 @@ def _finish_bulk(memory: _Memory, procs: list[int], koffs: int, col_target: int,
             col_target += 1
         elif partial.any():
             return False
-    elif any(col < memory.mem.width(p) for p in procs):
+    elif any(col < memory.mem.kernel_words(p) for p in procs):
         return False
     count = end - col_target
     if count <= 0:
@@ -509,7 +426,7 @@ def _pad_free(memory: _Memory, p: int, col: int, count: int, ll: int) -> int:
     processor's memory (the same as nine zero bytes each); return the next column.
     Otherwise nothing is written and the caller pads byte by byte, which reports the
     first column that does not fit."""
-    if count <= 0 or col + count > memory.mem.width(p):
+    if count <= 0 or col + count > memory.mem.kernel_words(p):
         return col
     cols = slice(col, col + count)
     if (memory.used[p, cols] != 0).any() or (memory.owner[p, cols] != FREE).any():
@@ -551,7 +468,9 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
     mem = memory.mem
 
     def instance_mask(o: int) -> int:
-        return mem.instance_small - 1 if o + 1 >= mem.width_small else mem.instance_large - 1
+        if o + 1 >= mem.kernel_words_small:
+            return mem.kernel_instance_words_small - 1
+        return mem.kernel_instance_words_large - 1
 
     def give_up(p: int, o: int, rev: bool) -> bool:
         if memory.fits(p, o, length, rev):
@@ -565,13 +484,13 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
         offs += -SHARED if reverse else SHARED
         if give_up(p, offs, reverse):
             return -1
-    if not (mem.weight_mask and groups > 1):
+    if not (mem.kernel_weight_mask and groups > 1):
         # All processors at once (no per-processor adjustment of the start): the first
         # processor with a taken column and its first taken column are the ones the
         # processor-by-processor scan below meets first, so the result is the same.
         procs = _rows([q for q in range(first, last + 1) if pmap >> q & 1])
         while True:
-            if not reverse and offs + length > mem.width_large:
+            if not reverse and offs + length > mem.kernel_words_large:
                 if must_fit:
                     raise _exhausted(layer, first, offs, length)
                 return -1
@@ -591,7 +510,7 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
             p += 1
             continue
         if not reverse:
-            if mem.weight_mask and groups > 1:
+            if mem.kernel_weight_mask and groups > 1:
                 # Depthwise kernels of one layer must sit in one memory instance.
                 mm = instance_mask(offs + 1)
                 if (offs + 1) & ~mm != (offs + length) & ~mm:
@@ -599,14 +518,14 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
                 mm = instance_mask(offs + 1)
                 if (offs + 1) & ~mm != (offs + length) & ~mm:
                     return -1
-            if offs + length > mem.width_large:
+            if offs + length > mem.kernel_words_large:
                 # Past the end of every processor's memory (the vendor would crash here).
                 if must_fit:
                     raise _exhausted(layer, p, offs, length)
                 return -1
             cols = np.arange(offs, offs + length)
         else:
-            if mem.weight_mask and groups > 1:
+            if mem.kernel_weight_mask and groups > 1:
                 mm = instance_mask(offs - 1)
                 if (offs - 1) & ~mm != (offs - length) & ~mm:
                     offs &= ~mm
@@ -626,7 +545,7 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
 
 def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation:
     """Place every layer's kernels in kernel memory (see the module docstring)."""
-    mem = kernel_memory(placement.device)
+    mem = get_device(placement.device)
     count_layers = len(placement.layers)
     hw = []
     for ll in range(count_layers):
@@ -644,7 +563,7 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
     kochan = [0] * count_layers
     memory = _Memory(mem)
     first_used = placement.first_layer_used
-    everything = (1 << MAX_PROCESSORS) - 1
+    everything = (1 << mem.processors) - 1
     order = [ll for ll in range(first_used, count_layers)
              if placement.layers[ll].processor_map == everything]
     order += [ll for ll in range(first_used, count_layers)
@@ -661,7 +580,7 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
             offset[ll], length[ll] = offset[src], length[src]
             kcount[ll], kochan[ll] = kcount[src], kochan[src]
 
-    image = memory.data.reshape(MAX_PROCESSORS, mem.width_large, KERNEL_BYTES)
+    image = memory.data.reshape(mem.processors, mem.kernel_words_large, KERNEL_BYTES)
     owners = memory.owner
     image.flags.writeable = False
     owners.flags.writeable = False
@@ -681,8 +600,8 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     kernel, ks = hw
     quant = abs(lay.quantization) if lay.quantization else 8
     qfactor = 8 // quant
-    in_expand, in_thresh = _expansion(lay.input_channels)
-    out_expand, out_thresh = _expansion(lay.output_channels)
+    in_expand, in_thresh = multipass(lay.input_channels, mem)
+    out_expand, out_thresh = multipass(lay.output_channels, mem)
     out_chan = lay.output_channels
     groups = lay.conv_groups
 
@@ -709,23 +628,23 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     if pmap == 0:
         raise Ai8xError("map.kernels", lay.name, "layer has weights but no input processors",
                         "set `processors` for this layer")
-    first_proc, last_proc = _ffs(pmap), _fls(pmap)
+    first_proc, last_proc = ffs(pmap), fls(pmap)
     ksize = ks[0] * ks[1]
     out_map = pl.output_processor_map
-    first_out = _ffs(out_map)
+    first_out = ffs(out_map)
     start_col = first_out % SHARED
     if out_expand > 1:
         first_out -= start_col
     if groups == 1:
-        kc = (1 + _fls(out_map) - first_out) * out_expand * in_exp
+        kc = (1 + fls(out_map) - first_out) * out_expand * in_exp
         count = ochan = kc + start_col * out_expand * in_exp
     else:
         kc = in_exp
         count = kc + start_col * in_exp
-        ochan = (1 + _fls(out_map) - first_out) * in_exp + start_col * in_exp
+        ochan = (1 + fls(out_map) - first_out) * in_exp + start_col * in_exp
     if lay.flatten:
         per = reshaped.shape[1]
-        unused = out_expand * _popcount(out_map) - out_chan
+        unused = out_expand * popcount(out_map) - out_chan
         kc = kc * per - unused * per
         count = count * per - unused * per
         ochan = count
@@ -737,11 +656,12 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     # processors only are packed from the end of kernel memory first.
     found = -1
     if not (ll > 0 and calcx4[ll] and not calcx4[ll - 1]):
-        extended = mem.width_large > mem.width_small and all(
-            p % PROCESSORS_PER_QUADRANT == 0
+        extended = mem.kernel_words_large > mem.kernel_words_small and all(
+            p % mem.processors_per_quadrant == 0
             for p in range(first_proc, last_proc + 1) if pmap >> p & 1)
-        if extended and (not mem.weight_mask or groups == 1 or klen <= mem.instance_small):
-            found = _search(memory, lay, groups, klen, mem.width_large - 1, first_proc,
+        if extended and (not mem.kernel_weight_mask or groups == 1
+                         or klen <= mem.kernel_instance_words_small):
+            found = _search(memory, lay, groups, klen, mem.kernel_words_large - 1, first_proc,
                             last_proc, pmap, reverse=True, must_fit=False)
     if found == -1:
         found = _search(memory, lay, groups, klen, 0, first_proc, last_proc, pmap,
@@ -754,11 +674,11 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
         koffs = (koffs + SHARED - 1) & ~(SHARED - 1)
     else:
         koffs = (found - (klen - 1)) & ~(SHARED - 1)
-    if koffs + klen > mem.width(last_proc):
+    if koffs + klen > mem.kernel_words(last_proc):
         raise _exhausted(lay, last_proc, koffs, klen)
 
     proc_mask = (1 << qfactor) - 1
-    map_init = out_map >> _ffs(out_map)
+    map_init = out_map >> ffs(out_map)
     value_mask = (1 << quant) - 1
     rows = len(reshaped)
     masked = reshaped.reshape(rows, -1) & value_mask
@@ -769,7 +689,7 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
 
     def add(p: int, col_target: int, b: int) -> int:
         col = koffs + col_target
-        if col + 1 > mem.width(p):
+        if col + 1 > mem.kernel_words(p):
             raise _exhausted(lay, p, col, 1)
         n = int(memory.used[p, col])
         if n == 0:
@@ -860,7 +780,7 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
                     col += qfactor
                     m += qfactor
         col_target = batch.flush(col_target)
-        if koffs + col_target < mem.width(p) and memory.used[p, koffs + col_target] > 0:
+        if koffs + col_target < mem.kernel_words(p) and memory.used[p, koffs + col_target] > 0:
             col_target += 1  # finish a partly filled column
         col_target = _pad_free(memory, p, koffs + col_target, start_col + klen - col_target,
                                ll) - koffs

@@ -337,9 +337,9 @@ def stream_rollovers(placement: Placement) -> tuple[int | None, ...]:
     """
     if not any(pl.streaming for pl in placement.layers):
         return (None,) * len(placement.layers)
-    from ..emit.options import EmitOptions
-    from ..emit.registers.hwlayers import derive
-    from ..emit.registers.streaming import rollover, stream_values
+    from ..options import EmitOptions
+    from .hw import derive
+    from .streaming import rollover, stream_values
 
     hw = derive(placement, EmitOptions(fifo=True))
     return tuple(rollover(hw, ll, stream_values(hw, ll)) if pl.streaming else None
@@ -577,10 +577,10 @@ def stream_register_diagnostics(network: Network, placement: Placement) -> list[
     k = stream_count(placement)
     if not k:
         return []
-    from ..emit.options import EmitOptions
-    from ..emit.registers.hwlayers import derive
-    from ..emit.registers.streaming import stream1, stream2, stream_values
     from ..errors import Ai8xError
+    from ..options import EmitOptions
+    from .hw import derive
+    from .streaming import stream1, stream2, stream_values
 
     diags: list[Diagnostic] = []
     first, lay0 = placement.layers[0], network.layers[0]
@@ -608,10 +608,10 @@ def stream_register_diagnostics(network: Network, placement: Placement) -> list[
         except Ai8xError as err:
             diags += [Diagnostic("map.streaming", where, d.message, d.hint)
                       for d in err.diagnostics]
-        if (roll[ll] or 0) >= 1 << hw.dev.max_fbuf_bits:
+        if (roll[ll] or 0) >= 1 << hw.dev.regs.max_fbuf_bits:
             diags.append(Diagnostic("map.streaming", where,
                                     f"streaming rollover {roll[ll]} exceeds the device limit "
-                                    f"of {(1 << hw.dev.max_fbuf_bits) - 1}",
+                                    f"of {(1 << hw.dev.regs.max_fbuf_bits) - 1}",
                                     "use a narrower input or fewer streaming layers"))
     return diags
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...map.hw import HwNetwork, ffs, fls, popcount
 from ...network import OP_NONE
-from .hwlayers import HwNetwork, ffs, fls, popcount
 from .writes import WeightMemoryMap
 
 # MAX78002 kernel memory: four large instances of 1024 kernels, then four small of 256
@@ -42,9 +42,9 @@ def _local_source(hw: HwNetwork, ll: int) -> bool:
     dev = hw.dev
     pl = hw.placement.layers[ll]
     for group in hw.groups_used:
-        gmap = pl.output_processor_map & (((1 << dev.p_numpro) - 1) << group * dev.p_numpro)
+        gmap = pl.output_processor_map & dev.quadrant_bits(group)
         if popcount(gmap) > 1:
-            gap_max, gap_min = 0, dev.max_proc
+            gap_max, gap_min = 0, dev.processors
             p = ffs(gmap)
             while p < fls(gmap):
                 gap = ffs(gmap & ~((1 << (p + 1)) - 1)) - p - 1
@@ -62,7 +62,7 @@ def _tscnt_max(hw: HwNetwork, ll: int) -> int:
     width = lay.output_width
     best = 0
     for group in hw.groups_used:
-        pop = popcount((pmap >> group * dev.p_numpro) % (1 << dev.p_numpro))
+        pop = popcount(dev.in_quadrant(pmap, group))
         if hw.layers[ll].operator == OP_NONE:
             if pop:
                 best = max(best, (pop * width // 8 - 1) // 4)
