@@ -16,6 +16,16 @@ from dataclasses import dataclass
 
 from .errors import EXIT_USAGE, Ai8xError
 
+# The processor array, the same on both parts (seed 000, "Data, Weights, and Processors"):
+# 64 processors in four quadrants of 16; four processors share one data-memory instance
+# and one pass reads at most one channel per processor. Rules that hold for the whole
+# family (the multi-pass split, processor masks) read these; a part with another array
+# would give them a Device argument.
+PROCESSORS = 64
+QUADRANTS = 4
+PROCESSORS_PER_QUADRANT = 16
+PROCESSORS_PER_MEMORY = 4
+
 
 @dataclass(frozen=True)
 class RegisterLayout:
@@ -310,7 +320,8 @@ _APB = 0x50000000  # the accelerator's window starts here on both parts
 
 MAX78000 = Device(
     name="MAX78000", code=85, aliases=("AI85", "85", "MAX78000"),
-    processors=64, quadrants=4, processors_per_quadrant=16, processors_per_memory=4,
+    processors=PROCESSORS, quadrants=QUADRANTS, processors_per_quadrant=PROCESSORS_PER_QUADRANT,
+    processors_per_memory=PROCESSORS_PER_MEMORY,
     # 16 x 32 KiB data memory (guide); the tool: 2048 words per instance.
     data_instances=16, data_instance_bytes=32 * 1024, data_instance_words=2048,
     data_instance_stride_words=2048,
@@ -319,7 +330,7 @@ MAX78000 = Device(
     bias_instances=4, bias_bytes_per_instance=512,
     max_layers=32,
     # The guide: 1024 input/output channels per layer.
-    max_channels=1024, channels_per_pass=64, max_passes=16,
+    max_channels=1024, channels_per_pass=PROCESSORS, max_passes=16,
     # The guide says rows/columns up to 1023; the tool accepts 1024 (MAX_ROW_COL).
     max_dim=1024,
     conv2d_kernels=((1, 1), (3, 3)), conv1d_kernel_max=9, convtranspose2d_kernels=((3, 3),),
@@ -363,7 +374,8 @@ MAX78000 = Device(
 
 MAX78002 = Device(
     name="MAX78002", code=87, aliases=("AI87", "87", "MAX78002"),
-    processors=64, quadrants=4, processors_per_quadrant=16, processors_per_memory=4,
+    processors=PROCESSORS, quadrants=QUADRANTS, processors_per_quadrant=PROCESSORS_PER_QUADRANT,
+    processors_per_memory=PROCESSORS_PER_MEMORY,
     # 16 x 80 KiB data memory (guide); the tool: 5120 words used of an 8192-word window.
     data_instances=16, data_instance_bytes=80 * 1024, data_instance_words=5120,
     data_instance_stride_words=8192,
@@ -373,7 +385,7 @@ MAX78002 = Device(
     max_layers=128,
     # The guide says 2048 channels per layer; the tool limits every device to 16 passes of
     # 64 processors (MAX_CHANNELS) and its register field holds 16 passes, so 1024.
-    max_channels=1024, channels_per_pass=64, max_passes=16,
+    max_channels=1024, channels_per_pass=PROCESSORS, max_passes=16,
     # The guide says 2047; the tool accepts 2048 (golden largeinputh/largeinputw use it).
     max_dim=2048,
     conv2d_kernels=((1, 1), (3, 3)), conv1d_kernel_max=9, convtranspose2d_kernels=((3, 3),),

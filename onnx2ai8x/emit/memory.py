@@ -59,7 +59,7 @@ def input_loads(network: Network, placement: Placement, sample: np.ndarray,
                         f"{operands}x{chans}x{rows}x{cols}",
                         "pass a sample shaped as the network input")
     data = (arr.reshape(operands * chans, rows * cols) & 0xFF).astype(np.uint32)
-    passes, per_pass = multipass(chans, mem)
+    passes, per_pass = multipass(chans)
     pmap = pl.processor_map
     if pl.big_data:
         return _chw_loads(mem, pmap, pl.in_offset, data, chans, passes, per_pass)
@@ -135,7 +135,7 @@ def _kernel_index(kernels: KernelAllocation, network: Network, placement: Placem
     lay = network.layers[ll]
     ks = hardware_kernel(lay, mem, as_3x3=streams_1x1_as_3x3(network, placement, ll))
     size = 1 if ks is None else ks[1][0] * ks[1][1]
-    passes = multipass(lay.input_channels, mem)[0]
+    passes = multipass(lay.input_channels)[0]
     count = passes * lay.output_channels * 9 * abs(lay.quantization) // (size * 8)
     start = kernels.offset[ll]
     quarter, rest = np.divmod(column - start, (count + 3) // 4)

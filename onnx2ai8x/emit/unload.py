@@ -98,7 +98,7 @@ def _check_entries(network: Network, placement: Placement, ll: int,
     if pmap == 0:
         raise Ai8xError("emit.output", lay.name, "output layer has no output processors",
                         "set `output_processors` for this layer")
-    passes, per_pass = multipass(chans, mem)
+    passes, per_pass = multipass(chans)
     out_size = lay.output_width // 8
     width = passes * out_size
     start = ffs(pmap) & ~(mem.processors_per_memory - 1)
@@ -237,7 +237,7 @@ def unload_runs(network: Network, placement: Placement) -> list[UnloadRun]:
         pl = placement.layers[ll]
         chans, rows, cols = _output_shape(network, ll)
         out_size = lay.output_width // 8
-        passes, per_pass = multipass(chans, mem)
+        passes, per_pass = multipass(chans)
         width = passes * out_size
         pmap = pl.output_processor_map
         start = ffs(pmap) & ~(mem.processors_per_memory - 1)

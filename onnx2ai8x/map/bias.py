@@ -125,7 +125,7 @@ def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
                             "give one bias value per output channel")
         if not np.any(b != 0):
             continue  # an all-zero bias is left out (the vendor does the same)
-        out_expand, out_thresh = multipass(lay.output_channels, bmem)
+        out_expand, out_thresh = multipass(lay.output_channels)
         if lay.conv_groups == 1:
             first_out = ffs(pl.output_processor_map) % bmem.processors_per_memory
             blen = lay.output_channels + first_out * out_expand
@@ -170,7 +170,7 @@ def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
         assert b is not None and q is not None and offsets[ll][q] is not None
         base = offsets[ll][q]
         target = (ffs(pl.output_processor_map) % bmem.processors_per_memory
-                  * multipass(lay.output_channels, bmem)[0])
+                  * multipass(lay.output_channels)[0])
         if ll == 0 and pl.streaming and not bmem.stream_bias:
             cells[q][base] = 0
             target += 1

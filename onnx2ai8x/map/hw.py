@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..devices import Device, get_device
+from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device, get_device
 from ..network import OP_CONV2D, OP_CONVTRANSPOSE2D, OP_NONE, Network
 from ..options import EmitOptions
 from ..placement import Placement
@@ -33,7 +33,7 @@ def fls(x: int) -> int:
     return x.bit_length() - 1
 
 
-def multipass(channels: int, device: Device) -> tuple[int, int]:
+def multipass(channels: int) -> tuple[int, int]:
     """(passes, processors per pass) for `channels` channels (seed 000, "Multi-Pass").
 
     One pass reads at most one channel per processor; beyond that the channels wrap in
@@ -43,12 +43,11 @@ def multipass(channels: int, device: Device) -> tuple[int, int]:
     """
     if channels <= 0:
         return 1, 0
-    per_pass_max = device.channels_per_pass
-    passes = -(-channels // per_pass_max)
+    passes = -(-channels // PROCESSORS)
     per_pass = -(-channels // passes)
-    if channels > per_pass_max:
-        shared = device.processors_per_memory
-        per_pass = min(-(-per_pass // shared) * shared, per_pass_max)
+    if channels > PROCESSORS:
+        per_pass = min(-(-per_pass // PROCESSORS_PER_MEMORY) * PROCESSORS_PER_MEMORY,
+                       PROCESSORS)
     return passes, per_pass
 
 
@@ -161,8 +160,8 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
         ksize = kernel[ll]
         pad = padding[ll]
         out_ignore = out_pad = 0
-        in_expand, in_thresh = multipass(lay.input_channels, dev)
-        out_expand, out_thresh = multipass(lay.output_channels, dev)
+        in_expand, in_thresh = multipass(lay.input_channels)
+        out_expand, out_thresh = multipass(lay.output_channels)
         dil = lay.dilation[0]
         if dil > 1:
             k = lay.kernel_size[0]

@@ -600,8 +600,8 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     kernel, ks = hw
     quant = abs(lay.quantization) if lay.quantization else 8
     qfactor = 8 // quant
-    in_expand, in_thresh = multipass(lay.input_channels, mem)
-    out_expand, out_thresh = multipass(lay.output_channels, mem)
+    in_expand, in_thresh = multipass(lay.input_channels)
+    out_expand, out_thresh = multipass(lay.output_channels)
     out_chan = lay.output_channels
     groups = lay.conv_groups
 

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from ..devices import Device, get_device
 from ..errors import Ai8xError
 from ..importer.checkpoint import CheckpointLayer
+from ..map.hw import multipass, popcount
 from ..network import (
     ACTIVATION_NAMES,
     ELTWISE_NAMES,
@@ -31,13 +33,9 @@ from ..network import (
     Network,
 )
 from ..placement import LayerPlacement, Placement
-from .limits import SidecarLimits, limits_for
 from .model import DATA_BUFFER, INPUT, Sidecar, SidecarLayer
 
 Pair = tuple[int, int]
-
-# Largest pooled area a `flatten` layer can take (vendor izer.py: 256 pixels).
-MAX_FLATTEN_PIXELS = 256
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +111,7 @@ class ResolvedLayer:
 class Resolved:
     """The resolved configuration of a whole network."""
 
-    device: str
+    device: Device
     input_shape: tuple[int, int, int]  # (C, H, W); 1-D data as (C, L, 1)
     layers: tuple[ResolvedLayer, ...]
     final_layer: int
@@ -149,19 +147,6 @@ def _fail(sidecar: Sidecar, lay: SidecarLayer | None, key: str | None, code: str
     return Ai8xError(code, sidecar.where(lay, key), message, hint)
 
 
-def _popcount(x: int) -> int:
-    return bin(x).count("1")
-
-
-def _expand_thresh(channels: int, lim: SidecarLimits) -> tuple[int, int]:
-    """(passes, processors per pass) for `channels` (multi-pass rounds up to quads)."""
-    passes = (channels + lim.max_proc - 1) // lim.max_proc
-    per_pass = (channels + passes - 1) // passes
-    if channels > lim.max_proc:
-        per_pass = min((per_pass + lim.p_shared - 1) & ~(lim.p_shared - 1), lim.max_proc)
-    return passes, per_pass
-
-
 def normalize_input_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
     shape = tuple(int(x) for x in input_shape)
     if len(shape) == 2:  # (C, L) 1-D data is held as (C, L, 1)
@@ -174,7 +159,7 @@ def normalize_input_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
 
 
 def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
-                    lim: SidecarLimits):
+                    lim: Device):
     """Give each weight layer of the sidecar its checkpoint layer (vendor order rules).
 
     Weight layers are taken in order for the sidecar layers that compute (not passthrough,
@@ -283,7 +268,7 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
 def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
             input_shape: Sequence[int], checkpoint_arch: str | None = None) -> Resolved:
     """The vendor tool's resolved configuration for `sidecar` with these weights."""
-    lim = limits_for(device)
+    lim = get_device(device)
     shape = normalize_input_shape(input_shape)
     layers = sidecar.layers
     n = len(layers)
@@ -297,15 +282,15 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                     f"{lim.name} runs at most {lim.max_layers} layers; the sidecar has {n}",
                     "merge layers or use a MAX78002")
     for lay in layers:
-        if not 0 <= lay.out_offset < lim.data_mem_bytes:
+        if not 0 <= lay.out_offset < lim.data_instance_bytes:
             raise _fail(sidecar, lay, "out_offset", "sidecar.value",
                         f"`out_offset` {lay.out_offset:#x} is outside data memory "
-                        f"(0 to {lim.data_mem_bytes - 1:#x} on {lim.name})",
+                        f"(0 to {lim.data_instance_bytes - 1:#x} on {lim.name})",
                         "use an offset inside the memory instance")
-        if lay.in_offset is not None and not 0 <= lay.in_offset < lim.data_mem_bytes:
+        if lay.in_offset is not None and not 0 <= lay.in_offset < lim.data_instance_bytes:
             raise _fail(sidecar, lay, "in_offset", "sidecar.value",
                         f"`in_offset` {lay.in_offset:#x} is outside data memory "
-                        f"(0 to {lim.data_mem_bytes - 1:#x} on {lim.name})",
+                        f"(0 to {lim.data_instance_bytes - 1:#x} on {lim.name})",
                         "use an offset inside the memory instance")
         if lay.quantization == -1 and not lim.binary_weights:
             raise _fail(sidecar, lay, "quantization", "sidecar.device",
@@ -410,7 +395,7 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
         out_map[final_layer] = sidecar.output_map
     elif out_map[final_layer] is None:
         # default: packed output starting at processor 0
-        _, per_pass = _expand_thresh(out_ch[final_layer], lim)
+        _, per_pass = multipass(out_ch[final_layer])
         out_map[final_layer] = 2 ** per_pass - 1
     output_layer = [lay.output for lay in layers]
     if not any(output_layer[:count]):
@@ -523,9 +508,9 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                                 "`flatten` cannot be combined with pooling or a passthrough "
                                 "layer", "pool in the layer before, or remove `flatten`")
                 px = pdim[0] * pdim[1]
-                if px > MAX_FLATTEN_PIXELS:
+                if px > lim.flatten_pixels_max:
                     raise _fail(sidecar, lay, "flatten", "sidecar.dimension",
-                                f"`flatten` takes at most {MAX_FLATTEN_PIXELS} pixels, the "
+                                f"`flatten` takes at most {lim.flatten_pixels_max} pixels, the "
                                 f"input is {pdim[0]}x{pdim[1]} = {px}",
                                 "pool further before flattening")
                 odim = (1, 1)
@@ -550,9 +535,9 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                         f"`pad` {pad[0]} must be smaller than the kernel ({k[0]}x{k[1]})",
                         "use a smaller `pad` (1x1 kernels take `pad: 0`)")
         for what, d in (("input", idim), ("output", odim)):
-            if max(d) > lim.max_row_col:
+            if max(d) > lim.max_dim:
                 raise _fail(sidecar, lay, "in_dim", "sidecar.dimension",
-                            f"the {what} {d[0]}x{d[1]} exceeds {lim.max_row_col} rows/columns "
+                            f"the {what} {d[0]}x{d[1]} exceeds {lim.max_dim} rows/columns "
                             f"on {lim.name}", "reduce the data size or use streaming")
         if min(odim) <= 0:
             raise _fail(sidecar, lay, "kernel_size", "sidecar.dimension",
@@ -595,12 +580,12 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
     # `processors` is reported where it was written.
     for ll in visited:
         lay = layers[ll]
-        passes, per_pass = _expand_thresh(in_ch[ll], lim)
-        if _popcount(lay.processors) != per_pass:
+        passes, per_pass = multipass(in_ch[ll])
+        if popcount(lay.processors) != per_pass:
             raise _fail(sidecar, lay, "processors", "sidecar.processors",
                         f"{in_ch[ll]} input channels need {per_pass} processors per pass "
                         f"({passes} pass{'es' if passes > 1 else ''}), but `processors` "
-                        f"{lay.processors:#018x} enables {_popcount(lay.processors)}",
+                        f"{lay.processors:#018x} enables {popcount(lay.processors)}",
                         f"enable exactly {per_pass} processors")
     for ll in range(count):
         if ll not in visited:
@@ -621,15 +606,15 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                         "a passthrough layer cannot shift its output",
                         "remove `output_shift`")
         omap = out_map[ll]
-        passes, per_pass = _expand_thresh(out_ch[ll], lim)
-        if omap is not None and _popcount(omap) != per_pass:
+        passes, per_pass = multipass(out_ch[ll])
+        if omap is not None and popcount(omap) != per_pass:
             key = "output_processors" if lay.output_processors is not None else "processors"
             target = layers[ll] if lay.output_processors is not None or \
                 next_seq[ll] in (-1,) else layers[next_seq[ll]]
             raise _fail(sidecar, target, key, "sidecar.processors",
                         f"layer {ll} writes {out_ch[ll]} output channels, which need "
                         f"{per_pass} processors per pass, but its output map "
-                        f"{omap:#018x} enables {_popcount(omap)}",
+                        f"{omap:#018x} enables {popcount(omap)}",
                         f"enable exactly {per_pass} output processors")
         if lay.conv_groups > 1 and (lay.conv_groups != in_ch[ll]
                                     or lay.conv_groups != out_ch[ll]):
@@ -671,7 +656,7 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                         f"the layer name `{lay.name}` is also the default name of another "
                         "layer (unnamed layers are called layer<N>)",
                         "choose a name that is not layer<N>")
-    return Resolved(device=lim.name, input_shape=shape, layers=tuple(resolved),
+    return Resolved(device=lim, input_shape=shape, layers=tuple(resolved),
                     final_layer=final_layer, first_layer_used=min(visited),
                     sidecar=sidecar)
 
@@ -704,7 +689,7 @@ def to_network(resolved: Resolved) -> Network:
     one_d = w == 1 and first.operator == OP_CONV1D
     outputs = tuple(i for i, lay in enumerate(resolved.layers) if lay.output_layer)
     return Network(layers=tuple(out), input_shape=(c, h) if one_d else (c, h, w),
-                   device=resolved.device, name=resolved.sidecar.arch,
+                   device=resolved.device.name, name=resolved.sidecar.arch,
                    outputs=outputs or None)
 
 

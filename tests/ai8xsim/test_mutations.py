@@ -195,7 +195,7 @@ def _enable_mutations(b, tmp, stats) -> None:
             continue
         pmap = pl.layers[ll].processor_map
         procs = [q for q in range(64) if pmap >> q & 1]
-        passes, per_pass = multipass(lay.input_channels, regs)
+        passes, per_pass = multipass(lay.input_channels)
         if passes * per_pass != lay.input_channels and passes > 1:
             continue
         for rank, proc in enumerate(procs):

@@ -79,7 +79,7 @@ def test_shared_operand_gets_a_copy_right_after_its_producer() -> None:
 def test_resnet_maps_after_the_copy() -> None:
     net = rewrite(resnet(), get_device("MAX78000"))
     placement = auto_place(net, "MAX78000")
-    assert check_placement(net, placement, "MAX78000") == []
+    assert check_placement(net, placement) == []
     assert placement.layers[4].in_sequences == (3, 2)
 
 
@@ -110,7 +110,7 @@ def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool) -> None:
     _same_numbers(net, out, (3,), (4,))
     full = rewrite(net, device)  # c0 is read by c1 and the add: the add reads a copy
     placement = auto_place(full, "MAX78002")
-    assert check_placement(full, placement, "MAX78002") == []
+    assert check_placement(full, placement) == []
 
 
 def test_outputs_are_renumbered() -> None:
