@@ -141,7 +141,6 @@ class Device:
     convtranspose2d_stride: tuple[int, int]
     convtranspose2d_output_padding: tuple[int, ...]
     depthwise: bool  # groups == channels supported
-    multipass_padded_conv1d: bool  # Conv1d with padding and more than 64 input channels
 
     # --- pooling ---
     pool_max: int  # kernel 1..16 per dimension
@@ -153,7 +152,6 @@ class Device:
     # --- flatten / linear ("Fully Connected (Linear) Layers") ---
     flatten_pixels_max: int  # H*W
     flatten_inputs_max: int  # C*H*W
-    linear_neurons_max: int
 
     # --- element-wise ---
     eltwise_operands_min: int
@@ -172,22 +170,17 @@ class Device:
     stream_frame_max: int  # width * height * ceil(channels / 64) must stay below this
     fifo_channels_hwc: int
     fifo_channels_chw: int
-    fast_fifo_channels_hwc: int
-    fast_fifo_channels_chw: int
     stream_nonpadded_final: bool  # the last streaming layer may be unpadded
     stream_passthrough: bool  # pass-through layers may stream
     link_layer: bool  # layers may run in programmed order (next_sequence)
-    max_start_layer: int
 
     # --- addresses (absolute, on the AHB/APB map) ---
     apb_base: int
     cnn_base: int  # control registers of quadrant 0
     quadrant_stride: int  # address distance between quadrants
     bias_base: int  # bias memory of quadrant 0
-    tram_base: int
     kernel_base: int  # kernel (mask) memory of quadrant 0
     sram_base: int  # data memory of quadrant 0
-    tram_words: int
     kernel_stride_words: int  # address distance between processors' kernel memories
     fast_fifo_base: int
     bias_div: int  # accumulator bias = 8-bit bias value * 128
@@ -338,22 +331,21 @@ MAX78000 = Device(
     conv2d_dilation_max=1, conv1d_dilation_max=1023,
     conv1d_stretch_limit=9, conv1d_dilated_kernel_max=3,
     convtranspose2d_stride=(2, 2), convtranspose2d_output_padding=(1,),
-    depthwise=False, multipass_padded_conv1d=True,
+    depthwise=False,
     pool_max=16, pool_stride_max=16, pool_dilation_max=1, pool_passes_max=1,
     pool_last_operands_max=2,
-    flatten_pixels_max=256, flatten_inputs_max=16384, linear_neurons_max=1024,
+    flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
     eltwise_multipass_emulated=True, eltwise_multipass_conv_bias=True,
     weight_bits=(1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
     fifo_channels_hwc=16, fifo_channels_chw=4,
-    fast_fifo_channels_hwc=4, fast_fifo_channels_chw=1,
     stream_nonpadded_final=False, stream_passthrough=True,
-    link_layer=False, max_start_layer=0,
+    link_layer=False,
     apb_base=_APB, cnn_base=_APB + 0x100000, quadrant_stride=0x400000,
-    bias_base=_APB + 0x108000, tram_base=_APB + 0x110000, kernel_base=_APB + 0x180000,
-    sram_base=_APB + 0x400000, tram_words=3072, kernel_stride_words=1024,
+    bias_base=_APB + 0x108000, kernel_base=_APB + 0x180000,
+    sram_base=_APB + 0x400000, kernel_stride_words=1024,
     fast_fifo_base=0x400C0400, bias_div=128,
     regs=RegisterLayout(
         cnn_offset=4, layer_stride=None, nxtlyr=None, rcnt=0, ccnt=1, oned=2, prcnt=3,
@@ -394,22 +386,21 @@ MAX78002 = Device(
     conv2d_dilation_max=1, conv1d_dilation_max=2047,
     conv1d_stretch_limit=9, conv1d_dilated_kernel_max=3,
     convtranspose2d_stride=(2, 2), convtranspose2d_output_padding=(1,),
-    depthwise=True, multipass_padded_conv1d=False,
+    depthwise=True,
     pool_max=16, pool_stride_max=16, pool_dilation_max=16, pool_passes_max=2**16,
     pool_last_operands_max=2,
-    flatten_pixels_max=256, flatten_inputs_max=16384, linear_neurons_max=1024,
+    flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
     eltwise_multipass_emulated=False, eltwise_multipass_conv_bias=False,
     weight_bits=(-1, 1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
     fifo_channels_hwc=16, fifo_channels_chw=4,
-    fast_fifo_channels_hwc=4, fast_fifo_channels_chw=1,
     stream_nonpadded_final=True, stream_passthrough=False,
-    link_layer=True, max_start_layer=127,
+    link_layer=True,
     apb_base=_APB, cnn_base=_APB + 0x1000000, quadrant_stride=0x1000000,
-    bias_base=_APB + 0x1180000, tram_base=_APB + 0x1200000, kernel_base=_APB + 0x1400000,
-    sram_base=_APB + 0x1800000, tram_words=12288, kernel_stride_words=8192,
+    bias_base=_APB + 0x1180000, kernel_base=_APB + 0x1400000,
+    sram_base=_APB + 0x1800000, kernel_stride_words=8192,
     fast_fifo_base=0x400C0400, bias_div=128,
     regs=RegisterLayout(
         cnn_offset=0x40000, layer_stride=0x100, nxtlyr=0, rcnt=1, ccnt=2, oned=3, prcnt=4,

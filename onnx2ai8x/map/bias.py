@@ -63,7 +63,8 @@ def layer_bias(network: Network, placement: Placement, ll: int) -> np.ndarray | 
         return np.asarray(lay.bias_hw, dtype=np.int64).reshape(-1)
     if lay.bias is not None:
         # The accumulator value is the stored byte scaled by 2^(weight bits - 1) / 2^7.
-        return np.floor_divide(np.asarray(lay.bias, dtype=np.int64), 128).reshape(-1)
+        return np.floor_divide(np.asarray(lay.bias, dtype=np.int64),
+                               placement.device.bias_div).reshape(-1)
     return None
 
 

@@ -75,10 +75,11 @@ def layer_control2(hw: HwNetwork, ctx: LayerContext) -> int:
     pl = hw.placement.layers[ll]
     h = hw.layers[ll]
     lay = hw.network.layers[ll]
-    if ctx.in_exp >= 16:
+    if ctx.in_exp >= dev.max_passes:
         raise Ai8xError("emit.limit", lay.name,
                         f"input expansion of {ctx.in_exp + 1} passes exceeds the device "
-                        "limit of 16", "use fewer input channels or a smaller flattened input")
+                        f"limit of {dev.max_passes}",
+                        "use fewer input channels or a smaller flattened input")
     omap = pl.output_processor_map
     first = ffs(omap) & ~(dev.processors_per_memory - 1)
     val = (fls(omap) - first) * ctx.quant << dev.regs.xpch_max_offs | ctx.in_exp
