@@ -2,8 +2,8 @@
 
 Field names follow the vendor tool's resolved configuration (golden `case.json`
 `layers`), so a Placement can be compared with it, and built from it in tests.
-Kernel-memory and bias-memory allocation are computed from the Placement by
-`onnx2ai8x.map.kernels` / `onnx2ai8x.map.bias` (pure functions).
+Kernel-memory and bias-memory allocation are computed from the Placement once, by
+`onnx2ai8x.map.weights.allocate_weights`, and carried in `Placement.weights`.
 """
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ class Placement:
     layers: tuple[LayerPlacement, ...]
     final_layer: int
     first_layer_used: int = 0
+    # Kernel and bias memory (onnx2ai8x.map.weights.WeightMemory), attached once by the
+    # mapper; read through onnx2ai8x.map.weights.weights_of.
+    weights: object | None = None
 
     def __post_init__(self) -> None:
         # The device is resolved here, once: a name (MAX78000, AI85, ...) given by a

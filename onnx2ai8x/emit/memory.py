@@ -19,15 +19,15 @@ import numpy as np
 
 from ..devices import Device
 from ..errors import Ai8xError
-from ..map.bias import BiasAllocation, allocate_bias
+from ..map.bias import BiasAllocation
 from ..map.hw import multipass, popcount, streams_1x1_as_3x3
 from ..map.kernels import FREE as FREE_COLUMN
 from ..map.kernels import (
     KERNEL_BYTES,
     KernelAllocation,
-    allocate_kernels,
     hardware_kernel,
 )
+from ..map.weights import weights_of
 from ..network import Network
 from ..placement import Placement
 
@@ -156,10 +156,10 @@ def kernel_stream(network: Network, placement: Placement,
     4, and the 9-byte kernels follow each other byte by byte in big-endian words, the
     last word padded with zero bytes. Without it, each kernel is four words at its own
     16-byte slot: byte 0, bytes 1-4, bytes 5-8, and a zero word that commits the write.
-    `kernels` defaults to `allocate_kernels(network, placement)`.
+    `kernels` defaults to the placement's allocation (map/weights.py).
     """
     if not isinstance(kernels, KernelAllocation):
-        kernels = allocate_kernels(network, placement)
+        kernels = weights_of(network, placement).kernels
     mem = kernels.device
     window = mem.kernel_stride_words * 16
     # Every stored column at once, processor-major (numpy arrays: a Python step per
@@ -215,7 +215,7 @@ def bias_loads(network: Network, placement: Placement,
     """`(address, bytes)` per `memcpy_8to32` into a quadrant's bias memory (quadrants
     without bias values are skipped; each byte goes to its own 32-bit word)."""
     if bias is None:
-        bias = allocate_bias(network, placement)
+        bias = weights_of(network, placement).bias
     return [(bias.address(q), list(values)) for q, values in enumerate(bias.memory) if values]
 
 
@@ -226,10 +226,10 @@ def weight_memory_map(network: Network, placement: Placement,
     takes (`onnx2ai8x.emit.registers.WeightMemoryMap`)."""
     from .registers.writes import WeightMemoryMap
 
-    if kernels is None:
-        kernels = allocate_kernels(network, placement)
-    if bias is None:
-        bias = allocate_bias(network, placement)
+    if kernels is None or bias is None:
+        memory = weights_of(network, placement)
+        kernels = memory.kernels if kernels is None else kernels
+        bias = memory.bias if bias is None else bias
     return WeightMemoryMap(kernel_offset=kernels.offset, kernel_count=kernels.count,
                            kernel_out_channels=kernels.out_channels,
                            bias_offsets=bias.offsets, bias_group=bias.group)

@@ -7,6 +7,7 @@ templates in `templates/` only lay the values out. The project is written atomic
 from __future__ import annotations
 
 import array
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -141,23 +142,20 @@ def weight_memory_map(placement: Placement) -> WeightMemoryMap:
 
 
 def project_data(network: Network, placement: Placement, sample: np.ndarray,
-                 outputs: list[np.ndarray], options: EmitOptions | None = None,
-                 kernels: object | None = None) -> ProjectData:
-    """Memory contents from kernel/bias allocation and the data-section functions.
+                 outputs: list[np.ndarray], options: EmitOptions | None = None
+                 ) -> ProjectData:
+    """Memory contents from the placement's kernel/bias allocation (map/weights.py)
+    and the data-section functions.
 
-    `outputs` are the reference outputs of `unload.known_answer_layers(placement)`;
-    `kernels` is the placement's `map.kernels.allocate_kernels` result when the caller
-    already has it (the allocation is the slowest step of a conversion).
+    `outputs` are the reference outputs of `unload.known_answer_layers(placement)`.
     """
-    from ..map.bias import allocate_bias
-    from ..map.kernels import allocate_kernels
+    from ..map.weights import weights_of
     from . import memory as mem_sections
     from . import unload as unload_sections
 
     options = options or EmitOptions()
-    if kernels is None:
-        kernels = allocate_kernels(network, placement)
-    bias = allocate_bias(network, placement)
+    allocation = weights_of(network, placement)
+    kernels, bias = allocation.kernels, allocation.bias
     memory = mem_sections.weight_memory_map(network, placement, kernels, bias)
     inputs = () if options.uses_fifo else \
         mem_sections.input_loads(network, placement, sample)
@@ -665,18 +663,17 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
 def write_project(network: Network, placement: Placement, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
-                  data: ProjectData | None = None, kernels: object | None = None) -> None:
+                  data: ProjectData | None = None) -> None:
     """Write the C project for a placed network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
     allocation and the data-section functions.
     """
     if placement.network is not network:
-        placement = Placement(network=network, device=placement.device,
-                              layers=placement.layers, final_layer=placement.final_layer,
-                              first_layer_used=placement.first_layer_used)
+        # keeps the kernel/bias allocation, which was made for `network`
+        placement = dataclasses.replace(placement, network=network)
     if data is None:
-        data = project_data(network, placement, sample, outputs, options, kernels)
+        data = project_data(network, placement, sample, outputs, options)
     program = register_program(placement, data.memory, options)
     files = render_project(placement, program, data, options, sample)
 

@@ -86,6 +86,7 @@ from .memory_check import (
     stream_register_diagnostics,
     stream_rollovers,
 )
+from .weights import try_allocate
 
 Hints = Mapping[str, Mapping[str, int]]
 
@@ -665,11 +666,17 @@ def auto_place(network: Network, device: object,
         if fitted is None:
             return _stream(network, facts, hints, err)
         mapper, groups, offsets = fitted
-    placement = _assemble(mapper, groups, offsets)
-    diags = check_placement(network, placement)
+    placement, diags = _checked(network, _assemble(mapper, groups, offsets))
     if diags:
         raise Ai8xError.many(diags)
     return placement
+
+
+def _checked(network: Network, placement: Placement) -> tuple[Placement, list[Diagnostic]]:
+    """The placement with its kernel and bias memory allocated (once: the checker reads
+    the allocation it carries), and every limit it violates."""
+    placement, _ = try_allocate(network, placement)
+    return placement, check_placement(network, placement)
 
 
 def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Placement:
@@ -821,7 +828,7 @@ def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
                 raise
             last = exc
             continue
-        diags = check_placement(network, placement)
+        placement, diags = _checked(network, placement)
         if not diags:
             return placement
         last = Ai8xError.many(diags)

@@ -22,6 +22,7 @@ from ..network import OP_CONVTRANSPOSE2D, OP_NONE, Network
 from ..options import EmitOptions
 from ..placement import Placement
 from .hw import derive, ffs, fls, popcount
+from .weights import weights_of
 
 STARTUP_CYCLES = 1  # the estimate starts with one cycle for the start command
 
@@ -201,25 +202,13 @@ def estimate_cycles(network: Network, placement: Placement,
     """[startup, cycles of each executed layer in execution order] (vendor estimate).
 
     `kernel_offsets` (first kernel-memory column per layer) only matters for multi-pass
-    or element-wise layers that pool after the element-wise operation; when omitted the
-    kernel allocator's result is used if it is available, else 0.
+    or element-wise layers that pool after the element-wise operation; when omitted they
+    come from the placement's kernel allocation (map/weights.py).
     """
     multi = placement.device.kernoff_multiwrite
     if kernel_offsets is None:
-        kernel_offsets = _allocated_kernel_offsets(placement)
+        kernels = weights_of(network, placement).kernels
+        kernel_offsets = [int(x) for x in kernels.offset]
     timings = layer_timings(network, placement, kernel_offsets)
     return [STARTUP_CYCLES] + [frame_cycles(timings[ll], multi)
                                for ll in execution_order(placement)]
-
-
-def _allocated_kernel_offsets(placement: Placement) -> list[int] | None:
-    """Kernel offsets from the kernel allocator (onnx2ai8x.map.kernels) when present."""
-    try:
-        from .kernels import allocate_kernels  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    try:
-        result = allocate_kernels(placement.network, placement)
-    except Exception:  # noqa: BLE001 - an allocator failure only costs estimate precision
-        return None
-    return [int(x) for x in result.offset]

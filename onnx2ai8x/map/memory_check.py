@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from ..devices import (
     PROCESSORS,
     PROCESSORS_PER_MEMORY,
-    QUADRANTS,
     Device,
 )
 from ..errors import Diagnostic
 from ..network import OP_CONV1D, OP_CONV2D, OP_NONE, Layer, Network, output_layers
 from ..placement import Placement
 from .hw import ffs, fls, multipass, popcount
+from .weights import try_allocate
 
 INPUT = -1  # in_sequences value of the network input
 
@@ -210,24 +210,6 @@ def lowest_free(busy: list[list[tuple[int, int]]], procs: list[int],
             return None
 
 
-def bias_fits(network: Network, facts: Device, layers: list[int]) -> list[int]:
-    """Layers whose bias finds no room: first-fit, largest first, one quadrant per bias
-    (the vendor's bias allocation, izer/kbias.py facts)."""
-    free = [facts.bias_bytes_per_instance] * QUADRANTS
-    need = sorted(((network.layers[ll].output_channels, ll) for ll in layers
-                   if network.layers[ll].bias_hw is not None
-                   or network.layers[ll].bias is not None), key=lambda t: (-t[0], t[1]))
-    missing = []
-    for size, ll in need:
-        for g in range(QUADRANTS):
-            if free[g] >= size:
-                free[g] -= size
-                break
-        else:
-            missing.append(ll)
-    return sorted(missing)
-
-
 @dataclass(frozen=True)
 class Buffer:
     """One layer output (or the network input) in data memory."""
@@ -401,51 +383,9 @@ def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
                                     "round `in_offset`/`out_offset` to a multiple of 4"))
     diags += _check_liveness(network, placement)
     diags += _check_streaming(network, placement, facts)
-    exact = _exact_weight_memory(network, placement)
-    if exact is not None:
-        return diags + exact
-    maps = [(pl.processor_map, pl.output_processor_map) for pl in placement.layers]
-    start, _ = place_kernels(network, maps, facts)
-    for ll, col in enumerate(start):
-        if col is None:
-            lay = network.layers[ll]
-            diags.append(Diagnostic(
-                "map.kernel-memory", _where(network, ll),
-                f"the layer's {kernel_columns(lay, maps[ll][1])} kernel columns per processor "
-                f"do not fit in the remaining kernel memory ({facts.kernel_words_small} columns "
-                f"per processor on {facts.name})",
-                "spread layers over other processors, use fewer weight bits, or a larger "
-                "device"))
-    for ll in bias_fits(network, facts, list(range(n))):
-        diags.append(Diagnostic(
-            "map.bias-memory", _where(network, ll),
-            f"{network.layers[ll].output_channels} bias values do not fit in any quadrant's "
-            f"remaining bias memory ({facts.bias_bytes_per_instance} bytes per quadrant)",
-            "drop the bias of some layers or use a larger device"))
-    return diags
-
-
-def _exact_weight_memory(network: Network, placement: Placement) -> list[Diagnostic] | None:
-    """Kernel and bias memory checked with the emission's allocators (the vendor's exact
-    layout, onnx2ai8x.map.kernels / onnx2ai8x.map.bias) when they are available; None
-    when they are not (the estimates above are used instead)."""
-    from ..errors import Ai8xError
-
-    try:
-        from .bias import allocate_bias  # type: ignore[import-not-found]
-        from .kernels import allocate_kernels  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    out = []
-    for code, alloc in (("map.kernel-memory", allocate_kernels), ("map.bias-memory",
-                                                                   allocate_bias)):
-        try:
-            alloc(network, placement)
-        except Ai8xError as err:
-            out += [Diagnostic(code, d.where, d.message, d.hint) for d in err.diagnostics]
-        except Exception:  # noqa: BLE001 - an allocator defect: fall back to the estimate
-            return None
-    return out
+    # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py),
+    # the placement's own allocation when it carries one.
+    return diags + try_allocate(network, placement)[1]
 
 
 def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
