@@ -590,27 +590,39 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
                             image=image, owners=owners)
 
 
-def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: int,
-                 hw: tuple[np.ndarray, tuple[int, int]], calcx4: list[bool],
-                 offset: list[int], length: list[int], kcount: list[int],
-                 kochan: list[int]) -> None:
-    mem = memory.mem
-    lay = network.layers[ll]
-    pl = placement.layers[ll]
-    kernel, ks = hw
-    quant = abs(lay.quantization) if lay.quantization else 8
-    qfactor = 8 // quant
-    in_expand, in_thresh = multipass(lay.input_channels)
-    out_expand, out_thresh = multipass(lay.output_channels)
-    out_chan = lay.output_channels
-    groups = lay.conv_groups
+@dataclass(frozen=True)
+class _Packing:
+    """How one layer's kernels are laid out in its processors' kernel memory (the values
+    `_place_layer` works out before it writes any byte)."""
 
-    # The kernel rows in the order the processors consume them.
+    layer: Layer
+    ll: int
+    koffs: int  # first column
+    ksize: int  # taps per kernel as the hardware runs it
+    quant: int  # weight bits
+    qfactor: int  # kernels packed per byte
+    in_exp: int  # input passes the kernels walk (1 for a flattened layer)
+    in_thresh: int
+    in_chan: int
+    out_chan: int
+    out_expand: int
+    out_thresh: int
+    map_init: int  # output processor map from its first processor
+    start_col: int  # columns skipped inside the first output memory instance
+    rows: int  # kernel rows (output x input channel pairs)
+
+
+def _kernel_rows(lay: Layer, kernel: np.ndarray, ks: tuple[int, int], calcx4: bool
+                 ) -> tuple[np.ndarray, int, int]:
+    """The kernel rows in the order the processors consume them, the input passes they
+    walk and the input channels per processor row."""
+    in_expand, in_thresh = multipass(lay.input_channels)
+    out_chan = lay.output_channels
     if lay.flatten:
         reshaped = kernel.reshape(out_chan, in_expand, -1).swapaxes(1, 2).reshape(
             out_chan * in_thresh, -1, ks[0], ks[1])
         in_exp, in_chan = 1, in_thresh
-    elif calcx4[ll]:
+    elif calcx4:
         if out_chan % 4:
             raise Ai8xError("map.kernels", lay.name,
                             "calcx4 needs a multiple of 4 output channels",
@@ -623,19 +635,21 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     if lay.quantization == -1:
         # Binary weights: -1 is stored as 1, +1 as 0 (seed 000, "Binary weights").
         reshaped = reshaped.clip(-1, 0)
+    return reshaped, in_exp, in_chan
 
-    pmap = pl.processor_map
-    if pmap == 0:
-        raise Ai8xError("map.kernels", lay.name, "layer has weights but no input processors",
-                        "set `processors` for this layer")
-    first_proc, last_proc = ffs(pmap), fls(pmap)
-    ksize = ks[0] * ks[1]
-    out_map = pl.output_processor_map
+
+def _kernel_counts(lay: Layer, out_map: int, reshaped: np.ndarray, in_exp: int, ksize: int
+                   ) -> tuple[int, int, int, int]:
+    """(columns per processor, mask count, output channels the counter walks, columns
+    skipped in the first output instance) of a layer (izer/kernels.py)."""
+    quant = abs(lay.quantization) if lay.quantization else 8
+    qfactor = 8 // quant
+    out_expand = multipass(lay.output_channels)[0]
     first_out = ffs(out_map)
     start_col = first_out % SHARED
     if out_expand > 1:
         first_out -= start_col
-    if groups == 1:
+    if lay.conv_groups == 1:
         kc = (1 + fls(out_map) - first_out) * out_expand * in_exp
         count = ochan = kc + start_col * out_expand * in_exp
     else:
@@ -644,16 +658,23 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
         ochan = (1 + fls(out_map) - first_out) * in_exp + start_col * in_exp
     if lay.flatten:
         per = reshaped.shape[1]
-        unused = out_expand * popcount(out_map) - out_chan
+        unused = out_expand * popcount(out_map) - lay.output_channels
         kc = kc * per - unused * per
         count = count * per - unused * per
         ochan = count
     # Low-bit kernels pad the last packed byte of each kernel group.
     res = (kc % qfactor) * ksize * (qfactor - 1)
     klen = (kc * ksize * quant + res + 71) // 72
+    return klen, count, ochan, start_col
 
-    # Greedy search (vendor's new kernel loader): MAX78002 layers on extended-memory
-    # processors only are packed from the end of kernel memory first.
+
+def _first_column(memory: _Memory, lay: Layer, ll: int, calcx4: list[bool], klen: int,
+                  pmap: int) -> int:
+    """Where the layer's kernels start: the vendor's greedy search (new kernel loader);
+    MAX78002 layers on extended-memory processors only are packed from the end first."""
+    mem = memory.mem
+    first_proc, last_proc = ffs(pmap), fls(pmap)
+    groups = lay.conv_groups
     found = -1
     if not (ll > 0 and calcx4[ll] and not calcx4[ll - 1]):
         extended = mem.kernel_words_large > mem.kernel_words_small and all(
@@ -676,119 +697,157 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
         koffs = (found - (klen - 1)) & ~(SHARED - 1)
     if koffs + klen > mem.kernel_words(last_proc):
         raise _exhausted(lay, last_proc, koffs, klen)
+    return koffs
 
+
+def _add_byte(memory: _Memory, pk: _Packing, p: int, col_target: int, b: int) -> int:
+    """One kernel byte into processor `p`'s column `col_target` (relative to the layer's
+    first column); the next column once this one is full."""
+    col = pk.koffs + col_target
+    if col + 1 > memory.mem.kernel_words(p):
+        raise _exhausted(pk.layer, p, col, 1)
+    n = int(memory.used[p, col])
+    if n == 0:
+        if memory.owner[p, col] != FREE:
+            raise _exhausted(pk.layer, p, col, 1)
+        memory.owner[p, col] = pk.ll
+    # Bytes fill a 9-byte kernel from its last byte (the first tap ends up last).
+    memory.data[p, col * KERNEL_BYTES + 8 - n] = b & 0xFF
+    memory.used[p, col] = n + 1
+    if n + 1 == KERNEL_BYTES:
+        col_target += 1
+    return col_target
+
+
+def _pack_general(batch: _Batch, pk: _Packing, col_target: int, ch: int,
+                  row_values: list[list[int]]) -> int:
+    """Processor row `ch`'s kernels, one kernel (or packed group of low-bit kernels) at a
+    time: any weight width, depthwise and flattened layers."""
+    lay = pk.layer
+    qfactor, quant, in_exp, in_thresh = pk.qfactor, pk.quant, pk.in_exp, pk.in_thresh
     proc_mask = (1 << qfactor) - 1
-    map_init = out_map >> ffs(out_map)
-    value_mask = (1 << quant) - 1
+    m = 0
+    for expand in range(pk.out_expand if lay.conv_groups == 1 else 1):
+        this_map = pk.map_init
+        if lay.conv_groups == 1:
+            col, stop = expand * pk.out_thresh, expand * pk.out_thresh + pk.out_thresh
+        else:
+            col, stop = expand, expand + 1
+        while col < stop:
+            # Skip output processors that are not used (one bit per packed channel).
+            if this_map != 0 and this_map & proc_mask == 0:
+                col_target = batch.flush(col_target)
+                while this_map & proc_mask == 0:
+                    col_target += 1
+                    this_map >>= qfactor
+            this_map >>= qfactor
+            in_ch = pk.in_chan * qfactor if lay.flatten else pk.in_chan
+            src = ch + m * in_ch
+            for ie in range(in_exp):
+                if ie * in_thresh + ch < in_ch and src < pk.rows:
+                    n = 0
+                    parts: list[int] = []
+                    packed = [0] * len(row_values[src])
+                    for i in range(qfactor):
+                        if m < pk.out_chan:
+                            idx = n + ie * qfactor
+                            kidx = src + (idx % in_exp) * in_thresh + (idx // in_exp) * pk.in_chan
+                            if kidx < pk.rows:
+                                this = row_values[kidx]
+                                if lay.flatten:
+                                    parts.extend(this)
+                                else:
+                                    shift = i * quant
+                                    packed = [a | b << shift
+                                              for a, b in zip(packed, this, strict=True)]
+                            n += 1
+                    if lay.flatten:
+                        parts.extend([0] * (-len(parts) % qfactor))
+                        packed_parts = []
+                        for i in range(len(parts) // qfactor):
+                            e = 0
+                            for j in range(qfactor):
+                                e |= parts[i * qfactor + j] << (j * quant)
+                            packed_parts.append(e)
+                        col_target = batch.put(col_target, packed_parts)
+                    else:
+                        col_target = batch.put(col_target, packed[::-1])
+                else:
+                    # Channels beyond the input: zero kernels keep the passes aligned.
+                    col_target = batch.put(col_target, [0] * (pk.ksize // qfactor))
+            if lay.flatten:
+                col += 1
+                m += 1
+            else:
+                col += qfactor
+                m += qfactor
+    return col_target
+
+
+def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: int,
+                 hw: tuple[np.ndarray, tuple[int, int]], calcx4: list[bool],
+                 offset: list[int], length: list[int], kcount: list[int],
+                 kochan: list[int]) -> None:
+    """Layer `ll`'s kernels into kernel memory: where (`_first_column`), then processor by
+    processor in the vendor's order; its offset, length and counts into the lists."""
+    mem = memory.mem
+    lay = network.layers[ll]
+    pl = placement.layers[ll]
+    kernel, ks = hw
+    reshaped, in_exp, in_chan = _kernel_rows(lay, kernel, ks, calcx4[ll])
+    pmap = pl.processor_map
+    if pmap == 0:
+        raise Ai8xError("map.kernels", lay.name, "layer has weights but no input processors",
+                        "set `processors` for this layer")
+    ksize = ks[0] * ks[1]
+    out_map = pl.output_processor_map
+    klen, count, ochan, start_col = _kernel_counts(lay, out_map, reshaped, in_exp, ksize)
+    koffs = _first_column(memory, lay, ll, calcx4, klen, pmap)
+    quant = abs(lay.quantization) if lay.quantization else 8
+    out_expand, out_thresh = multipass(lay.output_channels)
     rows = len(reshaped)
-    masked = reshaped.reshape(rows, -1) & value_mask
+    pk = _Packing(layer=lay, ll=ll, koffs=koffs, ksize=ksize, quant=quant,
+                  qfactor=8 // quant, in_exp=in_exp, in_thresh=multipass(lay.input_channels)[1],
+                  in_chan=in_chan, out_chan=lay.output_channels, out_expand=out_expand,
+                  out_thresh=out_thresh, map_init=out_map >> ffs(out_map),
+                  start_col=start_col, rows=rows)
+    masked = reshaped.reshape(rows, -1) & ((1 << quant) - 1)
     # 8-bit kernels of an ordinary convolution: one whole kernel per step, vectorized
     fast = None
-    if qfactor == 1 and groups == 1 and not lay.flatten:
+    if pk.qfactor == 1 and lay.conv_groups == 1 and not lay.flatten:
         fast = masked[:, ::-1]
 
-    def add(p: int, col_target: int, b: int) -> int:
-        col = koffs + col_target
-        if col + 1 > mem.kernel_words(p):
-            raise _exhausted(lay, p, col, 1)
-        n = int(memory.used[p, col])
-        if n == 0:
-            if memory.owner[p, col] != FREE:
-                raise _exhausted(lay, p, col, 1)
-            memory.owner[p, col] = ll
-        # Bytes fill a 9-byte kernel from its last byte (the first tap ends up last).
-        memory.data[p, col * KERNEL_BYTES + 8 - n] = b & 0xFF
-        memory.used[p, col] = n + 1
-        if n + 1 == KERNEL_BYTES:
-            col_target += 1
-        return col_target
-
-    procs = [p for p in range(first_proc, last_proc + 1) if pmap >> p & 1]
+    procs = [p for p in range(ffs(pmap), fls(pmap) + 1) if pmap >> p & 1]
+    skipped = divmod(start_col * ksize * in_exp, KERNEL_BYTES)
     bulk = None
     if fast is not None:
-        bulk = _bulk_8bit(memory, procs, koffs, ll, fast,
-                          *divmod(start_col * ksize * in_exp, KERNEL_BYTES), map_init,
-                          out_expand, out_thresh, in_exp, in_thresh, in_chan, out_chan, rows)
+        bulk = _bulk_8bit(memory, procs, koffs, ll, fast, *skipped, pk.map_init,
+                          out_expand, out_thresh, in_exp, pk.in_thresh, in_chan, pk.out_chan,
+                          rows)
     # Python lists for the general per-kernel loop (not needed when the bulk fill ran).
     row_values = masked.tolist() if bulk is None else []
     if bulk is not None and _finish_bulk(memory, procs, koffs, bulk, start_col + klen, ll):
         procs = []  # every processor is complete
-    ch = 0
-    for p in procs:
-        m = 0
-        col_target, col_bytes = divmod(start_col * ksize * in_exp, KERNEL_BYTES)
-        if bulk is not None:
-            col_target, col_bytes = bulk, 0
-        for _ in range(col_bytes // qfactor):
-            col_target = add(p, col_target, 0)
+    for ch, p in enumerate(procs):
+        col_target, col_bytes = skipped if bulk is None else (bulk, 0)
+        for _ in range(col_bytes // pk.qfactor):
+            col_target = _add_byte(memory, pk, p, col_target, 0)
         batch = _Batch(memory, p, koffs, lay, ll)
         if fast is not None and bulk is None:
-            col_target = _fill_8bit(batch, col_target, fast, ch, map_init, out_expand,
-                                    out_thresh, in_exp, in_thresh, in_chan, out_chan, rows)
-        for expand in range(0 if fast is not None else (out_expand if groups == 1 else 1)):
-            this_map = map_init
-            if groups == 1:
-                col, stop = expand * out_thresh, expand * out_thresh + out_thresh
-            else:
-                col, stop = expand, expand + 1
-            while col < stop:
-                # Skip output processors that are not used (one bit per packed channel).
-                if this_map != 0 and this_map & proc_mask == 0:
-                    col_target = batch.flush(col_target)
-                    while this_map & proc_mask == 0:
-                        col_target += 1
-                        this_map >>= qfactor
-                this_map >>= qfactor
-                in_ch = in_chan * qfactor if lay.flatten else in_chan
-                src = ch + m * in_ch
-                for ie in range(in_exp):
-                    if ie * in_thresh + ch < in_ch and src < rows:
-                        n = 0
-                        parts: list[int] = []
-                        packed = [0] * len(row_values[src])
-                        for i in range(qfactor):
-                            if m < out_chan:
-                                idx = n + ie * qfactor
-                                kidx = src + (idx % in_exp) * in_thresh + (idx // in_exp) * in_chan
-                                if kidx < rows:
-                                    this = row_values[kidx]
-                                    if lay.flatten:
-                                        parts.extend(this)
-                                    else:
-                                        shift = i * quant
-                                        packed = [a | b << shift
-                                                  for a, b in zip(packed, this, strict=True)]
-                                n += 1
-                        if lay.flatten:
-                            parts.extend([0] * (-len(parts) % qfactor))
-                            packed_parts = []
-                            for i in range(len(parts) // qfactor):
-                                e = 0
-                                for j in range(qfactor):
-                                    e |= parts[i * qfactor + j] << (j * quant)
-                                packed_parts.append(e)
-                            col_target = batch.put(col_target, packed_parts)
-                        else:
-                            col_target = batch.put(col_target, packed[::-1])
-                    else:
-                        # Channels beyond the input: zero kernels keep the passes aligned.
-                        col_target = batch.put(col_target, [0] * (ksize // qfactor))
-                if lay.flatten:
-                    col += 1
-                    m += 1
-                else:
-                    col += qfactor
-                    m += qfactor
+            col_target = _fill_8bit(batch, col_target, fast, ch, pk.map_init, out_expand,
+                                    out_thresh, in_exp, pk.in_thresh, in_chan, pk.out_chan,
+                                    rows)
+        elif fast is None:
+            col_target = _pack_general(batch, pk, col_target, ch, row_values)
         col_target = batch.flush(col_target)
         if koffs + col_target < mem.kernel_words(p) and memory.used[p, koffs + col_target] > 0:
             col_target += 1  # finish a partly filled column
         col_target = _pad_free(memory, p, koffs + col_target, start_col + klen - col_target,
                                ll) - koffs
         while col_target - start_col < klen:
-            col_target = add(p, col_target, 0)
+            col_target = _add_byte(memory, pk, p, col_target, 0)
         if lay.flatten:
             klen = col_target
-        ch += 1
     offset[ll] = koffs
     length[ll] = klen
     kcount[ll] = count
