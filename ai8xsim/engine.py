@@ -342,8 +342,6 @@ def unmodelled(m: Machine, layer: int) -> str | None:
         for bit, what in _UNMODELLED_LCTL:
             if lctl >> bit & 1:
                 return what
-        if post >> 30 & 1 and not lctl >> 29 & 1:
-            return "depthwise convolution without broadcast (POST bit 30)"
         if dev.name == "MAX78002" and lctl >> 17 & 1:
             return "read-ahead (LCTRL0 bit 17)"
     return None
@@ -454,43 +452,73 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
 def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                row_pad: tuple[int, int] | None = None, first_pixel: int = 0,
                wrap: int | None = None) -> LayerResult:
-    """Broadcast depthwise (MAX78002): each processor convolves its own channel with its
-    own kernels (one per pass, from the mask start) into one output channel per pass,
-    written to its own byte lane of the output word; the bias sits per quadrant, the
-    channels of each four-processor memory interleaved (channel 4a + b at byte 4b + a)."""
-    if lr.one_d:
-        raise SimError(f"layer {lr.index}: 1-D depthwise convolution is not modelled yet")
+    """Depthwise convolution (MAX78002, POST bit 30): each processor convolves its own
+    channel with its own kernels (one per pass, from the mask start) into one output
+    channel per pass. Where that channel goes depends on LCTRL0 bit 29 (broadcast):
+
+    - broadcast: the output lands on the processor's own byte lane; the write pointer of
+      the first quadrant addresses the whole layer and the mask offset steps one data
+      memory per four processors (the vendor tool leaves the time-slot offset at 0). The
+      bias sits per quadrant at 4 x its address register, the channels of each
+      four-processor memory interleaved (channel 4a + b at byte 4b + a), 16 per pass.
+    - without broadcast: the processors take turns (ONED.tscnt + 1 time slots per pass,
+      one per processor of a quadrant): processor slot r of quadrant q writes byte lane
+      r % 4 at quadrant q's own write pointer plus (r // 4) time-slot offsets (the
+      vendor tool sets WPTR_TOFFS to one data memory exactly for this mode). A
+      quadrant's slots count from its processor 0, those of the layer's first quadrant
+      from its first enabled processor (the vendor tool points every other quadrant's
+      write pointer back by that amount). The bias is one byte per time slot at the
+      quadrant's address register: address + pass x time slots + slot.
+    """
     w = _kernels(m, lr, procs, 1)[0]  # (P, passes, taps)
     kh, kw = lr.kernel
-    cs = 1  # the stride register drives the pooling stage (see _pool)
     pr, pc = lr.pad
-    xp = np.pad(x, ((0, 0), (0, 0), row_pad or (pr, pr), (pc, pc)))
-    oh = (xp.shape[2] - kh) // cs + 1
-    ow = (xp.shape[3] - kw) // cs + 1
-    patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
-                        for i in range(kh) for j in range(kw)], axis=-1)
-    acc = np.einsum("pkt,pkhwt->pkhw", w, patches)  # (P, passes, oh, ow)
+    if lr.one_d:
+        # 1-D: the frame is one long row of `rows` values (the row counter indexes it)
+        seq = np.pad(x.reshape(x.shape[0], x.shape[1], -1), ((0, 0), (0, 0), (pr, pr)))
+        n = seq.shape[-1] - kw + 1
+        patches = np.stack([seq[..., t:t + n] for t in range(kw)], axis=-1)
+        acc = np.einsum("pkt,pknt->pkn", w, patches)[..., None]  # (P, passes, n, 1)
+    else:
+        xp = np.pad(x, ((0, 0), (0, 0), row_pad or (pr, pr), (pc, pc)))
+        oh = xp.shape[2] - kh + 1
+        ow = xp.shape[3] - kw + 1
+        patches = np.stack([xp[:, :, i:i + oh, j:j + ow]
+                            for i in range(kh) for j in range(kw)], axis=-1)
+        acc = np.einsum("pkt,pkhwt->pkhw", w, patches)  # (P, passes, oh, ow)
+    oh, ow = acc.shape[2:]
+    first = procs[0]
+    if lr.broadcast:
+        slots = [p - (first & ~3) for p in procs]
+    else:
+        slots = [p % 16 - (first % 16 if p // 16 == first // 16 else 0) for p in procs]
     for i, p in enumerate(procs):
         g = p // 16
         addr = lr.bias_groups[g] if lr.bias_groups else None
         if addr is None:
             continue
-        c16 = p % 16
         for k in range(lr.passes):
-            idx = addr * 4 + ((c16 % 4) * 4 + c16 // 4) + k * 16
-            if idx < m.dev.bias_bytes:
-                acc[i, k] += int(m.bram[g, idx].view(np.int8)) * 128
+            if lr.broadcast:
+                c16 = p % 16
+                idx = addr * 4 + ((c16 % 4) * 4 + c16 // 4) + k * 16
+            else:
+                idx = addr + k * lr.timeslots + slots[i]
+            if idx >= m.dev.bias_bytes:
+                raise SimError(f"layer {lr.index}: bias address past the bias memory")
+            acc[i, k] += int(m.bram[g, idx].view(np.int8)) * 128
     out = _output_stage(acc, lr)
     pixels = oh * ow
     pix = first_pixel + np.arange(pixels)
     mems, words, lanes, values = [], [], [], []
-    base = lr.write_base[_groups(lr.processors)[0]]
-    first = procs[0] & ~3
     for i, p in enumerate(procs):
-        r = p - first
+        r = slots[i]
+        if lr.broadcast:
+            origin = lr.write_base[first // 16] + (r // 4) * lr.mask_offset
+        else:
+            origin = lr.write_base[p // 16] + (r // 4) * lr.timeslot_offset
         for k in range(lr.passes):
             step = k * lr.channel_offset + pix * (lr.write_increment + 1)
-            linear = base + (r // 4) * lr.mask_offset + (step % wrap if wrap else step)
+            linear = origin + (step % wrap if wrap else step)
             v = out[i, k].reshape(-1)
             mem, word = _store(m, lr, linear, np.full(pixels, r % 4), v)
             mems.append(mem)
