@@ -29,6 +29,7 @@ from .engine import (
     _kernels,
     _passthrough,
     _pool,
+    _slot_count,
     decode,
     unmodelled,
 )
@@ -86,8 +87,7 @@ class _Layer:
             self.cs = 1
             self.out_rows = (self.prow + 2 * lr.pad[0] - kh) // self.cs + 1
             self.out_cols = (pcol + 2 * lr.pad[1] - kw) // self.cs + 1
-            q = lr.weight_bits
-            slots = ((lr.mask_last - lr.mask_start) // q + 1) // lr.passes
+            slots = _slot_count(lr)
             self.weights = None if lr.depthwise else _kernels(m, lr, self.procs, slots)
         else:
             self.out_rows, self.out_cols = self.prow, pcol
