@@ -405,22 +405,39 @@ def _read_ahead_problem(m: Machine, lr: LayerRegs) -> str | None:
     only under the conditions the vendor tool enforces: the pass shift count (LCTRL0
     bits 26-29) is passes - 1, or (passes - 1) / 4 when the passes are time-multiplexed
     four at a time (POST bit 31), and input and output lie in different data-memory
-    instances. Otherwise the model cannot say what the hardware computes."""
+    instances (checked on what the layer writes, `check_read_ahead`). Otherwise the
+    model cannot say what the hardware computes."""
     want = (lr.passes - 1) // 4 if lr.tcalc else lr.passes - 1
     if lr.shift_count != want:
         return (f"read-ahead with pass shift count {lr.shift_count} (LCTRL0 bits 26-29) "
                 f"for {lr.passes} passes{' (time-multiplexed)' if lr.tcalc else ''}, "
                 f"not {want}")
-    size = m.dev.data_instance_words
-    words = lr.rows * lr.cols * lr.passes * lr.operands
-    if lr.parallel:
-        words = (lr.rows * lr.cols + 3) // 4 * lr.passes
-    reads = {lr.read_base // size, (lr.read_base + words - 1) // size}
-    base = lr.write_base[(_groups(lr.processors) or [0])[0]] & (m.dev.sram_spacing - 1)
-    if base // size in reads:
-        return (f"read-ahead with input (word {lr.read_base}) and output (word {base}) in "
-                f"the same data-memory instance of {size} words")
     return None
+
+
+def input_words(lr: LayerRegs) -> int:
+    """Words of each enabled processor's memory a (non-streaming) layer reads."""
+    if lr.parallel:
+        return (lr.rows * lr.cols + 3) // 4 * lr.passes
+    return lr.rows * lr.cols * lr.passes * lr.operands
+
+
+def check_read_ahead(m: Machine, lr: LayerRegs, res: LayerResult, procs: list[int],
+                     words: int) -> None:
+    """Stop when a read-ahead layer wrote into a data-memory instance it reads from
+    (`words` words from the read pointer in the memories of `procs`)."""
+    size = m.dev.data_instance_words
+    if not lr.read_ahead or size is None or not len(res.memory):
+        return
+    read = set(range(lr.read_base // size, (lr.read_base + max(words, 1) - 1) // size + 1))
+    memories = np.array(sorted({p // 4 for p in procs}))
+    hit = np.isin(res.memory, memories) & np.isin(res.word // size, sorted(read))
+    if hit.any():
+        k = int(np.argmax(hit))
+        raise SimError(
+            f"layer {lr.index}: read-ahead with output (data memory {int(res.memory[k])} "
+            f"word {int(res.word[k])}) in a data-memory instance ({size} words) its input "
+            f"is read from (word {lr.read_base} on) is not modelled yet")
 
 
 def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
@@ -457,6 +474,7 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
         res = _depthwise(m, lr, procs, x)
     else:
         res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
+    check_read_ahead(m, lr, res, procs, input_words(lr))
     return dataclasses.replace(res, source=source)
 
 

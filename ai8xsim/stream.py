@@ -30,7 +30,9 @@ from .engine import (
     _passthrough,
     _pool,
     _slot_count,
+    check_read_ahead,
     decode,
+    input_words,
     unmodelled,
 )
 from .machine import Machine, SimError
@@ -206,7 +208,13 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
         if st.done < st.out_rows:
             raise SimError(f"layer {st.lr.index}: streaming stalled after {st.done} of "
                            f"{st.out_rows} rows")
-    return [_merge(st) for st in states]
+    merged = [_merge(st) for st in states]
+    for k, (st, res) in enumerate(zip(states, merged, strict=True)):
+        # the first layer reads the FIFOs, the others their circular buffer
+        words = 0 if k == 0 and fifo else (_rollover(m, st.lr) or input_words(st.lr))
+        if words:
+            check_read_ahead(m, st.lr, res, st.procs, words)
+    return merged
 
 
 def _merge(st: _Layer) -> LayerResult:
