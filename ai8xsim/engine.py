@@ -384,14 +384,13 @@ def unmodelled(m: Machine, layer: int) -> str | None:
             if lctl >> bit & 1:
                 return what
     lr = decode(m, layer)
-    if lr.calcx4 and not lr.is_conv:
-        return None
     if lr.calcx4 and (not dev.mask_regions or lr.out_count is None):
         return "processing four output channels per step (POST bit 29) on this device"
-    if lr.calcx4 and (lr.kernel != (3, 3) or lr.weight_bits != 8 or lr.depthwise):
+    if lr.calcx4 and (not lr.is_conv or lr.kernel != (3, 3) or lr.weight_bits != 8
+                      or lr.depthwise):
         # The vendor tool lays out calcx4 kernels only for 3x3 8-bit convolutions (its
         # kernel count for 1x1 or narrower weights would not split into four instances).
-        return "calcx4 with other than 3x3 8-bit kernels of a full convolution"
+        return "calcx4 (POST bit 29) other than on a 3x3 8-bit full convolution"
     if lr.read_ahead:
         return _read_ahead_problem(m, lr)
     if lr.tcalc:
