@@ -603,13 +603,14 @@ def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
     pixels = oh * ow
     pix = first_pixel + np.arange(pixels)
     mems, words, lanes, values = [], [], [], []
-    for i, p in enumerate(procs):
-        r = slots[i]
-        if lr.broadcast:
-            origin = lr.write_base[first // 16] + (r // 4) * lr.mask_offset
-        else:
-            origin = lr.write_base[p // 16] + (r // 4) * lr.timeslot_offset
-        for k in range(lr.passes):
+    # Results in channel order: pass by pass, the processors in ascending order.
+    for k in range(lr.passes):
+        for i, p in enumerate(procs):
+            r = slots[i]
+            if lr.broadcast:
+                origin = lr.write_base[first // 16] + (r // 4) * lr.mask_offset
+            else:
+                origin = lr.write_base[p // 16] + (r // 4) * lr.timeslot_offset
             step = k * lr.channel_offset + pix * (lr.write_increment + 1)
             linear = origin + (step % wrap if wrap else step)
             v = out[i, k].reshape(-1)

@@ -266,3 +266,19 @@ def test_nopad_multipass5_kernels_overlap(projects) -> None:
     assert {w for _, w in shared} == set(range(1024, 1104))
     full = execute(project)
     assert not full.passed and full.error is None
+
+
+def test_model_reference_agrees_on_multipass_depthwise(projects) -> None:
+    """`verify --model` compares each layer with the reference channel by channel: a
+    two-pass depthwise layer (111 channels on 56 processors, the last pass one processor
+    short) must report no bad layer when its known answer passes."""
+    from ai8xsim.verify import first_bad_layer, input_tensor
+    from onnx2ai8x.verification import _references
+
+    project = projects("ai87-suite-depthwise-nopool-c")
+    outcome = execute(project)
+    assert outcome.passed
+    model = next(project.glob("*.onnx"))
+    refs = _references(model, outcome.device, input_tensor(outcome))
+    assert refs[0].shape[0] == 111
+    assert first_bad_layer(outcome, refs) is None
