@@ -366,7 +366,8 @@ _UNMODELLED_LCTL = ((30, "kernel bypass (LCTRL0 bit 30)"),)
 # and can stop the inference or branch to the next-layer field's target; which accesses
 # match and when they fire is not documented in the seeds or the vendor tool (it only
 # writes the values a test gives), so the layer sequence of such a project is unknown.
-_UNMODELLED_CTL = ((7, "conditional execution (snoop)"), (21, "simple 1-bit weights"))
+_UNMODELLED_CTL = ((7, "conditional execution by the snoop units (CTRL bit 7)"),
+                   (21, "simple 1-bit weights"))
 CTL_BINARY = 1 << 30  # MAX78002: 1-bit kernels hold +1 (bit 0) and -1 (bit 1)
 
 
