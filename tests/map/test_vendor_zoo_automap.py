@@ -75,12 +75,6 @@ EXPECTED: dict[str, str] = {
     "ai85net-bayer2rgbnet:bayer2rgbnet": "diagnostic limit.data-memory",  # 3x128x128
     "ai85net-unet:ai85unetsmall": "diagnostic limit.data-memory",  # 4x128x128 default
     "ai85net-unet:ai85unetmedium": "diagnostic limit.data-memory",
-    # the >64-channel skip concatenation (enc3 + upconv3) must be written interleaved,
-    # and enc3 is also read directly by the bottleneck: a pass-through copy is needed
-    # (the earlier "maps" wrote the parts in sequence, which the hardware does not read
-    # as one multi-pass input: the virtual accelerator failed its known answer)
-    "ai85net-unet:ai85unetlarge": "diagnostic map.shared-operand",
-    "ai85net-unet:ai85unetlarge:CamVid_s352_c3": "diagnostic map.shared-operand",
     # 256x320 input: needs more layers streamed than the pass-through copies allow
     "ai87-fpndetector:ai87fpndetector": "diagnostic map.data-memory",
     **{f"model_irse_drl:{n}": _TORCHVISION for n in (
@@ -357,6 +351,36 @@ def test_project_round_trips_through_the_written_sidecar(arch: vz.Architecture,
     assert "cnn.c" in c_files and "weights.h" in c_files
     for name in c_files:
         assert (again / name).read_bytes() == (first / name).read_bytes(), name
+
+
+# Run on the virtual accelerator (`convert --verify`): the networks whose mapping needs
+# a rewrite (the large U-Net: a pass-through copy of its skip part) or the in-place
+# fallback. Slow (a full conversion and simulation each): with --golden-all only.
+VERIFY = {
+    "ai85net-unet:ai85unetlarge",
+    "ai85net-unet:ai85unetlarge:CamVid_s352_c3",
+}
+
+
+def _verify_params() -> list:
+    if not vz.available():
+        return []
+    return [pytest.param(arch, marks=[pytest.mark.slow], id=arch.id)
+            for arch in vz.architectures() if arch.id in VERIFY]
+
+
+@pytest.mark.parametrize("arch", _verify_params())
+def test_project_passes_the_virtual_accelerator(arch: vz.Architecture, tmp_path: Path,
+                                                evaluated) -> None:
+    """The generated project's known answer (the onnxruntime reference) is what the
+    virtual accelerator computes from its registers and memories."""
+    outcome, path = evaluated(arch)
+    assert outcome.kind == "maps" and path is not None, outcome
+    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(path), "--device",
+                           arch.device, "-o", str(tmp_path / "p"), "--verify"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout + proc.stderr
 
 
 def _sidecar_round_trip(arch: vz.Architecture, path: Path, folder: Path) -> None:
