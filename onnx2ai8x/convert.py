@@ -123,7 +123,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     from .emit.sidecar_writer import implied_flags, write_sidecar
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
-    from .legalize.rewrite import rewrite
+    from .legalize.rewrite import inserted_layers, rewrite
     from .map.kernels import allocate_kernels
     from .map.latency import estimate_cycles
     from .report import render_table, summarize, to_json
@@ -141,13 +141,15 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     network = read.network
     step("legalize")
     # element-wise patterns the accelerator runs as pass-through layers (legalize/rewrite)
-    network = legalize(rewrite(network, device), device)
+    rewritten = rewrite(network, device)
+    notes = inserted_layers(network, rewritten)
+    network = legalize(rewritten, device)
     step("map")
     placement, snoop = _place(network, device, sidecar_path, fifo)
     kernels = allocate_kernels(network, placement)
     cycles = tuple(estimate_cycles(network, placement, device.name,
                                    kernel_offsets=[int(x) for x in kernels.offset]))
-    report = summarize(network, placement, device, list(cycles))
+    report = summarize(network, placement, device, list(cycles), notes)
     return Plan(model=model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
