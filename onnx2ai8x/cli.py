@@ -189,7 +189,7 @@ def convert_cmd(
         from .emit.build import check_build_tools, find_sdk
 
         # Before anything is written: a build that cannot run leaves no project behind.
-        check_build_tools()
+        check_build_tools(riscv=riscv)
         sdk = find_sdk(maxim_path, out)
     options = dict(fifo=fifo, fast_fifo=fast_fifo, softmax=softmax, mlator=mlator,
                    overlap_data=overlap_data, no_unload=no_unload, no_kat=no_kat,

@@ -73,6 +73,26 @@ def test_riscv_project_has_both_cores(tmp_path: Path) -> None:
     assert "SRCS += main.c\n" in mk and "SRCS += main_riscv.c cnn.c\n" in mk
 
 
+@pytest.mark.parametrize("options", [
+    EmitOptions(riscv=True, softmax=True, timer=1, boost="2.5"),
+    EmitOptions(riscv=True, no_kat=True, no_unload=True),
+], ids=["softmax-timer-boost", "no-kat-no-unload"])
+@pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
+def test_riscv_options_land_on_the_riscv_core(tmp_path: Path, options: EmitOptions,
+                                              device: str) -> None:
+    out = _project(tmp_path, options, device=device)
+    arm = (out / "main.c").read_text()
+    rv = (out / "main_riscv.c").read_text()
+    mk = (out / "project.mk").read_text()
+    assert ("softmax_layer();" in rv) == options.softmax and "softmax" not in arm
+    assert ("SRCS += main_riscv.c cnn.c softmax.c" in mk) == options.softmax
+    assert ("cnn_boost_enable(MXC_GPIO2, MXC_GPIO_PIN_5)" in rv) == (options.boost == "2.5")
+    assert ("check_output() != CNN_OK" in rv) == (not options.no_kat)
+    # MAX78002: the Arm core starts the IPLL the RISC-V core's CNN clock waits for
+    assert ("MXC_F_GCR_IPLL_CTRL_EN; /* Start" in arm) == (device == "MAX78002")
+    assert "main_riscv.c" in (out / "README.md").read_text()
+
+
 def test_riscv_register_program_equals_the_arm_one(tmp_path: Path) -> None:
     arm = _trace(_project(tmp_path, EmitOptions(), "arm"))
     rv = _trace(_project(tmp_path, EmitOptions(riscv=True), "rv"))
