@@ -93,6 +93,17 @@ def test_riscv_options_land_on_the_riscv_core(tmp_path: Path, options: EmitOptio
     assert "main_riscv.c" in (out / "README.md").read_text()
 
 
+@pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
+def test_riscv_part_check_uses_the_part_header(tmp_path: Path, device: str) -> None:
+    # The RISC-V build may not define the part's name; TARGET_NUM comes from its header.
+    header = (_project(tmp_path, EmitOptions(riscv=True), device=device) / "cnn.h").read_text()
+    assert f"#if TARGET_NUM != {device[3:]}\n#error" in header
+    sdk_header = (GOLDEN.parent / "msdk" / "Libraries" / "CMSIS" / "Device" / "Maxim" / device
+                  / "Include" / f"{device.lower()}.h")
+    if sdk_header.is_file():
+        assert f"#define TARGET_NUM {device[3:]}" in sdk_header.read_text()
+
+
 def test_riscv_register_program_equals_the_arm_one(tmp_path: Path) -> None:
     arm = _trace(_project(tmp_path, EmitOptions(), "arm"))
     rv = _trace(_project(tmp_path, EmitOptions(riscv=True), "rv"))
