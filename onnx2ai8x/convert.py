@@ -112,6 +112,12 @@ def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = Fal
         return auto_place(network, device, partial_hints(text, network), fifo=fifo), None
     sidecar = parse_dict(text.data, str(sidecar_path))
     placement = resolve_placement(sidecar, network, device.name)
+    from .map.memory_check import check_sidecar_placement
+
+    problems = check_sidecar_placement(network, placement)
+    if problems:
+        raise Ai8xError.many([dataclasses.replace(d, where=f"{sidecar_path}: {d.where}")
+                              for d in problems])
     return placement, (tuple(sidecar.snoop) if sidecar.snoop is not None else None)
 
 

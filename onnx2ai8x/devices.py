@@ -137,6 +137,10 @@ class Device:
     timers: int = 4
     gpio_ports: int = 4
     gpio_pins: int = 32
+    # Seed 000, "Fast FIFO": the RISC-V core's fast FIFO feeds processors 0-3 (up to four
+    # HWC channels) or 0, 16, 32, 48 (CHW), on both parts.
+    fast_fifo_processors_hwc: int = 0x000F
+    fast_fifo_processors_chw: int = 0x0001000100010001
 
     @property
     def kernel_memory_bytes(self) -> int:
