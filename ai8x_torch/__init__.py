@@ -25,6 +25,8 @@ from .compat import (
     bayer_filter,
     onnx_export_prep,
     quantile,
+    quantize_clamp,
+    quantize_clamp_pool,
 )
 from .device import Device, current_device, make_device, set_device, using_device
 from .modules import (
@@ -72,7 +74,8 @@ def __getattr__(name: str):
 
 __all__ = [
     "AvgPoolFloor", "Clamp", "DevAI84", "DevAI85", "DevAI87", "Floor", "Quantize", "Round",
-    "Scaler", "bayer_filter", "blocks", "onnx_export_prep", "quantile",
+    "Scaler", "bayer_filter", "blocks", "onnx_export_prep", "quantile", "quantize_clamp",
+    "quantize_clamp_pool",
     "Abs", "Add", "BitwiseOr", "BitwiseXor", "Conv1d", "Conv2d", "ConvTranspose2d", "Device",
     "Eltwise", "Empty", "FusedSoftwareLinearReLU", "Linear", "QuantizationAwareModule",
     "SoftwareLinear", "Sub", "checkpoint_state_dict", "current_device", "fold",

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from .device import Device, current_device, make_device
+from .modules import Empty
 from .quant import straight_through
 
 
@@ -80,6 +81,67 @@ class Scaler(nn.Module):
     def forward(self, x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         y = x * s
         return straight_through(y, torch.floor(y)) if current_device().simulate else y
+
+
+class _PoolGrid(nn.Module):
+    """Average-pool output rounded to the 8-bit activation grid during QAT (x scaled by
+    2**(ACTIVATION_BITS - 1), rounded half to even or toward zero, scaled back), with a
+    straight-through gradient: the vendor's RoundQat / FloorQat."""
+
+    def __init__(self, to_even: bool) -> None:
+        super().__init__()
+        self.to_even = to_even
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        factor = 2.0 ** (current_device().ACTIVATION_BITS - 1)
+        y = x * factor
+        y = torch.round(y) if self.to_even else torch.trunc(y)
+        return straight_through(x, y / factor)
+
+
+def quantize_clamp(wide: bool, quantize_activation: bool = False,
+                   weight_bits: int = 8) -> tuple[nn.Module, nn.Module]:
+    """(quantize, clamp) modules for a layer's output in the mode selected now (vendor
+    API; its NAS layers, ai8x_nas.py, build their output stage with it).
+
+    Simulate: 8-bit outputs are rounded from the accumulator's DATA_BITS scale and
+    saturated to the signed activation range; wide outputs keep DATA_BITS - weight_bits
+    + 1 bits and saturate to the full accumulator. Training: activations quantize to
+    ACTIVATION_BITS (wide: WIDE_LAYER_RESOLUTION_BITS) only in QAT, and clamp to
+    [-1, 127/128] (wide: the accumulator's range above the two 8-bit fractions).
+    """
+    dev = current_device()
+    if dev.simulate:
+        if not wide:
+            return (Quantize(num_bits=dev.DATA_BITS),
+                    Clamp(-(2 ** (dev.ACTIVATION_BITS - 1)), 2 ** (dev.ACTIVATION_BITS - 1) - 1))
+        return (Quantize(num_bits=dev.DATA_BITS - weight_bits + 1),
+                Clamp(-(2 ** (dev.FULL_ACC_BITS - 1)), 2 ** (dev.FULL_ACC_BITS - 1) - 1))
+    quantize: nn.Module = Empty()
+    if quantize_activation:
+        quantize = Quantize(num_bits=dev.WIDE_LAYER_RESOLUTION_BITS if wide
+                            else dev.ACTIVATION_BITS)
+    if not wide:
+        top = 2.0 ** (dev.ACTIVATION_BITS - 1)
+        return quantize, Clamp(-1.0, (top - 1) / top)
+    span = 2.0 ** (dev.FULL_ACC_BITS - 2 * (dev.DATA_BITS - 1) - 1)
+    return quantize, Clamp(-span, span)
+
+
+def quantize_clamp_pool(pooling: str | None,
+                        quantize_activation: bool = False) -> tuple[nn.Module, nn.Module]:
+    """(quantize, clamp) modules after a layer's pooling (vendor API). Only average
+    pooling changes values: simulate rounds it (half to even with round_avg, else toward
+    zero) and saturates to DATA_BITS; training clamps to [-1, 127/128] and, in QAT, rounds
+    to the activation grid."""
+    dev = current_device()
+    if pooling != "Avg":
+        return Empty(), Empty()
+    if dev.simulate:
+        return (Round() if dev.round_avg else AvgPoolFloor(),
+                Clamp(-(2 ** (dev.DATA_BITS - 1)), 2 ** (dev.DATA_BITS - 1) - 1))
+    quantize: nn.Module = _PoolGrid(dev.round_avg) if quantize_activation else Empty()
+    return quantize, Clamp(-1.0, 127.0 / 128.0)
 
 
 def quantile(x: torch.Tensor, q: float) -> torch.Tensor:

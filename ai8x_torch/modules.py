@@ -453,16 +453,19 @@ def _pool_module(pooling: str | None, dims: int, size, stride, dilation,
 
 
 def _batchnorm(kind: str | None, dims: int, channels: int, bias: bool, eps: float,
-               momentum: float) -> nn.Module | None:
+               momentum: float, where: str = "batchnorm") -> nn.Module | None:
     if kind is None:
         return None
     if kind not in ("Affine", "NoAffine"):
-        raise _bad("batchnorm", f"batchnorm must be 'Affine', 'NoAffine' or None, not "
+        raise _bad(where, f"batchnorm must be 'Affine', 'NoAffine' or None, not "
                    f"{kind!r}", "use batchnorm='Affine' or 'NoAffine'")
     if not bias:
-        # Folding the BatchNorm into the layer needs a bias to hold its shift.
-        raise _bad("batchnorm", "a BatchNorm layer needs bias=True",
-                   "pass bias=True (the folded BatchNorm shift becomes the bias)")
+        # Folding the BatchNorm into the layer needs a bias to hold its shift; the
+        # vendor's ai8x refuses this form as well (its model files take `bias` from
+        # train.py's --use-bias, which every training script for them passes).
+        raise _bad(where, "a BatchNorm layer needs bias=True",
+                   "pass bias=True (the vendor's train.py: --use-bias); the folded "
+                   "BatchNorm shift becomes the bias")
     cls = nn.BatchNorm1d if dims == 1 else nn.BatchNorm2d
     return cls(channels, eps=eps, momentum=momentum, affine=kind == "Affine")
 
@@ -482,7 +485,8 @@ class Conv2d(QuantizationAwareModule):
                             type(self).__name__)
         if kernel_size is not None:
             _check_groups(type(self).__name__, groups, in_channels, out_channels)
-        bn = _batchnorm(batchnorm, 2, out_channels, bool(bias), eps, momentum)
+        bn = _batchnorm(batchnorm, 2, out_channels, bool(bias), eps, momentum,
+                        f"{type(self).__name__}({in_channels}, {out_channels}) batchnorm")
         if kernel_size is None:
             opn = None
         else:
@@ -518,7 +522,8 @@ class Conv1d(QuantizationAwareModule):
                             type(self).__name__)
         if kernel_size is not None:
             _check_groups(type(self).__name__, groups, in_channels, out_channels)
-        bn = _batchnorm(batchnorm, 1, out_channels, bool(bias), eps, momentum)
+        bn = _batchnorm(batchnorm, 1, out_channels, bool(bias), eps, momentum,
+                        f"{type(self).__name__}({in_channels}, {out_channels}) batchnorm")
         opn = None if kernel_size is None else nn.Conv1d(
             in_channels, out_channels, kernel_size, stride=stride, padding=padding,
             dilation=dilation, bias=bool(bias), groups=groups)

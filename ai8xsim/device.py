@@ -59,6 +59,17 @@ class Device:
     wptr_inc_bits: int  # LCTRL1 write pointer increment, from bit 4
     reg_lcnt_max: int = 2
     reg_ctl: int = 0
+    # MAX78002 only (None/empty on MAX78000, which has neither register nor mode):
+    ochan: int | None = None  # output channel count - 1 (LREG_OCHAN)
+    # Kernel memory regions for four-channel (calcx4) layers: (first word, words per
+    # instance). A processor's kernel memory is four instances of 1024 words, and the
+    # processors with extended memory (every 16th) have four more of 256 words above
+    # word 4096 (izer/tornadocnn.py MASK_INSTANCE_LARGE/SMALL, MASK_WIDTH_SMALL).
+    mask_regions: tuple[tuple[int, int], ...] = ()
+    # Words of one data-memory instance: a data memory is INSTANCE_COUNT blocks that can
+    # be read and written at the same time (izer/tornadocnn.py: 16384 bytes per instance,
+    # datainstance_from_offs). Read-ahead needs input and output in different blocks.
+    data_instance_words: int | None = None
 
     def lreg(self, group: int, reg: int, layer: int) -> int:
         base = APB_BASE + self.cnn_base + self.group_stride * group + self.cnn_offset * 4
@@ -137,6 +148,7 @@ MAX78002 = Device(
     mask_offs=8192, sram_words=20480, write_ptr_shift=15,
     cnt_bits=11, pad_cnt_offs=13, pad_ena_offs=15, cnt_diff_offs=16, cnt_inc_offs=4,
     xpch_max_offs=12, wptr_inc_bits=8,
+    ochan=16, mask_regions=((0, 1024), (4096, 256)), data_instance_words=4096,
 )
 
 DEVICES = {"MAX78000": MAX78000, "MAX78002": MAX78002}

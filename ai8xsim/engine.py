@@ -13,7 +13,8 @@ CNNx16_n_Ly_*; value formulas as the vendor tool computes them, izer/backend/max
 - ENA: processor enables (bits 0-15) and mask enables (16-31) per quadrant;
 - RCNT/CCNT: rows/columns - 1 including both pads, pad in bits 16-17 (MAX78000);
 - LCTRL0: pooling enable (7), max pooling (8), ReLU (9), parallel/CHW input (6),
-  32-bit output (16); LCTRL1: input passes - 1 (0-3), write pointer increment (4-7),
+  32-bit output (16), read-ahead (17, MAX78002) with its pass shift count (26-29);
+  LCTRL1: input passes - 1 (0-3), write pointer increment (4-7),
   output processors x mask bits per pass (8-16);
 - MCNT: start (16-31) and last (0-15) mask address, in units of one bit of every tap of a
   kernel (8 per 72-bit word for 3x3 kernels, 72 per word for 1x1);
@@ -22,7 +23,8 @@ CNNx16_n_Ly_*; value formulas as the vendor tool computes them, izer/backend/max
   operands - 1 (18-21);
 - POST: bias address (0-11), bias enable (12), shift (13-16), right shift (17), flatten
   passes (18-21), weight bits (22-23: 8, 1, 2, 4), time slots (24), abs (26),
-  flatten (27), transposed (28);
+  flatten (27), transposed (28), four channels per step (29, calcx4), depthwise (30),
+  time-multiplexed passes (31, tcalc); MAX78002 also counts output channels in OCHAN;
 - WPTR_BASE/TOFF/MOFF/CHOFF: output address and its offsets per time slot, per four mask
   counts and per output pass; RPTR_BASE: input word offset in every enabled processor's
   memory.
@@ -86,6 +88,11 @@ class LayerRegs:
     depthwise: bool = False  # POST bit 30: one output channel per processor (MAX78002)
     broadcast: bool = False  # LCTRL0 bit 29 with depthwise
     bias_groups: tuple[int | None, ...] = ()  # per quadrant bias address, depthwise
+    calcx4: bool = False  # POST bit 29: four output channels per mask step
+    tcalc: bool = False  # POST bit 31: input passes time-multiplexed four at a time
+    read_ahead: bool = False  # LCTRL0 bit 17 (MAX78002)
+    shift_count: int = 0  # LCTRL0 bits 26-29 (with read-ahead)
+    out_count: int | None = None  # OCHAN + 1 (MAX78002)
 
     @property
     def is_conv(self) -> bool:
@@ -166,6 +173,10 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         write_increment=lctl2 >> 4 & (1 << dev.wptr_inc_bits) - 1,
         read_base=r(dev.rptr_base), per_pass=xpch // bits + 1 if bits else 1, bias=bias,
         depthwise=bool(post >> 30 & 1), broadcast=bool(lctl >> 29 & 1),
+        calcx4=bool(post >> 29 & 1), tcalc=bool(post >> 31 & 1),
+        read_ahead=dev.data_instance_words is not None and bool(lctl >> 17 & 1),
+        shift_count=lctl >> 26 & 0xF,
+        out_count=r(dev.ochan) + 1 if dev.ochan is not None else None,
         bias_groups=tuple((m.lreg(g, dev.post, layer) & 0xFFF)
                           if m.lreg(g, dev.post, layer) >> 12 & 1 else None
                           for g in range(4)))
@@ -257,12 +268,20 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
     """
     q = lr.weight_bits
     taps = lr.kernel[0] * lr.kernel[1]
-    count = np.arange(slots)[:, None] * lr.passes + np.arange(lr.passes)[None, :]
+    slot = np.arange(slots)[:, None]
+    step = slot // 4 if lr.calcx4 else slot
+    count = step * lr.passes + np.arange(lr.passes)[None, :]
     unit = lr.mask_start + count * q
     first = (unit // 8) * taps + (lr.oned_start if lr.one_d else 0)
     stream = first[..., None] + np.arange(taps)  # byte j holds tap taps-1-j
     stream = stream[..., ::-1]
     col, pos = stream // 9, 8 - stream % 9
+    if lr.calcx4:
+        # Four output channels per mask step, one from each of the four instances of
+        # the processor's kernel memory: channel 4a + b reads instance b at the word the
+        # counter points to in instance 0 (the vendor tool writes the kernels of channels
+        # b, b + 4, ... to instance b, from the mask start divided by 4).
+        col = col + (slot % 4)[..., None] * _instance_words(m, lr)
     if col.max(initial=0) >= m.dev.mask_offs:
         raise SimError(f"layer {lr.index}: mask address past the kernel memory")
     bit = (unit % 8)[..., None]
@@ -272,6 +291,29 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
         raw = m.mram[p][col, pos].astype(np.int64) >> bit
         out[:, i] = 1 - 2 * (raw & 1) if binary else _signed(raw, q)
     return out
+
+
+def _instance_words(m: Machine, lr: LayerRegs) -> int:
+    """Words per kernel-memory instance in the region holding the layer's mask start."""
+    start = lr.mask_start // 8
+    size = 0
+    for first, words in m.dev.mask_regions:
+        if start >= first:
+            size = words
+    return size
+
+
+def _slot_count(lr: LayerRegs) -> int:
+    """Output channels (incl. unused leading ones) the layer computes per pixel.
+
+    The mask counter runs over (channel, pass) from the mask start to the last mask
+    address. In calcx4 mode four channels share a step and OCHAN (the output count
+    register) holds steps x passes - 1: the vendor tool does not shrink the mask range
+    for calcx4 layers except the first, so OCHAN is what bounds those layers.
+    """
+    if lr.calcx4:
+        return 4 * lr.out_count // lr.passes
+    return ((lr.mask_last - lr.mask_start) // lr.weight_bits + 1) // lr.passes
 
 
 def _output_stage(acc: np.ndarray, lr: LayerRegs) -> np.ndarray:
@@ -319,10 +361,13 @@ def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
 
 # Register fields the functional model does not execute yet: a project that sets one gets
 # a clear "not modelled" error instead of an answer the model cannot vouch for.
-_UNMODELLED_POST = ((29, "processing four output channels per pass (POST.calcx4)"),
-                    (31, "time-multiplexed calculation (POST bit 31)"))
 _UNMODELLED_LCTL = ((30, "kernel bypass (LCTRL0 bit 30)"),)
-_UNMODELLED_CTL = ((7, "conditional execution (snoop)"), (21, "simple 1-bit weights"))
+# The snoop units (CTRL bit 7, SNP1/SNP2 registers) watch the accelerator's memory traffic
+# and can stop the inference or branch to the next-layer field's target; which accesses
+# match and when they fire is not documented in the seeds or the vendor tool (it only
+# writes the values a test gives), so the layer sequence of such a project is unknown.
+_UNMODELLED_CTL = ((7, "conditional execution by the snoop units (CTRL bit 7)"),
+                   (21, "simple 1-bit weights"))
 CTL_BINARY = 1 << 30  # MAX78002: 1-bit kernels hold +1 (bit 0) and -1 (bit 1)
 
 
@@ -335,18 +380,64 @@ def unmodelled(m: Machine, layer: int) -> str | None:
             if ctl >> bit & 1:
                 return what
     for g in range(4):
-        post, lctl = m.lreg(g, dev.post, layer), m.lreg(g, dev.lctl, layer)
-        for bit, what in _UNMODELLED_POST:
-            if post >> bit & 1:
-                return what
+        lctl = m.lreg(g, dev.lctl, layer)
         for bit, what in _UNMODELLED_LCTL:
             if lctl >> bit & 1:
                 return what
-        if post >> 30 & 1 and not lctl >> 29 & 1:
-            return "depthwise convolution without broadcast (POST bit 30)"
-        if dev.name == "MAX78002" and lctl >> 17 & 1:
-            return "read-ahead (LCTRL0 bit 17)"
+    lr = decode(m, layer)
+    if lr.calcx4 and (not dev.mask_regions or lr.out_count is None):
+        return "processing four output channels per step (POST bit 29) on this device"
+    if lr.calcx4 and (not lr.is_conv or lr.kernel != (3, 3) or lr.weight_bits != 8
+                      or lr.depthwise):
+        # The vendor tool lays out calcx4 kernels only for 3x3 8-bit convolutions (its
+        # kernel count for 1x1 or narrower weights would not split into four instances).
+        return "calcx4 (POST bit 29) other than on a 3x3 8-bit full convolution"
+    if lr.read_ahead:
+        return _read_ahead_problem(m, lr)
+    if lr.tcalc:
+        return "time-multiplexed passes (POST bit 31) without read-ahead"
     return None
+
+
+def _read_ahead_problem(m: Machine, lr: LayerRegs) -> str | None:
+    """Read-ahead (LCTRL0 bit 17) fetches the next input words while the current ones
+    are being processed; the arithmetic is that of the same layer without it. It holds
+    only under the conditions the vendor tool enforces: the pass shift count (LCTRL0
+    bits 26-29) is passes - 1, or (passes - 1) / 4 when the passes are time-multiplexed
+    four at a time (POST bit 31), and input and output lie in different data-memory
+    instances (checked on what the layer writes, `check_read_ahead`). Otherwise the
+    model cannot say what the hardware computes."""
+    want = (lr.passes - 1) // 4 if lr.tcalc else lr.passes - 1
+    if lr.shift_count != want:
+        return (f"read-ahead with pass shift count {lr.shift_count} (LCTRL0 bits 26-29) "
+                f"for {lr.passes} passes{' (time-multiplexed)' if lr.tcalc else ''}, "
+                f"not {want}")
+    return None
+
+
+def input_words(lr: LayerRegs) -> int:
+    """Words of each enabled processor's memory a (non-streaming) layer reads."""
+    if lr.parallel:
+        return (lr.rows * lr.cols + 3) // 4 * lr.passes
+    return lr.rows * lr.cols * lr.passes * lr.operands
+
+
+def check_read_ahead(m: Machine, lr: LayerRegs, res: LayerResult, procs: list[int],
+                     words: int) -> None:
+    """Stop when a read-ahead layer wrote into a data-memory instance it reads from
+    (`words` words from the read pointer in the memories of `procs`)."""
+    size = m.dev.data_instance_words
+    if not lr.read_ahead or size is None or not len(res.memory):
+        return
+    read = set(range(lr.read_base // size, (lr.read_base + max(words, 1) - 1) // size + 1))
+    memories = np.array(sorted({p // 4 for p in procs}))
+    hit = np.isin(res.memory, memories) & np.isin(res.word // size, sorted(read))
+    if hit.any():
+        k = int(np.argmax(hit))
+        raise SimError(
+            f"layer {lr.index}: read-ahead with output (data memory {int(res.memory[k])} "
+            f"word {int(res.word[k])}) in a data-memory instance ({size} words) its input "
+            f"is read from (word {lr.read_base} on) is not modelled yet")
 
 
 def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
@@ -383,6 +474,7 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
         res = _depthwise(m, lr, procs, x)
     else:
         res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
+    check_read_ahead(m, lr, res, procs, input_words(lr))
     return dataclasses.replace(res, source=source)
 
 
@@ -399,8 +491,7 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
     """Convolve `x`, post-process, write. Streaming passes a slice of rows (`row_pad`
     replaces the frame's top/bottom padding, `first_pixel` is the slice's first output
     pixel) and the circular buffer size `wrap` of the consumer (in words)."""
-    q = lr.weight_bits
-    slots = ((lr.mask_last - lr.mask_start) // q + 1) // lr.passes
+    slots = _slot_count(lr)
     if slots <= 0:
         raise SimError(f"layer {lr.index}: mask count below the mask start")
     w = weights if weights is not None else _kernels(m, lr, procs, slots)
@@ -424,7 +515,8 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
         acc = _exact_dot(w, patches, ([1, 2, 3], [0, 1, 4]))  # (slots, oh, ow)
     if lr.bias is not None:
         g, addr = lr.bias
-        idx = addr + np.arange(slots)
+        # calcx4 reads the four channels' bias bytes as one word: the address counts words
+        idx = (addr * 4 if lr.calcx4 else addr) + np.arange(slots)
         if idx.max() >= m.dev.bias_bytes:
             raise SimError(f"layer {lr.index}: bias address past the bias memory")
         b = m.bram[g, idx].view(np.int8).astype(np.int64) * 128
@@ -454,43 +546,74 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
 def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                row_pad: tuple[int, int] | None = None, first_pixel: int = 0,
                wrap: int | None = None) -> LayerResult:
-    """Broadcast depthwise (MAX78002): each processor convolves its own channel with its
-    own kernels (one per pass, from the mask start) into one output channel per pass,
-    written to its own byte lane of the output word; the bias sits per quadrant, the
-    channels of each four-processor memory interleaved (channel 4a + b at byte 4b + a)."""
-    if lr.one_d:
-        raise SimError(f"layer {lr.index}: 1-D depthwise convolution is not modelled yet")
+    """Depthwise convolution (MAX78002, POST bit 30): each processor convolves its own
+    channel with its own kernels (one per pass, from the mask start) into one output
+    channel per pass. Where that channel goes depends on LCTRL0 bit 29 (broadcast):
+
+    - broadcast: the output lands on the processor's own byte lane; the write pointer of
+      the first quadrant addresses the whole layer and the mask offset steps one data
+      memory per four processors (the vendor tool leaves the time-slot offset at 0). The
+      bias sits per quadrant at 4 x its address register, the channels of each
+      four-processor memory interleaved (channel 4a + b at byte 4b + a), 16 per pass.
+    - without broadcast: the processors take turns (ONED.tscnt + 1 time slots per pass,
+      one per processor of a quadrant): processor slot r of quadrant q writes byte lane
+      r % 4 at quadrant q's own write pointer plus (r // 4) time-slot offsets (the
+      vendor tool sets WPTR_TOFFS to one data memory exactly for this mode). A
+      quadrant's slots count from its processor 0, those of the layer's first quadrant
+      from its first enabled processor (the vendor tool points every other quadrant's
+      write pointer back by that amount). The bias is one byte per time slot at the
+      quadrant's address register: address + pass x time slots + slot.
+    """
     w = _kernels(m, lr, procs, 1)[0]  # (P, passes, taps)
     kh, kw = lr.kernel
-    cs = 1  # the stride register drives the pooling stage (see _pool)
     pr, pc = lr.pad
-    xp = np.pad(x, ((0, 0), (0, 0), row_pad or (pr, pr), (pc, pc)))
-    oh = (xp.shape[2] - kh) // cs + 1
-    ow = (xp.shape[3] - kw) // cs + 1
-    patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
-                        for i in range(kh) for j in range(kw)], axis=-1)
-    acc = np.einsum("pkt,pkhwt->pkhw", w, patches)  # (P, passes, oh, ow)
+    if lr.one_d:
+        # 1-D: the frame is one long row of `rows` values (the row counter indexes it)
+        seq = np.pad(x.reshape(x.shape[0], x.shape[1], -1), ((0, 0), (0, 0), (pr, pr)))
+        n = seq.shape[-1] - kw + 1
+        patches = np.stack([seq[..., t:t + n] for t in range(kw)], axis=-1)
+        acc = np.einsum("pkt,pknt->pkn", w, patches)[..., None]  # (P, passes, n, 1)
+    else:
+        xp = np.pad(x, ((0, 0), (0, 0), row_pad or (pr, pr), (pc, pc)))
+        oh = xp.shape[2] - kh + 1
+        ow = xp.shape[3] - kw + 1
+        patches = np.stack([xp[:, :, i:i + oh, j:j + ow]
+                            for i in range(kh) for j in range(kw)], axis=-1)
+        acc = np.einsum("pkt,pkhwt->pkhw", w, patches)  # (P, passes, oh, ow)
+    oh, ow = acc.shape[2:]
+    first = procs[0]
+    if lr.broadcast:
+        slots = [p - (first & ~3) for p in procs]
+    else:
+        slots = [p % 16 - (first % 16 if p // 16 == first // 16 else 0) for p in procs]
     for i, p in enumerate(procs):
         g = p // 16
         addr = lr.bias_groups[g] if lr.bias_groups else None
         if addr is None:
             continue
-        c16 = p % 16
         for k in range(lr.passes):
-            idx = addr * 4 + ((c16 % 4) * 4 + c16 // 4) + k * 16
-            if idx < m.dev.bias_bytes:
-                acc[i, k] += int(m.bram[g, idx].view(np.int8)) * 128
+            if lr.broadcast:
+                c16 = p % 16
+                idx = addr * 4 + ((c16 % 4) * 4 + c16 // 4) + k * 16
+            else:
+                idx = addr + k * lr.timeslots + slots[i]
+            if idx >= m.dev.bias_bytes:
+                raise SimError(f"layer {lr.index}: bias address past the bias memory")
+            acc[i, k] += int(m.bram[g, idx].view(np.int8)) * 128
     out = _output_stage(acc, lr)
     pixels = oh * ow
     pix = first_pixel + np.arange(pixels)
     mems, words, lanes, values = [], [], [], []
-    base = lr.write_base[_groups(lr.processors)[0]]
-    first = procs[0] & ~3
-    for i, p in enumerate(procs):
-        r = p - first
-        for k in range(lr.passes):
+    # Results in channel order: pass by pass, the processors in ascending order.
+    for k in range(lr.passes):
+        for i, p in enumerate(procs):
+            r = slots[i]
+            if lr.broadcast:
+                origin = lr.write_base[first // 16] + (r // 4) * lr.mask_offset
+            else:
+                origin = lr.write_base[p // 16] + (r // 4) * lr.timeslot_offset
             step = k * lr.channel_offset + pix * (lr.write_increment + 1)
-            linear = base + (r // 4) * lr.mask_offset + (step % wrap if wrap else step)
+            linear = origin + (step % wrap if wrap else step)
             v = out[i, k].reshape(-1)
             mem, word = _store(m, lr, linear, np.full(pixels, r % 4), v)
             mems.append(mem)

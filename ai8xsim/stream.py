@@ -29,7 +29,10 @@ from .engine import (
     _kernels,
     _passthrough,
     _pool,
+    _slot_count,
+    check_read_ahead,
     decode,
+    input_words,
     unmodelled,
 )
 from .machine import Machine, SimError
@@ -86,8 +89,7 @@ class _Layer:
             self.cs = 1
             self.out_rows = (self.prow + 2 * lr.pad[0] - kh) // self.cs + 1
             self.out_cols = (pcol + 2 * lr.pad[1] - kw) // self.cs + 1
-            q = lr.weight_bits
-            slots = ((lr.mask_last - lr.mask_start) // q + 1) // lr.passes
+            slots = _slot_count(lr)
             self.weights = None if lr.depthwise else _kernels(m, lr, self.procs, slots)
         else:
             self.out_rows, self.out_cols = self.prow, pcol
@@ -206,7 +208,13 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
         if st.done < st.out_rows:
             raise SimError(f"layer {st.lr.index}: streaming stalled after {st.done} of "
                            f"{st.out_rows} rows")
-    return [_merge(st) for st in states]
+    merged = [_merge(st) for st in states]
+    for k, (st, res) in enumerate(zip(states, merged, strict=True)):
+        # the first layer reads the FIFOs, the others their circular buffer
+        words = 0 if k == 0 and fifo else (_rollover(m, st.lr) or input_words(st.lr))
+        if words:
+            check_read_ahead(m, st.lr, res, st.procs, words)
+    return merged
 
 
 def _merge(st: _Layer) -> LayerResult:

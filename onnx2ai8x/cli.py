@@ -105,9 +105,9 @@ def convert_cmd(
     fifo: Annotated[bool, typer.Option("--fifo", help="Use FIFOs to load streaming "
                                                       "input.")] = False,
     fast_fifo: Annotated[bool, typer.Option(
-        "--fast-fifo", help="Load streaming input through the fast FIFO (implies "
-                            "--fifo; the fast FIFO serves the RISC-V core, so this is "
-                            "refused until --riscv projects are generated).")] = False,
+        "--fast-fifo", help="Feed the input through the RISC-V core's fast FIFO (needs "
+                            "--riscv, implies --fifo; at most 1 CHW or 4 HWC input "
+                            "channels, 8-bit output of the first layer).")] = False,
     softmax: Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")] = False,
     mlator: Annotated[bool, typer.Option(
         "--mlator", help="Unload 8-bit outputs through the mlator (a word per four "
@@ -134,8 +134,9 @@ def convert_cmd(
         "--boost", help="Switch the CNN boost circuit on through GPIO PORT.PIN during "
                         "inference, e.g. 2.5.")] = None,
     riscv: Annotated[bool, typer.Option(
-        "--riscv", help="Run the network from the RISC-V core (not generated yet: "
-                        "refused with an explanation).")] = False,
+        "--riscv", help="Dual-core project: the Arm core starts the RISC-V core, which "
+                        "runs the network (main_riscv.c); building it needs the RISC-V "
+                        "toolchain, `make RISCV_LOAD=0` builds the Arm half.")] = False,
     compact_weights: Annotated[bool, typer.Option(
         "--compact-weights", help="Accepted for the vendor's command line; SDK projects "
                                   "always copy the packed weight table.")] = False,
@@ -188,7 +189,7 @@ def convert_cmd(
         from .emit.build import check_build_tools, find_sdk
 
         # Before anything is written: a build that cannot run leaves no project behind.
-        check_build_tools()
+        check_build_tools(riscv=riscv)
         sdk = find_sdk(maxim_path, out)
     options = dict(fifo=fifo, fast_fifo=fast_fifo, softmax=softmax, mlator=mlator,
                    overlap_data=overlap_data, no_unload=no_unload, no_kat=no_kat,

@@ -111,6 +111,12 @@ def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = Fal
         return auto_place(network, device, partial_hints(text, network), fifo=fifo), None
     sidecar = parse_dict(text.data, str(sidecar_path))
     placement = resolve_placement(sidecar, network, device.name)
+    from .map.memory_check import check_sidecar_placement
+
+    problems = check_sidecar_placement(network, placement)
+    if problems:
+        raise Ai8xError.many([dataclasses.replace(d, where=f"{sidecar_path}: {d.where}")
+                              for d in problems])
     return placement, (tuple(sidecar.snoop) if sidecar.snoop is not None else None)
 
 
@@ -122,7 +128,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     from .emit.sidecar_writer import implied_flags, write_sidecar
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
-    from .legalize.rewrite import rewrite
+    from .legalize.rewrite import inserted_layers, rewrite
     from .map.latency import estimate_cycles
     from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
@@ -140,7 +146,9 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     network = read.network
     step("legalize")
     # element-wise patterns the accelerator runs as pass-through layers (legalize/rewrite)
-    network = legalize(rewrite(network, device), device)
+    rewritten = rewrite(network, device)
+    notes = inserted_layers(network, rewritten)
+    network = legalize(rewritten, device)
     step("map")
     placement, snoop = _place(network, device, sidecar_path, fifo)
     # Kernel and bias memory, allocated once (the automatic mapper already did, with its
@@ -148,7 +156,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     if attached(network, placement) is None:
         placement = allocate_weights(network, placement)
     cycles = tuple(estimate_cycles(network, placement))
-    report = summarize(network, placement, device, list(cycles))
+    report = summarize(network, placement, device, list(cycles), notes)
     return Plan(model=model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),

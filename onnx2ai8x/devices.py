@@ -170,6 +170,8 @@ class Device:
     stream_frame_max: int  # width * height * ceil(channels / 64) must stay below this
     fifo_channels_hwc: int
     fifo_channels_chw: int
+    fast_fifo_channels_hwc: int
+    fast_fifo_channels_chw: int
     stream_nonpadded_final: bool  # the last streaming layer may be unpadded
     stream_passthrough: bool  # pass-through layers may stream
     link_layer: bool  # layers may run in programmed order (next_sequence)
@@ -232,6 +234,10 @@ class Device:
     timers: int = 4
     gpio_ports: int = 4
     gpio_pins: int = 32
+    # Seed 000, "Fast FIFO": the RISC-V core's fast FIFO feeds processors 0-3 (up to four
+    # HWC channels) or 0, 16, 32, 48 (CHW), on both parts.
+    fast_fifo_processors_hwc: int = 0x000F
+    fast_fifo_processors_chw: int = 0x0001000100010001
 
     def __str__(self) -> str:
         return self.name
@@ -341,6 +347,7 @@ MAX78000 = Device(
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
     fifo_channels_hwc=16, fifo_channels_chw=4,
+    fast_fifo_channels_hwc=4, fast_fifo_channels_chw=1,
     stream_nonpadded_final=False, stream_passthrough=True,
     link_layer=False,
     apb_base=_APB, cnn_base=_APB + 0x100000, quadrant_stride=0x400000,
@@ -396,6 +403,7 @@ MAX78002 = Device(
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
     fifo_channels_hwc=16, fifo_channels_chw=4,
+    fast_fifo_channels_hwc=4, fast_fifo_channels_chw=1,
     stream_nonpadded_final=True, stream_passthrough=False,
     link_layer=True,
     apb_base=_APB, cnn_base=_APB + 0x1000000, quadrant_stride=0x1000000,

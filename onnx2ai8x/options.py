@@ -117,7 +117,15 @@ def max_checklines_rule(options: EmitOptions) -> str | None:
     return f"--max-checklines {options.max_checklines}: give a count of 1 or more"
 
 
-OPTION_RULES = (timer_rule, boost_rule, max_checklines_rule)
+def fast_fifo_rule(options: EmitOptions) -> str | None:
+    """--fast-fifo needs --riscv: the fast FIFO is wired to the RISC-V core only (seed
+    000, "Fast FIFO"); the Arm core feeds the standard FIFOs (--fifo)."""
+    if not options.fast_fifo or options.riscv:
+        return None
+    return "--fast-fifo: add --riscv, or use --fifo for the Arm core's FIFOs"
+
+
+OPTION_RULES = (timer_rule, boost_rule, max_checklines_rule, fast_fifo_rule)
 
 
 def check_options(options: EmitOptions) -> None:

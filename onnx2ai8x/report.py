@@ -64,6 +64,9 @@ class Report:
     data_memory_peak_bytes: int  # highest byte used in any one memory instance
     data_memory_bytes: int  # per instance
     data_memory_pct: float
+    # what the converter added to the model's layers (legalize/rewrite.py: pass-through
+    # copies and element-wise layers), one sentence each
+    notes: tuple[str, ...] = ()
 
 
 def layer_macs(layer: Layer) -> int:
@@ -89,8 +92,9 @@ def _shape(c: int, dim: tuple[int, int]) -> tuple[int, ...]:
 
 
 def summarize(network: Network, placement: Placement, device: object | None,
-              cycles: list[int]) -> Report:
-    """The report of `placement`; `cycles` is onnx2ai8x.map.latency.estimate_cycles'."""
+              cycles: list[int], notes: tuple[str, ...] = ()) -> Report:
+    """The report of `placement`; `cycles` is onnx2ai8x.map.latency.estimate_cycles';
+    `notes` say what the converter's rewrites added (legalize.rewrite.inserted_layers)."""
     facts = get_device(device if device is not None else placement.device)
     order = execution_order(placement)
     startup = cycles[0] if cycles else 0
@@ -126,7 +130,8 @@ def summarize(network: Network, placement: Placement, device: object | None,
         kernel_columns_total=total_cols,
         weight_memory_pct=round(100.0 * used_cols / total_cols, 2),
         data_memory_peak_bytes=peak, data_memory_bytes=facts.data_instance_bytes,
-        data_memory_pct=round(100.0 * peak / facts.data_instance_bytes, 2))
+        data_memory_pct=round(100.0 * peak / facts.data_instance_bytes, 2),
+        notes=tuple(notes))
 
 
 _COLUMNS = (("#", "index"), ("layer", "name"), ("op", "operator"), ("in", "in_shape"),
@@ -167,6 +172,7 @@ def render_table(report: Report) -> str:
     out.append(f"data memory: peak {report.data_memory_peak_bytes:#x} of "
                f"{report.data_memory_bytes:#x} bytes per instance "
                f"({report.data_memory_pct:.2f}%)")
+    out += [f"note: {note}" for note in report.notes]
     return "\n".join(out) + "\n"
 
 

@@ -166,7 +166,7 @@ def test_limit_violation_names_the_node_and_leaves_nothing(tmp_path: Path, capsy
     (["{model}", "--sidecar", "{tmp}/none.yaml"], 2, "none.yaml"),
     (["{model}", "--sample-input", "{tmp}/wrong.npy"], 2, "shape"),
     (["{model}", "--sidecar", "{tmp}/typo.yaml"], 1, "procesors"),
-    (["{model}", "--riscv", "-o", "{tmp}/rv"], 1, "riscv"),
+    (["{model}", "--fast-fifo", "-o", "{tmp}/rv"], 2, "--riscv"),
     (["run", "{model}", "--input", "{tmp}/none.npy"], 2, "none.npy"),
     (["import-izer", "--config-file", "{tmp}/none.yaml", "--checkpoint-file", "{tmp}/c.pth",
       "-o", "{tmp}/m.onnx"], 2, "none.yaml"),

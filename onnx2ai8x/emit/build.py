@@ -17,6 +17,9 @@ from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 
 TOOLS = ("arm-none-eabi-gcc", "arm-none-eabi-size", "make")
+# A dual-core (--riscv) project also compiles its RISC-V half, with the SDK's RISC-V
+# compiler (RISCV_PREFIX in the part's makefile, Source/GCC/<part>.mk).
+RISCV_TOOLS = ("riscv-none-elf-gcc",)
 # An SDK root is recognised by the makefile every SDK project includes.
 SDK_MARKER = Path("Libraries") / "libs.mk"
 BUILD_TIMEOUT_S = 1800
@@ -54,9 +57,10 @@ class BuildResult:
     log: str
 
 
-def missing_tools() -> tuple[str, ...]:
-    """The build tools that are not on PATH."""
-    return tuple(tool for tool in TOOLS if shutil.which(tool) is None)
+def missing_tools(riscv: bool = False) -> tuple[str, ...]:
+    """The build tools that are not on PATH (`riscv`: for a dual-core project)."""
+    tools = TOOLS + (RISCV_TOOLS if riscv else ())
+    return tuple(tool for tool in tools if shutil.which(tool) is None)
 
 
 def _is_sdk(path: Path) -> bool:
@@ -84,12 +88,18 @@ def find_sdk(maxim_path: str | Path | None, project: Path) -> Path | None:
                     "set MAXIM_PATH or pass --maxim-path /path/to/msdk", exit_code=EXIT_USAGE)
 
 
-def check_build_tools() -> None:
+def check_build_tools(riscv: bool = False) -> None:
     """Refuse before anything is written when `--build` cannot run here."""
-    missing = missing_tools()
-    if missing:
+    missing = missing_tools(riscv)
+    if set(missing) - set(RISCV_TOOLS):
         raise Ai8xError("usage.toolchain", ", ".join(missing), "not found on PATH",
                         _FIX_TOOLS, exit_code=EXIT_USAGE)
+    if missing:
+        raise Ai8xError("usage.toolchain", ", ".join(missing),
+                        "not found on PATH: a --riscv project compiles its RISC-V half too",
+                        "install the MSDK's RISC-V toolchain (xPack riscv-none-elf-gcc), or "
+                        "drop --build and run `make RISCV_LOAD=0` in the project for the "
+                        "Arm half alone", exit_code=EXIT_USAGE)
 
 
 _SIZE_LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+[0-9a-fA-F]+\s+\S", re.M)

@@ -24,6 +24,7 @@ from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
 from ..options import EmitOptions
 from ..placement import Placement
+from . import dual_core
 from .firmware import DEBUG_WAIT_SECONDS, clock_plan, vscode_files
 from .registers import RegisterProgram, WeightMemoryMap, register_program
 
@@ -589,14 +590,8 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
                    options: EmitOptions, sample: np.ndarray | None = None,
                    name: str | None = None) -> dict[str, str]:
     """File name -> text of the C project (pure)."""
-    if options.riscv:
-        raise Ai8xError("emit.option", "--riscv", "RISC-V projects are not supported yet",
-                        "drop --riscv to generate an Arm project")
-    if options.fast_fifo:
-        # The fast FIFO is wired to the RISC-V core only (seed 000, "FIFOs").
-        raise Ai8xError("emit.option", "--fast-fifo", "the fast FIFO needs the RISC-V core",
-                        "use --fifo instead")
     hw = derive(placement, options)
+    dual_core.check_fast_fifo(hw)
     net = placement.network
     name = name or net.name
     device = get_device(placement.device)
@@ -616,7 +611,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     group_mask = sum(1 << g for g in hw.groups_used)
     pipeline = hw.pipeline
     ctx = dict(
-        name=name, device=placement.device, layer_count=hw.count,
+        name=name, device=device.name, layer_count=hw.count,
         input_format="CHW" if placement.layers[hw.start_layer].big_data else "HWC",
         program=program, kernels=data.kernels, bias=data.bias, inputs=data.inputs,
         input_words=input_words, expected=data.expected, fifo=fifo, unload=unload,
@@ -640,7 +635,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         kat=not options.no_kat, unload_flag=not options.no_unload,
         # The vendor tool writes cnn_unload() only when it is used (--softmax needs it).
         unload_function=options.softmax or not options.no_unload,
-        boost=_boost(options.boost, name), riscv=options.riscv,
+        boost=_boost(options.boost, name), riscv=options.riscv, fast_fifo=options.fast_fifo,
     )
     env = _environment()
     files = {
@@ -652,6 +647,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     if options.softmax:
         files["softmax.c"] = "softmax.c.j2"
         files["softmax.h"] = "softmax.h.j2"
+    files = dual_core.project_templates(options, files)
     out = {}
     for target, template in files.items():
         tmpl = env.get_template(template)

@@ -115,10 +115,12 @@ def _explain(network: Network, placement: Placement, ll: int) -> list[str]:
                      "(HWC would not fit, or was not chosen)")
     if pl.write_gap:
         notes.append(f"write_gap {pl.write_gap}: output interleaved with the other "
-                     "element-wise operand(s)")
+                     "element-wise operand(s) or concatenated part(s) a later layer reads")
     seqs = pl.in_sequences
     if seqs is not None and len(seqs) > 1 and lay.eltwise == ELTWISE_NONE:
-        notes.append("concatenated inputs sit side by side so this layer reads them as one")
+        notes.append("concatenated inputs sit side by side so this layer reads them as one"
+                     if passes == 1 else "concatenated inputs interleaved, one word per "
+                     "pixel each, so this layer reads one part per pass")
     notes.append(f"output {lay.output_channels} channel(s) to processors "
                  f"{_procs(pl.output_processor_map)} at {pl.out_offset:#06x} (kept clear of "
                  "data still needed by later layers)")

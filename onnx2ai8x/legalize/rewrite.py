@@ -15,6 +15,15 @@ one layer; each becomes the layer sequence the vendor's own sidecars use for the
   layer reads a pass-through copy of it written right after the producer (the vendor's
   ResNet sidecars: "re-form data with gap").
 
+The same holds for a concatenation of more than 64 channels (more than one input pass):
+its parts are written interleaved too, one word per pixel each (seed 004 `write_gap`,
+"... or to concatenate multiple inputs to form data with more than 64 channels"). A part
+that another layer also reads (the large U-Net's encoder output, read by the bottleneck
+and concatenated with the upsampled decoder data) is therefore copied by a pass-through
+layer, placed where the vendor's camvid-unet-large sidecar places it: right before the
+next part's producer (or the concatenation), so the copy lives only as long as the
+interleaved group.
+
 A pass-through layer computes nothing the fused layer did not: the element-wise result
 is 8-bit in either form (seed 004), so the reference and the known answer are unchanged.
 """
@@ -134,10 +143,7 @@ def copy_shared_operands(network: Network) -> Network:
         if lay.eltwise == ELTWISE_NONE or len(srcs) < 2:
             ll += 1
             continue
-        readers: dict[int, set[int]] = {}
-        for k in range(len(network.layers)):
-            for s in _sources(network, k):
-                readers.setdefault(s, set()).add(k)
+        readers = _readers(network)
         shared = next((s for s in srcs if s != INPUT and readers.get(s, set()) - {ll}),
                       None)
         if shared is None:
@@ -154,7 +160,63 @@ def copy_shared_operands(network: Network) -> Network:
     return network
 
 
+def _readers(network: Network) -> dict[int, set[int]]:
+    out: dict[int, set[int]] = {}
+    for k in range(len(network.layers)):
+        for s in _sources(network, k):
+            out.setdefault(s, set()).add(k)
+    return out
+
+
+def copy_shared_concat_parts(network: Network, device: Device) -> Network:
+    """Give each concatenation of more than one input pass a pass-through copy of a part
+    that another layer also reads (see the module doc string)."""
+    ll = 0
+    while ll < len(network.layers):
+        lay = network.layers[ll]
+        srcs = _sources(network, ll)
+        if lay.eltwise != ELTWISE_NONE or len(srcs) < 2 or in_passes(lay, device) < 2:
+            ll += 1
+            continue
+        readers = _readers(network)
+        shared = next((s for s in srcs if s != INPUT and readers.get(s, set()) - {ll}),
+                      None)
+        if shared is None:
+            ll += 1
+            continue
+        src = network.layers[shared]
+        dims = src.output_dim
+        copy = _passthrough(src, _unique(network, f"{src.name}_copy"),
+                            src.output_channels, dims, dims, (shared,))
+        # right before the first part written after `shared`, else before the
+        # concatenation: the interleaved group starts with the copy
+        at = min([s for s in srcs if s > shared] + [ll])
+        network = insert_layer(network, at, copy, {
+            ll: tuple(NEW if s == shared else s for s in srcs)})
+        ll += 1  # the concatenation moved one on; look at it again
+    return network
+
+
+def inserted_layers(before: Network, after: Network) -> tuple[str, ...]:
+    """One line per layer a rewrite added (what it is for), for the conversion report."""
+    names = {lay.name for lay in before.layers}
+    out = []
+    for ll, lay in enumerate(after.layers):
+        if lay.name in names:
+            continue
+        srcs = [after.layers[s].name if s >= 0 else "the input"
+                for s in _sources(after, ll)]
+        users = [after.layers[k].name for k in sorted(_readers(after).get(ll, ()))]
+        what = "element-wise pass-through" if lay.eltwise != ELTWISE_NONE \
+            else "pass-through copy"
+        out.append(f"inserted {what} layer `{lay.name}` reading "
+                   f"{', '.join(f'`{s}`' for s in srcs)} for "
+                   f"{', '.join(f'`{u}`' for u in users) or 'the output'}")
+    return tuple(out)
+
+
 def rewrite(network: Network, device: Device) -> Network:
     """Every rewrite, in order (unfusing may create the operand sharing the copies
     resolve)."""
-    return copy_shared_operands(split_multipass_eltwise(network, device))
+    network = copy_shared_operands(split_multipass_eltwise(network, device))
+    return copy_shared_concat_parts(network, device)

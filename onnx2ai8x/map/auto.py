@@ -398,7 +398,9 @@ class _Mapper:
                             "concatenate inputs whose channel counts are multiples of the "
                             "per-pass processor count")
             known = [self.tensor[s] for s in srcs if s in self.tensor]
-            pmap = known[0] if known else self.choose(ll, width, None)
+            # a part a pass-through copy writes stays on the copy's input processors
+            prefer = next((p for p in map(self._prefer, srcs) if p is not None), None)
+            pmap = known[0] if known else self.choose(ll, width, prefer)
             for s in srcs:
                 if self.tensor.setdefault(s, pmap) != pmap:
                     raise _fail(self.net, ll, "map.concat",

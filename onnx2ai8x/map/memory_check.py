@@ -541,16 +541,56 @@ def _check_streaming(network: Network, placement: Placement,
                     f"{_where(network, other)} ({obuf[0]:#x}-{obuf[1]:#x}) in a shared memory "
                     "instance", "give the streaming layers separate offsets or instances"))
         held.append((ll, buf, inst))
+    return diags + streaming_output_clear(network, placement)
+
+
+def _stream_buffers(network: Network, placement: Placement
+                    ) -> list[tuple[int, tuple[int, int], int]]:
+    """(layer, byte range in its memory instances, instance mask) of the circular input
+    buffer of every streaming layer: `in_offset` to `in_offset` + 4 * rollover, both ends
+    counted (the vendor's range test), on the instances its input processors use."""
+    roll = stream_rollovers(placement)
+    return [(ll, (pl.in_offset, pl.in_offset + 4 * (roll[ll] or 0)),
+             instances(pl.processor_map))
+            for ll, pl in enumerate(placement.layers[:stream_count(placement)])]
+
+
+def streaming_output_clear(network: Network, placement: Placement) -> list[Diagnostic]:
+    """While the streaming layers run, every one of them reads its input from a circular
+    buffer that the FIFO or the layer before it keeps refilling; the output of the last
+    streaming layer is written at the same time and must not land in any of those
+    buffers' memory instances and addresses, or it overwrites input that is still to be
+    read (seed 000, "Streaming Mode"; the vendor tool stops with "The output ... overlaps
+    streaming buffer for layer ...")."""
+    k = stream_count(placement)
+    if not k:
+        return []
     last, lay = placement.layers[k - 1], network.layers[k - 1]
     h, w = lay.output_dim
     end = last.out_offset + (h * w + output_pad(lay)) * 4 * lay.output_width // 8
     inst = instances(last.output_processor_map)
-    for other, obuf, oinst in held:
+    diags = []
+    for other, obuf, oinst in _stream_buffers(network, placement):
         if oinst & inst and _touches((last.out_offset, end), obuf):
             diags.append(Diagnostic(
-                "map.streaming", _where(network, k - 1),
-                f"the output of the last streaming layer ({last.out_offset:#x}-{end:#x}) "
-                f"overlaps the circular input buffer of {_where(network, other)} "
-                f"({obuf[0]:#x}-{obuf[1]:#x}) in a shared memory instance",
-                "move `out_offset` of the last streaming layer"))
+                "map.streaming-overlap", _where(network, k - 1),
+                f"the output of the last streaming layer (bytes {last.out_offset:#06x}-"
+                f"{end:#06x}, output processors {last.output_processor_map:#018x}) overlaps "
+                f"the circular input buffer of {_where(network, other)} (bytes "
+                f"{obuf[0]:#06x}-{obuf[1]:#06x}, processors "
+                f"{placement.layers[other].processor_map:#018x}) in a shared memory "
+                "instance; the streaming layers would overwrite input they still read",
+                f"set `out_offset` of layer `{lay.name}` to {obuf[1] + 4:#06x} or above, or "
+                f"low enough that the output ends before {obuf[0]:#06x}, or use other "
+                "output processors"))
     return diags
+
+
+# The rules a sidecar's own placement is held to before anything is emitted: what the
+# vendor tool, too, refuses for any mapping (each function's docstring is the reason).
+SIDECAR_RULES = (streaming_output_clear,)
+
+
+def check_sidecar_placement(network: Network, placement: Placement) -> list[Diagnostic]:
+    """Every SIDECAR_RULES violation of a placement read from a sidecar."""
+    return [d for rule in SIDECAR_RULES for d in rule(network, placement)]

@@ -225,3 +225,68 @@ def test_bayer_filter_and_device_classes():
     assert ai8x_torch.DevAI85(False, False).WEIGHT_DEPTH == 768
     assert ai8x_torch.DevAI87(True, True).simulate
     assert ai8x_torch.DevAI84(False, False).MAX_AVG_POOL == 4
+
+
+def test_output_stage_helpers_follow_the_mode():
+    """quantize_clamp / quantize_clamp_pool (the vendor's NAS layers build their output
+    stage with them): the modules chosen for the mode selected at construction."""
+    acc = torch.tensor([128.0 * 200, -128.0 * 300, 64.0, -65.0])
+    with ai8x_torch.using_device(85, simulate=True):
+        q, c = ai8x_torch.quantize_clamp(wide=False)
+        # accumulator / 128, rounded half up, saturated to int8
+        np.testing.assert_array_equal(c(q(acc)).numpy(), [127, -128, 1, -1])
+        q, c = ai8x_torch.quantize_clamp(wide=True, weight_bits=8)
+        # wide: DATA_BITS - weight_bits + 1 = 1 bit: floor(x + 0.5), 30-bit accumulator
+        np.testing.assert_array_equal(c(q(acc)).numpy(), np.floor(acc.numpy() + 0.5))
+        qp, cp = ai8x_torch.quantize_clamp_pool("Avg")
+        # average pooling rounds toward zero (round_avg off) and saturates to int8
+        np.testing.assert_array_equal(cp(qp(torch.tensor([-2.5, 2.5, 300.0]))).numpy(),
+                                      [-2, 2, 127])
+        qp, cp = ai8x_torch.quantize_clamp_pool("Max")
+        x = torch.tensor([-2.5, 300.0])
+        assert torch.equal(cp(qp(x)), x)
+    with ai8x_torch.using_device(85, simulate=False):
+        x = torch.tensor([-3.0, 0.3, 0.999, 5.0])
+        q, c = ai8x_torch.quantize_clamp(wide=False)  # float training: clamp only
+        np.testing.assert_allclose(c(q(x)).numpy(), [-1.0, 0.3, 127 / 128, 127 / 128])
+        q, c = ai8x_torch.quantize_clamp(wide=False, quantize_activation=True)
+        np.testing.assert_allclose(q(x).numpy(), np.floor(x.numpy() * 128 + 0.5) / 128)
+        qp, cp = ai8x_torch.quantize_clamp_pool("Avg", quantize_activation=True)
+        y = torch.tensor([-0.3, 0.3])  # x 128 = -38.4, 38.4: toward zero, then / 128
+        np.testing.assert_allclose(qp(y).numpy(), [-38 / 128, 38 / 128])
+        np.testing.assert_allclose(cp(torch.tensor([-2.0, 2.0])).numpy(), [-1, 127 / 128])
+
+
+def test_batchnorm_without_bias_is_refused_as_the_vendor_does():
+    """The vendor's ai8x asserts a bias with BatchNorm (its message: enable --use-bias);
+    ai8x_torch refuses the same form with the module and the fix named."""
+    from onnx2ai8x.errors import Ai8xError
+
+    with pytest.raises(Ai8xError) as err:
+        ai8x_torch.FusedConv2dBNReLU(3, 8, 3, padding=1, bias=False)
+    d = err.value.diagnostics[0]
+    assert d.where == "FusedConv2dBNReLU(3, 8) batchnorm"
+    assert "bias=True" in d.message and "--use-bias" in d.hint
+    with pytest.raises(Ai8xError):
+        ai8x_torch.FusedConv1dBNReLU(3, 8, 3, bias=False, batchnorm="NoAffine")
+    assert ai8x_torch.FusedConv2dBNReLU(3, 8, 3, padding=1, bias=True).bn is not None
+
+
+def test_vendor_nas_layers_build_on_the_drop_in(monkeypatch):
+    """The vendor's ai8x_nas.py (Once-for-All supernet layers) imports get_activation,
+    quantize_clamp and quantize_clamp_pool from ai8x: with ai8x_torch as `ai8x` its layers
+    build and run (float training)."""
+    from tests.map import vendor_zoo as vz
+
+    if not vz.available():
+        pytest.skip("the ai8x-training mirror is absent")
+    monkeypatch.setitem(sys.modules, "ai8x", ai8x_torch)
+    nas = types.ModuleType("ai8x_nas")
+    exec(compile(vz.show("ai8x_nas.py"), "ai8x_nas.py", "exec"), nas.__dict__)  # noqa: S102
+    with ai8x_torch.using_device(85, simulate=False):
+        layer = nas.FusedConv2dBNReLU(3, 8, 3, padding=1, bias=True)
+        layer.eval()
+        y = layer(torch.rand(1, 3, 8, 8) - 0.5)
+    assert y.shape == (1, 8, 8, 8)
+    y = y.detach()
+    assert float(y.min()) >= 0 and float(y.max()) <= 127 / 128  # ReLU, then the clamp

@@ -183,6 +183,15 @@ def test_build_without_toolchain_writes_nothing(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
+def test_riscv_build_without_the_riscv_compiler_writes_nothing(tmp_path: Path) -> None:
+    env = _fake_tools(tmp_path / "bin")  # the Arm tools only
+    out = tmp_path / "proj"
+    proc = _cli([str(DIGITS), "-o", str(out), "--riscv", "--build"], env)
+    assert proc.returncode == 2, proc.stderr
+    assert "riscv-none-elf-gcc" in proc.stderr and "RISCV_LOAD=0" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
 def test_build_without_sdk_writes_nothing(tmp_path: Path) -> None:
     env = _fake_tools(tmp_path / "bin")
     out = tmp_path / "proj"

@@ -131,18 +131,48 @@ def _strict_recheck(log: str, project: Path) -> list[str]:
     return sorted(checked)
 
 
-def _build(project: Path, device: str, board: str, sdk: Path | None) -> BuildResult:
+def _build(project: Path, device: str, board: str, sdk: Path | None,
+           make_args: tuple[str, ...] = (),
+           sources: frozenset[str] = frozenset({"main.c", "cnn.c"})) -> BuildResult:
     dev = get_device(device)
     result = build_project(project, dev, board=board, maxim_path=sdk, jobs=2,
-                           env={"PROJ_CFLAGS": "-Werror"}, make_args=("VERBOSE=1",))
+                           env={"PROJ_CFLAGS": "-Werror"},
+                           make_args=("VERBOSE=1", *make_args))
     warnings = [ln for ln in result.log.splitlines() if _WARNING.search(ln)
                 and not ln.startswith("arm-none-eabi-")]  # a command line names -W flags
     assert warnings == [], "\n".join(warnings)
-    assert {"main.c", "cnn.c"} <= set(_strict_recheck(result.log, project))
+    assert sources <= set(_strict_recheck(result.log, project))
     assert result.sizes.text > 0
     assert fit_problems(result.sizes, dev) == []
     assert result.sizes.flash <= dev.flash_bytes and result.sizes.sram <= dev.sram_bytes
     return result
+
+
+# Dual-core projects: the trimmed SDK has no RISC-V start-up files, linker script or
+# loader, and there is no RISC-V compiler here, so only the Arm half is built
+# (RISCV_LOAD=0, as project.mk says): main.c, which starts the RISC-V core at the SDK's
+# _riscv_boot symbol. The RISC-V half (main_riscv.c, cnn.c) is compared with the vendor
+# tool's instead (tests/emit/test_dual_core.py).
+RISCV_CASES = (
+    Case("ai85-mnist-riscv", "MAX78000", golden="ai85-mnist", extra=("--riscv",),
+         expect=("MXC_SYS_RISCVRun", "CNN_IRQHandler")),
+    Case("ai87-x4-multipass5-stream-riscv-fast-fifo", "MAX78002",
+         golden="ai87-suite-x4-multipass5-stream", extra=("--riscv", "--fast-fifo"),
+         expect=("MXC_SYS_RISCVRun", "Fast FIFO control")),
+)
+
+
+@pytest.mark.parametrize("case", RISCV_CASES, ids=[c.id for c in RISCV_CASES])
+def test_dual_core_arm_half_builds(case: Case, sdk: Path, tmp_path: Path,
+                                   request: pytest.FixtureRequest) -> None:
+    out = tmp_path / case.id
+    _convert(case, out, tmp_path)
+    result = _build(out, case.device, case.board, sdk, make_args=("RISCV_LOAD=0",),
+                    sources=frozenset({"main.c"}))
+    compiled = {Path(shlex.split(ln)[-1]).name for ln in result.log.splitlines()
+                if ln.startswith("arm-none-eabi-gcc") and ln.endswith(".c")}
+    assert "cnn.c" not in compiled and "main_riscv.c" not in compiled  # RISC-V sources
+    record_firmware_size(request.config, f"{case.id} (Arm half)", result)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -127,8 +127,9 @@ def test_existing_directory_needs_overwrite(tmp_path: Path) -> None:
 
 def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
     pl = one_conv()
+    # the fast FIFO without the RISC-V core fails while rendering, before anything is written
     with pytest.raises(Ai8xError, match="RISC-V"):
-        write_project(pl.network, pl, tmp_path / "proj", options=EmitOptions(riscv=True),
+        write_project(pl.network, pl, tmp_path / "proj", options=EmitOptions(fast_fifo=True),
                       sample=np.zeros((4, 8, 8)), outputs=[], data=_data(pl))
     assert not (tmp_path / "proj").exists()
 
@@ -142,13 +143,6 @@ def test_output_is_deterministic(tmp_path: Path) -> None:
     a = _write(tmp_path / "a")
     b = _write(tmp_path / "b")
     assert _tree(a) == _tree(b)
-
-
-@pytest.mark.parametrize("options", [EmitOptions(riscv=True), EmitOptions(fast_fifo=True)])
-def test_unsupported_targets_are_user_errors(tmp_path: Path, options: EmitOptions) -> None:
-    with pytest.raises(Ai8xError, match="RISC-V"):
-        _write(tmp_path, options, streaming=True)
-    assert not (tmp_path / "proj").exists()
 
 
 @pytest.mark.parametrize("mexpress", [True, False])

@@ -3,11 +3,12 @@ case, with the case's own sidecar (register-exact with the vendor's C) and with 
 mapping, passes its known-answer test on `ai8xsim`.
 
 A project whose registers use a feature the functional model does not execute yet
-(on the MAX78002: depthwise without broadcast or in 1-D, calcx4, read-ahead, snoop)
-gets a "not modelled yet" error from the model; such cases are expected failures
-that name the feature, never a PASS the model cannot vouch for. Cases whose known answer
+(on the MAX78002: the snoop units, whose matching rules nothing public describes) gets a
+"not modelled yet" error from the model; such cases are expected failures that name the
+feature, never a PASS the model cannot vouch for. Cases whose known answer
 the hardware cannot produce from their registers sit in HARDWARE_EXCEPTIONS with the
-reason; defects of the generated project that verify finds sit in CONVERTER_DEFECTS.
+reason (SIDECAR_EXCEPTIONS when only the vendor's placement is at fault); defects of the
+generated project that verify finds sit in CONVERTER_DEFECTS.
 The default run covers the representative subset; --golden-all runs all cases.
 """
 from __future__ import annotations
@@ -25,14 +26,33 @@ pytestmark = pytest.mark.skipif(not GOLDEN.is_dir(), reason="golden corpus is ab
 # name -> why the hardware, executing the case's registers, cannot give its known answer
 HARDWARE_EXCEPTIONS = {
     # Layer 1 adds two operands that are both layer 0's single 8-channel output. The
-    # vendor's expected values split that output into its first and second four channels
-    # (each reinterpreted as eight 20x10 channels); the accelerator reads the operands of
-    # an element-wise layer interleaved pixel by pixel from each processor's memory
-    # (operand o of pixel i at word (i * operands + o), as every other element-wise case
-    # confirms), i.e. even and odd pixels of the same channel. Layer 0's outputs would
-    # have to be written with a write gap for the registers to produce the expected sums.
+    # vendor's expected values cut that output (8 channels x 400 pixels, CHW) into two
+    # halves and add them as two 8 x 200 operands (then xor the same way in layer 2):
+    # recomputed from layer 0's output as the model leaves it, that reading gives all
+    # 200 expected words and the hardware's gives none
+    # (tests/ai8xsim/test_max78002_features.py). The accelerator fetches the operands
+    # of pixel i at words 2i and 2i + 1 of each processor's own byte lane (seed 000,
+    # "Residual Connections": each machine fetch gathers one operand; every other
+    # element-wise case passes that way), and processor c reads no other lane, so no
+    # value of layers 1-2's registers reaches the split. Layer 0 would need a write gap.
     "ai85-suite-multilayer-eltwise": "operands read interleaved by the hardware, split by "
                                      "channel in the known answer",
+}
+
+# name -> why the vendor's placement of the case (its network.yaml), executed as the
+# registers of the project generated from it say, cannot give the known answer. The
+# automatic mapping of the same case places the layers itself and must pass.
+SIDECAR_EXCEPTIONS = {
+    # Layer 0 (not calcx4) keeps its 320 kernels per processor at kernel words 784-1103;
+    # layer 1 (calcx4) reads instance 1 of processors 0-2 from word 1024 (the vendor
+    # allocates calcx4 kernels in unsplit word numbers after a non-calcx4 layer, its
+    # "FIXME ... mixed non-x4/x4" workaround in izer/kernels.py). The C loads both into
+    # words 1024-1103, so layer 1 runs with some of layer 0's weights; the layer-by-layer
+    # reference (verify --model) first differs at layer 1, in a channel of instance 1
+    # (tests/ai8xsim/test_max78002_features.py recomputes the overlap). The vendor tool's
+    # own project for the case, generated locally, fails verify on the same word.
+    "ai87-suite-ffsx4readahead-nopad-multipass5-w8": "layers 0 and 1 load kernels into "
+                                                     "the same kernel-memory words",
 }
 
 # name -> a defect of the project generated from the case's sidecar that verify finds (to
@@ -60,7 +80,7 @@ def _judge(name: str, outcome, defects: dict[str, str]) -> None:
 def test_sidecar_project_passes_verify(name: str, tmp_path: Path) -> None:
     out, proc = pipeline.convert_case(name, tmp_path, sidecar=True)
     assert proc.returncode == 0, proc.stderr
-    _judge(name, execute(out), CONVERTER_DEFECTS)
+    _judge(name, execute(out), {**SIDECAR_EXCEPTIONS, **CONVERTER_DEFECTS})
 
 
 @pytest.mark.parametrize("name", golden_params())

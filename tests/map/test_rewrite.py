@@ -9,7 +9,13 @@ import pytest
 
 from onnx2ai8x.devices import get_device
 from onnx2ai8x.legalize import legalize
-from onnx2ai8x.legalize.rewrite import copy_shared_operands, rewrite, split_multipass_eltwise
+from onnx2ai8x.legalize.rewrite import (
+    copy_shared_concat_parts,
+    copy_shared_operands,
+    inserted_layers,
+    rewrite,
+    split_multipass_eltwise,
+)
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.memory_check import check_placement
 from onnx2ai8x.network import ELTWISE_ADD, OP_NONE, Network
@@ -117,3 +123,82 @@ def test_outputs_are_renumbered() -> None:
     net = dataclasses.replace(resnet(), outputs=(4, 2))
     out = copy_shared_operands(net)
     assert out.outputs == (5, 3)
+
+
+def skip112() -> Network:
+    """The large U-Net's deepest skip in small: `enc` (56 channels) is read by the
+    bottleneck and concatenated with the decoder's 56 channels into 112 (two passes);
+    both parts of that concatenation are written interleaved."""
+    layers = (conv("enc", 3, 56, 16, (-1,)), conv("bneck", 56, 56, 16, (0,)),
+              conv("up", 56, 56, 16, (1,)), conv("dec", 112, 8, 16, (2, 0)),
+              conv("head", 8, 4, 16, (3,), k=1))
+    return _weights(Network(layers=layers, input_shape=(3, 16, 16), device="MAX78000",
+                            name="skip112"), 7)
+
+
+def test_shared_part_of_a_multipass_concatenation_gets_a_copy() -> None:
+    net = skip112()
+    device = get_device("MAX78000")
+    out = copy_shared_concat_parts(net, device)
+    # the copy sits right before the other part's producer (the vendor's
+    # camvid-unet-large sidecar: layer 7 copies layer 5 before the upsampling, layer 8)
+    assert [lay.name for lay in out.layers] == ["enc", "bneck", "enc_copy", "up", "dec",
+                                                "head"]
+    copy = out.layers[2]
+    assert copy.operator == OP_NONE and copy.in_sequences == (0,)
+    assert copy.output_channels == 56 and copy.weights is None
+    assert out.layers[3].in_sequences == (1,)  # up still reads the bottleneck
+    assert out.layers[4].in_sequences == (3, 2)  # dec reads up and the copy
+    assert out.layers[1].in_sequences == (0,)  # the bottleneck still reads enc itself
+    _same_numbers(net, out, (4,), (5,))
+    assert inserted_layers(net, out) == (
+        "inserted pass-through copy layer `enc_copy` reading `enc` for `dec`",)
+    again = rewrite(net, device)
+    assert [(lay.name, lay.in_sequences) for lay in again.layers] == \
+        [(lay.name, lay.in_sequences) for lay in out.layers]
+
+
+def test_single_pass_concatenation_needs_no_copy() -> None:
+    # 28 + 28 channels: one pass, the parts sit side by side and the skip is read in place
+    layers = (conv("enc", 3, 28, 16, (-1,)), conv("bneck", 28, 28, 16, (0,)),
+              conv("up", 28, 28, 16, (1,)), conv("dec", 56, 8, 16, (2, 0)))
+    net = Network(layers=layers, input_shape=(3, 16, 16), device="MAX78000", name="s")
+    assert copy_shared_concat_parts(net, get_device("MAX78000")) is net
+    assert inserted_layers(net, rewrite(net, get_device("MAX78000"))) == ()
+
+
+@pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
+def test_shared_concatenation_part_maps_and_passes_verify(device: str, tmp_path) -> None:
+    """Without the copy the mapper stops (the part cannot be written with gaps and read
+    directly); with it the placement passes the checker, and the converted project's
+    known answer (the onnxruntime reference of the unchanged model) is what the virtual
+    accelerator computes. The report names the inserted layer."""
+    import json
+    import subprocess
+    import sys
+
+    from custom_ops.builder import build_model
+    from onnx2ai8x.errors import Ai8xError
+
+    net = dataclasses.replace(skip112(), device=device)
+    with pytest.raises(Ai8xError) as info:
+        auto_place(net, device)
+    assert info.value.code == "map.shared-operand"
+    full = rewrite(net, get_device(device))
+    placement = auto_place(full, device)
+    assert check_placement(full, placement) == []
+    up, dec = placement.layers[3], placement.layers[4]
+    copy = placement.layers[2]
+    assert (up.write_gap, copy.write_gap) == (1, 1)
+    assert copy.out_offset == up.out_offset + 4 and dec.in_offset == up.out_offset
+    model = tmp_path / "skip112.onnx"
+    model.write_bytes(build_model(net).SerializeToString())
+    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",
+                           device, "-o", str(tmp_path / "p"), "--verify"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "note: inserted pass-through copy layer `enc_copy`" in proc.stdout
+    report = json.loads((tmp_path / "p" / "report.json").read_text())
+    assert report["notes"] == [
+        "inserted pass-through copy layer `enc_copy` reading `enc` for `dec`"]
+    assert [row["name"] for row in report["layers"]][2] == "enc_copy"

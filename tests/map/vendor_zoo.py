@@ -156,8 +156,9 @@ def recipes(repo: Path = MIRROR) -> dict[str, list[Recipe]]:
     order (evaluation scripts for an architecture no script trains). A script that runs
     train.py twice (a teacher, then the student) contributes each run."""
     found: dict[str, list[Recipe]] = {}
-    paths = listing("scripts", repo)
-    for prefix in ("scripts/train_", "scripts/evaluate_"):
+    # the NAS supernets' training scripts live in nas/scripts
+    paths = listing("scripts", repo) + listing("nas/scripts", repo)
+    for prefix in ("scripts/train_", "nas/scripts/train_", "scripts/evaluate_"):
         trained = set(found)  # evaluation scripts only for what no script trains
         for path in paths:
             if not (path.startswith(prefix) and path.endswith(".sh")):
@@ -448,6 +449,20 @@ def accelerator_part(model):
 
 def build(arch: Architecture, repo: Path = MIRROR):
     """The architecture's model, constructed as train.py would (inside vendor_imports,
-    under the architecture's device)."""
+    under the architecture's device).
+
+    An architecture no script trains is built with its constructor's `bias`; when that
+    leaves a BatchNorm without a bias, which ai8x refuses (the vendor's too, telling the
+    user to pass --use-bias), it is built again with bias=True, as the user would."""
+    from onnx2ai8x.errors import Ai8xError
+
     mod = load_module(arch.file, repo)
-    return getattr(mod, arch.name)(**dict(arch.kwargs))
+    kwargs = dict(arch.kwargs)
+    try:
+        return getattr(mod, arch.name)(**kwargs)
+    except Ai8xError as err:
+        scripted = arch.source not in ("named dataset", "constructor defaults")
+        if scripted or kwargs.get("bias") or err.code != "ai8x_torch.layer" \
+                or not err.diagnostics[0].where.endswith("batchnorm"):
+            raise
+    return getattr(mod, arch.name)(**{**kwargs, "bias": True})
