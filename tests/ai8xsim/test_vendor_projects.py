@@ -33,6 +33,17 @@ CHOICE = os.environ.get("ONNX2AI8X_VENDOR_PROJECTS", "")
 # vendor_args that only add console output to the vendor run
 QUIET = {"--verbose", "--display-checkpoint"}
 
+# name -> why the vendor tool's own project cannot give its known answer on the hardware
+VENDOR_DEFECTS = {
+    # Layer 0 reads three HWC channels on processors 0, 16 and 32, which FIFOs 0, 1 and 2
+    # feed (seed 000: "four dedicated FIFOs connected to processors 0-3, 16-19, 32-35, and
+    # 48-51"). The vendor's load_input writes every pixel's three channels as one word to
+    # FIFO 0 only (processors 0-3): processors 16 and 32 never get their channel. The
+    # project onnx2ai8x writes for this sidecar feeds FIFO p // 16 and passes.
+    "ai85-suite-fifostream-group-notvga64x48-hwc": "vendor feeds FIFO 0 only; processors "
+                                                   "16 and 32 read FIFOs 1 and 2",
+}
+
 
 def spread(cases: list[str]) -> list[str]:
     """The default selection: every zoo case, every second MAX78000 suite case (in name
@@ -89,8 +100,10 @@ def test_vendor_project_passes_verify(name: str, tmp_path: Path, vendor_tool) ->
     outcome = execute(project)
     if outcome.error and "not modelled yet" in outcome.error:
         pytest.xfail(outcome.error)
-    if name in HARDWARE_EXCEPTIONS:
-        assert not outcome.passed, f"{name} passes now: remove it from the list"
-        pytest.xfail(HARDWARE_EXCEPTIONS[name])
+    for listed in (HARDWARE_EXCEPTIONS, VENDOR_DEFECTS):
+        if name in listed:
+            assert outcome.error is None and not outcome.passed, \
+                f"{name} passes now: remove it from the list"
+            pytest.xfail(listed[name])
     assert outcome.passed, render(outcome)
     assert outcome.checked_words > 0
