@@ -90,6 +90,12 @@ def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
                     return out
             if isinstance(op, Write):
                 if m.write(op.address, op.value, op.op, op.width):
+                    if m.runs and op.op == "|=":
+                        # cnn_continue re-enables quadrant 0 after cnn_stop: it resumes
+                        # the force-stopped inference (seed 000, cnn_continue), which the
+                        # model ran to its end at the start; it is no new inference
+                        # (cnn_start writes the whole control word).
+                        continue
                     if m.ctl(0, m.dev.reg_ctl) & CTL_FIFO:
                         pending = True
                     elif start():
