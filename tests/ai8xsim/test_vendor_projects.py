@@ -58,10 +58,36 @@ def _selected() -> list[str]:
     return cases if CHOICE == "all" else spread(cases)
 
 
-def vendor_project(name: str, out: Path) -> tuple[Path | None, str]:
+# The vendor's code-generation options that change how the C does things (kernel
+# loaders, input loaders, unload, start/stop), each on a case it supports: `verify` must
+# read every such form. (--old-kernel-loader sets the express address once and copies to
+# the window's start; --stop-start stops and continues the running inference.)
+VARIANTS = [
+    ("ai85-mnist", ("--old-kernel-loader",)),
+    ("ai85-mnist", ("--no-mexpress",)),
+    ("ai85-mnist", ("--compact-weights",)),
+    ("ai85-mnist", ("--no-compact-data",)),
+    ("ai85-mnist", ("--mlator",)),
+    ("ai85-mnist", ("--no-unload",)),
+    ("ai85-mnist", ("--stop-start",)),
+    ("ai85-suite-fifostream-pool-stride-hwc", ("--no-fifo-wait",)),
+    ("ai85-suite-fifostream-pool-stride-hwc", ("--slow-load", "2")),
+    ("ai85-suite-fifostream-pool-stride-hwc", ("--old-kernel-loader",)),
+    ("ai87-kws20_v3_1", ("--old-kernel-loader",)),
+    ("ai87-kws20_v3_1", ("--link-layer",)),
+    ("ai87-kws20_v3_1", ("--mlator",)),
+    ("ai87-kws20_v3_1", ("--stop-start",)),
+    ("ai87-suite-multipass5m8", ("--one-shot",)),
+    ("ai87-suite-fifostream-hd8-chw", ("--fifo-go",)),
+    ("ai87-suite-fifostream-hd8-tall-hwc", ("--fifo-go",)),
+]
+
+
+def vendor_project(name: str, out: Path, extra: tuple[str, ...] = ()
+                   ) -> tuple[Path | None, str]:
     """Run the vendor tool on golden case `name`; (project directory or None, log tail)."""
     case = json.loads((GOLDEN / name / "case.json").read_text())
-    args = [a for a in case["vendor_args"] if a not in QUIET]
+    args = [a for a in case["vendor_args"] if a not in QUIET] + list(extra)
     cmd = [str(PYTHON), "ai8xize.py", "--test-dir", str(out), "--prefix", "p",
            "--checkpoint-file", str(GOLDEN / name / "checkpoint.pth.tar"),
            "--config-file", str(GOLDEN / name / "network.yaml"),
@@ -107,3 +133,13 @@ def test_vendor_project_passes_verify(name: str, tmp_path: Path, vendor_tool) ->
             pytest.xfail(listed[name])
     assert outcome.passed, render(outcome)
     assert outcome.checked_words > 0
+
+
+@pytest.mark.parametrize(("name", "extra"), VARIANTS,
+                         ids=[f"{n}[{' '.join(e)}]" for n, e in VARIANTS])
+def test_vendor_option_variants_pass_verify(name: str, extra: tuple[str, ...],
+                                            tmp_path: Path, vendor_tool) -> None:
+    project, log = vendor_project(name, tmp_path / "vendor", extra)
+    assert project is not None, log  # each option is one the vendor supports for the case
+    outcome = execute(project)
+    assert outcome.passed, render(outcome)
