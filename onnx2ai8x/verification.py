@@ -117,6 +117,8 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
     data.update(passed=outcome.passed, error=outcome.error,
                 checked_words=outcome.checked_words,
                 mismatches=len(outcome.mismatches))
+    if outcome.note:
+        data["note"] = outcome.note
     if outcome.mismatches:
         mm = outcome.mismatches[0]
         data["first_mismatch"] = {"address": mm.address, "expected": mm.expected,

@@ -67,6 +67,10 @@ def test_sdk_kws20_demo_is_driven_through_its_api() -> None:
     # stale sampleoutput.h (see the module docstring and the test below)
     assert len(outcome.mismatches) == 21
     assert "sampleoutput.h" in render(outcome)
+    from onnx2ai8x.verification import verify
+
+    result = verify(KWS)
+    assert not result.passed and "sampleoutput.h" in result.data["note"]
 
 
 def _words(text: str, name: str) -> list[int]:
