@@ -9,7 +9,9 @@ that touch the accelerator are collected in source order:
 - `memcpy_8to32((uint32_t *) 0xADDR, array, n)`: n bytes, one per word (bias memory);
 - the kernel loader: a loop over a `{address, count, words...}` table ending in 0 (the
   `KERNELS` stream); a byte write to `address | 1` before each run marks the express
-  (packed) loader;
+  (packed) loader; the vendor's older loader (`--old-kernel-loader`) writes that byte
+  store itself and a `memcpy32` per processor (both are plain statements here; where
+  the bytes land is the express counter's business, `ai8xsim.machine`);
 - `cnn_unload`: `addr = (volatile uint32_t *) 0xADDR;` followed by `*out_buf++ = *addr++;`
   reads;
 - the known-answer check: a loop over a `{address, mask, count, words...}` table ending
