@@ -2,8 +2,9 @@
 data a later layer still reads, and a layer's row count changed.
 
 The project: a small network with a branch (layer 1's output is read by layers 2 and 5,
-so it stays live while layers 2-4 run), placed by a hand-written sidecar so that every
-layer's data share processors 0-15 and differ only by their offsets.
+so it stays live while layers 2-4 run), placed by a hand-written sidecar: layers
+alternate between processors 0-15 and 16-31 (no layer reads and writes the same
+processors), the data of one processor set differ only by their offsets.
 
 The verdict of each mutation comes from a second, independent memory model written here
 at tensor level (`Shadow`): one 8-bit value per (processor, word), each layer reads its
@@ -18,9 +19,10 @@ whose output differs from the reference in this model (what `verify --model` pri
   that overlaps the live output of layer 1 (processors 0-7) which layer 5 reads later;
   the registers are the converter's own for that placement (`register_program`), so the
   write and read pointers move together and only the overwrite of live data is tested.
-- row count: one layer's row count register (rows - 1 + 2 pad, seed 000 "RCNT") changed
-  by a few rows; that layer then reads that many rows of its input from memory (past the
-  end: whatever the memory holds there) and writes that many output rows.
+- row count: one layer's row count register (rows - 1 + 2 pad, pad in bits 16-17: the
+  vendor tool's izer/backend/max7800x.py "Rows"), in every quadrant, changed by a few
+  rows; that layer then reads that many rows of its input from memory (past the end:
+  whatever the memory holds there) and writes that many output rows.
 """
 from __future__ import annotations
 
@@ -289,7 +291,7 @@ def _row_counts(b, tmp: Path, stats: Counter) -> None:
         assert len(values) == 1
         old = values.pop()
         pad = lay.padding[0]
-        assert old == lay.input_dim[0] - 1 + 2 * pad | pad << 16  # seed 000, RCNT
+        assert old == lay.input_dim[0] - 1 + 2 * pad | pad << 16  # see the module doc
         # a pooled layer changes by whole pooling windows (no partial window)
         step = lay.pool_stride[0]
         for d in (-3 * step, -2 * step, -step, step, 2 * step, 3 * step):
