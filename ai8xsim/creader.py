@@ -9,7 +9,9 @@ that touch the accelerator are collected in source order:
 - `memcpy_8to32((uint32_t *) 0xADDR, array, n)`: n bytes, one per word (bias memory);
 - the kernel loader: a loop over a `{address, count, words...}` table ending in 0 (the
   `KERNELS` stream); a byte write to `address | 1` before each run marks the express
-  (packed) loader;
+  (packed) loader; the vendor's older loader (`--old-kernel-loader`) writes that byte
+  store itself and a `memcpy32` per processor (both are plain statements here; where
+  the bytes land is the express counter's business, `ai8xsim.machine`);
 - `cnn_unload`: `addr = (volatile uint32_t *) 0xADDR;` followed by `*out_buf++ = *addr++;`
   reads;
 - the known-answer check: a loop over a `{address, mask, count, words...}` table ending
@@ -97,6 +99,9 @@ class Project:
     device: str
     operations: tuple
     files: tuple[str, ...]
+    # main() runs no known-answer test (an application such as the SDK's kws20_demo): the
+    # operations drive the project's API with SAMPLE_INPUT_n and SAMPLE_OUTPUT instead
+    driven: bool = False
 
 
 class CReadError(Exception):
@@ -365,9 +370,10 @@ def read_project(directory: str | Path) -> Project:
         raise CReadError(f"{d}: main.c has no main()")
     arrays = _arrays(texts)
     ops = _body_ops("main", funcs["main"], funcs, arrays, 0)
-    if not any(isinstance(op, Check) for op in ops):
+    driven = not any(isinstance(op, Check) for op in ops)
+    if driven:
         ops = _known_answer_sequence(funcs, arrays, _macros(texts))
-    return Project(_device(texts, raw), tuple(ops), tuple(sorted(raw)))
+    return Project(_device(texts, raw), tuple(ops), tuple(sorted(raw)), driven)
 
 
 _KAT_ORDER = ("cnn_init", "cnn_load_weights", "cnn_load_bias", "cnn_configure")
@@ -385,10 +391,9 @@ def _known_answer_sequence(funcs: dict[str, str], arrays: dict[str, list[int]],
         if name in funcs:
             ops += [Call(name, True), *_body_ops(name, funcs[name], funcs, arrays, 1),
                     Call(name, False)]
-    for name in sorted(macros):
-        m = re.fullmatch(r"SAMPLE_INPUT_(\d+)", name)
-        if m:
-            ops.append(LoadSample(int(m.group(1)), tuple(macros[name])))
+    inputs = {int(m.group(1)): values for name, values in macros.items()
+              if (m := re.fullmatch(r"SAMPLE_INPUT_(\d+)", name))}
+    ops += [LoadSample(p, tuple(inputs[p])) for p in sorted(inputs)]
     if "cnn_start" in funcs:
         ops += [Call("cnn_start", True),
                 *_body_ops("cnn_start", funcs["cnn_start"], funcs, arrays, 1),

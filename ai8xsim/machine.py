@@ -31,9 +31,9 @@ class Machine:
     mram: np.ndarray = field(init=False)
     bram: np.ndarray = field(init=False)
     runs: int = 0
-    # express kernel loader: (processor, next byte position in its kernel stream)
+    # express kernel loader: (processor, next byte position in its kernel memory); a byte
+    # store with address bit 0 set loads it, word stores then fill bytes from it
     _express: tuple[int, int] | None = None
-    _express_low: int = -1
     written_outside: list[int] = field(default_factory=list)
     fifos: dict[int, list[int]] = field(default_factory=dict)  # FIFO k: words written
 
@@ -73,7 +73,7 @@ class Machine:
             return False
         kloc = self.dev.mram_locate(address)
         if kloc is not None:
-            self._write_kernel(kloc[0], kloc[1], address & 3, value)
+            self._write_kernel(kloc[0], kloc[1], value)
             return False
         bloc = self.dev.bram_locate(address)
         if bloc is not None:
@@ -112,18 +112,11 @@ class Machine:
                 data.astype("<u4").view(np.uint8).reshape(-1, 4)
             return
         kloc = self.dev.mram_locate(address)
-        group = kloc[0] // 16 if kloc is not None else 0
-        if kloc is not None and self.regs.get(self.dev.ctl(group, self.dev.reg_ctl), 0) \
-                & CTL_MEXPRESS and (self._express_low != (address & 3)
-                                    or self._express is None):
-            # One express run: the counter reloads at the first word, then bytes follow.
-            self._express = None
-            if not len(data):
-                return
-            self._write_kernel(kloc[0], kloc[1], address & 3, int(data[0]))
-            p, pos = self._express
+        if kloc is not None and len(data) and self._express_mode(kloc[0]):
+            # One express run: all its bytes go on from the address counter at once.
+            p, pos = self._express_position(kloc[0], kloc[1])
             flat = self.mram[p].reshape(-1)
-            raw = data[1:].astype(">u4").view(np.uint8)
+            raw = data.astype(">u4").view(np.uint8)
             n = min(len(raw), flat.size - pos)
             if n > 0:
                 flat[pos:pos + n] = raw[:n]
@@ -134,23 +127,30 @@ class Machine:
 
     def _write_byte(self, address: int, value: int) -> bool:
         kloc = self.dev.mram_locate(address)
-        if kloc is not None:
-            # The express loader marks a new run with a byte store to the run's address
-            # with bit 0 set: a change of the two low address bits reloads the counter.
-            self._express_low = address & 3
-            return False
+        if kloc is not None and address & 1 and self._express_mode(kloc[0]):
+            # "Set address": a byte store with bit 0 set loads the express loader's
+            # address counter (one 72-bit kernel per 4 bytes of address); the word stores
+            # that follow fill bytes from there whatever their own address in the window:
+            # the vendor's older loader stores to the window's start after setting the
+            # address of the first used kernel (its izer/kernels.py, embedded mexpress).
+            self._express = (kloc[0], (kloc[1] // 4) * 9)
         return False
 
-    def _write_kernel(self, proc: int, offset: int, low: int, value: int) -> None:
-        group = proc // 16
-        express = bool(self.regs.get(self.dev.ctl(group, self.dev.reg_ctl), 0) & CTL_MEXPRESS)
-        if express:
-            if self._express is None or self._express_low != low:
-                # Packed mode: the in-window address is divided by 4 (one 72-bit kernel
-                # per 4 bytes of address), bytes follow kernel after kernel.
-                self._express = (proc, (offset // 4) * 9)
-                self._express_low = low
-            p, pos = self._express
+    def _express_mode(self, proc: int) -> bool:
+        return bool(self.regs.get(self.dev.ctl(proc // 16, self.dev.reg_ctl), 0)
+                    & CTL_MEXPRESS)
+
+    def _express_position(self, proc: int, offset: int) -> tuple[int, int]:
+        """Where an express word store to `proc` goes: the counter, when it was set for
+        this processor; else the store's own address (packed: a kernel per 4 bytes)."""
+        if self._express is not None and self._express[0] == proc:
+            return self._express
+        return proc, (offset // 4) * 9
+
+    def _write_kernel(self, proc: int, offset: int, value: int) -> None:
+        if self._express_mode(proc):
+            # Packed mode: bytes follow kernel after kernel from the address counter.
+            p, pos = self._express_position(proc, offset)
             data = value.to_bytes(4, "big")
             flat = self.mram[p].reshape(-1)
             for b in data:

@@ -24,7 +24,11 @@ class VerifyResult:
     data: dict
 
 
-def _references(model: Path, device: str, sample: np.ndarray) -> list[np.ndarray]:
+def _references(model: Path, device: str, sample: np.ndarray,
+                failed: bool) -> list[np.ndarray] | tuple[int, ...]:
+    """Every layer's reference output on the sample as layer 0 read it; when layer 0 read
+    a different number of values than the model's input holds, the model's input shape
+    if the project failed (its layer 0 is then the first wrong layer), else an error."""
     from custom_ops.numpy_ref import run_network
 
     from .convert import load_onnx
@@ -42,6 +46,8 @@ def _references(model: Path, device: str, sample: np.ndarray) -> list[np.ndarray
     try:
         x = sample.reshape(network.input_shape)
     except ValueError:
+        if failed:
+            return tuple(network.input_shape)
         raise Ai8xError("verify.sample", str(model),
                         f"the project's input has {sample.size} values, the model's input "
                         f"is {tuple(network.input_shape)}",
@@ -94,17 +100,31 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
         data.update(stopped_after=stop_after, dump=str(target))
         return VerifyResult(True, text, data)
     bad = None
+    misread = None  # (values layer 0 read, the model's input shape)
     if model is not None and not outcome.error and outcome.layers:
         sample = input_tensor(outcome)
         if sample is not None:
-            bad = first_bad_layer(outcome, _references(model, outcome.device, sample))
+            refs = _references(model, outcome.device, sample, bool(outcome.mismatches))
+            if isinstance(refs, tuple):
+                misread = (sample.shape, refs)
+            else:
+                bad = first_bad_layer(outcome, refs)
     text = render(outcome, bad)
-    if model is not None and outcome.mismatches and bad is None:
+    if misread is not None:
+        # A changed row or column count of layer 0 reads another input than the model's:
+        # no reference can run on it, and layer 0 is where the project went wrong.
+        text += (f"\n  first bad layer: 0 (it reads its input as {misread[0]}, the model's "
+                 f"input is {misread[1]}: check layer 0's row and column counts)")
+        data["first_bad_layer"] = {"layer": 0, "address": None, "expected": None,
+                                   "actual": None}
+    if model is not None and outcome.mismatches and bad is None and misread is None:
         text += ("\n  every layer equals the reference run on the input as the accelerator "
                  "read it: the input loading (or the known answer itself) differs")
     data.update(passed=outcome.passed, error=outcome.error,
                 checked_words=outcome.checked_words,
                 mismatches=len(outcome.mismatches))
+    if outcome.note:
+        data["note"] = outcome.note
     if outcome.mismatches:
         mm = outcome.mismatches[0]
         data["first_mismatch"] = {"address": mm.address, "expected": mm.expected,
