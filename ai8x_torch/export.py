@@ -14,7 +14,8 @@ What maps to what (the vendor's sidecar shapes, seed 004):
 * a view that keeps the channel count between layers (1-D `(C, L)` read as 2-D
   `(C, H, W)` or back) -> the next layer's input dimensions (the vendor's `in_dim`): each
   channel's values stay in order in their processor's memory;
-* a plain `nn.MaxPool1d` / `nn.MaxPool2d` (no padding) -> a pooling-only layer;
+* a plain `nn.MaxPool1d` / `nn.MaxPool2d` (no padding) -> the pooling of the
+  convolution that alone reads it (as `FusedMaxPoolConv2d`), else a pooling-only layer;
 * `torch.cat([...], dim=1)` -> the consumer's `in_sequences` (channel concatenation);
 * an element-wise module (`Add`, `Sub`, `BitwiseOr`, `BitwiseXor`) whose result only
   feeds one layer module -> that layer's `eltwise`/`operands` (pooling then runs after
@@ -158,6 +159,15 @@ class _Reshaped:
 
 
 @dataclass(frozen=True)
+class _PendingPool:
+    """A plain max pooling not written yet: it fuses into the convolution that alone
+    reads it, else it is a pooling-only layer of its own."""
+
+    node: fx.Node
+    stand_in: QuantizationAwareModule  # the ai8x pooling-only module computing the same
+
+
+@dataclass(frozen=True)
 class _Pending:
     """An element-wise result not written yet (it may fuse into the next layer)."""
 
@@ -294,7 +304,7 @@ class _Exporter:
             _Shapes(self.gm).run(example.to(torch.float32))
         self.layers: list[Layer] = []
         # Element-wise results already written as their own pass-through layer.
-        self.written: dict[_Pending, _Data] = {}
+        self.written: dict[_Pending | _PendingPool, _Data] = {}
         self.values: dict[fx.Node, object] = {}
         self.users: dict[fx.Node, int] = {n: len(n.users) for n in graph.nodes}
         self.outputs: list[int] = []
@@ -308,6 +318,10 @@ class _Exporter:
         if isinstance(value, _Pending):
             if value not in self.written:
                 self.written[value] = self._write_eltwise(value)
+            return self.written[value]
+        if isinstance(value, _PendingPool):
+            if value not in self.written:
+                self.written[value] = self._layer(value.node, value.stand_in)
             return self.written[value]
         if isinstance(value, _Flat):
             raise _fail(where, "a flattened tensor is used by something other than a "
@@ -368,7 +382,14 @@ class _Exporter:
         out_shape = _shape(node)
         eltwise, operands, pool_first = 0, 1, True
         flatten = as_linear = False
-        if isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
+        pool_module = module.pool
+        if isinstance(arg, _PendingPool) and self._fuses(node, arg, module):
+            # Pooling then convolution is what one hardware layer does (seed 004,
+            # `max_pool` on a convolution layer); a pooling-only layer of more than 64
+            # channels is not possible on the MAX78000 (legalize `pool-channels`).
+            data = self._data(self.values[arg.node.args[0]], name)
+            in_shape, pool_module = data.shape, arg.stand_in.pool
+        elif isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
                 (module.op is not None or module.pool is not None):
             data = _Data(arg.sources, arg.shape)
             eltwise, operands = _ELTWISE_CODES[arg.module.op_name], arg.count
@@ -395,7 +416,7 @@ class _Exporter:
             in_shape = data.shape
         op = module.op
         one_d = isinstance(op, nn.Conv1d) or (op is None and isinstance(
-            module.pool, (nn.MaxPool1d, nn.AvgPool1d)))
+            pool_module, (nn.MaxPool1d, nn.AvgPool1d)))
         in_ch = in_shape[0]
         if isinstance(op, nn.Linear) and not flatten and int(np.prod(in_shape[1:])) > 1:
             # PyTorch would apply the matrix along the last axis only, which no hardware
@@ -407,8 +428,8 @@ class _Exporter:
             in_shape = (op.in_features,)
         pooled = _dims(in_shape)
         pool, pool_stride, pool_dil, avg = (1, 1), (1, 1), (1, 1), False
-        if module.pool is not None:
-            p = module.pool
+        if pool_module is not None:
+            p = pool_module
             pool = _pair(p.kernel_size, one_d)
             pool_stride = _pair(p.stride, one_d)
             pool_dil = _pair(getattr(p, "dilation", 1), one_d)
@@ -468,6 +489,16 @@ class _Exporter:
                     output_padding=output_padding,
                     weights=hw["weights"], bias=hw["bias"], bias_hw=hw["bias_hw"], **fields)
         return self._append(lay, out_shape)
+
+    def _fuses(self, node: fx.Node, pending: _PendingPool,
+               module: QuantizationAwareModule) -> bool:
+        """A plain max pooling fuses into this layer: the layer alone reads it, pools
+        nothing itself, and convolves data of the pooling's dimensionality."""
+        one_d = isinstance(pending.stand_in.pool, nn.MaxPool1d)
+        conv = nn.Conv1d if one_d else nn.Conv2d
+        return self.users[node.args[0]] == 1 and module.pool is None and \
+            type(module.op) is conv and \
+            isinstance(self.values[pending.node.args[0]], _Data)
 
     def _quantization(self, name: str, weights: np.ndarray, bits: int) -> int:
         """The layer's resolved `quantization`, as the vendor resolves it from a checkpoint.
@@ -577,7 +608,7 @@ class _Exporter:
             if isinstance(module, nn.Flatten):
                 return self._flatten(node)
             if isinstance(module, (nn.MaxPool1d, nn.MaxPool2d)):
-                return self._layer(node, _pooling_layer(str(node.target), module))
+                return _PendingPool(node, _pooling_layer(str(node.target), module))
             raise _fail(str(node.target), f"module {type(module).__name__} is not an ai8x "
                         "layer", "use the ai8x_torch module for it (e.g. "
                         "ai8x_torch.FusedConv2dReLU instead of nn.Conv2d + nn.ReLU)")

@@ -196,7 +196,13 @@ CASES = [
         lambda s, x: s.fc(s.a(x).view(x.size(0), -1)).view(x.size(0), 5, 3),
         a=ai8x.FusedConv2dReLU(3, 4, 3, padding=1), fc=ai8x.Linear(400, 15, bias=True)),
      _2d(), {}),
-    # plain torch max pooling between layers: a pooling-only layer
+    # plain torch max pooling between layers: fused into the convolution reading it, or
+    # a pooling-only layer where two layers read it
+    ("plain-maxpool2d-shared", lambda: _Wrap(
+        lambda s, x: (lambda y: s.c(torch.cat([s.b(y), s.b2(y)], dim=1)))(s.p(s.a(x))),
+        a=ai8x.FusedConv2dReLU(3, 6, 3, padding=1), p=nn.MaxPool2d(2, 2),
+        b=ai8x.FusedConv2dReLU(6, 4, 3, padding=1), b2=ai8x.FusedConv2dReLU(6, 4, 1),
+        c=ai8x.Conv2d(8, 4, 3, padding=1)), _2d(), {}),
     ("plain-maxpool2d", lambda: _Wrap(lambda s, x: s.b(s.p(s.a(x))),
                                       a=ai8x.FusedConv2dReLU(3, 6, 3, padding=1),
                                       p=nn.MaxPool2d(2, 2),
@@ -576,6 +582,28 @@ def test_data_viewed_as_channels_into_a_1x1_convolution_is_a_flattening_linear(t
     assert lay.operator_name.lower() in ("linear", "mlp") and lay.flatten
     assert (lay.input_channels, tuple(lay.input_dim)) == (4, (4, 4))
     np.testing.assert_array_equal(lay.weights, model.b.op.weight.detach().reshape(10, 64))
+
+
+def test_plain_max_pooling_is_the_pooling_of_its_only_reader():
+    """nn.MaxPool2d read by one convolution is that layer's pooling (one hardware layer);
+    read by two layers it is a pooling-only layer they both read."""
+    one = _Wrap(lambda s, x: s.b(s.p(s.a(x))), a=_conv(3, 6), p=nn.MaxPool2d(3, 2),
+                b=ai8x.FusedConv2dReLU(6, 4, 3, padding=1))
+    randomize(one, np.random.default_rng(5))
+    net, _ = to_network(one, torch.zeros(1, 3, 11, 11))
+    assert [lay.name for lay in net.layers] == ["a", "b"]
+    b = net.layers[1]
+    assert (b.pool, b.pool_stride, tuple(b.input_dim), tuple(b.pooled_dim)) == \
+        ((3, 3), (2, 2), (11, 11), (5, 5))
+    two = _Wrap(lambda s, x: (lambda y: s.c(torch.cat([s.b(y), s.b2(y)], dim=1)))(
+        s.p(s.a(x))), a=_conv(3, 6), p=nn.MaxPool2d(2, 2), b=_conv(6, 4), b2=_conv(6, 4),
+        c=_conv(8, 4))
+    randomize(two, np.random.default_rng(6))
+    net, _ = to_network(two, torch.zeros(1, 3, 8, 8))
+    assert [lay.name for lay in net.layers] == ["a", "p", "b", "b2", "c"]
+    p = net.layers[1]
+    assert (p.operator, p.pool, tuple(p.output_dim)) == (OP_NONE, (2, 2), (4, 4))
+    assert net.layers[2].pool == net.layers[3].pool == (1, 1)
 
 
 def test_reshapes_the_hardware_cannot_do_are_refused(tmp_path):
