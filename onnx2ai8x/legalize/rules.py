@@ -961,20 +961,39 @@ def weight_memory(layer, network, device):
     return out
 
 
+def _stored_bias(lay: Layer) -> np.ndarray | None:
+    """The 8-bit values a layer keeps in bias memory, or None: an all-zero bias is not
+    stored (vendor tool: "All bias values are zero. Ignoring the input.")."""
+    if lay.bias_hw is not None:
+        values = np.asarray(lay.bias_hw, dtype=np.int64).reshape(-1)
+    elif lay.bias is not None:
+        values = np.floor_divide(np.asarray(lay.bias, dtype=np.int64), 128).reshape(-1)
+    else:
+        return None
+    return values if np.any(values != 0) else None
+
+
 def bias_memory(layer, network, device):
     """All biases must fit the four bias memories.
 
-    Seed ("Bias Memories"): "There are four bias memory instances available".
+    Seed ("Bias Memories"): "There are four bias memory instances available". As the
+    vendor tool stores them, all-zero biases take no space and layers with identical
+    bias values share one copy (izer kbias/kdedup; map/bias.py allocates the same way).
     """
-    total = sum(int(np.asarray(lay.bias).size) for lay in network.layers
-                if lay.bias is not None)
+    stored: list[tuple[str, np.ndarray]] = []
+    for lay in network.layers:
+        values = _stored_bias(lay)
+        if values is not None and not any(v.shape == values.shape and
+                                          np.array_equal(v, values) for _, v in stored):
+            stored.append((lay.name, values))
+    total = sum(v.size for _, v in stored)
     capacity = device.bias_instances * device.bias_bytes_per_instance
     if total > capacity:
-        last = [lay for lay in network.layers if lay.bias is not None][-1]
-        return _diag("bias-memory", last.name,
-                     f"the network has {total} bias values, the bias memory holds "
+        return _diag("bias-memory", stored[-1][0],
+                     f"the network stores {total} bias values, the bias memory holds "
                      f"{capacity}",
-                     "train some layers without bias")
+                     "train some layers without bias and without BatchNorm (folding a "
+                     "BatchNorm gives its layer a bias), or use fewer output channels")
     return None
 
 
