@@ -85,10 +85,71 @@ _IDENTITY_MODULES = (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)
 
 
 class _Tracer(fx.Tracer):
+    """ai8x modules are leaves; a condition on the input's shape (`if x.shape[1] == 6:`,
+    the vendor's face-ID models) is decided for the example input's shape, the one
+    shape the export is for. Conditions on values still cannot be traced."""
+
+    def __init__(self, input_shape: tuple[int, ...] | None = None) -> None:
+        super().__init__()
+        self.input_shape = input_shape
+
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if isinstance(m, (QuantizationAwareModule, Eltwise)):
             return True
         return super().is_leaf_module(m, qualname)
+
+    def to_bool(self, obj: fx.Proxy) -> bool:
+        if self.input_shape is not None:
+            value = _shape_value(obj.node, torch.Size(self.input_shape))
+            if value is not _NOT_A_SHAPE:
+                self.decided = True
+                return bool(value)
+        return super().to_bool(obj)
+
+    def trace(self, root, concrete_args=None) -> fx.Graph:
+        self.decided = False
+        graph = super().trace(root, concrete_args)
+        if self.decided:
+            # the condition's own nodes (x.shape[1] == 6) feed nothing now
+            shape = torch.Size(self.input_shape)
+            for node in reversed(list(graph.nodes)):
+                if node.op in ("call_function", "call_method") and not node.users and \
+                        _shape_value(node, shape) is not _NOT_A_SHAPE:
+                    graph.erase_node(node)
+        return graph
+
+
+_NOT_A_SHAPE = object()
+_SHAPE_ARITHMETIC = {operator.getitem, operator.eq, operator.ne, operator.lt, operator.le,
+                     operator.gt, operator.ge, operator.add, operator.sub, operator.mul,
+                     operator.floordiv, operator.mod, operator.not_, operator.and_,
+                     operator.or_, len}
+
+
+def _shape_value(node: object, shape: torch.Size) -> object:
+    """What a traced expression computes from the input's shape alone (constants,
+    `x.shape`, `x.size(...)`, `x.dim()`, and arithmetic/comparisons on those), or
+    _NOT_A_SHAPE when it reads anything else."""
+    if not isinstance(node, fx.Node):
+        if isinstance(node, (tuple, list)):
+            items = [_shape_value(n, shape) for n in node]
+            return _NOT_A_SHAPE if _NOT_A_SHAPE in items else type(node)(items)
+        return node  # a constant (int, slice, None, ...)
+    args = node.args
+    reads_input = bool(args) and isinstance(args[0], fx.Node) and args[0].op == "placeholder"
+    if node.op == "call_function" and node.target is getattr and reads_input and \
+            args[1] == "shape":
+        return shape
+    if node.op == "call_method" and reads_input and node.target in ("size", "dim"):
+        if node.target == "dim":
+            return len(shape)
+        dim = args[1] if len(args) > 1 else node.kwargs.get("dim")
+        return shape if dim is None else shape[dim]
+    if node.op == "call_function" and node.target in _SHAPE_ARITHMETIC and not node.kwargs:
+        values = [_shape_value(a, shape) for a in args]
+        if _NOT_A_SHAPE not in values:
+            return node.target(*values)
+    return _NOT_A_SHAPE
 
 
 def _export_constants(model: nn.Module) -> dict[str, object]:
@@ -285,7 +346,8 @@ class _Exporter:
             example, torch.Tensor) else example).detach().cpu()
         constants = _export_constants(model)
         try:
-            graph = _Tracer().trace(model, concrete_args=constants or None)
+            graph = _Tracer(tuple(example.shape)).trace(model,
+                                                       concrete_args=constants or None)
             _drop_constant_inputs(graph, constants)
         except Exception as exc:  # noqa: BLE001 - fx raises many kinds for dynamic code
             raise _fail(type(model).__name__, f"the model cannot be traced ({exc})",

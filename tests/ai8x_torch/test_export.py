@@ -606,6 +606,25 @@ def test_plain_max_pooling_is_the_pooling_of_its_only_reader():
     assert net.layers[2].pool == net.layers[3].pool == (1, 1)
 
 
+def _six_channel_guard(s, x):
+    """The vendor's face-ID forward(): a branch on the input's shape."""
+    if x.shape[1] == 6 and x.dim() == 4:
+        x = x[:, 0:3, :, :]
+    return s.b(s.a(x))
+
+
+def test_a_condition_on_the_input_shape_is_decided_for_the_example(tmp_path):
+    model = _Wrap(_six_channel_guard, a=_conv(3, 4), b=_conv(4, 4))
+    randomize(model, np.random.default_rng(9))
+    net, _ = to_network(model, torch.zeros(1, 3, 8, 8))
+    assert [lay.name for lay in net.layers] == ["a", "b"]
+    # for a 6-channel example the branch is taken: layer a reads a slice of the input,
+    # which the accelerator cannot hold
+    d = _error(_Wrap(_six_channel_guard, a=_conv(3, 4), b=_conv(4, 4)), tmp_path,
+               shape=(1, 6, 8, 8))
+    assert d.where == "a" and "not a tensor the accelerator holds" in d.message
+
+
 def test_reshapes_the_hardware_cannot_do_are_refused(tmp_path):
     # values moved between channels into a 3x3 convolution
     d = _error(_Wrap(lambda s, x: s.b(s.a(x).view(x.size(0), 16, 4, 4)), a=_conv(),
