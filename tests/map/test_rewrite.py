@@ -202,3 +202,27 @@ def test_shared_concatenation_part_maps_and_passes_verify(device: str, tmp_path)
     assert report["notes"] == [
         "inserted pass-through copy layer `enc_copy` reading `enc` for `dec`"]
     assert [row["name"] for row in report["layers"]][2] == "enc_copy"
+
+
+def test_unfused_eltwise_project_passes_verify_against_its_model(tmp_path) -> None:
+    """`convert --verify` runs the layer-by-layer reference on the model as converted:
+    the unfused element-wise layer included (the model alone breaks the multi-pass
+    element-wise limit; before, the reference stopped with limit.eltwise-multipass
+    after a project had been written)."""
+    import subprocess
+    import sys
+
+    from custom_ops.builder import build_model
+    from onnx2ai8x.errors import Ai8xError
+
+    net = mbconv(True)
+    with pytest.raises(Ai8xError) as info:
+        legalize(net, get_device("MAX78002"))
+    assert info.value.code == "limit.eltwise-multipass"
+    model = tmp_path / "mbconv.onnx"
+    model.write_bytes(build_model(net).SerializeToString())
+    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",
+                           "MAX78002", "-o", str(tmp_path / "p"), "--verify"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout + proc.stderr
