@@ -373,6 +373,8 @@ VERIFY = {
     "ai85net-autoencoder:ai85autoencoder",
     "ai85net-kws20:ai85kws20net",
     "ai85net-audio:ai85audionet",
+    # its input-shape condition decided at export; unfused element-wise layers
+    "ai87net-mobilefacenet_112:ai87netmobilefacenet_112",
 }
 
 
