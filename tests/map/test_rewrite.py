@@ -44,14 +44,14 @@ def resnet() -> Network:
                             name="resnet"), 3)
 
 
-def mbconv(bias: bool) -> Network:
+def mbconv(bias: bool, ch: int = 96) -> Network:
     """A residual over 96 channels (two passes) fused into the next convolution, as
     ai8x_blocks.MBConvBlock chains export on the MAX78002."""
-    b = np.arange(96) % 7 - 3 if bias else None
-    layers = (conv("c0", 3, 96, 8, (-1,)), conv("c1", 96, 96, 8, (0,), k=1),
-              conv("c2", 96, 96, 8, (1, 0), eltwise=ELTWISE_ADD, operands=2, k=1,
+    b = np.arange(ch) % 7 - 3 if bias else None
+    layers = (conv("c0", 3, ch, 8, (-1,)), conv("c1", ch, ch, 8, (0,), k=1),
+              conv("c2", ch, ch, 8, (1, 0), eltwise=ELTWISE_ADD, operands=2, k=1,
                    bias=None if b is None else b * 128, bias_hw=b),
-              conv("c3", 96, 10, 8, (2,), k=1))
+              conv("c3", ch, 10, 8, (2,), k=1))
     return _weights(Network(layers=layers, input_shape=(3, 8, 8), device="MAX78002",
                             name="mbconv"), 5)
 
@@ -97,9 +97,13 @@ def test_without_the_copy_the_mapper_says_why() -> None:
     assert info.value.code == "map.shared-operand"
 
 
-@pytest.mark.parametrize("bias", [True, False])
-def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool) -> None:
-    net = mbconv(bias)
+@pytest.mark.parametrize("bias,ch", [(True, 96), (False, 96), (True, 32)],
+                         ids=["bias", "no-bias", "bias-single-pass"])
+def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool, ch: int) -> None:
+    """Also with one input pass (32 channels): the vendor tool refuses any element-wise
+    operation fused with a biased convolution on the MAX78002 ("multi-pass" are the
+    operands' passes; izer checks operands > 1)."""
+    net = mbconv(bias, ch)
     device = get_device("MAX78002")
     out = split_multipass_eltwise(net, device)
     if not bias:
