@@ -279,6 +279,6 @@ def test_model_reference_agrees_on_multipass_depthwise(projects) -> None:
     outcome = execute(project)
     assert outcome.passed
     model = next(project.glob("*.onnx"))
-    refs = _references(model, outcome.device, input_tensor(outcome))
+    refs = _references(model, outcome.device, input_tensor(outcome), failed=False)
     assert refs[0].shape[0] == 111
     assert first_bad_layer(outcome, refs) is None
