@@ -8,7 +8,14 @@ and `custom_ops.builder.build_model` writes the ONNX: one representation, the sa
 What maps to what (the vendor's sidecar shapes, seed 004):
 
 * a layer module -> a layer with its pooling, convolution/linear, shift and activation;
-* `x.view(N, -1)` / `flatten` before a `Linear` -> that layer's `flatten: true`;
+* `x.view(N, -1)` / `flatten` before a `Linear` -> that layer's `flatten: true`; a
+  `view(N, -1, 1, 1)` before a plain 1x1 `Conv2d` -> a linear layer with `flatten: true`
+  (the same sums);
+* a view that keeps the channel count between layers (1-D `(C, L)` read as 2-D
+  `(C, H, W)` or back) -> the next layer's input dimensions (the vendor's `in_dim`): each
+  channel's values stay in order in their processor's memory;
+* a plain `nn.MaxPool1d` / `nn.MaxPool2d` (no padding) -> the pooling of the
+  convolution that alone reads it (as `FusedMaxPoolConv2d`), else a pooling-only layer;
 * `torch.cat([...], dim=1)` -> the consumer's `in_sequences` (channel concatenation);
 * an element-wise module (`Add`, `Sub`, `BitwiseOr`, `BitwiseXor`) whose result only
   feeds one layer module -> that layer's `eltwise`/`operands` (pooling then runs after
@@ -18,8 +25,9 @@ What maps to what (the vendor's sidecar shapes, seed 004):
   convolution layer in network.yaml. A pooling-only module after the element-wise one
   likewise becomes one pass-through layer with `pool_first: false` (seed 004, `eltwise`,
   `pool_first`);
-* a flatten/view of a model output (vendor model files end with `x.view(x.size(0), -1)`)
-  is host-side reshaping: the ONNX output is the layer's output, `(N, C, H, W)`;
+* a flatten/view of a model output (vendor model files end with `x.view(x.size(0), -1)`,
+  the vendor's autoencoder with `x.view(N, 256, 3)`) is host-side reshaping: the ONNX
+  output is the layer's output, `(N, C, H, W)`;
 * node names are the PyTorch module names, dots kept (`features.0`, `res.conv1`): the
   name reads back to the module (`dict(model.named_modules())[layer.name]`), and ONNX
   allows dots in names. A module called more than once gets `<name>_1`, `<name>_2`, ....
@@ -33,7 +41,8 @@ the implicit 8 - weight bits; a 1-D max pool keeps its dilation in `pool_dilatio
 
 Checked here, with an `Ai8xError` naming the module and a fix: untraceable forward(),
 more than one input, plain torch operations between layers, non-ai8x modules, reshapes
-other than a flatten before a Linear, concatenation off the channel axis, 1 or more than
+moving values between channels other than the flattens above, padded plain pooling,
+concatenation off the channel axis, 1 or more than
 16 element-wise operands or operands of different shapes, unquantized layers, weights
 beyond their bit width, calls PyTorch itself cannot run on the example input.
 """
@@ -77,10 +86,71 @@ _IDENTITY_MODULES = (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)
 
 
 class _Tracer(fx.Tracer):
+    """ai8x modules are leaves; a condition on the input's shape (`if x.shape[1] == 6:`,
+    the vendor's face-ID models) is decided for the example input's shape, the one
+    shape the export is for. Conditions on values still cannot be traced."""
+
+    def __init__(self, input_shape: tuple[int, ...] | None = None) -> None:
+        super().__init__()
+        self.input_shape = input_shape
+
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if isinstance(m, (QuantizationAwareModule, Eltwise)):
             return True
         return super().is_leaf_module(m, qualname)
+
+    def to_bool(self, obj: fx.Proxy) -> bool:
+        if self.input_shape is not None:
+            value = _shape_value(obj.node, torch.Size(self.input_shape))
+            if value is not _NOT_A_SHAPE:
+                self.decided = True
+                return bool(value)
+        return super().to_bool(obj)
+
+    def trace(self, root, concrete_args=None) -> fx.Graph:
+        self.decided = False
+        graph = super().trace(root, concrete_args)
+        if self.decided:
+            # the condition's own nodes (x.shape[1] == 6) feed nothing now
+            shape = torch.Size(self.input_shape)
+            for node in reversed(list(graph.nodes)):
+                if node.op in ("call_function", "call_method") and not node.users and \
+                        _shape_value(node, shape) is not _NOT_A_SHAPE:
+                    graph.erase_node(node)
+        return graph
+
+
+_NOT_A_SHAPE = object()
+_SHAPE_ARITHMETIC = {operator.getitem, operator.eq, operator.ne, operator.lt, operator.le,
+                     operator.gt, operator.ge, operator.add, operator.sub, operator.mul,
+                     operator.floordiv, operator.mod, operator.not_, operator.and_,
+                     operator.or_, len}
+
+
+def _shape_value(node: object, shape: torch.Size) -> object:
+    """What a traced expression computes from the input's shape alone (constants,
+    `x.shape`, `x.size(...)`, `x.dim()`, and arithmetic/comparisons on those), or
+    _NOT_A_SHAPE when it reads anything else."""
+    if not isinstance(node, fx.Node):
+        if isinstance(node, (tuple, list)):
+            items = [_shape_value(n, shape) for n in node]
+            return _NOT_A_SHAPE if _NOT_A_SHAPE in items else type(node)(items)
+        return node  # a constant (int, slice, None, ...)
+    args = node.args
+    reads_input = bool(args) and isinstance(args[0], fx.Node) and args[0].op == "placeholder"
+    if node.op == "call_function" and node.target is getattr and reads_input and \
+            args[1] == "shape":
+        return shape
+    if node.op == "call_method" and reads_input and node.target in ("size", "dim"):
+        if node.target == "dim":
+            return len(shape)
+        dim = args[1] if len(args) > 1 else node.kwargs.get("dim")
+        return shape if dim is None else shape[dim]
+    if node.op == "call_function" and node.target in _SHAPE_ARITHMETIC and not node.kwargs:
+        values = [_shape_value(a, shape) for a in args]
+        if _NOT_A_SHAPE not in values:
+            return node.target(*values)
+    return _NOT_A_SHAPE
 
 
 def _export_constants(model: nn.Module) -> dict[str, object]:
@@ -141,6 +211,25 @@ class _Flat:
 
 
 @dataclass(frozen=True)
+class _Reshaped:
+    """Accelerator data viewed with other channels: fine as a model output (the host
+    reshapes the layer's output) or before a 1x1 convolution on 1x1 data (a flattening
+    linear layer), nowhere else."""
+
+    data: _Data
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _PendingPool:
+    """A plain max pooling not written yet: it fuses into the convolution that alone
+    reads it, else it is a pooling-only layer of its own."""
+
+    node: fx.Node
+    stand_in: QuantizationAwareModule  # the ai8x pooling-only module computing the same
+
+
+@dataclass(frozen=True)
 class _Pending:
     """An element-wise result not written yet (it may fuse into the next layer)."""
 
@@ -186,6 +275,35 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
     return 1, 1
 
 
+def _pointwise_on_one_pixel(module: QuantizationAwareModule, shape: tuple[int, ...]) -> bool:
+    """A plain 1x1 Conv2d (no pooling, stride, padding or groups) reading (C, 1, 1)."""
+    op = module.op
+    return isinstance(op, nn.Conv2d) and module.pool is None and len(shape) == 3 and \
+        tuple(shape[1:]) == (1, 1) and _pair(op.kernel_size, False) == (1, 1) and \
+        _pair(op.padding, False) == (0, 0) and _pair(op.stride, False) == (1, 1) and \
+        op.groups == 1
+
+
+def _pooling_layer(where: str, pool: nn.MaxPool1d | nn.MaxPool2d) -> QuantizationAwareModule:
+    """The ai8x pooling-only layer computing what a plain max pooling module computes.
+
+    Max pooling picks values, so the plain module gives the same integers as the
+    hardware's pooling-only layer (seed 004, `operation: none` with `max_pool`); a
+    padded, ceil-mode or index-returning pooling has no hardware form.
+    """
+    from . import modules
+
+    one_d = isinstance(pool, nn.MaxPool1d)
+    padding = _pair(pool.padding, False)
+    if padding != (0, 0) or pool.ceil_mode or pool.return_indices:
+        raise _fail(where, f"{type(pool).__name__} with padding {pool.padding}, ceil_mode "
+                    f"{pool.ceil_mode}, return_indices {pool.return_indices}: the "
+                    "accelerator pools without padding, rounding sizes down",
+                    f"use padding=0 and ceil_mode=False (ai8x_torch.{type(pool).__name__})")
+    cls = modules.FAMILIES["MaxPool1d" if one_d else "MaxPool2d"]
+    return cls(pool.kernel_size, pool.stride, dilation=pool.dilation)
+
+
 def _pair(v, one_d: bool) -> tuple[int, int]:
     if isinstance(v, (tuple, list)):
         return (int(v[0]), 1) if one_d else (int(v[0]), int(v[-1]))
@@ -229,7 +347,8 @@ class _Exporter:
             example, torch.Tensor) else example).detach().cpu()
         constants = _export_constants(model)
         try:
-            graph = _Tracer().trace(model, concrete_args=constants or None)
+            graph = _Tracer(tuple(example.shape)).trace(model,
+                                                       concrete_args=constants or None)
             _drop_constant_inputs(graph, constants)
         except Exception as exc:  # noqa: BLE001 - fx raises many kinds for dynamic code
             raise _fail(type(model).__name__, f"the model cannot be traced ({exc})",
@@ -248,7 +367,7 @@ class _Exporter:
             _Shapes(self.gm).run(example.to(torch.float32))
         self.layers: list[Layer] = []
         # Element-wise results already written as their own pass-through layer.
-        self.written: dict[_Pending, _Data] = {}
+        self.written: dict[_Pending | _PendingPool, _Data] = {}
         self.values: dict[fx.Node, object] = {}
         self.users: dict[fx.Node, int] = {n: len(n.users) for n in graph.nodes}
         self.outputs: list[int] = []
@@ -263,9 +382,19 @@ class _Exporter:
             if value not in self.written:
                 self.written[value] = self._write_eltwise(value)
             return self.written[value]
+        if isinstance(value, _PendingPool):
+            if value not in self.written:
+                self.written[value] = self._layer(value.node, value.stand_in)
+            return self.written[value]
         if isinstance(value, _Flat):
             raise _fail(where, "a flattened tensor is used by something other than a "
                         "Linear layer", "flatten only right before an ai8x.Linear")
+        if isinstance(value, _Reshaped):
+            raise _fail(where, f"reshape {value.data.shape} -> {value.shape} moves values "
+                        "between channels, which no hardware layer does between layers",
+                        "keep the channel count when reshaping between layers (a new "
+                        "spatial shape, the vendor's in_dim), flatten only right before "
+                        "an ai8x.Linear, or reshape the model's output on the host")
         if isinstance(value, (_Split, _Part)):
             raise _fail(where, "a channel split is used by something other than one "
                         "element-wise module over all its parts",
@@ -308,14 +437,27 @@ class _Exporter:
         arg = self.values[node.args[0]]
         out_shape = _shape(node)
         eltwise, operands, pool_first = 0, 1, True
-        flatten = False
-        if isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
+        flatten = as_linear = False
+        pool_module = module.pool
+        if isinstance(arg, _PendingPool) and self._fuses(node, arg, module):
+            # Pooling then convolution is what one hardware layer does (seed 004,
+            # `max_pool` on a convolution layer); a pooling-only layer of more than 64
+            # channels is not possible on the MAX78000 (legalize `pool-channels`).
+            data = self._data(self.values[arg.node.args[0]], name)
+            in_shape, pool_module = data.shape, arg.stand_in.pool
+        elif isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
                 (module.op is not None or module.pool is not None):
             data = _Data(arg.sources, arg.shape)
             eltwise, operands = _ELTWISE_CODES[arg.module.op_name], arg.count
             in_shape = arg.shape
             # PyTorch pools the element-wise result: the vendor's pool_first: false.
             pool_first = module.pool is None
+        elif isinstance(arg, _Reshaped) and _pointwise_on_one_pixel(module, arg.shape):
+            # (C, H, W) viewed as (C*H*W, 1, 1) into a 1x1 convolution is a linear layer
+            # over the flattened data: the vendor's `flatten: true` (seed 004), each
+            # output the weighted sum of all C*H*W values in PyTorch's flatten order.
+            data, flatten, as_linear = arg.data, True, True
+            in_shape = arg.data.shape
         elif isinstance(arg, _Flat):
             if not isinstance(module.op, nn.Linear):
                 raise _fail(name, "a flattened tensor feeds a layer that is not Linear",
@@ -330,7 +472,7 @@ class _Exporter:
             in_shape = data.shape
         op = module.op
         one_d = isinstance(op, nn.Conv1d) or (op is None and isinstance(
-            module.pool, (nn.MaxPool1d, nn.AvgPool1d)))
+            pool_module, (nn.MaxPool1d, nn.AvgPool1d)))
         in_ch = in_shape[0]
         if isinstance(op, nn.Linear) and not flatten and int(np.prod(in_shape[1:])) > 1:
             # PyTorch would apply the matrix along the last axis only, which no hardware
@@ -342,8 +484,8 @@ class _Exporter:
             in_shape = (op.in_features,)
         pooled = _dims(in_shape)
         pool, pool_stride, pool_dil, avg = (1, 1), (1, 1), (1, 1), False
-        if module.pool is not None:
-            p = module.pool
+        if pool_module is not None:
+            p = pool_module
             pool = _pair(p.kernel_size, one_d)
             pool_stride = _pair(p.stride, one_d)
             pool_dil = _pair(getattr(p, "dilation", 1), one_d)
@@ -373,10 +515,12 @@ class _Exporter:
         except ValueError as exc:
             raise _fail(name, str(exc), "call ai8x_torch.quantize_model(model) before "
                         "exporting, or load a quantized (-q) checkpoint") from None
-        if isinstance(op, nn.Linear):
+        if isinstance(op, nn.Linear) or as_linear:
             operator_code = OP_LINEAR
             kernel, padding, stride, dilation, groups = (1, 1), (0, 0), (1, 1), (1, 1), 1
-            out_ch, out_dim = op.out_features, (1, 1)
+            out_ch, out_dim = hw["weights"].shape[0], (1, 1)
+            if as_linear:
+                hw = {**hw, "weights": hw["weights"].reshape(out_ch, -1)}
         else:
             operator_code = {nn.Conv1d: OP_CONV1D, nn.Conv2d: OP_CONV2D,
                              nn.ConvTranspose2d: OP_CONVTRANSPOSE2D}[type(op)]
@@ -401,6 +545,16 @@ class _Exporter:
                     output_padding=output_padding,
                     weights=hw["weights"], bias=hw["bias"], bias_hw=hw["bias_hw"], **fields)
         return self._append(lay, out_shape)
+
+    def _fuses(self, node: fx.Node, pending: _PendingPool,
+               module: QuantizationAwareModule) -> bool:
+        """A plain max pooling fuses into this layer: the layer alone reads it, pools
+        nothing itself, and convolves data of the pooling's dimensionality."""
+        one_d = isinstance(pending.stand_in.pool, nn.MaxPool1d)
+        conv = nn.Conv1d if one_d else nn.Conv2d
+        return self.users[node.args[0]] == 1 and module.pool is None and \
+            type(module.op) is conv and \
+            isinstance(self.values[pending.node.args[0]], _Data)
 
     def _quantization(self, name: str, weights: np.ndarray, bits: int) -> int:
         """The layer's resolved `quantization`, as the vendor resolves it from a checkpoint.
@@ -476,7 +630,7 @@ class _Exporter:
             results = result if isinstance(result, (tuple, list)) else (result,)
             for r in results:
                 value = self.values.get(r)
-                if isinstance(value, _Flat):
+                if isinstance(value, (_Flat, _Reshaped)):
                     value = value.data  # host-side reshaping of the layer's output
                 data = self._data(value, str(r))
                 if len(data.sources) != 1 or data.sources[0] < 0:
@@ -509,6 +663,8 @@ class _Exporter:
                 return self.values[node.args[0]]
             if isinstance(module, nn.Flatten):
                 return self._flatten(node)
+            if isinstance(module, (nn.MaxPool1d, nn.MaxPool2d)):
+                return _PendingPool(node, _pooling_layer(str(node.target), module))
             raise _fail(str(node.target), f"module {type(module).__name__} is not an ai8x "
                         "layer", "use the ai8x_torch module for it (e.g. "
                         "ai8x_torch.FusedConv2dReLU instead of nn.Conv2d + nn.ReLU)")
@@ -588,6 +744,14 @@ class _Exporter:
             return data
         if shape is not None and len(shape) == 1 and int(np.prod(data.shape)) == shape[0]:
             return _Flat(data)
+        if shape is not None and len(shape) in (2, 3) and \
+                int(np.prod(shape)) == int(np.prod(data.shape)):
+            if shape[0] == data.shape[0]:
+                # Each channel's values stay in order in their processor's memory; only
+                # the layer reading them sees another H x W (the vendor's `in_dim`, seed
+                # 004), e.g. 1-D (16, 128) read as 2-D (16, 16, 8).
+                return _Data(data.sources, shape)
+            return _Reshaped(data, shape)
         raise _fail(node.name, f"reshape {data.shape} -> {shape} has no hardware "
                     "equivalent", "only flatten (N, C, ...) -> (N, C * ...) before a Linear")
 

@@ -35,8 +35,12 @@ def _references(model: Path, device: str, sample: np.ndarray,
     from .devices import get_device
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
+    from .legalize.rewrite import rewrite
 
-    network = legalize(read_model_full(load_onnx(model)).network, get_device(device))
+    # the layers the project runs: the conversion's rewrites included (pass-through
+    # element-wise layers and copies), so layer k of the reference is layer k there
+    dev = get_device(device)
+    network = legalize(rewrite(read_model_full(load_onnx(model)).network, dev), dev)
     channels = network.input_shape[0]
     if sample.ndim == 3 and channels < sample.shape[0] \
             and sample.shape[1:] == tuple(network.input_shape[1:]):

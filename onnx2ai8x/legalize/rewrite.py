@@ -4,12 +4,12 @@ Two element-wise patterns the model's graph allows but the accelerator cannot ru
 one layer; each becomes the layer sequence the vendor's own sidecars use for them
 (pass-through element-wise layers, seed 004 "Residual Connections"):
 
-* A multi-pass element-wise operation fused with a convolution that adds a bias
-  (MAX78002), or a multi-pass fusion the MAX78000 cannot run (more than 2 operands x
-  2 passes): the element-wise operation (with the layer's pooling) moves into a
-  pass-through layer of its own, which the convolution then reads (`rules.
-  eltwise_multipass`; the vendor's effnet2 / MobileNet-v2 sidecars write every
-  residual add as `operation: none, eltwise: add`).
+* An element-wise operation fused with a convolution that adds a bias (MAX78002; the
+  vendor tool refuses it whatever the channel count), or a multi-pass fusion the
+  MAX78000 cannot run (more than 2 operands x 2 passes): the element-wise operation
+  (with the layer's pooling) moves into a pass-through layer of its own, which the
+  convolution then reads (`rules.eltwise_multipass`; the vendor's effnet2 /
+  MobileNet-v2 sidecars write every residual add as `operation: none, eltwise: add`).
 * An element-wise operand that another layer also reads: element-wise operands are
   written interleaved (`write_gap`), which no other layer can read, so the element-wise
   layer reads a pass-through copy of it written right after the producer (the vendor's
@@ -97,12 +97,13 @@ def _passthrough(lay: Layer, name: str, channels: int, dims: tuple[int, int],
 def _fusion_unsupported(lay: Layer, device: Device) -> bool:
     """The fused element-wise + convolution breaks `rules.eltwise_multipass`."""
     passes = in_passes(lay, device)
-    if lay.operands <= 1 or passes <= 1 or lay.operator == OP_NONE:
+    if lay.operands <= 1 or lay.operator == OP_NONE:
         return False
-    if device.eltwise_multipass_emulated and lay.operands * passes != lay.operands + passes:
-        return True
-    return not device.eltwise_multipass_conv_bias and lay.bias is not None \
-        and bool(np.any(np.asarray(lay.bias) != 0))
+    if not device.eltwise_multipass_conv_bias and lay.bias is not None \
+            and bool(np.any(np.asarray(lay.bias) != 0)):
+        return True  # whatever the passes, as the vendor tool checks it (rules.py)
+    return passes > 1 and device.eltwise_multipass_emulated and \
+        lay.operands * passes != lay.operands + passes
 
 
 def split_multipass_eltwise(network: Network, device: Device) -> Network:

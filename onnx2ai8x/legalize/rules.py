@@ -585,11 +585,21 @@ def eltwise_multipass(layer, network, device):
     with a convolution or pooling works only for 2 operands x 2 passes. Seed (MAX78002):
     "Element-wise operations can happen "in-flight" in the same layer as a convolution,
     except when the input is multi-pass (i.e., more than 64 channels), and a bias addition
-    is also requested."
+    is also requested." The vendor tool refuses the bias with any element-wise operands
+    (each operand is read in a pass of its own; izer max7800x.py checks `operands > 1`
+    only), so a single-pass one is refused too: what it accepts is what was tested.
     """
     passes = in_passes(layer, device)
     ops = layer.operands
-    if ops <= 1 or passes <= 1:
+    if ops <= 1:
+        return None
+    if _eltwise_conv_bias(layer, device):
+        return _diag("eltwise-multipass", layer.name,
+                     f"a {ops}-operand element-wise operation on {layer.input_channels} "
+                     "channels fused with a convolution that adds a bias",
+                     "train the convolution without bias, or do the element-wise operation "
+                     "in a separate pass-through layer")
+    if passes <= 1:
         return None
     if device.eltwise_multipass_emulated and ops * passes != ops + passes and \
             (layer.operator != OP_NONE or pools(layer)):
@@ -598,14 +608,15 @@ def eltwise_multipass(layer, network, device):
                      f"channels ({passes} passes) cannot be fused with a convolution or "
                      "pooling on this device",
                      "do the element-wise operation in a separate pass-through layer")
-    if not device.eltwise_multipass_conv_bias and layer.operator != OP_NONE and \
-            layer.bias is not None and np.any(np.asarray(layer.bias) != 0):
-        return _diag("eltwise-multipass", layer.name,
-                     f"element-wise operation on {layer.input_channels} channels (multi-pass) "
-                     "fused with a convolution that adds a bias",
-                     "train the convolution without bias, or do the element-wise operation "
-                     "in a separate pass-through layer")
     return None
+
+
+def _eltwise_conv_bias(layer: Layer, device: Device) -> bool:
+    """An element-wise operation fused with a convolution that adds a bias, on a device
+    without that fusion (MAX78002)."""
+    return not device.eltwise_multipass_conv_bias and layer.operands > 1 and \
+        layer.operator != OP_NONE and layer.bias is not None and \
+        bool(np.any(np.asarray(layer.bias) != 0))
 
 
 # --------------------------------------------------------------------------- graph
@@ -961,20 +972,39 @@ def weight_memory(layer, network, device):
     return out
 
 
+def _stored_bias(lay: Layer) -> np.ndarray | None:
+    """The 8-bit values a layer keeps in bias memory, or None: an all-zero bias is not
+    stored (vendor tool: "All bias values are zero. Ignoring the input.")."""
+    if lay.bias_hw is not None:
+        values = np.asarray(lay.bias_hw, dtype=np.int64).reshape(-1)
+    elif lay.bias is not None:
+        values = np.floor_divide(np.asarray(lay.bias, dtype=np.int64), 128).reshape(-1)
+    else:
+        return None
+    return values if np.any(values != 0) else None
+
+
 def bias_memory(layer, network, device):
     """All biases must fit the four bias memories.
 
-    Seed ("Bias Memories"): "There are four bias memory instances available".
+    Seed ("Bias Memories"): "There are four bias memory instances available". As the
+    vendor tool stores them, all-zero biases take no space and layers with identical
+    bias values share one copy (izer kbias/kdedup; map/bias.py allocates the same way).
     """
-    total = sum(int(np.asarray(lay.bias).size) for lay in network.layers
-                if lay.bias is not None)
+    stored: list[tuple[str, np.ndarray]] = []
+    for lay in network.layers:
+        values = _stored_bias(lay)
+        if values is not None and not any(v.shape == values.shape and
+                                          np.array_equal(v, values) for _, v in stored):
+            stored.append((lay.name, values))
+    total = sum(v.size for _, v in stored)
     capacity = device.bias_instances * device.bias_bytes_per_instance
     if total > capacity:
-        last = [lay for lay in network.layers if lay.bias is not None][-1]
-        return _diag("bias-memory", last.name,
-                     f"the network has {total} bias values, the bias memory holds "
+        return _diag("bias-memory", stored[-1][0],
+                     f"the network stores {total} bias values, the bias memory holds "
                      f"{capacity}",
-                     "train some layers without bias")
+                     "train some layers without bias and without BatchNorm (folding a "
+                     "BatchNorm gives its layer a bias), or use fewer output channels")
     return None
 
 

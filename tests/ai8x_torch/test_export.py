@@ -183,6 +183,34 @@ CASES = [
     ("conv1d-wide-linear", lambda: Seq(ai8x.FusedMaxPoolConv1dReLU(4, 6, 3, padding=1),
                                        ai8x.Linear(6 * 10, 7, bias=True, wide=True)),
      (4, 20), {}),
+    # a view keeping the channels between layers: the next layer reads another H x W
+    # (the vendor's in_dim), as in its kws20 v1 / audionet (1-D data read as 2-D)
+    ("view-1d-as-2d", lambda: _Wrap(lambda s, x: s.b(s.a(x).view(x.size(0), 8, 6, 5)),
+                                    a=ai8x.FusedConv1dReLU(4, 8, 1),
+                                    b=ai8x.FusedConv2dReLU(8, 4, 3, padding=1)), (4, 30), {}),
+    ("view-2d-as-1d", lambda: _Wrap(lambda s, x: s.b(s.a(x).view(x.size(0), 6, -1)),
+                                    a=ai8x.FusedConv2dReLU(3, 6, 3, padding=1),
+                                    b=ai8x.Conv1d(6, 4, 3, padding=1)), _2d(3, 6, 8), {}),
+    # a model output reshaped on the host (the vendor's autoencoder ends so)
+    ("output-view", lambda: _Wrap(
+        lambda s, x: s.fc(s.a(x).view(x.size(0), -1)).view(x.size(0), 5, 3),
+        a=ai8x.FusedConv2dReLU(3, 4, 3, padding=1), fc=ai8x.Linear(400, 15, bias=True)),
+     _2d(), {}),
+    # plain torch max pooling between layers: fused into the convolution reading it, or
+    # a pooling-only layer where two layers read it
+    ("plain-maxpool2d-shared", lambda: _Wrap(
+        lambda s, x: (lambda y: s.c(torch.cat([s.b(y), s.b2(y)], dim=1)))(s.p(s.a(x))),
+        a=ai8x.FusedConv2dReLU(3, 6, 3, padding=1), p=nn.MaxPool2d(2, 2),
+        b=ai8x.FusedConv2dReLU(6, 4, 3, padding=1), b2=ai8x.FusedConv2dReLU(6, 4, 1),
+        c=ai8x.Conv2d(8, 4, 3, padding=1)), _2d(), {}),
+    ("plain-maxpool2d", lambda: _Wrap(lambda s, x: s.b(s.p(s.a(x))),
+                                      a=ai8x.FusedConv2dReLU(3, 6, 3, padding=1),
+                                      p=nn.MaxPool2d(2, 2),
+                                      b=ai8x.FusedConv2dReLU(6, 4, 3, padding=1)), _2d(), {}),
+    ("plain-maxpool1d", lambda: _Wrap(lambda s, x: s.b(s.p(s.a(x))),
+                                      a=ai8x.FusedConv1dReLU(4, 6, 3, padding=1),
+                                      p=nn.MaxPool1d(3, 3),
+                                      b=ai8x.Conv1d(6, 4, 1)), (4, 21), {}),
 ]
 
 
@@ -537,6 +565,75 @@ def test_errors_name_the_module_and_the_fix(tmp_path):
     d = _error(_Wrap(lambda s, x: s.fc(s.a(x)), a=_conv(3, 4), fc=ai8x.Linear(8, 5)),
                tmp_path)
     assert d.where == "fc" and "view" in d.hint
+
+
+def test_data_viewed_as_channels_into_a_1x1_convolution_is_a_flattening_linear(tmp_path):
+    """x.view(N, -1, 1, 1) into a 1x1 Conv2d (the vendor's ai85net6): one linear layer
+    with flatten, computing what the convolution computes."""
+    model = _Wrap(lambda s, x: s.b(s.a(x).view(x.size(0), -1, 1, 1)).view(x.size(0), -1),
+                  a=ai8x.FusedMaxPoolConv2dReLU(3, 4, 3, padding=1),
+                  b=ai8x.Conv2d(64, 10, 1, bias=True))
+    rng = np.random.default_rng(61)
+    randomize(model, rng)
+    x = rng.integers(-128, 128, size=(3, 3, 8, 8))
+    assert_same(simulate(model, x), reference(model, x, tmp_path / "f.onnx"))
+    back = read_model(tmp_path / "f.onnx")
+    lay = back.layers[1]
+    assert lay.operator_name.lower() in ("linear", "mlp") and lay.flatten
+    assert (lay.input_channels, tuple(lay.input_dim)) == (4, (4, 4))
+    np.testing.assert_array_equal(lay.weights, model.b.op.weight.detach().reshape(10, 64))
+
+
+def test_plain_max_pooling_is_the_pooling_of_its_only_reader():
+    """nn.MaxPool2d read by one convolution is that layer's pooling (one hardware layer);
+    read by two layers it is a pooling-only layer they both read."""
+    one = _Wrap(lambda s, x: s.b(s.p(s.a(x))), a=_conv(3, 6), p=nn.MaxPool2d(3, 2),
+                b=ai8x.FusedConv2dReLU(6, 4, 3, padding=1))
+    randomize(one, np.random.default_rng(5))
+    net, _ = to_network(one, torch.zeros(1, 3, 11, 11))
+    assert [lay.name for lay in net.layers] == ["a", "b"]
+    b = net.layers[1]
+    assert (b.pool, b.pool_stride, tuple(b.input_dim), tuple(b.pooled_dim)) == \
+        ((3, 3), (2, 2), (11, 11), (5, 5))
+    two = _Wrap(lambda s, x: (lambda y: s.c(torch.cat([s.b(y), s.b2(y)], dim=1)))(
+        s.p(s.a(x))), a=_conv(3, 6), p=nn.MaxPool2d(2, 2), b=_conv(6, 4), b2=_conv(6, 4),
+        c=_conv(8, 4))
+    randomize(two, np.random.default_rng(6))
+    net, _ = to_network(two, torch.zeros(1, 3, 8, 8))
+    assert [lay.name for lay in net.layers] == ["a", "p", "b", "b2", "c"]
+    p = net.layers[1]
+    assert (p.operator, p.pool, tuple(p.output_dim)) == (OP_NONE, (2, 2), (4, 4))
+    assert net.layers[2].pool == net.layers[3].pool == (1, 1)
+
+
+def _six_channel_guard(s, x):
+    """The vendor's face-ID forward(): a branch on the input's shape."""
+    if x.shape[1] == 6 and x.dim() == 4:
+        x = x[:, 0:3, :, :]
+    return s.b(s.a(x))
+
+
+def test_a_condition_on_the_input_shape_is_decided_for_the_example(tmp_path):
+    model = _Wrap(_six_channel_guard, a=_conv(3, 4), b=_conv(4, 4))
+    randomize(model, np.random.default_rng(9))
+    net, _ = to_network(model, torch.zeros(1, 3, 8, 8))
+    assert [lay.name for lay in net.layers] == ["a", "b"]
+    # for a 6-channel example the branch is taken: layer a reads a slice of the input,
+    # which the accelerator cannot hold
+    d = _error(_Wrap(_six_channel_guard, a=_conv(3, 4), b=_conv(4, 4)), tmp_path,
+               shape=(1, 6, 8, 8))
+    assert d.where == "a" and "not a tensor the accelerator holds" in d.message
+
+
+def test_reshapes_the_hardware_cannot_do_are_refused(tmp_path):
+    # values moved between channels into a 3x3 convolution
+    d = _error(_Wrap(lambda s, x: s.b(s.a(x).view(x.size(0), 16, 4, 4)), a=_conv(),
+                     b=_conv(16)), tmp_path)
+    assert d.where == "b" and "channels" in d.message and "in_dim" in d.hint
+    # padded plain pooling: the accelerator pools without padding
+    d = _error(_Wrap(lambda s, x: s.b(s.p(s.a(x))), a=_conv(), p=nn.MaxPool2d(2, 2, 1),
+                     b=_conv(4)), tmp_path)
+    assert d.where == "p" and "padding" in d.message
 
 
 class _TwoInputs(nn.Module):

@@ -73,12 +73,27 @@ def _binary_mix():
     return network(a, b)
 
 
-def _bias_memory():
+def _bias_memory(values=lambda i: np.full(512, 128 * (1 + i), dtype=np.int64)):
+    """Five 512-output linear layers, layer i with the bias `values(i)`: 2,560 values
+    when they differ, more than the MAX78000's 2,048."""
     layers = []
     for i in range(5):
         lay = linear(f"fc{i}", 512, 512, quantization=1, output_shift=7)
-        layers.append(replace(lay, bias=np.zeros(512, dtype=np.int64)))
+        layers.append(replace(lay, bias=values(i)))
     return network(*layers, input_shape=(512, 1, 1))
+
+
+@pytest.mark.parametrize("values", [
+    lambda i: np.zeros(512, dtype=np.int64),  # all-zero biases are not stored
+    lambda i: np.full(512, 128 * (1 + i % 2), dtype=np.int64),  # 2 distinct, shared
+    # zero in the byte the hardware stores (the accumulator value is byte * 128)
+    lambda i: np.full(512, 127 if i else 128, dtype=np.int64),
+], ids=["zero", "shared", "below-one-byte"])
+def test_bias_memory_counts_the_stored_biases(values):
+    """As the vendor stores them: all-zero biases take no bias memory, identical ones
+    one copy; the same 2,560 values all different exceed it (VIOLATIONS)."""
+    assert not [d for d in diagnose(_bias_memory(values), MAX78000)
+                if d.code == "limit.bias-memory"]
 
 
 def _data_memory():

@@ -44,14 +44,14 @@ def resnet() -> Network:
                             name="resnet"), 3)
 
 
-def mbconv(bias: bool) -> Network:
+def mbconv(bias: bool, ch: int = 96) -> Network:
     """A residual over 96 channels (two passes) fused into the next convolution, as
     ai8x_blocks.MBConvBlock chains export on the MAX78002."""
-    b = np.arange(96) % 7 - 3 if bias else None
-    layers = (conv("c0", 3, 96, 8, (-1,)), conv("c1", 96, 96, 8, (0,), k=1),
-              conv("c2", 96, 96, 8, (1, 0), eltwise=ELTWISE_ADD, operands=2, k=1,
+    b = np.arange(ch) % 7 - 3 if bias else None
+    layers = (conv("c0", 3, ch, 8, (-1,)), conv("c1", ch, ch, 8, (0,), k=1),
+              conv("c2", ch, ch, 8, (1, 0), eltwise=ELTWISE_ADD, operands=2, k=1,
                    bias=None if b is None else b * 128, bias_hw=b),
-              conv("c3", 96, 10, 8, (2,), k=1))
+              conv("c3", ch, 10, 8, (2,), k=1))
     return _weights(Network(layers=layers, input_shape=(3, 8, 8), device="MAX78002",
                             name="mbconv"), 5)
 
@@ -97,9 +97,13 @@ def test_without_the_copy_the_mapper_says_why() -> None:
     assert info.value.code == "map.shared-operand"
 
 
-@pytest.mark.parametrize("bias", [True, False])
-def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool) -> None:
-    net = mbconv(bias)
+@pytest.mark.parametrize("bias,ch", [(True, 96), (False, 96), (True, 32)],
+                         ids=["bias", "no-bias", "bias-single-pass"])
+def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool, ch: int) -> None:
+    """Also with one input pass (32 channels): the vendor tool refuses any element-wise
+    operation fused with a biased convolution on the MAX78002 ("multi-pass" are the
+    operands' passes; izer checks operands > 1)."""
+    net = mbconv(bias, ch)
     device = get_device("MAX78002")
     out = split_multipass_eltwise(net, device)
     if not bias:
@@ -202,3 +206,27 @@ def test_shared_concatenation_part_maps_and_passes_verify(device: str, tmp_path)
     assert report["notes"] == [
         "inserted pass-through copy layer `enc_copy` reading `enc` for `dec`"]
     assert [row["name"] for row in report["layers"]][2] == "enc_copy"
+
+
+def test_unfused_eltwise_project_passes_verify_against_its_model(tmp_path) -> None:
+    """`convert --verify` runs the layer-by-layer reference on the model as converted:
+    the unfused element-wise layer included (the model alone breaks the multi-pass
+    element-wise limit; before, the reference stopped with limit.eltwise-multipass
+    after a project had been written)."""
+    import subprocess
+    import sys
+
+    from custom_ops.builder import build_model
+    from onnx2ai8x.errors import Ai8xError
+
+    net = mbconv(True)
+    with pytest.raises(Ai8xError) as info:
+        legalize(net, get_device("MAX78002"))
+    assert info.value.code == "limit.eltwise-multipass"
+    model = tmp_path / "mbconv.onnx"
+    model.write_bytes(build_model(net).SerializeToString())
+    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",
+                           "MAX78002", "-o", str(tmp_path / "p"), "--verify"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS" in proc.stdout + proc.stderr

@@ -391,7 +391,7 @@ def load_module(file: str, repo: Path = MIRROR) -> types.ModuleType:
     return mod
 
 
-def accelerator_part(model):
+def accelerator_part(model, input_shape: tuple[int, ...] | None = None):
     """The model without its host-side tail, and whether anything was cut.
 
     Detector heads end in `permute`/`view`/`torch.cat` that reorder the head outputs
@@ -404,14 +404,12 @@ def accelerator_part(model):
     from torch import fx
 
     import ai8x_torch
+    from ai8x_torch.export import _Tracer
 
     leaf_types = (ai8x_torch.QuantizationAwareModule, ai8x_torch.Eltwise)
-
-    class Tracer(fx.Tracer):
-        def is_leaf_module(self, m, qualname):
-            return isinstance(m, leaf_types) or super().is_leaf_module(m, qualname)
-
-    graph = Tracer().trace(model)
+    # the exporter's tracer: ai8x modules are leaves, conditions on the input's shape
+    # (`input_shape`, with the batch dimension) are decided for it
+    graph = _Tracer(input_shape).trace(model)
     modules = dict(model.named_modules())
     output = next(n for n in graph.nodes if n.op == "output")
 
