@@ -72,6 +72,7 @@ from onnx2ai8x.network import (
     OP_NONE,
     Layer,
     Network,
+    unique_name,
 )
 
 from .device import current_device, using_device
@@ -422,14 +423,7 @@ class _Exporter:
         return _Data((len(self.layers) - 1,), shape)
 
     def _unique(self, name: str) -> str:
-        taken = {lay.name for lay in self.layers}
-        base = name.replace("/", "_") or "layer"
-        if base not in taken:
-            return base
-        k = 1
-        while f"{base}_{k}" in taken:
-            k += 1
-        return f"{base}_{k}"
+        return unique_name(name.replace("/", "_") or "layer", {lay.name for lay in self.layers})
 
     # -- layer modules -----------------------------------------------------------------
 

@@ -196,7 +196,7 @@ def convert_cmd(
                    max_checklines=max_checklines, new_kernel_loader=new_kernel_loader,
                    timer=timer, boost=boost, riscv=riscv, compact_weights=compact_weights,
                    mexpress=mexpress, avg_pool_rounding=avg_pool_rounding, board=board)
-    from .emit.options import EmitOptions
+    from .options import EmitOptions
 
     EmitOptions.from_cli(**options)  # option values in range before any work
 

@@ -49,7 +49,6 @@ class Plan:
     report_json: str
     sidecar_text: str
     snoop: tuple[int, ...] | None = None  # the full sidecar's global `snoop` values
-    kernels: object | None = None  # onnx2ai8x.map.kernels.KernelAllocation
     avg_pool_rounding: str | None = None  # the model's ai8x.PoolRound mode, if any
 
 
@@ -130,8 +129,8 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
     from .legalize.rewrite import inserted_layers, rewrite
-    from .map.kernels import allocate_kernels
     from .map.latency import estimate_cycles
+    from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
 
     device = get_device(device_name)
@@ -152,9 +151,11 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     network = legalize(rewritten, device)
     step("map")
     placement, snoop = _place(network, device, sidecar_path, fifo)
-    kernels = allocate_kernels(network, placement)
-    cycles = tuple(estimate_cycles(network, placement, device.name,
-                                   kernel_offsets=[int(x) for x in kernels.offset]))
+    # Kernel and bias memory, allocated once (the automatic mapper already did, with its
+    # check); the estimate, the report and the project read this allocation.
+    if attached(network, placement) is None:
+        placement = allocate_weights(network, placement)
+    cycles = tuple(estimate_cycles(network, placement))
     report = summarize(network, placement, device, list(cycles), notes)
     return Plan(model=model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),
@@ -162,7 +163,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
                 sidecar_text=write_sidecar(network, placement, device, None,
                                            implied_flags(placement, read.avg_pool_rounding)),
                 snoop=snoop,
-                kernels=kernels, avg_pool_rounding=read.avg_pool_rounding)
+                avg_pool_rounding=read.avg_pool_rounding)
 
 
 def default_sample(network: Network) -> np.ndarray:
@@ -287,8 +288,8 @@ def _pool_rounding(options, result: Plan, model: Path):
 
 def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.annotate import annotate_model
-    from .emit.options import EmitOptions
     from .emit.project import write_project
+    from .options import EmitOptions
 
     with progress_steps(request.progress) as step:
         fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
@@ -324,7 +325,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
         }
         write_project(result.network, result.placement, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files, kernels=result.kernels)
+                      extra_files=extra_files)
     from .emit.project import project_board
 
     return ConvertResult(summary=result.summary, report_json=result.report_json,

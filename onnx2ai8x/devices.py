@@ -16,6 +16,84 @@ from dataclasses import dataclass
 
 from .errors import EXIT_USAGE, Ai8xError
 
+# The processor array, the same on both parts (seed 000, "Data, Weights, and Processors"):
+# 64 processors in four quadrants of 16; four processors share one data-memory instance
+# and one pass reads at most one channel per processor. Rules that hold for the whole
+# family (the multi-pass split, processor masks) read these; a part with another array
+# would give them a Device argument.
+PROCESSORS = 64
+QUADRANTS = 4
+PROCESSORS_PER_QUADRANT = 16
+PROCESSORS_PER_MEMORY = 4
+
+
+@dataclass(frozen=True)
+class RegisterLayout:
+    """Where the accelerator's registers and their fields are (seed 000, "CNN registers";
+    the vendor tool's device tables, izer/tornadocnn.py). Indices are 32-bit words."""
+
+    cnn_offset: int  # word offset of the layer register file inside a quadrant
+    layer_stride: int | None  # MAX78002 lays registers out per layer, MAX78000 per register
+    # per-layer register indices (None: the register does not exist on this device)
+    nxtlyr: int | None
+    rcnt: int
+    ccnt: int
+    oned: int
+    prcnt: int
+    pccnt: int
+    stride: int
+    wptr_base: int
+    wptr_toffs: int
+    wptr_moffs: int
+    wptr_choffs: int
+    rptr_base: int
+    lctl: int
+    lctl2: int
+    mcnt: int | None  # single mask register (MAX78000)
+    mcnt1: int | None  # mask count / offset pair (MAX78002)
+    mcnt2: int | None
+    ochan: int | None
+    tptr: int
+    ena: int
+    post: int
+    stream1: int
+    stream2: int
+    fmax: int
+    max_lreg: int  # registers above this index are packed one word per layer
+    reg_ifrm: int  # input frame size (FIFO-fed first layer)
+    mlator: int  # the mlator read port
+    # quadrant control registers
+    reg_ctl: int = 0
+    reg_sram: int = 1
+    reg_lcnt_max: int = 2
+    reg_sram_test: int = 3
+    reg_snoop: tuple[int, ...] = ()  # SNP1_A1 .. SNP2_AM, in order
+    fifo_ctl: int = 0  # FIFO control, relative to the APB window
+    aon_ctl: int = 1024
+    fast_fifo_cr: int = 0  # fast FIFO registers, relative to its own base
+    fast_fifo_ie: int = 2
+    write_ptr_shift: int = 13  # bit position of the instance number in a write pointer
+    # field widths the vendor checks (bits)
+    max_isval_bits: int = 14  # stream start
+    max_dsval2_bits: int = 12  # stream delta 2
+    max_fbuf_bits: int = 17  # rollover
+    # field positions
+    pad_cnt_offs: int = 16
+    pad_ena_offs: int | None = None
+    cnt_diff_offs: int | None = None
+    cnt_inc_offs: int | None = None
+    mp_stride_offs: int | None = None
+    xpch_max_offs: int = 8
+    rd_ahead_offs: int | None = None
+    cprime_max_offs: int | None = None
+    rprime_max_offs: int | None = None
+    shift_cnt_offs: int | None = None
+    mcnt_sad_offs: int = 16
+    mcnt_max_offs: int = 0
+    ctl_pipeline_offs: int | None = None
+    bist_zero: int = 0
+    bist_zero_both: int = 0
+
 
 @dataclass(frozen=True)
 class Device:
@@ -63,7 +141,6 @@ class Device:
     convtranspose2d_stride: tuple[int, int]
     convtranspose2d_output_padding: tuple[int, ...]
     depthwise: bool  # groups == channels supported
-    multipass_padded_conv1d: bool  # Conv1d with padding and more than 64 input channels
 
     # --- pooling ---
     pool_max: int  # kernel 1..16 per dimension
@@ -75,7 +152,6 @@ class Device:
     # --- flatten / linear ("Fully Connected (Linear) Layers") ---
     flatten_pixels_max: int  # H*W
     flatten_inputs_max: int  # C*H*W
-    linear_neurons_max: int
 
     # --- element-wise ---
     eltwise_operands_min: int
@@ -99,20 +175,41 @@ class Device:
     stream_nonpadded_final: bool  # the last streaming layer may be unpadded
     stream_passthrough: bool  # pass-through layers may stream
     link_layer: bool  # layers may run in programmed order (next_sequence)
-    max_start_layer: int
 
     # --- addresses (absolute, on the AHB/APB map) ---
     apb_base: int
     cnn_base: int  # control registers of quadrant 0
     quadrant_stride: int  # address distance between quadrants
     bias_base: int  # bias memory of quadrant 0
-    tram_base: int
     kernel_base: int  # kernel (mask) memory of quadrant 0
     sram_base: int  # data memory of quadrant 0
-    tram_words: int
     kernel_stride_words: int  # address distance between processors' kernel memories
     fast_fifo_base: int
     bias_div: int  # accumulator bias = 8-bit bias value * 128
+    regs: RegisterLayout
+
+    # --- kernel and bias memory layout (izer/tornadocnn.py, izer/kernels.py, kbias.py) ---
+    # Kernel memory is built from instances; MAX78002's extended processors add a small
+    # instance after the large ones. Depthwise kernels must stay inside one instance there
+    # (the weight mask), and calcx4 interleaves kernels over four instances.
+    kernel_instance_words_large: int
+    kernel_instance_words_small: int
+    kernel_weight_mask: bool
+    calcx4: bool
+    bias_flatten_first: bool  # MAX78000 allocates flattened layers' bias first
+    stream_bias: bool  # a streaming first layer can use a bias without a spare byte
+
+    # --- how the register program differs (izer/tornadocnn.py's device switches) ---
+    require_reg_clear: bool  # clear the layer registers before programming
+    support_pipeline: bool
+    require_new_streaming: bool  # the revised streaming equations (seed 000, "Streaming")
+    require_fifo_cpl: bool
+    emulate_1x1_streaming: bool  # 1x1 kernels next to streaming run on the 3x3 path
+    passthrough_avgpool_after_eltwise: bool  # a reset layer before average pooling
+    # Cycle estimate (izer/latency.py): multi-pass pooling in a pass-through layer takes
+    # 2*passes-1 passes; pooling after a multi-pass element-wise re-reads the kernels.
+    two_pass_passthrough: bool
+    kernoff_multiwrite: bool
 
     # --- the microcontroller around the accelerator (firmware projects) ---
     # The SDK linker script's FLASH and SRAM regions (Libraries/CMSIS/Device/Maxim/
@@ -142,6 +239,9 @@ class Device:
     fast_fifo_processors_hwc: int = 0x000F
     fast_fifo_processors_chw: int = 0x0001000100010001
 
+    def __str__(self) -> str:
+        return self.name
+
     @property
     def kernel_memory_bytes(self) -> int:
         """Total kernel memory (432 KiB / 2,340 KiB per the guide)."""
@@ -164,12 +264,63 @@ class Device:
             return self.kernel_words_large
         return self.kernel_words_small
 
+    # --- addresses (absolute) ---
+    def ctl_addr(self, group: int, reg: int) -> int:
+        """A quadrant control register."""
+        return self.cnn_base + self.quadrant_stride * group + reg * 4
+
+    def lreg_addr(self, group: int, reg: int, layer: int) -> int:
+        """A per-layer register of one quadrant."""
+        base = self.cnn_base + self.quadrant_stride * group + self.regs.cnn_offset * 4
+        if self.regs.layer_stride is not None:
+            if reg <= self.regs.max_lreg:
+                return base + reg * 4 + layer * self.regs.layer_stride
+            return base + reg * 4 + layer * 4
+        return base + reg * 4 * self.max_layers + layer * 4
+
+    def sram_addr(self, offset: int) -> int:
+        """A data-memory byte offset of quadrant 0."""
+        return self.sram_base + offset
+
+    def fifo_addr(self, reg: int) -> int:
+        return self.apb_base + reg * 4
+
+    def fast_fifo_addr(self, reg: int) -> int:
+        return self.fast_fifo_base + reg * 4
+
+    def kernel_address(self, processor: int, column: int) -> int:
+        """A kernel column (16 bytes per kernel in the address map)."""
+        q, p = divmod(processor, self.processors_per_quadrant)
+        return (self.kernel_base + q * self.quadrant_stride
+                + p * self.kernel_stride_words * 16 + column * 16)
+
+    def bias_address(self, quadrant: int) -> int:
+        return self.bias_base + quadrant * self.quadrant_stride
+
+    def quadrant_bits(self, quadrant: int) -> int:
+        """The bits of a processor mask that belong to one quadrant."""
+        width = self.processors_per_quadrant
+        return ((1 << width) - 1) << quadrant * width
+
+    def in_quadrant(self, processor_mask: int, quadrant: int) -> int:
+        """One quadrant's part of a processor mask, as a 16-bit mask."""
+        width = self.processors_per_quadrant
+        return (processor_mask >> quadrant * width) & ((1 << width) - 1)
+
+    def quad_word(self, processor: int) -> int:
+        """Word index (from `sram_base`) of the data-memory instance serving `processor`'s
+        quad. The vendor combines the two parts with a bitwise or; they never overlap."""
+        quad = processor & ~(self.processors_per_memory - 1)
+        return ((quad % self.processors_per_quadrant) * self.data_instance_stride_words
+                | (quad // self.processors_per_quadrant) * self.quadrant_stride // 4)
+
 
 _APB = 0x50000000  # the accelerator's window starts here on both parts
 
 MAX78000 = Device(
     name="MAX78000", code=85, aliases=("AI85", "85", "MAX78000"),
-    processors=64, quadrants=4, processors_per_quadrant=16, processors_per_memory=4,
+    processors=PROCESSORS, quadrants=QUADRANTS, processors_per_quadrant=PROCESSORS_PER_QUADRANT,
+    processors_per_memory=PROCESSORS_PER_MEMORY,
     # 16 x 32 KiB data memory (guide); the tool: 2048 words per instance.
     data_instances=16, data_instance_bytes=32 * 1024, data_instance_words=2048,
     data_instance_stride_words=2048,
@@ -178,7 +329,7 @@ MAX78000 = Device(
     bias_instances=4, bias_bytes_per_instance=512,
     max_layers=32,
     # The guide: 1024 input/output channels per layer.
-    max_channels=1024, channels_per_pass=64, max_passes=16,
+    max_channels=1024, channels_per_pass=PROCESSORS, max_passes=16,
     # The guide says rows/columns up to 1023; the tool accepts 1024 (MAX_ROW_COL).
     max_dim=1024,
     conv2d_kernels=((1, 1), (3, 3)), conv1d_kernel_max=9, convtranspose2d_kernels=((3, 3),),
@@ -186,10 +337,10 @@ MAX78000 = Device(
     conv2d_dilation_max=1, conv1d_dilation_max=1023,
     conv1d_stretch_limit=9, conv1d_dilated_kernel_max=3,
     convtranspose2d_stride=(2, 2), convtranspose2d_output_padding=(1,),
-    depthwise=False, multipass_padded_conv1d=True,
+    depthwise=False,
     pool_max=16, pool_stride_max=16, pool_dilation_max=1, pool_passes_max=1,
     pool_last_operands_max=2,
-    flatten_pixels_max=256, flatten_inputs_max=16384, linear_neurons_max=1024,
+    flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
     eltwise_multipass_emulated=True, eltwise_multipass_conv_bias=True,
     weight_bits=(1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
@@ -198,11 +349,23 @@ MAX78000 = Device(
     fifo_channels_hwc=16, fifo_channels_chw=4,
     fast_fifo_channels_hwc=4, fast_fifo_channels_chw=1,
     stream_nonpadded_final=False, stream_passthrough=True,
-    link_layer=False, max_start_layer=0,
+    link_layer=False,
     apb_base=_APB, cnn_base=_APB + 0x100000, quadrant_stride=0x400000,
-    bias_base=_APB + 0x108000, tram_base=_APB + 0x110000, kernel_base=_APB + 0x180000,
-    sram_base=_APB + 0x400000, tram_words=3072, kernel_stride_words=1024,
+    bias_base=_APB + 0x108000, kernel_base=_APB + 0x180000,
+    sram_base=_APB + 0x400000, kernel_stride_words=1024,
     fast_fifo_base=0x400C0400, bias_div=128,
+    regs=RegisterLayout(
+        cnn_offset=4, layer_stride=None, nxtlyr=None, rcnt=0, ccnt=1, oned=2, prcnt=3,
+        pccnt=4, stride=5, wptr_base=6, wptr_toffs=7, wptr_moffs=8, wptr_choffs=9,
+        rptr_base=10, lctl=11, lctl2=20, mcnt=12, mcnt1=None, mcnt2=None, ochan=None,
+        tptr=13, ena=14, post=15, stream1=16, stream2=17, fmax=18, max_lreg=20,
+        reg_ifrm=612, mlator=1024),
+    kernel_instance_words_large=768, kernel_instance_words_small=768,
+    kernel_weight_mask=False, calcx4=False, bias_flatten_first=True, stream_bias=False,
+    require_reg_clear=False, support_pipeline=False, require_new_streaming=False,
+    require_fifo_cpl=True, emulate_1x1_streaming=True,
+    passthrough_avgpool_after_eltwise=False,
+    two_pass_passthrough=True, kernoff_multiwrite=True,
     flash_bytes=512 * 1024, sram_bytes=128 * 1024,
     ipo_mhz=100, apb_mhz=50, pll_mhz=0, no_pipeline_mhz=50,
     boards=("EvKit_V1", "FTHR_RevA"),
@@ -210,7 +373,8 @@ MAX78000 = Device(
 
 MAX78002 = Device(
     name="MAX78002", code=87, aliases=("AI87", "87", "MAX78002"),
-    processors=64, quadrants=4, processors_per_quadrant=16, processors_per_memory=4,
+    processors=PROCESSORS, quadrants=QUADRANTS, processors_per_quadrant=PROCESSORS_PER_QUADRANT,
+    processors_per_memory=PROCESSORS_PER_MEMORY,
     # 16 x 80 KiB data memory (guide); the tool: 5120 words used of an 8192-word window.
     data_instances=16, data_instance_bytes=80 * 1024, data_instance_words=5120,
     data_instance_stride_words=8192,
@@ -220,7 +384,7 @@ MAX78002 = Device(
     max_layers=128,
     # The guide says 2048 channels per layer; the tool limits every device to 16 passes of
     # 64 processors (MAX_CHANNELS) and its register field holds 16 passes, so 1024.
-    max_channels=1024, channels_per_pass=64, max_passes=16,
+    max_channels=1024, channels_per_pass=PROCESSORS, max_passes=16,
     # The guide says 2047; the tool accepts 2048 (golden largeinputh/largeinputw use it).
     max_dim=2048,
     conv2d_kernels=((1, 1), (3, 3)), conv1d_kernel_max=9, convtranspose2d_kernels=((3, 3),),
@@ -229,10 +393,10 @@ MAX78002 = Device(
     conv2d_dilation_max=1, conv1d_dilation_max=2047,
     conv1d_stretch_limit=9, conv1d_dilated_kernel_max=3,
     convtranspose2d_stride=(2, 2), convtranspose2d_output_padding=(1,),
-    depthwise=True, multipass_padded_conv1d=False,
+    depthwise=True,
     pool_max=16, pool_stride_max=16, pool_dilation_max=16, pool_passes_max=2**16,
     pool_last_operands_max=2,
-    flatten_pixels_max=256, flatten_inputs_max=16384, linear_neurons_max=1024,
+    flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
     eltwise_multipass_emulated=False, eltwise_multipass_conv_bias=False,
     weight_bits=(-1, 1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
@@ -241,11 +405,30 @@ MAX78002 = Device(
     fifo_channels_hwc=16, fifo_channels_chw=4,
     fast_fifo_channels_hwc=4, fast_fifo_channels_chw=1,
     stream_nonpadded_final=True, stream_passthrough=False,
-    link_layer=True, max_start_layer=127,
+    link_layer=True,
     apb_base=_APB, cnn_base=_APB + 0x1000000, quadrant_stride=0x1000000,
-    bias_base=_APB + 0x1180000, tram_base=_APB + 0x1200000, kernel_base=_APB + 0x1400000,
-    sram_base=_APB + 0x1800000, tram_words=12288, kernel_stride_words=8192,
+    bias_base=_APB + 0x1180000, kernel_base=_APB + 0x1400000,
+    sram_base=_APB + 0x1800000, kernel_stride_words=8192,
     fast_fifo_base=0x400C0400, bias_div=128,
+    regs=RegisterLayout(
+        cnn_offset=0x40000, layer_stride=0x100, nxtlyr=0, rcnt=1, ccnt=2, oned=3, prcnt=4,
+        pccnt=5, stride=6, wptr_base=7, wptr_toffs=8, wptr_moffs=9, wptr_choffs=10,
+        rptr_base=11, lctl=12, lctl2=13, mcnt=None, mcnt1=14, mcnt2=15, ochan=16, tptr=17,
+        ena=18, post=19, stream1=0x2000, stream2=0x2008, fmax=0x2010, max_lreg=19,
+        reg_ifrm=0x42018, mlator=0x44000, reg_snoop=tuple(range(0x42020, 0x42038)),
+        write_ptr_shift=15, max_isval_bits=15, max_dsval2_bits=14, max_fbuf_bits=18,
+        pad_cnt_offs=13, pad_ena_offs=15, cnt_diff_offs=16, cnt_inc_offs=4,
+        mp_stride_offs=4, xpch_max_offs=12, rd_ahead_offs=17, cprime_max_offs=18,
+        rprime_max_offs=22, shift_cnt_offs=26, ctl_pipeline_offs=5,
+        bist_zero=1 << 12 | 1 << 11 | 1 << 7,
+        bist_zero_both=1 << 12 | 1 << 11 | 1 << 10 | 1 << 7),
+    # Kernel memory is built from 1024-word instances, the extension from 256-word ones.
+    kernel_instance_words_large=1024, kernel_instance_words_small=256,
+    kernel_weight_mask=True, calcx4=True, bias_flatten_first=False, stream_bias=True,
+    require_reg_clear=True, support_pipeline=True, require_new_streaming=True,
+    require_fifo_cpl=False, emulate_1x1_streaming=True,
+    passthrough_avgpool_after_eltwise=True,
+    two_pass_passthrough=True, kernoff_multiwrite=False,
     flash_bytes=2560 * 1024, sram_bytes=384 * 1024,
     ipo_mhz=120, apb_mhz=60, pll_mhz=200, no_pipeline_mhz=50,
     boards=("EvKit_V1",),

@@ -7,6 +7,7 @@ them.
 """
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -104,3 +105,13 @@ def output_layers(network: Network) -> tuple[int, ...]:
     for i, lay in enumerate(network.layers):
         used.update(lay.in_sequences if lay.in_sequences is not None else (i - 1,))
     return tuple(i for i in range(len(network.layers)) if i not in used)
+
+
+def unique_name(base: str, taken: Container[str]) -> str:
+    """`base`, or `base_1`, `base_2`, ... the first one not in `taken` (layer names must
+    be unique: the sidecar and the report refer to layers by name)."""
+    name, k = base, 1
+    while name in taken:
+        name = f"{base}_{k}"
+        k += 1
+    return name

@@ -2,13 +2,14 @@
 
 Field names follow the vendor tool's resolved configuration (golden `case.json`
 `layers`), so a Placement can be compared with it, and built from it in tests.
-Kernel-memory and bias-memory allocation are computed from the Placement by
-`onnx2ai8x.map.kernels` / `onnx2ai8x.map.bias` (pure functions).
+Kernel-memory and bias-memory allocation are computed from the Placement once, by
+`onnx2ai8x.map.weights.allocate_weights`, and carried in `Placement.weights`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .devices import Device, get_device
 from .network import Network
 
 
@@ -45,7 +46,16 @@ class Placement:
     """A Network placed on a device."""
 
     network: Network
-    device: str  # "MAX78000" or "MAX78002"
+    device: Device
     layers: tuple[LayerPlacement, ...]
     final_layer: int
     first_layer_used: int = 0
+    # Kernel and bias memory (onnx2ai8x.map.weights.WeightMemory), attached once by the
+    # mapper; read through onnx2ai8x.map.weights.weights_of.
+    weights: object | None = None
+
+    def __post_init__(self) -> None:
+        # The device is resolved here, once: a name (MAX78000, AI85, ...) given by a
+        # caller becomes the Device record every later stage reads; an unknown name is a
+        # usage error.
+        object.__setattr__(self, "device", get_device(self.device))

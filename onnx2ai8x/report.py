@@ -11,18 +11,15 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .devices import PROCESSORS, get_device
+from .map.hw import multipass, popcount
 from .map.latency import execution_order
 from .map.memory_check import (
-    MAX_PROC,
     buffers,
-    expand,
     input_bytes,
-    kernel_capacity,
     kernel_columns,
-    memory_facts,
     output_bytes,
     place_kernels,
-    popcount,
 )
 from .network import OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE, Layer, Network
 from .placement import Placement
@@ -98,7 +95,7 @@ def summarize(network: Network, placement: Placement, device: object | None,
               cycles: list[int], notes: tuple[str, ...] = ()) -> Report:
     """The report of `placement`; `cycles` is onnx2ai8x.map.latency.estimate_cycles';
     `notes` say what the converter's rewrites added (legalize.rewrite.inserted_layers)."""
-    facts = memory_facts(device if device is not None else placement.device)
+    facts = get_device(device if device is not None else placement.device)
     order = execution_order(placement)
     startup = cycles[0] if cycles else 0
     per_layer = dict(zip(order, cycles[1:], strict=False))
@@ -107,7 +104,7 @@ def summarize(network: Network, placement: Placement, device: object | None,
 
     rows = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
-        passes = expand(lay.input_channels)[0]
+        passes = multipass(lay.input_channels)[0]
         bits = abs(lay.quantization) or 8
         wbytes = 0 if lay.weights is None else (int(lay.weights.size) * bits + 7) // 8
         rows.append(LayerReport(
@@ -121,7 +118,7 @@ def summarize(network: Network, placement: Placement, device: object | None,
             data_out_bytes=output_bytes(lay), in_offset=pl.in_offset,
             out_offset=pl.out_offset, cycles=int(per_layer.get(ll, 0)),
             macs=layer_macs(lay)))
-    total_cols = sum(kernel_capacity(facts, p) for p in range(MAX_PROC))
+    total_cols = sum(facts.kernel_words(p) for p in range(PROCESSORS))
     used_cols = sum(used)
     peak = 0
     for buf in buffers(network, placement):
@@ -132,8 +129,9 @@ def summarize(network: Network, placement: Placement, device: object | None,
         weight_bytes=sum(r.weight_bytes for r in rows), kernel_columns_used=used_cols,
         kernel_columns_total=total_cols,
         weight_memory_pct=round(100.0 * used_cols / total_cols, 2),
-        data_memory_peak_bytes=peak, data_memory_bytes=facts.data_bytes,
-        data_memory_pct=round(100.0 * peak / facts.data_bytes, 2), notes=tuple(notes))
+        data_memory_peak_bytes=peak, data_memory_bytes=facts.data_instance_bytes,
+        data_memory_pct=round(100.0 * peak / facts.data_instance_bytes, 2),
+        notes=tuple(notes))
 
 
 _COLUMNS = (("#", "index"), ("layer", "name"), ("op", "operator"), ("in", "in_shape"),

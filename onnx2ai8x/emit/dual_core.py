@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from ..devices import get_device
 from ..errors import Ai8xError
+from ..map.hw import HwNetwork
 from ..network import OP_NONE
-from .options import EmitOptions
-from .registers import HwNetwork
+from ..options import EmitOptions
 
 ARM_MAIN = "main.c"
 RISCV_MAIN = "main_riscv.c"

@@ -10,103 +10,28 @@ Pure functions returning plain values that the project writer lays out:
   per data-memory run of the sample input (not used when the input comes from FIFOs).
 
 `weight_memory_map(network, placement)` gives the register computation
-(`onnx2ai8x.emit.registers`) the per-layer kernel and bias placement. Also the
-data-memory geometry per device (`data_memory(device)`), shared with
-`onnx2ai8x.emit.unload`.
+(`onnx2ai8x.emit.registers`) the per-layer kernel and bias placement. Addresses come from
+the Device (`onnx2ai8x.devices`), passes from `onnx2ai8x.map.hw.multipass`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from ..devices import Device
 from ..errors import Ai8xError
-from ..map.bias import BiasAllocation, allocate_bias
+from ..map.bias import BiasAllocation
+from ..map.hw import multipass, popcount, streams_1x1_as_3x3
 from ..map.kernels import FREE as FREE_COLUMN
 from ..map.kernels import (
     KERNEL_BYTES,
     KernelAllocation,
-    allocate_kernels,
     hardware_kernel,
-    kernel_memory,
-    streams_1x1_as_3x3,
 )
+from ..map.weights import weights_of
 from ..network import Network
 from ..placement import Placement
 
-MAX_PROCESSORS = 64
-PROCESSORS_PER_QUADRANT = 16
-PROCESSORS_PER_INSTANCE = 4  # four processors share one data-memory instance (HWC word)
-
-
-@dataclass(frozen=True)
-class DataMemory:
-    """Data-memory address arithmetic of one device (seed 000, "Data memory").
-
-    `base`: absolute address of quadrant 0, processor 0; `quadrant_stride`: bytes between
-    quadrants; `instance_words`: 32-bit words between the memory instances of two
-    neighbouring processor quads (MAX78002 leaves a hole after each instance).
-    """
-
-    device: str
-    base: int
-    quadrant_stride: int
-    instance_words: int
-
-    def quad_word(self, processor: int) -> int:
-        """Word index of the data-memory instance serving `processor`'s quad.
-
-        The vendor combines the two parts with a bitwise or; they never overlap.
-        """
-        quad = processor & ~(PROCESSORS_PER_INSTANCE - 1)
-        return ((quad % PROCESSORS_PER_QUADRANT) * self.instance_words
-                | (quad // PROCESSORS_PER_QUADRANT) * self.quadrant_stride // 4)
-
-
-_DATA_MEMORY = {
-    "MAX78000": DataMemory("MAX78000", 0x50400000, 0x400000, 2048),
-    "MAX78002": DataMemory("MAX78002", 0x51800000, 0x1000000, 8192),
-}
-
-
-def data_memory(device: str) -> DataMemory:
-    try:
-        return _DATA_MEMORY[device]
-    except KeyError:
-        raise Ai8xError("emit.device", device, f"no data-memory layout for device `{device}`",
-                        "use --device MAX78000 or --device MAX78002") from None
-
-
-def ffs(value: int) -> int:
-    """Index of the lowest set bit (value > 0)."""
-    return (value & -value).bit_length() - 1
-
-
-def popcount(value: int) -> int:
-    return bin(value).count("1")
-
-
-def output_expansion(channels: int) -> tuple[int, int]:
-    """(passes, channels per pass) of a layer's output.
-
-    More than 64 channels take several passes; each pass but the last uses a multiple
-    of four processors (one data-memory word holds four channels; seed 000,
-    "Channels > 64").
-    """
-    passes = -(-channels // MAX_PROCESSORS)
-    per_pass = -(-channels // passes)
-    if channels > MAX_PROCESSORS:
-        per_pass = min(-(-per_pass // PROCESSORS_PER_INSTANCE) * PROCESSORS_PER_INSTANCE,
-                       MAX_PROCESSORS)
-    return passes, per_pass
-
-
 START_LAYER = 0  # the vendor tool loads the input for layer 0 (its --start-layer default)
-
-
-def input_expansion(channels: int) -> tuple[int, int]:
-    """(passes, channels per pass) of a layer's input; same rule as the output."""
-    return output_expansion(channels)
 
 
 def input_loads(network: Network, placement: Placement, sample: np.ndarray,
@@ -121,7 +46,7 @@ def input_loads(network: Network, placement: Placement, sample: np.ndarray,
     """
     if fifo:
         return []
-    mem = data_memory(placement.device)
+    mem = placement.device
     lay = network.layers[START_LAYER]
     pl = placement.layers[START_LAYER]
     chans = lay.input_channels
@@ -134,7 +59,7 @@ def input_loads(network: Network, placement: Placement, sample: np.ndarray,
                         f"{operands}x{chans}x{rows}x{cols}",
                         "pass a sample shaped as the network input")
     data = (arr.reshape(operands * chans, rows * cols) & 0xFF).astype(np.uint32)
-    passes, per_pass = input_expansion(chans)
+    passes, per_pass = multipass(chans)
     pmap = pl.processor_map
     if pl.big_data:
         return _chw_loads(mem, pmap, pl.in_offset, data, chans, passes, per_pass)
@@ -143,18 +68,19 @@ def input_loads(network: Network, placement: Placement, sample: np.ndarray,
     # Per quad (processor of its first channel): (address, words) of every pass.
     pending: dict[int, list[tuple[int, np.ndarray]]] = {}
     c = 0
-    for ch in range(0, passes * MAX_PROCESSORS, PROCESSORS_PER_INSTANCE):
-        proc = ch % MAX_PROCESSORS
-        quad_map = (pmap >> proc) & 0xF
+    shared = mem.processors_per_memory
+    for ch in range(0, passes * mem.processors, shared):
+        proc = ch % mem.processors
+        quad_map = (pmap >> proc) & ((1 << shared) - 1)
         if not quad_map:
             continue
         expand = c // per_pass
-        addr = mem.base + mem.quad_word(proc) * 4 + expand * 4 * operands
+        addr = mem.sram_base + mem.quad_word(proc) * 4 + expand * 4 * operands
         if expand == 0:
             addr += pl.in_offset
         words = np.zeros((pixels, operands), dtype=np.uint32)
         this_c = c
-        for slot in range(PROCESSORS_PER_INSTANCE):
+        for slot in range(shared):
             if quad_map >> slot & 1:
                 if this_c < chans:
                     for op in range(operands):
@@ -174,17 +100,17 @@ def input_loads(network: Network, placement: Placement, sample: np.ndarray,
     return loads
 
 
-def _chw_loads(mem: DataMemory, pmap: int, in_offset: int, data: np.ndarray, chans: int,
+def _chw_loads(mem: Device, pmap: int, in_offset: int, data: np.ndarray, chans: int,
                passes: int, per_pass: int) -> list[tuple[int, list[int]]]:
     """CHW input: each enabled processor's channel, four pixels per word (byte 0 first)."""
     loads = []
     c = 0
-    for ch in range(passes * MAX_PROCESSORS):
-        proc = ch % MAX_PROCESSORS
+    for ch in range(passes * mem.processors):
+        proc = ch % mem.processors
         if not pmap >> proc & 1:
             continue
         expand = c // per_pass
-        addr = mem.base + mem.quad_word(proc) * 4 + expand * 4
+        addr = mem.sram_base + mem.quad_word(proc) * 4 + expand * 4
         if expand == 0:
             addr += in_offset
         values = data[c] if c < chans else np.zeros(data.shape[1], dtype=np.uint32)
@@ -205,18 +131,19 @@ def _kernel_index(kernels: KernelAllocation, network: Network, placement: Placem
     memory instances (quarter `column // count`, row `column % count`)."""
     if not kernels.calcx4[ll]:
         return column
-    mem = kernel_memory(kernels.device)
+    mem = kernels.device
     lay = network.layers[ll]
     ks = hardware_kernel(lay, mem, as_3x3=streams_1x1_as_3x3(network, placement, ll))
     size = 1 if ks is None else ks[1][0] * ks[1][1]
-    passes = input_expansion(lay.input_channels)[0]
+    passes = multipass(lay.input_channels)[0]
     count = passes * lay.output_channels * 9 * abs(lay.quantization) // (size * 8)
     start = kernels.offset[ll]
     quarter, rest = np.divmod(column - start, (count + 3) // 4)
     start //= 4
-    small = quarter * (mem.width_small // 4) + rest + start
-    large = quarter * ((mem.width_large - mem.width_small) // 4) + rest + mem.width_small + start
-    return np.where(column < mem.width_small, small, large)
+    narrow, wide = mem.kernel_words_small, mem.kernel_words_large
+    small = quarter * (narrow // 4) + rest + start
+    large = quarter * ((wide - narrow) // 4) + rest + narrow + start
+    return np.where(column < narrow, small, large)
 
 
 def kernel_stream(network: Network, placement: Placement,
@@ -229,12 +156,12 @@ def kernel_stream(network: Network, placement: Placement,
     4, and the 9-byte kernels follow each other byte by byte in big-endian words, the
     last word padded with zero bytes. Without it, each kernel is four words at its own
     16-byte slot: byte 0, bytes 1-4, bytes 5-8, and a zero word that commits the write.
-    `kernels` defaults to `allocate_kernels(network, placement)`.
+    `kernels` defaults to the placement's allocation (map/weights.py).
     """
     if not isinstance(kernels, KernelAllocation):
-        kernels = allocate_kernels(network, placement)
-    mem = kernel_memory(kernels.device)
-    window = mem.stride * 16
+        kernels = weights_of(network, placement).kernels
+    mem = kernels.device
+    window = mem.kernel_stride_words * 16
     # Every stored column at once, processor-major (numpy arrays: a Python step per
     # kernel was a large part of a conversion).
     procs, cols = np.nonzero(kernels.owners != FREE_COLUMN)
@@ -249,8 +176,9 @@ def kernel_stream(network: Network, placement: Placement,
     order = np.lexsort((index, procs))
     procs, index = procs[order].astype(np.int64), index[order]
     data = kernels.image[procs, cols[order]]  # (kernels, 9) bytes in stream order
-    addr = (mem.base + (procs // PROCESSORS_PER_QUADRANT) * mem.quadrant_stride
-            + (procs % PROCESSORS_PER_QUADRANT) * mem.stride * 16 + index * 16)
+    quadrant, proc_in_quadrant = np.divmod(procs, mem.processors_per_quadrant)
+    addr = (mem.kernel_base + quadrant * mem.quadrant_stride
+            + proc_in_quadrant * mem.kernel_stride_words * 16 + index * 16)
     # A run continues while each kernel sits 16 bytes after the one before.
     starts = np.flatnonzero(np.diff(addr, prepend=addr[:1] - 1) != 16).tolist()
     bounds = list(zip(starts, starts[1:] + [len(addr)], strict=False))
@@ -287,7 +215,7 @@ def bias_loads(network: Network, placement: Placement,
     """`(address, bytes)` per `memcpy_8to32` into a quadrant's bias memory (quadrants
     without bias values are skipped; each byte goes to its own 32-bit word)."""
     if bias is None:
-        bias = allocate_bias(network, placement)
+        bias = weights_of(network, placement).bias
     return [(bias.address(q), list(values)) for q, values in enumerate(bias.memory) if values]
 
 
@@ -298,10 +226,10 @@ def weight_memory_map(network: Network, placement: Placement,
     takes (`onnx2ai8x.emit.registers.WeightMemoryMap`)."""
     from .registers.writes import WeightMemoryMap
 
-    if kernels is None:
-        kernels = allocate_kernels(network, placement)
-    if bias is None:
-        bias = allocate_bias(network, placement)
+    if kernels is None or bias is None:
+        memory = weights_of(network, placement)
+        kernels = memory.kernels if kernels is None else kernels
+        bias = memory.bias if bias is None else bias
     return WeightMemoryMap(kernel_offset=kernels.offset, kernel_count=kernels.count,
                            kernel_out_channels=kernels.out_channels,
                            bias_offsets=bias.offsets, bias_group=bias.group)

@@ -7,6 +7,7 @@ templates in `templates/` only lay the values out. The project is written atomic
 from __future__ import annotations
 
 import array
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -18,14 +19,14 @@ import numpy as np
 from ..devices import Device, get_device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_dir_atomic
+from ..map.hw import HwNetwork, derive, ffs, popcount
 from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
+from ..options import EmitOptions
 from ..placement import Placement
 from . import dual_core
 from .firmware import DEBUG_WAIT_SECONDS, clock_plan, vscode_files
-from .options import EmitOptions
-from .registers import HwNetwork, RegisterProgram, WeightMemoryMap, derive, register_program
-from .registers.hwlayers import ffs, popcount
+from .registers import RegisterProgram, WeightMemoryMap, register_program
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 WIDE_UNROLL = 8  # 32-bit output words copied per unload loop iteration
@@ -142,23 +143,20 @@ def weight_memory_map(placement: Placement) -> WeightMemoryMap:
 
 
 def project_data(network: Network, placement: Placement, sample: np.ndarray,
-                 outputs: list[np.ndarray], options: EmitOptions | None = None,
-                 kernels: object | None = None) -> ProjectData:
-    """Memory contents from kernel/bias allocation and the data-section functions.
+                 outputs: list[np.ndarray], options: EmitOptions | None = None
+                 ) -> ProjectData:
+    """Memory contents from the placement's kernel/bias allocation (map/weights.py)
+    and the data-section functions.
 
-    `outputs` are the reference outputs of `unload.known_answer_layers(placement)`;
-    `kernels` is the placement's `map.kernels.allocate_kernels` result when the caller
-    already has it (the allocation is the slowest step of a conversion).
+    `outputs` are the reference outputs of `unload.known_answer_layers(placement)`.
     """
-    from ..map.bias import allocate_bias
-    from ..map.kernels import allocate_kernels
+    from ..map.weights import weights_of
     from . import memory as mem_sections
     from . import unload as unload_sections
 
     options = options or EmitOptions()
-    if kernels is None:
-        kernels = allocate_kernels(network, placement)
-    bias = allocate_bias(network, placement)
+    allocation = weights_of(network, placement)
+    kernels, bias = allocation.kernels, allocation.bias
     memory = mem_sections.weight_memory_map(network, placement, kernels, bias)
     inputs = () if options.uses_fifo else \
         mem_sections.input_loads(network, placement, sample)
@@ -259,14 +257,15 @@ def _output_words(hw: HwNetwork, ll: int):
     dev = hw.dev
     h = hw.layers[ll]
     omap = hw.placement.layers[ll].output_processor_map
-    start = ffs(omap) & ~(dev.p_shared - 1)
+    start = ffs(omap) & ~(dev.processors_per_memory - 1)
     map_init = omap >> start
     c = 0
     poffs, layer_map = start, map_init
     while c < hw.network.layers[ll].output_channels:
         if c % h.out_expand_thresh == 0:
             poffs, layer_map = start, map_init
-        yield c, c // h.out_expand_thresh, poffs & ~(dev.p_shared - 1), layer_map & 0x0F
+        quad = poffs & ~(dev.processors_per_memory - 1)
+        yield c, c // h.out_expand_thresh, quad, layer_map & 0x0F
         poffs += 4
         c += popcount(layer_map & 0x0F)
         layer_map >>= 4
@@ -314,8 +313,7 @@ def unload_code(hw: HwNetwork) -> UnloadCode:
         for _, expand, proc, group_map in _output_words(hw, ll):
             for doffs in range(pixels):
                 this_map = group_map
-                offs = pl.out_offset + (((proc % dev.p_numpro) * dev.instance_size
-                                         | (proc // dev.p_numpro) * dev.group_stride // 4)
+                offs = pl.out_offset + (dev.quad_word(proc)
                                         + doffs * width + expand * out_size) \
                     * (pl.write_gap + 1) * 4
                 for shift in range(4):
@@ -440,7 +438,6 @@ MLATOR_UNROLL = 8  # mlator reads per unload loop iteration (the vendor's defaul
 CTL_CLOCK = 1 << 3
 CTL_MLATOR = 1 << 16
 CTL_MLATOR_BYTE = 17
-MLATOR_REG = {"MAX78000": 1024, "MAX78002": 0x44000}  # the mlator read port (word index)
 
 
 def _mlator_fits(hw: HwNetwork, ll: int) -> bool:
@@ -488,11 +485,12 @@ def _mlator_unload(hw: HwNetwork, ll: int, written: int,
 
     port = None
     for c, expand, proc, group_map in _output_words(hw, ll):
-        group = proc // dev.p_numpro
-        mlat = dev.ctl_addr(group, MLATOR_REG[dev.name])
+        group = proc // dev.processors_per_quadrant
+        mlat = dev.ctl_addr(group, dev.regs.mlator)
         if mlat != port:
             port = mlat
-            lines.append(f"ctrl = (volatile uint32_t *) 0x{dev.ctl_addr(group, dev.reg_ctl):08x};")
+            ctrl = dev.ctl_addr(group, dev.regs.reg_ctl)
+            lines.append(f"ctrl = (volatile uint32_t *) 0x{ctrl:08x};")
             lines.append(f"mlat = (volatile uint32_t *) 0x{mlat:08x};")
         this_map, this_c = group_map, c
         for byte in range(4):
@@ -500,8 +498,7 @@ def _mlator_unload(hw: HwNetwork, ll: int, written: int,
                 lines.append(f"// Channel {this_c}")
                 for doffs in range(0, pixels, 4):
                     # (the vendor scales the instance base by the write gap as well)
-                    source = pl.out_offset + (((proc % dev.p_numpro) * dev.instance_size
-                                               | group * dev.group_stride // 4)
+                    source = pl.out_offset + (dev.quad_word(proc)
                                               + (doffs >> 2) * width + expand) \
                         * (pl.write_gap + 1) * 4
                     # Channel-major output: the vendor's formula, row * rows + col, equals
@@ -514,10 +511,10 @@ def _mlator_unload(hw: HwNetwork, ll: int, written: int,
                         if doffs:
                             lines.append(f"*ctrl = {off}; // Disable mlator")
                         lines.append(f"*((volatile uint32_t *) "
-                                     f"0x{dev.lreg_addr(group, dev.wptr_base, 0):08x}) = "
+                                     f"0x{dev.lreg_addr(group, dev.regs.wptr_base, 0):08x}) = "
                                      f"0x{doffs:08x}; // Set SRAM address")
                         lines.append(f"*((volatile uint32_t *) "
-                                     f"0x{dev.lreg_addr(group, dev.lctl2, 0):08x}) = "
+                                     f"0x{dev.lreg_addr(group, dev.regs.lctl2, 0):08x}) = "
                                      f"0x{expand:08x}; // Set pointer increment")
                         val = CTL_CLOCK | CTL_MLATOR | byte << CTL_MLATOR_BYTE
                         lines.append(f"*ctrl = 0x{val:08x}; // Enable mlator, byte {byte}")
@@ -614,7 +611,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     group_mask = sum(1 << g for g in hw.groups_used)
     pipeline = hw.pipeline
     ctx = dict(
-        name=name, device=placement.device, layer_count=hw.count,
+        name=name, device=device.name, layer_count=hw.count,
         input_format="CHW" if placement.layers[hw.start_layer].big_data else "HWC",
         program=program, kernels=data.kernels, bias=data.bias, inputs=data.inputs,
         input_words=input_words, expected=data.expected, fifo=fifo, unload=unload,
@@ -627,7 +624,8 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
                             for addr, mask, words in data.expected),
         unload_words=max(1, unload.words), num_outputs=final_layer.output_channels,
         timer=options.timer, mexpress=options.mexpress,
-        mask_high=~(hw.dev.mask_offs - 1) & 0xFFFFFFFF, mask_low=hw.dev.mask_offs - 1,
+        mask_high=~(device.kernel_stride_words - 1) & 0xFFFFFFFF,
+        mask_low=device.kernel_stride_words - 1,
         group_mask=group_mask, group_unmask=~group_mask & 0xF,
         has_pll=bool(device.pll_mhz), clock=clock_plan(device, pipeline),
         debug_wait=DEBUG_WAIT_SECONDS, board=board, boards=device.boards,
@@ -661,18 +659,17 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
 def write_project(network: Network, placement: Placement, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
-                  data: ProjectData | None = None, kernels: object | None = None) -> None:
+                  data: ProjectData | None = None) -> None:
     """Write the C project for a placed network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
     allocation and the data-section functions.
     """
     if placement.network is not network:
-        placement = Placement(network=network, device=placement.device,
-                              layers=placement.layers, final_layer=placement.final_layer,
-                              first_layer_used=placement.first_layer_used)
+        # keeps the kernel/bias allocation, which was made for `network`
+        placement = dataclasses.replace(placement, network=network)
     if data is None:
-        data = project_data(network, placement, sample, outputs, options, kernels)
+        data = project_data(network, placement, sample, outputs, options)
     program = register_program(placement, data.memory, options)
     files = render_project(placement, program, data, options, sample)
 

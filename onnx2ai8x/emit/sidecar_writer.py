@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..devices import PROCESSORS
+from ..map.hw import multipass
 from ..network import (
     ACT_ABS,
     ACT_RELU,
@@ -33,24 +35,6 @@ from ..placement import Placement
 _OPS = {OP_NONE: "passthrough", OP_CONV1D: "conv1d", OP_CONV2D: "conv2d",
         OP_CONVTRANSPOSE2D: "convtranspose2d", OP_LINEAR: "mlp"}
 _ACTS = {ACT_RELU: "ReLU", ACT_ABS: "Abs"}
-MAX_PROC = 64
-
-
-def _popcount(x: int) -> int:
-    return bin(x).count("1")
-
-
-def _ffs(x: int) -> int:
-    return (x & -x).bit_length() - 1
-
-
-def _expand(channels: int) -> tuple[int, int]:
-    passes = max(1, -(-channels // MAX_PROC))
-    per_pass = -(-channels // passes)
-    if channels > MAX_PROC:
-        per_pass = min(-(-per_pass // 4) * 4, MAX_PROC)
-    return passes, per_pass
-
 
 def _mask(x: int) -> str:
     return f"0x{x:016x}"
@@ -65,10 +49,10 @@ def _pair(p: tuple[int, int], one_d: bool) -> str:
 def _procs(x: int) -> str:
     """Processor ranges of a mask, e.g. `0-15, 32-47`."""
     out, p = [], 0
-    while p < MAX_PROC:
+    while p < PROCESSORS:
         if x >> p & 1:
             q = p
-            while q + 1 < MAX_PROC and x >> (q + 1) & 1:
+            while q + 1 < PROCESSORS and x >> (q + 1) & 1:
                 q += 1
             out.append(f"{p}" if p == q else f"{p}-{q}")
             p = q + 1
@@ -123,7 +107,7 @@ def _geometry(lay: Layer) -> list[tuple[str, str]]:
 def _explain(network: Network, placement: Placement, ll: int) -> list[str]:
     """Why each mapping decision of layer `ll` is what it is."""
     lay, pl = network.layers[ll], placement.layers[ll]
-    passes, per_pass = _expand(lay.input_channels)
+    passes, per_pass = multipass(lay.input_channels)
     notes = [f"{lay.input_channels} input channel(s) on processors {_procs(pl.processor_map)}"
              f" ({per_pass} per pass, {passes} pass{'es' if passes > 1 else ''})"]
     if pl.big_data:
@@ -231,7 +215,7 @@ def write_sidecar(network: Network, placement: Placement, device: object | None 
         if 0 <= nxt < n and nxt != ll:
             default_out = places[nxt].processor_map
         else:
-            default_out = (1 << _expand(lay.output_channels)[1]) - 1
+            default_out = (1 << multipass(lay.output_channels)[1]) - 1
         if pl.output_processor_map != default_out:
             entry.append(("output_processors", _mask(pl.output_processor_map)))
         if pl.write_gap:

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import Ai8xError
+from ..map.hw import ffs, multipass, popcount
 from ..network import Network
 from ..placement import Placement
-from .memory import PROCESSORS_PER_INSTANCE, data_memory, ffs, output_expansion, popcount
 
 WIDE_UNROLL = 8  # vendor default --unroll-wide: reads per loop body for 32-bit output
 NARROW_UNROLL = 1  # vendor default --unroll-8bit
@@ -91,17 +91,17 @@ def _check_entries(network: Network, placement: Placement, ll: int,
     checked bytes reach; ties at equal mask and address order by that text)."""
     lay = network.layers[ll]
     pl = placement.layers[ll]
-    mem = data_memory(placement.device)
+    mem = placement.device
     chans, rows, cols = _output_shape(network, ll)
     data = _as_chw(values, (chans, rows, cols), lay.name)
     pmap = pl.output_processor_map
     if pmap == 0:
         raise Ai8xError("emit.output", lay.name, "output layer has no output processors",
                         "set `output_processors` for this layer")
-    passes, per_pass = output_expansion(chans)
+    passes, per_pass = multipass(chans)
     out_size = lay.output_width // 8
     width = passes * out_size
-    start = ffs(pmap) & ~(PROCESSORS_PER_INSTANCE - 1)
+    start = ffs(pmap) & ~(mem.processors_per_memory - 1)
     first_map = pmap >> start
     entries: list[tuple[int, int, str, int]] = []
     for doffs in range(rows * cols):
@@ -116,17 +116,17 @@ def _check_entries(network: Network, placement: Placement, ll: int,
                 this_map = first_map
             this_c = c
             expand = c // per_pass
-            proc = poffs & ~(PROCESSORS_PER_INSTANCE - 1)
+            proc = poffs & ~(mem.processors_per_memory - 1)
             present = False
-            slot_vals = [0] * PROCESSORS_PER_INSTANCE
-            for slot in range(PROCESSORS_PER_INSTANCE):
+            slot_vals = [0] * mem.processors_per_memory
+            for slot in range(mem.processors_per_memory):
                 if this_map & 1:
                     present = True
                     if c < chans:
                         slot_vals[slot] = int(data[c, row, col])
                     c += 1
                 this_map >>= 1
-            addr = mem.base + pl.out_offset + 4 * (
+            addr = mem.sram_base + pl.out_offset + 4 * (
                 mem.quad_word(proc) + (doffs * width + expand * out_size) * (pl.write_gap + 1))
             if present:
                 num_bytes = min(c - this_c, chans - this_c)
@@ -223,7 +223,7 @@ class UnloadRun:
 
 def unload_runs(network: Network, placement: Placement) -> list[UnloadRun]:
     """The reads of `cnn_unload`, layer by layer (output layers in layer order)."""
-    mem = data_memory(placement.device)
+    mem = placement.device
     outs = [ll for ll, pl in enumerate(placement.layers) if pl.output_layer]
     if not outs:
         outs = [placement.final_layer]
@@ -237,10 +237,10 @@ def unload_runs(network: Network, placement: Placement) -> list[UnloadRun]:
         pl = placement.layers[ll]
         chans, rows, cols = _output_shape(network, ll)
         out_size = lay.output_width // 8
-        passes, per_pass = output_expansion(chans)
+        passes, per_pass = multipass(chans)
         width = passes * out_size
         pmap = pl.output_processor_map
-        start = ffs(pmap) & ~(PROCESSORS_PER_INSTANCE - 1)
+        start = ffs(pmap) & ~(mem.processors_per_memory - 1)
         first_map = pmap >> start
         layer_map = first_map
         poffs = start
@@ -251,7 +251,7 @@ def unload_runs(network: Network, placement: Placement) -> list[UnloadRun]:
                 poffs = start
                 layer_map = first_map
             expand = c // per_pass
-            proc = poffs & ~(PROCESSORS_PER_INSTANCE - 1)
+            proc = poffs & ~(mem.processors_per_memory - 1)
             for doffs in range(rows * cols):
                 this_map = layer_map
                 # The vendor scales the instance base by the write gap here as well.
@@ -270,7 +270,7 @@ def unload_runs(network: Network, placement: Placement) -> list[UnloadRun]:
             poffs += 4
             c += popcount(layer_map & 0x0F)
             layer_map >>= 4
-        base = mem.base
+        base = mem.sram_base
         if wide:
             idx = 0
             while idx < len(sources):

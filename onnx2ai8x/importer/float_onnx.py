@@ -38,6 +38,7 @@ from ..network import (
     OP_NONE,
     Layer,
     Network,
+    unique_name,
 )
 
 OPSET_MIN, OPSET_MAX = 11, 21
@@ -328,12 +329,9 @@ class _Walker:
     def unique(self, name: str) -> str:
         base = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip("_")
         base = base or f"layer{len(self.layers)}"
-        cand, k = base, 1
-        while cand in self.names:
-            cand = f"{base}_{k}"
-            k += 1
-        self.names.add(cand)
-        return cand
+        name = unique_name(base, self.names)
+        self.names.add(name)
+        return name
 
     def seq(self, sources: tuple[int, ...]) -> tuple[int, ...] | None:
         return None if sources == (len(self.layers) - 1,) else sources

@@ -34,7 +34,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..devices import Device
-from ..network import ACT_NONE, ELTWISE_NONE, OP_NONE, Layer, Network
+from ..network import ACT_NONE, ELTWISE_NONE, OP_NONE, Layer, Network, unique_name
 from .facts import in_passes, pools
 
 INPUT = -1
@@ -49,13 +49,7 @@ def _sources(network: Network, ll: int) -> tuple[int, ...]:
 
 
 def _unique(network: Network, base: str) -> str:
-    taken = {lay.name for lay in network.layers}
-    if base not in taken:
-        return base
-    k = 1
-    while f"{base}_{k}" in taken:
-        k += 1
-    return f"{base}_{k}"
+    return unique_name(base, {lay.name for lay in network.layers})
 
 
 def insert_layer(network: Network, at: int, layer: Layer,

@@ -48,6 +48,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..devices import (
+    PROCESSORS,
+    PROCESSORS_PER_MEMORY,
+    PROCESSORS_PER_QUADRANT,
+    QUADRANTS,
+    Device,
+    get_device,
+)
 from ..errors import Ai8xError, Diagnostic
 from ..legalize.facts import same_weights
 from ..network import (
@@ -61,31 +69,24 @@ from ..network import (
     output_layers,
 )
 from ..placement import LayerPlacement, Placement
+from .hw import ffs, multipass, popcount
 from .memory_check import (
     INPUT,
-    MAX_PROC,
-    P_NUMPRO,
-    P_SHARED,
-    MemoryFacts,
     check_placement,
-    expand,
-    ffs,
     in_place_margin,
     input_bytes,
     inputs_of,
-    kernel_capacity,
     kernel_columns,
     lanes,
     last_use,
     lowest_free,
-    memory_facts,
     output_bytes,
     output_ignore,
     place_kernels,
-    popcount,
     stream_register_diagnostics,
     stream_rollovers,
 )
+from .weights import try_allocate
 
 Hints = Mapping[str, Mapping[str, int]]
 
@@ -123,7 +124,7 @@ def _chw_map(channels: int) -> int:
     """One channel per memory instance: processors 0, 4, 8, ..."""
     out = 0
     for c in range(channels):
-        out |= 1 << (P_SHARED * c)
+        out |= 1 << (PROCESSORS_PER_MEMORY * c)
     return out
 
 
@@ -156,7 +157,7 @@ def _hints_of(network: Network, partial: object) -> dict[int, dict[str, int]]:
 class _Mapper:
     """Mutable working state of one auto_place call (never shared between calls)."""
 
-    def __init__(self, network: Network, facts: MemoryFacts,
+    def __init__(self, network: Network, facts: Device,
                  hints: dict[int, dict[str, int]], chw: bool = False,
                  stream: int = 0, overlap: bool = False, fifo: bool = False) -> None:
         self.net = network
@@ -170,7 +171,7 @@ class _Mapper:
         self.n = len(network.layers)
         self.tensor: dict[int, int] = {}  # producer -> output processor map
         self.pmap = [0] * self.n
-        self.busy: list[list[tuple[int, int]]] = [[] for _ in range(MAX_PROC)]
+        self.busy: list[list[tuple[int, int]]] = [[] for _ in range(PROCESSORS)]
         self.big_data = False
         self.want_chw = chw
         self.free_outputs: list[int] = []  # outputs nobody reads (block may move)
@@ -192,13 +193,13 @@ class _Mapper:
     def kernel_cost(self, ll: int, pmap: int) -> int:
         """Lowest column end at which layer ll's kernels fit on `pmap` (big if none)."""
         lay = self.net.layers[ll]
-        length = kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1)
+        length = kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1)
         if length == 0:
             return 0
-        procs = [p for p in range(MAX_PROC) if pmap >> p & 1]
+        procs = [p for p in range(PROCESSORS) if pmap >> p & 1]
         col = lowest_free(self.busy, procs, length) or 0
         end = col + length
-        if any(end > kernel_capacity(self.facts, p) for p in procs):
+        if any(end > self.facts.kernel_words(p) for p in procs):
             return 1 << 20
         return end
 
@@ -207,21 +208,21 @@ class _Mapper:
         if twin is not None and self.pmap[twin] == self.pmap[ll]:
             return  # the twin's kernels serve this layer too
         lay = self.net.layers[ll]
-        length = kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1)
+        length = kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1)
         if length == 0:
             return
         end = self.kernel_cost(ll, self.pmap[ll])
         if end >= 1 << 20:
             return  # reported by the final kernel-memory check
-        for p in range(MAX_PROC):
+        for p in range(PROCESSORS):
             if self.pmap[ll] >> p & 1:
                 self.busy[p].append((end - length, end))
 
     def choose(self, ll: int, width: int, prefer: int | None) -> int:
         """The processor block (start on an instance boundary) for layer ll's input."""
-        if width > MAX_PROC:
+        if width > PROCESSORS:
             raise _fail(self.net, ll, "map.processors",
-                        f"{width} processors per pass exceed the {MAX_PROC} processors",
+                        f"{width} processors per pass exceed the {PROCESSORS} processors",
                         "reduce the channel count")
         twin = self.twin[ll]
         if prefer is None and twin is not None and popcount(self.pmap[twin]) == width:
@@ -229,7 +230,7 @@ class _Mapper:
         cands = []
         if prefer is not None and popcount(prefer) == width:
             cands.append(prefer)
-        cands += [_block(s, width) for s in range(0, MAX_PROC - width + 1, P_SHARED)]
+        cands += [_block(s, width) for s in range(0, PROCESSORS - width + 1, PROCESSORS_PER_MEMORY)]
         if prefer is not None and popcount(prefer) == width \
                 and self.kernel_cost(ll, prefer) < 1 << 20:
             return prefer  # keep the data where it is (passthrough/depthwise rule)
@@ -242,13 +243,13 @@ class _Mapper:
         same data or ll's output on as many processors (a copy keeps its processors, so
         the block must suit the layers reading it)."""
         lay = self.net.layers[ll]
-        if kernel_columns(lay, (1 << expand(lay.output_channels)[1]) - 1):
+        if kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1):
             return ll
         data = {*inputs_of(self.net, ll), ll}
         for k in range(ll + 1, self.n):
             nxt = self.net.layers[k]
-            if data & set(inputs_of(self.net, k)) and expand(nxt.input_channels)[1] == width \
-                    and kernel_columns(nxt, (1 << expand(nxt.output_channels)[1]) - 1):
+            if data & set(inputs_of(self.net, k)) and multipass(nxt.input_channels)[1] == width \
+                    and kernel_columns(nxt, (1 << multipass(nxt.output_channels)[1]) - 1):
                 return k
         return ll
 
@@ -258,11 +259,11 @@ class _Mapper:
         in_c = self.channels_of(INPUT)
         h = net.input_shape[1]
         w = net.input_shape[2] if len(net.input_shape) > 2 else 1
-        hwc_bytes = h * w * expand(first.input_channels)[0] * first.operands * 4
-        if (hwc_bytes > self.facts.data_bytes or self.want_chw) and not self.stream \
+        hwc_bytes = h * w * multipass(first.input_channels)[0] * first.operands * 4
+        if (hwc_bytes > self.facts.data_instance_bytes or self.want_chw) and not self.stream \
                 and not self.fifo \
                 and first.operator != OP_CONV1D \
-                and first.operands == 1 and in_c <= MAX_PROC // P_SHARED \
+                and first.operands == 1 and in_c <= PROCESSORS // PROCESSORS_PER_MEMORY \
                 and inputs_of(net, 0) == (INPUT,):
             self.big_data = True
             self.tensor[INPUT] = _chw_map(in_c)
@@ -276,7 +277,7 @@ class _Mapper:
                     joins.setdefault(src, []).append(ll)
         for ll, lay in enumerate(net.layers):
             srcs = inputs_of(net, ll)
-            passes, width = expand(lay.input_channels)
+            passes, width = multipass(lay.input_channels)
             hint = self.hints.get(ll, {})
             if "processors" in hint:
                 forced = hint["processors"]
@@ -297,7 +298,7 @@ class _Mapper:
         for src in range(self.n):
             if src not in self.tensor:
                 hint = self.hints.get(src, {})
-                width = expand(net.layers[src].output_channels)[1]
+                width = multipass(net.layers[src].output_channels)[1]
                 # Outputs nobody reads: packed from processor 0, where the unload
                 # expects them by default (moved only if that memory is still in use);
                 # a pass-through layer writes where it reads (vendor rule,
@@ -344,7 +345,7 @@ class _Mapper:
         004: a layer reading several inputs reads them as one tensor on its processors).
         Leaves them unplanned when that is impossible (the caller then reports it)."""
         srcs = inputs_of(self.net, ll)
-        passes, width = expand(self.net.layers[ll].input_channels)
+        passes, width = multipass(self.net.layers[ll].input_channels)
         if passes > 1 or all(s in self.tensor for s in srcs) or INPUT in srcs:
             return
         chans = [self.channels_of(s) for s in srcs]
@@ -352,7 +353,7 @@ class _Mapper:
         if placed:
             k, pmap = placed[0]
             start = ffs(pmap) - sum(chans[:k])
-            if start < 0 or start + width > MAX_PROC:
+            if start < 0 or start + width > PROCESSORS:
                 return
             for j, m in placed:
                 if m != _block(start + sum(chans[:j]), chans[j]):
@@ -360,7 +361,8 @@ class _Mapper:
         else:
             # among the blocks where the kernels land lowest, the highest: a concatenated
             # skip lives long, so it keeps clear of the low processors most layers use
-            cands = [_block(s, width) for s in range(0, MAX_PROC - width + 1, P_SHARED)]
+            cands = [_block(s, width)
+                     for s in range(0, PROCESSORS - width + 1, PROCESSORS_PER_MEMORY)]
             best = min(self.kernel_cost(ll, m) for m in cands)
             start = max(ffs(m) for m in cands if self.kernel_cost(ll, m) == best)
         for s, c in zip(srcs, chans, strict=True):
@@ -389,7 +391,7 @@ class _Mapper:
                     self.tensor[s] = _block(start, c)
                     start += c
         else:
-            if any(expand(c)[1] != width or c % width for c in chans):
+            if any(multipass(c)[1] != width or c % width for c in chans):
                 raise _fail(self.net, ll, "map.concat",
                             f"multi-pass concatenation of {chans} channels needs every input "
                             f"to fill whole passes of {width} channels",
@@ -445,13 +447,13 @@ class _Mapper:
             member = max(size_of(s) for s in srcs)
             if lay.eltwise != ELTWISE_NONE:
                 layout, size = "interleave", member * len(srcs)
-            elif expand(lay.input_channels)[0] > 1:
+            elif multipass(lay.input_channels)[0] > 1:
                 # More than 64 channels are read pass by pass from each pixel's
                 # consecutive words, so the parts are written interleaved, one word per
                 # pixel each, with a write gap (seed 004 `write_gap`: "... or to
                 # concatenate multiple inputs to form data with more than 64 channels").
                 # A part of several passes would need its words spread further apart.
-                width = expand(lay.input_channels)[1]
+                width = multipass(lay.input_channels)[1]
                 if any(s == INPUT or net.layers[s].output_channels != width
                        for s in srcs):
                     raise _fail(net, ll, "map.concat",
@@ -549,7 +551,7 @@ class _Mapper:
     def skeleton(self) -> Placement:
         """The processor choice with streaming flags and no offsets (for rollovers)."""
         n = self.n
-        return Placement(network=self.net, device=self.facts.name, final_layer=n - 1,
+        return Placement(network=self.net, device=self.facts, final_layer=n - 1,
                          layers=tuple(LayerPlacement(
                              processor_map=self.pmap[ll], output_processor_map=self.tensor[ll],
                              in_offset=0, out_offset=0, streaming=ll < self.stream,
@@ -578,7 +580,7 @@ class _Mapper:
             for start in cands:
                 start = (start + 3) & ~3
                 end = start + grp.size
-                if end > self.facts.data_bytes:
+                if end > self.facts.data_instance_bytes:
                     continue
                 clash = any(off < end and start < off + o.size and grp.meets(o)
                             and not (margin is not None and o is margin[1]
@@ -590,7 +592,7 @@ class _Mapper:
                 who = grp.members[0]
                 raise _fail(self.net, who, "map.data-memory",
                             f"{grp.size} bytes per memory instance find no free room in "
-                            f"the {self.facts.data_bytes:#x}-byte data memory next to the "
+                            f"the {self.facts.data_instance_bytes:#x}-byte data memory next to the "
                             "data still needed", "reduce the data sizes, or write a sidecar "
                             "that places (or streams) the first layers")
             placed.append((grp, start))
@@ -612,7 +614,7 @@ def auto_place(network: Network, device: object,
     must be loaded through the FIFO (`placement.layers[0].streaming`). `fifo` (the
     user's --fifo) puts the input on the FIFO processors even when nothing streams.
     """
-    facts = memory_facts(device)
+    facts = get_device(device)
     if not network.layers:
         raise Ai8xError("map.empty", "network", "the network has no layers",
                         "convert a model with at least one layer")
@@ -666,11 +668,17 @@ def auto_place(network: Network, device: object,
         if fitted is None:
             return _stream(network, facts, hints, err)
         mapper, groups, offsets = fitted
-    placement = _assemble(mapper, groups, offsets)
-    diags = check_placement(network, placement, facts.name)
+    placement, diags = _checked(network, _assemble(mapper, groups, offsets))
     if diags:
         raise Ai8xError.many(diags)
     return placement
+
+
+def _checked(network: Network, placement: Placement) -> tuple[Placement, list[Diagnostic]]:
+    """The placement with its kernel and bias memory allocated (once: the checker reads
+    the allocation it carries), and every limit it violates."""
+    placement, _ = try_allocate(network, placement)
+    return placement, check_placement(network, placement)
 
 
 def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Placement:
@@ -715,7 +723,7 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
             streaming=ll < mapper.stream,
             next_sequence=ll + 1 if ll < n - 1 else -1, prev_sequence=ll - 1,
             in_sequences=seqs))
-    placement = Placement(network=network, device=facts.name, layers=tuple(layers),
+    placement = Placement(network=network, device=facts, layers=tuple(layers),
                           final_layer=n - 1)
     _check_passthrough_maps(network, placement)
     return placement
@@ -726,7 +734,8 @@ def _fifo_map(channels: int) -> int:
     16q .. 16q + 3 (seed 000, "FIFOs")."""
     out = 0
     for c in range(channels):
-        out |= 1 << (P_NUMPRO * (c // P_SHARED) + c % P_SHARED)
+        quad, slot = divmod(c, PROCESSORS_PER_MEMORY)
+        out |= 1 << (PROCESSORS_PER_QUADRANT * quad + slot)
     return out
 
 
@@ -738,13 +747,11 @@ def _runs_as_3x3(layer: Layer) -> bool:
         and layer.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D)
 
 
-def _stream_limit(network: Network, facts: MemoryFacts) -> tuple[int, str]:
+def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
     """How many leading layers may stream, and why not more (seed 000 "Streaming Mode":
     consecutive layers, at most the device's count, no flattening, frames below 2^21,
     pass-through only where the device streams it; the FIFOs take 16 HWC channels)."""
-    from ..devices import get_device
-
-    dev = get_device(facts.name)
+    dev = facts
     first = network.layers[0]
     if first.operator == OP_CONV1D:
         return 0, "1-D data is not streamed automatically"
@@ -760,7 +767,7 @@ def _stream_limit(network: Network, facts: MemoryFacts) -> tuple[int, str]:
     if len(network.layers) > dev.max_stream_layers:
         why = f"at most {dev.max_stream_layers} layers stream on {facts.name}"
     for ll, lay in enumerate(network.layers[:dev.max_stream_layers]):
-        frame = lay.input_dim[0] * lay.input_dim[1] * expand(lay.input_channels)[0]
+        frame = lay.input_dim[0] * lay.input_dim[1] * multipass(lay.input_channels)[0]
         if lay.flatten or lay.operator == OP_CONV1D or lay.dilation[0] > 1:
             why = f"layer `{lay.name}` (flattening, 1-D or dilated) cannot stream"
         elif _runs_as_3x3(lay):
@@ -781,12 +788,10 @@ def _stream_limit(network: Network, facts: MemoryFacts) -> tuple[int, str]:
     return limit, why
 
 
-def _stream(network: Network, facts: MemoryFacts, hints: dict[int, dict[str, int]],
+def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
             err: Ai8xError | None, only: int | None = None) -> Placement:
     """Stream the fewest leading layers that make the data fit (or exactly `only`)."""
-    from ..devices import get_device
-
-    dev = get_device(facts.name)
+    dev = facts
     limit, why = _stream_limit(network, facts)
     first_hint = dict(hints.get(0, {}))
     first_hint.setdefault("processors", _fifo_map(network.input_shape[0]))
@@ -825,7 +830,7 @@ def _stream(network: Network, facts: MemoryFacts, hints: dict[int, dict[str, int
                 raise
             last = exc
             continue
-        diags = check_placement(network, placement, facts.name)
+        placement, diags = _checked(network, placement)
         if not diags:
             return placement
         last = Ai8xError.many(diags)
@@ -857,8 +862,8 @@ def _allocate_moving_outputs(mapper: _Mapper) -> tuple[list[_Group], list[int]]:
                 raise
             src = movable[0]
             width = popcount(mapper.tensor[src])
-            nxt = ffs(mapper.tensor[src]) + P_SHARED
-            if nxt + width > MAX_PROC:
+            nxt = ffs(mapper.tensor[src]) + PROCESSORS_PER_MEMORY
+            if nxt + width > PROCESSORS:
                 raise
             mapper.tensor[src] = _block(nxt, width)
 
@@ -870,9 +875,9 @@ def _check_passthrough_maps(network: Network, placement: Placement) -> None:
     for lay, pl in zip(network.layers, placement.layers, strict=True):
         if lay.operator != OP_NONE:
             continue
-        for g in range(MAX_PROC // P_NUMPRO):
-            inp = (pl.processor_map >> (P_NUMPRO * g)) & 0xFFFF
-            outp = (pl.output_processor_map >> (P_NUMPRO * g)) & 0xFFFF
+        for g in range(QUADRANTS):
+            inp = (pl.processor_map >> (PROCESSORS_PER_QUADRANT * g)) & 0xFFFF
+            outp = (pl.output_processor_map >> (PROCESSORS_PER_QUADRANT * g)) & 0xFFFF
             if outp:
                 outp >>= ffs(outp)
             if outp != (1 << popcount(inp)) - 1:

@@ -24,76 +24,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..devices import Device
 from ..errors import Ai8xError
 from ..network import Network
 from ..placement import Placement
+from .hw import ffs, fls, multipass
 
-QUADRANTS = 4
-PROCESSORS_PER_QUADRANT = 16
-MAX_PROCESSORS = 64
-SHARED = 4
 ALL_GROUPS = -1
 _UNSET = None
-
-
-@dataclass(frozen=True)
-class BiasMemory:
-    """Bias memory of one device."""
-
-    device: str
-    size: int  # bytes per quadrant
-    base: int  # absolute address of quadrant 0's bias memory
-    quadrant_stride: int
-    flatten_first: bool  # MAX78000 allocates flattened layers' bias first
-    stream_bias: bool  # a streaming first layer can use a bias without a spare byte
-
-
-_BIAS_MEMORY = {
-    "MAX78000": BiasMemory("MAX78000", 512, 0x50108000, 0x400000, True, False),
-    "MAX78002": BiasMemory("MAX78002", 2048, 0x51180000, 0x1000000, False, True),
-}
-
-
-def bias_memory(device: str) -> BiasMemory:
-    try:
-        return _BIAS_MEMORY[device]
-    except KeyError:
-        raise Ai8xError("map.device", device, f"no bias-memory layout for device `{device}`",
-                        "use --device MAX78000 or --device MAX78002") from None
 
 
 @dataclass(frozen=True)
 class BiasAllocation:
     """Bias memory placement (fields: see the module docstring)."""
 
-    device: str
+    device: Device
     group: tuple[int | None, ...]
     offsets: tuple[tuple[int | None, ...], ...]
     memory: tuple[tuple[int, ...], ...]
 
     def address(self, quadrant: int) -> int:
-        mem = bias_memory(self.device)
-        return mem.base + quadrant * mem.quadrant_stride
-
-
-def _ffs(value: int) -> int:
-    return (value & -value).bit_length() - 1
-
-
-def _fls(value: int) -> int:
-    return value.bit_length() - 1
-
-
-def _popcount(value: int) -> int:
-    return bin(value).count("1")
-
-
-def _expansion(channels: int) -> tuple[int, int]:
-    passes = -(-channels // MAX_PROCESSORS)
-    per_pass = -(-channels // passes)
-    if channels > MAX_PROCESSORS:
-        per_pass = min(-(-per_pass // SHARED) * SHARED, MAX_PROCESSORS)
-    return passes, per_pass
+        return self.device.bias_address(quadrant)
 
 
 def _extra(placement: Placement, ll: int, key: str, default=None):
@@ -112,7 +63,8 @@ def layer_bias(network: Network, placement: Placement, ll: int) -> np.ndarray | 
         return np.asarray(lay.bias_hw, dtype=np.int64).reshape(-1)
     if lay.bias is not None:
         # The accumulator value is the stored byte scaled by 2^(weight bits - 1) / 2^7.
-        return np.floor_divide(np.asarray(lay.bias, dtype=np.int64), 128).reshape(-1)
+        return np.floor_divide(np.asarray(lay.bias, dtype=np.int64),
+                               placement.device.bias_div).reshape(-1)
     return None
 
 
@@ -140,13 +92,15 @@ def groups_used(placement: Placement) -> list[int]:
     for pl in placement.layers[placement.first_layer_used:]:
         used |= pl.processor_map
     used |= placement.layers[placement.final_layer].output_processor_map
-    return [q for q in range(QUADRANTS)
-            if (used >> q * PROCESSORS_PER_QUADRANT) & 0xFFFF]
+    return [q for q in range(placement.device.quadrants)
+            if placement.device.in_quadrant(used, q)]
 
 
 def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
     """Place every layer's bias in bias memory (see the module docstring)."""
-    bmem = bias_memory(placement.device)
+    bmem = placement.device
+    quadrants = bmem.quadrants
+    size = bmem.bias_bytes_per_instance
     layers = len(placement.layers)
     values = [layer_bias(network, placement, ll) for ll in range(layers)]
     source = _deduplicate(values)
@@ -154,9 +108,9 @@ def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
     quads = groups_used(placement)
     start = placement.first_layer_used
 
-    cells: list[list[int | None]] = [[_UNSET] * bmem.size for _ in range(QUADRANTS)]
-    used = [0] * QUADRANTS
-    offsets: list[list[int | None]] = [[None] * QUADRANTS for _ in range(layers)]
+    cells: list[list[int | None]] = [[_UNSET] * size for _ in range(quadrants)]
+    used = [0] * quadrants
+    offsets: list[list[int | None]] = [[None] * quadrants for _ in range(layers)]
     group: list[int | None] = [None] * layers
     regular: list[tuple[int, list[int], int, bool]] = []
 
@@ -172,9 +126,10 @@ def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
                             "give one bias value per output channel")
         if not np.any(b != 0):
             continue  # an all-zero bias is left out (the vendor does the same)
-        out_expand, out_thresh = _expansion(lay.output_channels)
+        out_expand, out_thresh = multipass(lay.output_channels)
         if lay.conv_groups == 1:
-            blen = lay.output_channels + _ffs(pl.output_processor_map) % SHARED * out_expand
+            first_out = ffs(pl.output_processor_map) % bmem.processors_per_memory
+            blen = lay.output_channels + first_out * out_expand
             if ll == 0 and pl.streaming and not bmem.stream_bias:
                 blen += 1  # MAX78000: a streaming first layer skips the first bias byte
             allowed = quads if pl.bias_group_map is None else list(pl.bias_group_map)
@@ -186,11 +141,11 @@ def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
                          lay.name)
 
     def priority(entry: tuple[int, list[int], int, bool]) -> int:
-        if bmem.flatten_first and entry[3]:
+        if bmem.bias_flatten_first and entry[3]:
             return -1
         if len(entry[1]) == 1:
             return 0
-        return bmem.size - entry[2]
+        return size - entry[2]
 
     for ll, allowed, blen, _ in sorted(regular, key=priority):
         lay = network.layers[ll]
@@ -199,13 +154,13 @@ def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
         else:
             q = min(allowed, key=lambda t: (used[t] + 3) & ~3)
             used[q] = (used[q] + 3) & ~3  # calcx4 reads four bias bytes at a time
-        if used[q] + blen > bmem.size:
+        if used[q] + blen > size:
             raise Ai8xError("map.bias", lay.name,
                             f"bias memory exhausted: {blen} bytes needed, quadrant {q} has "
-                            f"{bmem.size - used[q]} of {bmem.size} left",
+                            f"{size - used[q]} of {size} left",
                             "allow more quadrants (`bias_quadrant`), or drop biases")
         group[ll] = q
-        offsets[ll] = [used[q]] * QUADRANTS
+        offsets[ll] = [used[q]] * quadrants
         used[q] += blen
 
     for ll, _, _, _ in regular:
@@ -215,7 +170,8 @@ def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
         q = group[ll]
         assert b is not None and q is not None and offsets[ll][q] is not None
         base = offsets[ll][q]
-        target = _ffs(pl.output_processor_map) % SHARED * _expansion(lay.output_channels)[0]
+        target = (ffs(pl.output_processor_map) % bmem.processors_per_memory
+                  * multipass(lay.output_channels)[0])
         if ll == 0 and pl.streaming and not bmem.stream_bias:
             cells[q][base] = 0
             target += 1
@@ -230,12 +186,12 @@ def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
             group[ll] = group[src]
 
     memory = tuple(tuple(0 if v is None else v for v in cells[q][:used[q]])
-                   for q in range(QUADRANTS))
+                   for q in range(quadrants))
     return BiasAllocation(device=placement.device, group=tuple(group),
                           offsets=tuple(tuple(o) for o in offsets), memory=memory)
 
 
-def _place_depthwise(bmem: BiasMemory, cells: list[list[int | None]], used: list[int],
+def _place_depthwise(bmem: Device, cells: list[list[int | None]], used: list[int],
                      offsets: list[list[int | None]], ll: int, b: np.ndarray, pmap: int,
                      broadcast: bool, out_expand: int, out_thresh: int, name: str) -> None:
     """Depthwise bias: each value in the quadrant of the processor computing its channel,
@@ -243,17 +199,18 @@ def _place_depthwise(bmem: BiasMemory, cells: list[list[int | None]], used: list
     hole = np.iinfo(np.int64).min
 
     def add(q: int, val: int | None) -> None:
-        if used[q] >= bmem.size:
+        if used[q] >= bmem.bias_bytes_per_instance:
             raise Ai8xError("map.bias", name,
-                            f"bias memory of quadrant {q} exhausted ({bmem.size} bytes)",
+                            f"bias memory of quadrant {q} exhausted "
+                            f"({bmem.bias_bytes_per_instance} bytes)",
                             "drop biases or move layers to other quadrants")
         if val is not None and val != hole:
             cells[q][used[q]] = int(val) & 0xFF
         used[q] += 1
 
     quads_read = 0
-    for q in range(QUADRANTS):
-        if (pmap >> q * PROCESSORS_PER_QUADRANT) & 0xFFFF:
+    for q in range(bmem.quadrants):
+        if bmem.in_quadrant(pmap, q):
             if broadcast:
                 used[q] = (used[q] + 3) & ~3  # all quadrants read in parallel
             offsets[ll][q] = used[q]
@@ -264,12 +221,12 @@ def _place_depthwise(bmem: BiasMemory, cells: list[list[int | None]], used: list
     map_used = pmap
     if not broadcast:
         # The first gap of the first quadrant moves to the end of that quadrant.
-        first = _ffs(map_used)
-        fq = first // PROCESSORS_PER_QUADRANT
-        qmask = 0xFFFF << fq * PROCESSORS_PER_QUADRANT
+        first = ffs(map_used)
+        fq, shift = divmod(first, bmem.processors_per_quadrant)
+        qmask = bmem.quadrant_bits(fq)
         map_used &= ~qmask
-        map_used |= (pmap & qmask) >> first % PROCESSORS_PER_QUADRANT
-    start_proc, last_proc = _ffs(map_used), _fls(map_used)
+        map_used |= (pmap & qmask) >> shift
+    start_proc, last_proc = ffs(map_used), fls(map_used)
     if broadcast:
         last_proc = ((last_proc + 16) & ~0x0F) - 1
     if broadcast or quads_read > 1:
@@ -288,7 +245,7 @@ def _place_depthwise(bmem: BiasMemory, cells: list[list[int | None]], used: list
     q = 0
     for expand in range(out_expand):
         for p in range(start_proc, last_proc + 1):
-            q = p // PROCESSORS_PER_QUADRANT
+            q = p // bmem.processors_per_quadrant
             src = (p & ~0x0F) + (p % 4) * 4 + (p % 16) // 4 if broadcast else p
             k = src - start_proc
             add(q, int(padded[expand][k]) if k < padded.shape[1] else None)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..devices import Device, get_device
 from ..errors import Ai8xError
 from ..network import (
     OP_CONV1D,
@@ -46,54 +47,11 @@ from ..network import (
     Network,
 )
 from ..placement import Placement
+from .hw import ffs, fls, multipass, popcount, streams_1x1_as_3x3
 
-MAX_PROCESSORS = 64
-PROCESSORS_PER_QUADRANT = 16
 SHARED = 4  # kernel columns are allocated in multiples of four (and quads of processors)
 KERNEL_BYTES = 9
 FREE = -1
-
-
-@dataclass(frozen=True)
-class KernelMemory:
-    """Kernel memory geometry of one device (vendor: izer/tornadocnn.py)."""
-
-    device: str
-    width_small: int  # kernels per processor (processors without extended memory)
-    width_large: int  # kernels per processor with extended memory (p % 16 == 0)
-    instance_large: int  # kernels per large memory instance
-    instance_small: int  # kernels per small (extended) memory instance
-    stride: int  # kernel slots between processors in the address map
-    base: int  # absolute address of quadrant 0, processor 0, kernel 0
-    quadrant_stride: int
-    weight_mask: bool  # depthwise kernels of a layer must stay in one instance
-    calcx4: bool  # calcx4 supported
-    max_dilation_1d_kernel: int = 4
-
-    def width(self, processor: int) -> int:
-        return self.width_large if processor % PROCESSORS_PER_QUADRANT == 0 \
-            else self.width_small
-
-    def address(self, processor: int, column: int) -> int:
-        """Absolute address of a kernel column (16 bytes per kernel in the address map)."""
-        return (self.base + (processor // PROCESSORS_PER_QUADRANT) * self.quadrant_stride
-                + (processor % PROCESSORS_PER_QUADRANT) * self.stride * 16 + column * 16)
-
-
-_KERNEL_MEMORY = {
-    "MAX78000": KernelMemory("MAX78000", 768, 768, 768, 768, 1024, 0x50180000, 0x400000,
-                             weight_mask=False, calcx4=False),
-    "MAX78002": KernelMemory("MAX78002", 4096, 5120, 1024, 256, 8192, 0x51400000, 0x1000000,
-                             weight_mask=True, calcx4=True),
-}
-
-
-def kernel_memory(device: str) -> KernelMemory:
-    try:
-        return _KERNEL_MEMORY[device]
-    except KeyError:
-        raise Ai8xError("map.device", device, f"no kernel-memory layout for device `{device}`",
-                        "use --device MAX78000 or --device MAX78002") from None
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +64,7 @@ class KernelAllocation:
     contents per column.
     """
 
-    device: str
+    device: Device
     offset: tuple[int, ...]
     length: tuple[int, ...]
     count: tuple[int, ...]
@@ -143,26 +101,6 @@ class KernelAllocation:
     __hash__ = None  # type: ignore[assignment]  # holds arrays
 
 
-def _ffs(value: int) -> int:
-    return (value & -value).bit_length() - 1
-
-
-def _fls(value: int) -> int:
-    return value.bit_length() - 1
-
-
-def _popcount(value: int) -> int:
-    return bin(value).count("1")
-
-
-def _expansion(channels: int) -> tuple[int, int]:
-    passes = -(-channels // MAX_PROCESSORS)
-    per_pass = -(-channels // passes)
-    if channels > MAX_PROCESSORS:
-        per_pass = min(-(-per_pass // SHARED) * SHARED, MAX_PROCESSORS)
-    return passes, per_pass
-
-
 def _extra(placement: Placement, ll: int, key: str, default=None):
     for k, v in placement.layers[ll].extra:
         if k == key:
@@ -170,29 +108,7 @@ def _extra(placement: Placement, ll: int, key: str, default=None):
     return default
 
 
-# Streaming reaches the first 9 layers at most (8 streaming layers and the one after);
-# vendor: MAX_STREAM_LAYERS, the same on both parts.
-MAX_STREAM_LAYERS = 8
-
-
-def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
-    """Whether layer `ll` is a 1x1 convolution the accelerator must run on its 3x3 kernel
-    hardware: streaming has no 1x1 path, so a 1x1 Conv2d or ConvTranspose2d that streams
-    or reads a streaming layer's output runs as a 3x3 kernel holding the weight in its
-    centre, with padding 1 (the same output size). Both parts do this (the vendor's
-    EMULATE_1X1_STREAMING); the register emitter (emit/registers/hwlayers.py) and the
-    kernel packing here must agree on it."""
-    if ll > MAX_STREAM_LAYERS:
-        return False
-    lay, pl = network.layers[ll], placement.layers[ll]
-    if tuple(lay.kernel_size) != (1, 1) or lay.operator not in (OP_CONV2D,
-                                                                OP_CONVTRANSPOSE2D):
-        return False
-    prev = pl.prev_sequence
-    return bool(pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
-
-
-def hardware_kernel(layer: Layer, mem: KernelMemory, *, as_3x3: bool = False
+def hardware_kernel(layer: Layer, mem: Device, *, as_3x3: bool = False
                     ) -> tuple[np.ndarray, tuple[int, int]] | None:
     """The layer's kernels as the hardware stores them, and the hardware kernel size.
 
@@ -224,7 +140,7 @@ def hardware_kernel(layer: Layer, mem: KernelMemory, *, as_3x3: bool = False
                 taps = [s for s in range(1, ks[0]) for _ in range(dil - 1)]
                 k = np.insert(k, taps, 0, axis=1)
                 return k, (k.shape[1], 1)
-            if ks[0] <= mem.max_dilation_1d_kernel:
+            if ks[0] <= mem.conv1d_dilated_kernel_max:
                 k4 = np.insert(w.reshape(layer.output_channels, -1, ks[0], 1), [0, 1], 0, axis=3)
                 if ks[0] == 2:
                     k4 = np.insert(k4, 0, 0, axis=2)
@@ -233,7 +149,7 @@ def hardware_kernel(layer: Layer, mem: KernelMemory, *, as_3x3: bool = False
                 return k4.reshape(-1, 3, 3), (3, 3)
             raise Ai8xError("map.kernels", layer.name,
                             f"dilated 1-D kernel of length {ks[0]} does not fit the hardware",
-                            f"use a kernel of at most {mem.max_dilation_1d_kernel} taps")
+                            f"use a kernel of at most {mem.conv1d_dilated_kernel_max} taps")
         return k, (ks[0], 1)
     return w.reshape(-1, ks[0], ks[1]), ks
 
@@ -265,18 +181,19 @@ def _deduplicate(network: Network, placement: Placement,
 class _Memory:
     """Kernel memory being filled (local to one allocation run)."""
 
-    def __init__(self, mem: KernelMemory) -> None:
+    def __init__(self, mem: Device) -> None:
         self.mem = mem
         # Arrays, written a run of columns at a time: the collection at the end and the
         # stream writer then need no Python step per column.
-        self.owner = np.full((MAX_PROCESSORS, mem.width_large), FREE, dtype=np.int32)
-        self.used = np.zeros((MAX_PROCESSORS, mem.width_large), dtype=np.int32)
-        self.data = np.zeros((MAX_PROCESSORS, mem.width_large * KERNEL_BYTES), dtype=np.uint8)
+        shape = (mem.processors, mem.kernel_words_large)
+        self.owner = np.full(shape, FREE, dtype=np.int32)
+        self.used = np.zeros(shape, dtype=np.int32)
+        self.data = np.zeros((shape[0], shape[1] * KERNEL_BYTES), dtype=np.uint8)
 
     def fits(self, p: int, offs: int, length: int, reverse: bool = False) -> bool:
         if reverse:
             return offs >= 0
-        return offs + length <= self.mem.width(p)
+        return offs + length <= self.mem.kernel_words(p)
 
 
 class _Batch:
@@ -314,7 +231,7 @@ class _Batch:
         self.pending = []
         p, memory = self.p, self.memory
         used, owner = memory.used[p], memory.owner[p]
-        width = memory.mem.width(p)
+        width = memory.mem.kernel_words(p)
         first = self.koffs + self.start
         total = self.filled + len(values)
         columns = (total - 1) // KERNEL_BYTES + 1
@@ -428,7 +345,7 @@ def _bulk_8bit(memory: _Memory, procs: list[int], koffs: int, ll: int, fast: np.
     flush()
 
     rows_of = _rows(procs)
-    width = min(memory.mem.width(p) for p in procs)
+    width = min(memory.mem.kernel_words(p) for p in procs)
     spans = []
     for start, filled, segs in runs:
         total = filled + sum((m1 - m0) * in_exp * ksize for m0, m1 in segs)
@@ -482,7 +399,7 @@ def _finish_bulk(memory: _Memory, procs: list[int], koffs: int, col_target: int,
     up to `end`. False (nothing written) unless every processor takes the same steps
     on free columns."""
     rows_of = _rows(procs)
-    width = min(memory.mem.width(p) for p in procs)
+    width = min(memory.mem.kernel_words(p) for p in procs)
     col = koffs + col_target
     if col < width:
         partial = memory.used[rows_of, col] > 0
@@ -490,7 +407,7 @@ def _finish_bulk(memory: _Memory, procs: list[int], koffs: int, col_target: int,
             col_target += 1
         elif partial.any():
             return False
-    elif any(col < memory.mem.width(p) for p in procs):
+    elif any(col < memory.mem.kernel_words(p) for p in procs):
         return False
     count = end - col_target
     if count <= 0:
@@ -509,7 +426,7 @@ def _pad_free(memory: _Memory, p: int, col: int, count: int, ll: int) -> int:
     processor's memory (the same as nine zero bytes each); return the next column.
     Otherwise nothing is written and the caller pads byte by byte, which reports the
     first column that does not fit."""
-    if count <= 0 or col + count > memory.mem.width(p):
+    if count <= 0 or col + count > memory.mem.kernel_words(p):
         return col
     cols = slice(col, col + count)
     if (memory.used[p, cols] != 0).any() or (memory.owner[p, cols] != FREE).any():
@@ -551,7 +468,9 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
     mem = memory.mem
 
     def instance_mask(o: int) -> int:
-        return mem.instance_small - 1 if o + 1 >= mem.width_small else mem.instance_large - 1
+        if o + 1 >= mem.kernel_words_small:
+            return mem.kernel_instance_words_small - 1
+        return mem.kernel_instance_words_large - 1
 
     def give_up(p: int, o: int, rev: bool) -> bool:
         if memory.fits(p, o, length, rev):
@@ -565,13 +484,13 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
         offs += -SHARED if reverse else SHARED
         if give_up(p, offs, reverse):
             return -1
-    if not (mem.weight_mask and groups > 1):
+    if not (mem.kernel_weight_mask and groups > 1):
         # All processors at once (no per-processor adjustment of the start): the first
         # processor with a taken column and its first taken column are the ones the
         # processor-by-processor scan below meets first, so the result is the same.
         procs = _rows([q for q in range(first, last + 1) if pmap >> q & 1])
         while True:
-            if not reverse and offs + length > mem.width_large:
+            if not reverse and offs + length > mem.kernel_words_large:
                 if must_fit:
                     raise _exhausted(layer, first, offs, length)
                 return -1
@@ -591,7 +510,7 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
             p += 1
             continue
         if not reverse:
-            if mem.weight_mask and groups > 1:
+            if mem.kernel_weight_mask and groups > 1:
                 # Depthwise kernels of one layer must sit in one memory instance.
                 mm = instance_mask(offs + 1)
                 if (offs + 1) & ~mm != (offs + length) & ~mm:
@@ -599,14 +518,14 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
                 mm = instance_mask(offs + 1)
                 if (offs + 1) & ~mm != (offs + length) & ~mm:
                     return -1
-            if offs + length > mem.width_large:
+            if offs + length > mem.kernel_words_large:
                 # Past the end of every processor's memory (the vendor would crash here).
                 if must_fit:
                     raise _exhausted(layer, p, offs, length)
                 return -1
             cols = np.arange(offs, offs + length)
         else:
-            if mem.weight_mask and groups > 1:
+            if mem.kernel_weight_mask and groups > 1:
                 mm = instance_mask(offs - 1)
                 if (offs - 1) & ~mm != (offs - length) & ~mm:
                     offs &= ~mm
@@ -626,7 +545,7 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
 
 def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation:
     """Place every layer's kernels in kernel memory (see the module docstring)."""
-    mem = kernel_memory(placement.device)
+    mem = get_device(placement.device)
     count_layers = len(placement.layers)
     hw = []
     for ll in range(count_layers):
@@ -644,7 +563,7 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
     kochan = [0] * count_layers
     memory = _Memory(mem)
     first_used = placement.first_layer_used
-    everything = (1 << MAX_PROCESSORS) - 1
+    everything = (1 << mem.processors) - 1
     order = [ll for ll in range(first_used, count_layers)
              if placement.layers[ll].processor_map == everything]
     order += [ll for ll in range(first_used, count_layers)
@@ -661,7 +580,7 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
             offset[ll], length[ll] = offset[src], length[src]
             kcount[ll], kochan[ll] = kcount[src], kochan[src]
 
-    image = memory.data.reshape(MAX_PROCESSORS, mem.width_large, KERNEL_BYTES)
+    image = memory.data.reshape(mem.processors, mem.kernel_words_large, KERNEL_BYTES)
     owners = memory.owner
     image.flags.writeable = False
     owners.flags.writeable = False
@@ -671,27 +590,39 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
                             image=image, owners=owners)
 
 
-def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: int,
-                 hw: tuple[np.ndarray, tuple[int, int]], calcx4: list[bool],
-                 offset: list[int], length: list[int], kcount: list[int],
-                 kochan: list[int]) -> None:
-    mem = memory.mem
-    lay = network.layers[ll]
-    pl = placement.layers[ll]
-    kernel, ks = hw
-    quant = abs(lay.quantization) if lay.quantization else 8
-    qfactor = 8 // quant
-    in_expand, in_thresh = _expansion(lay.input_channels)
-    out_expand, out_thresh = _expansion(lay.output_channels)
-    out_chan = lay.output_channels
-    groups = lay.conv_groups
+@dataclass(frozen=True)
+class _Packing:
+    """How one layer's kernels are laid out in its processors' kernel memory (the values
+    `_place_layer` works out before it writes any byte)."""
 
-    # The kernel rows in the order the processors consume them.
+    layer: Layer
+    ll: int
+    koffs: int  # first column
+    ksize: int  # taps per kernel as the hardware runs it
+    quant: int  # weight bits
+    qfactor: int  # kernels packed per byte
+    in_exp: int  # input passes the kernels walk (1 for a flattened layer)
+    in_thresh: int
+    in_chan: int
+    out_chan: int
+    out_expand: int
+    out_thresh: int
+    map_init: int  # output processor map from its first processor
+    start_col: int  # columns skipped inside the first output memory instance
+    rows: int  # kernel rows (output x input channel pairs)
+
+
+def _kernel_rows(lay: Layer, kernel: np.ndarray, ks: tuple[int, int], calcx4: bool
+                 ) -> tuple[np.ndarray, int, int]:
+    """The kernel rows in the order the processors consume them, the input passes they
+    walk and the input channels per processor row."""
+    in_expand, in_thresh = multipass(lay.input_channels)
+    out_chan = lay.output_channels
     if lay.flatten:
         reshaped = kernel.reshape(out_chan, in_expand, -1).swapaxes(1, 2).reshape(
             out_chan * in_thresh, -1, ks[0], ks[1])
         in_exp, in_chan = 1, in_thresh
-    elif calcx4[ll]:
+    elif calcx4:
         if out_chan % 4:
             raise Ai8xError("map.kernels", lay.name,
                             "calcx4 needs a multiple of 4 output channels",
@@ -704,44 +635,54 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     if lay.quantization == -1:
         # Binary weights: -1 is stored as 1, +1 as 0 (seed 000, "Binary weights").
         reshaped = reshaped.clip(-1, 0)
+    return reshaped, in_exp, in_chan
 
-    pmap = pl.processor_map
-    if pmap == 0:
-        raise Ai8xError("map.kernels", lay.name, "layer has weights but no input processors",
-                        "set `processors` for this layer")
-    first_proc, last_proc = _ffs(pmap), _fls(pmap)
-    ksize = ks[0] * ks[1]
-    out_map = pl.output_processor_map
-    first_out = _ffs(out_map)
+
+def _kernel_counts(lay: Layer, out_map: int, reshaped: np.ndarray, in_exp: int, ksize: int
+                   ) -> tuple[int, int, int, int]:
+    """(columns per processor, mask count, output channels the counter walks, columns
+    skipped in the first output instance) of a layer (izer/kernels.py)."""
+    quant = abs(lay.quantization) if lay.quantization else 8
+    qfactor = 8 // quant
+    out_expand = multipass(lay.output_channels)[0]
+    first_out = ffs(out_map)
     start_col = first_out % SHARED
     if out_expand > 1:
         first_out -= start_col
-    if groups == 1:
-        kc = (1 + _fls(out_map) - first_out) * out_expand * in_exp
+    if lay.conv_groups == 1:
+        kc = (1 + fls(out_map) - first_out) * out_expand * in_exp
         count = ochan = kc + start_col * out_expand * in_exp
     else:
         kc = in_exp
         count = kc + start_col * in_exp
-        ochan = (1 + _fls(out_map) - first_out) * in_exp + start_col * in_exp
+        ochan = (1 + fls(out_map) - first_out) * in_exp + start_col * in_exp
     if lay.flatten:
         per = reshaped.shape[1]
-        unused = out_expand * _popcount(out_map) - out_chan
+        unused = out_expand * popcount(out_map) - lay.output_channels
         kc = kc * per - unused * per
         count = count * per - unused * per
         ochan = count
     # Low-bit kernels pad the last packed byte of each kernel group.
     res = (kc % qfactor) * ksize * (qfactor - 1)
     klen = (kc * ksize * quant + res + 71) // 72
+    return klen, count, ochan, start_col
 
-    # Greedy search (vendor's new kernel loader): MAX78002 layers on extended-memory
-    # processors only are packed from the end of kernel memory first.
+
+def _first_column(memory: _Memory, lay: Layer, ll: int, calcx4: list[bool], klen: int,
+                  pmap: int) -> int:
+    """Where the layer's kernels start: the vendor's greedy search (new kernel loader);
+    MAX78002 layers on extended-memory processors only are packed from the end first."""
+    mem = memory.mem
+    first_proc, last_proc = ffs(pmap), fls(pmap)
+    groups = lay.conv_groups
     found = -1
     if not (ll > 0 and calcx4[ll] and not calcx4[ll - 1]):
-        extended = mem.width_large > mem.width_small and all(
-            p % PROCESSORS_PER_QUADRANT == 0
+        extended = mem.kernel_words_large > mem.kernel_words_small and all(
+            p % mem.processors_per_quadrant == 0
             for p in range(first_proc, last_proc + 1) if pmap >> p & 1)
-        if extended and (not mem.weight_mask or groups == 1 or klen <= mem.instance_small):
-            found = _search(memory, lay, groups, klen, mem.width_large - 1, first_proc,
+        if extended and (not mem.kernel_weight_mask or groups == 1
+                         or klen <= mem.kernel_instance_words_small):
+            found = _search(memory, lay, groups, klen, mem.kernel_words_large - 1, first_proc,
                             last_proc, pmap, reverse=True, must_fit=False)
     if found == -1:
         found = _search(memory, lay, groups, klen, 0, first_proc, last_proc, pmap,
@@ -754,121 +695,159 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
         koffs = (koffs + SHARED - 1) & ~(SHARED - 1)
     else:
         koffs = (found - (klen - 1)) & ~(SHARED - 1)
-    if koffs + klen > mem.width(last_proc):
+    if koffs + klen > mem.kernel_words(last_proc):
         raise _exhausted(lay, last_proc, koffs, klen)
+    return koffs
 
+
+def _add_byte(memory: _Memory, pk: _Packing, p: int, col_target: int, b: int) -> int:
+    """One kernel byte into processor `p`'s column `col_target` (relative to the layer's
+    first column); the next column once this one is full."""
+    col = pk.koffs + col_target
+    if col + 1 > memory.mem.kernel_words(p):
+        raise _exhausted(pk.layer, p, col, 1)
+    n = int(memory.used[p, col])
+    if n == 0:
+        if memory.owner[p, col] != FREE:
+            raise _exhausted(pk.layer, p, col, 1)
+        memory.owner[p, col] = pk.ll
+    # Bytes fill a 9-byte kernel from its last byte (the first tap ends up last).
+    memory.data[p, col * KERNEL_BYTES + 8 - n] = b & 0xFF
+    memory.used[p, col] = n + 1
+    if n + 1 == KERNEL_BYTES:
+        col_target += 1
+    return col_target
+
+
+def _pack_general(batch: _Batch, pk: _Packing, col_target: int, ch: int,
+                  row_values: list[list[int]]) -> int:
+    """Processor row `ch`'s kernels, one kernel (or packed group of low-bit kernels) at a
+    time: any weight width, depthwise and flattened layers."""
+    lay = pk.layer
+    qfactor, quant, in_exp, in_thresh = pk.qfactor, pk.quant, pk.in_exp, pk.in_thresh
     proc_mask = (1 << qfactor) - 1
-    map_init = out_map >> _ffs(out_map)
-    value_mask = (1 << quant) - 1
+    m = 0
+    for expand in range(pk.out_expand if lay.conv_groups == 1 else 1):
+        this_map = pk.map_init
+        if lay.conv_groups == 1:
+            col, stop = expand * pk.out_thresh, expand * pk.out_thresh + pk.out_thresh
+        else:
+            col, stop = expand, expand + 1
+        while col < stop:
+            # Skip output processors that are not used (one bit per packed channel).
+            if this_map != 0 and this_map & proc_mask == 0:
+                col_target = batch.flush(col_target)
+                while this_map & proc_mask == 0:
+                    col_target += 1
+                    this_map >>= qfactor
+            this_map >>= qfactor
+            in_ch = pk.in_chan * qfactor if lay.flatten else pk.in_chan
+            src = ch + m * in_ch
+            for ie in range(in_exp):
+                if ie * in_thresh + ch < in_ch and src < pk.rows:
+                    n = 0
+                    parts: list[int] = []
+                    packed = [0] * len(row_values[src])
+                    for i in range(qfactor):
+                        if m < pk.out_chan:
+                            idx = n + ie * qfactor
+                            kidx = src + (idx % in_exp) * in_thresh + (idx // in_exp) * pk.in_chan
+                            if kidx < pk.rows:
+                                this = row_values[kidx]
+                                if lay.flatten:
+                                    parts.extend(this)
+                                else:
+                                    shift = i * quant
+                                    packed = [a | b << shift
+                                              for a, b in zip(packed, this, strict=True)]
+                            n += 1
+                    if lay.flatten:
+                        parts.extend([0] * (-len(parts) % qfactor))
+                        packed_parts = []
+                        for i in range(len(parts) // qfactor):
+                            e = 0
+                            for j in range(qfactor):
+                                e |= parts[i * qfactor + j] << (j * quant)
+                            packed_parts.append(e)
+                        col_target = batch.put(col_target, packed_parts)
+                    else:
+                        col_target = batch.put(col_target, packed[::-1])
+                else:
+                    # Channels beyond the input: zero kernels keep the passes aligned.
+                    col_target = batch.put(col_target, [0] * (pk.ksize // qfactor))
+            if lay.flatten:
+                col += 1
+                m += 1
+            else:
+                col += qfactor
+                m += qfactor
+    return col_target
+
+
+def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: int,
+                 hw: tuple[np.ndarray, tuple[int, int]], calcx4: list[bool],
+                 offset: list[int], length: list[int], kcount: list[int],
+                 kochan: list[int]) -> None:
+    """Layer `ll`'s kernels into kernel memory: where (`_first_column`), then processor by
+    processor in the vendor's order; its offset, length and counts into the lists."""
+    mem = memory.mem
+    lay = network.layers[ll]
+    pl = placement.layers[ll]
+    kernel, ks = hw
+    reshaped, in_exp, in_chan = _kernel_rows(lay, kernel, ks, calcx4[ll])
+    pmap = pl.processor_map
+    if pmap == 0:
+        raise Ai8xError("map.kernels", lay.name, "layer has weights but no input processors",
+                        "set `processors` for this layer")
+    ksize = ks[0] * ks[1]
+    out_map = pl.output_processor_map
+    klen, count, ochan, start_col = _kernel_counts(lay, out_map, reshaped, in_exp, ksize)
+    koffs = _first_column(memory, lay, ll, calcx4, klen, pmap)
+    quant = abs(lay.quantization) if lay.quantization else 8
+    out_expand, out_thresh = multipass(lay.output_channels)
     rows = len(reshaped)
-    masked = reshaped.reshape(rows, -1) & value_mask
+    pk = _Packing(layer=lay, ll=ll, koffs=koffs, ksize=ksize, quant=quant,
+                  qfactor=8 // quant, in_exp=in_exp, in_thresh=multipass(lay.input_channels)[1],
+                  in_chan=in_chan, out_chan=lay.output_channels, out_expand=out_expand,
+                  out_thresh=out_thresh, map_init=out_map >> ffs(out_map),
+                  start_col=start_col, rows=rows)
+    masked = reshaped.reshape(rows, -1) & ((1 << quant) - 1)
     # 8-bit kernels of an ordinary convolution: one whole kernel per step, vectorized
     fast = None
-    if qfactor == 1 and groups == 1 and not lay.flatten:
+    if pk.qfactor == 1 and lay.conv_groups == 1 and not lay.flatten:
         fast = masked[:, ::-1]
 
-    def add(p: int, col_target: int, b: int) -> int:
-        col = koffs + col_target
-        if col + 1 > mem.width(p):
-            raise _exhausted(lay, p, col, 1)
-        n = int(memory.used[p, col])
-        if n == 0:
-            if memory.owner[p, col] != FREE:
-                raise _exhausted(lay, p, col, 1)
-            memory.owner[p, col] = ll
-        # Bytes fill a 9-byte kernel from its last byte (the first tap ends up last).
-        memory.data[p, col * KERNEL_BYTES + 8 - n] = b & 0xFF
-        memory.used[p, col] = n + 1
-        if n + 1 == KERNEL_BYTES:
-            col_target += 1
-        return col_target
-
-    procs = [p for p in range(first_proc, last_proc + 1) if pmap >> p & 1]
+    procs = [p for p in range(ffs(pmap), fls(pmap) + 1) if pmap >> p & 1]
+    skipped = divmod(start_col * ksize * in_exp, KERNEL_BYTES)
     bulk = None
     if fast is not None:
-        bulk = _bulk_8bit(memory, procs, koffs, ll, fast,
-                          *divmod(start_col * ksize * in_exp, KERNEL_BYTES), map_init,
-                          out_expand, out_thresh, in_exp, in_thresh, in_chan, out_chan, rows)
+        bulk = _bulk_8bit(memory, procs, koffs, ll, fast, *skipped, pk.map_init,
+                          out_expand, out_thresh, in_exp, pk.in_thresh, in_chan, pk.out_chan,
+                          rows)
     # Python lists for the general per-kernel loop (not needed when the bulk fill ran).
     row_values = masked.tolist() if bulk is None else []
     if bulk is not None and _finish_bulk(memory, procs, koffs, bulk, start_col + klen, ll):
         procs = []  # every processor is complete
-    ch = 0
-    for p in procs:
-        m = 0
-        col_target, col_bytes = divmod(start_col * ksize * in_exp, KERNEL_BYTES)
-        if bulk is not None:
-            col_target, col_bytes = bulk, 0
-        for _ in range(col_bytes // qfactor):
-            col_target = add(p, col_target, 0)
+    for ch, p in enumerate(procs):
+        col_target, col_bytes = skipped if bulk is None else (bulk, 0)
+        for _ in range(col_bytes // pk.qfactor):
+            col_target = _add_byte(memory, pk, p, col_target, 0)
         batch = _Batch(memory, p, koffs, lay, ll)
         if fast is not None and bulk is None:
-            col_target = _fill_8bit(batch, col_target, fast, ch, map_init, out_expand,
-                                    out_thresh, in_exp, in_thresh, in_chan, out_chan, rows)
-        for expand in range(0 if fast is not None else (out_expand if groups == 1 else 1)):
-            this_map = map_init
-            if groups == 1:
-                col, stop = expand * out_thresh, expand * out_thresh + out_thresh
-            else:
-                col, stop = expand, expand + 1
-            while col < stop:
-                # Skip output processors that are not used (one bit per packed channel).
-                if this_map != 0 and this_map & proc_mask == 0:
-                    col_target = batch.flush(col_target)
-                    while this_map & proc_mask == 0:
-                        col_target += 1
-                        this_map >>= qfactor
-                this_map >>= qfactor
-                in_ch = in_chan * qfactor if lay.flatten else in_chan
-                src = ch + m * in_ch
-                for ie in range(in_exp):
-                    if ie * in_thresh + ch < in_ch and src < rows:
-                        n = 0
-                        parts: list[int] = []
-                        packed = [0] * len(row_values[src])
-                        for i in range(qfactor):
-                            if m < out_chan:
-                                idx = n + ie * qfactor
-                                kidx = src + (idx % in_exp) * in_thresh + (idx // in_exp) * in_chan
-                                if kidx < rows:
-                                    this = row_values[kidx]
-                                    if lay.flatten:
-                                        parts.extend(this)
-                                    else:
-                                        shift = i * quant
-                                        packed = [a | b << shift
-                                                  for a, b in zip(packed, this, strict=True)]
-                                n += 1
-                        if lay.flatten:
-                            parts.extend([0] * (-len(parts) % qfactor))
-                            packed_parts = []
-                            for i in range(len(parts) // qfactor):
-                                e = 0
-                                for j in range(qfactor):
-                                    e |= parts[i * qfactor + j] << (j * quant)
-                                packed_parts.append(e)
-                            col_target = batch.put(col_target, packed_parts)
-                        else:
-                            col_target = batch.put(col_target, packed[::-1])
-                    else:
-                        # Channels beyond the input: zero kernels keep the passes aligned.
-                        col_target = batch.put(col_target, [0] * (ksize // qfactor))
-                if lay.flatten:
-                    col += 1
-                    m += 1
-                else:
-                    col += qfactor
-                    m += qfactor
+            col_target = _fill_8bit(batch, col_target, fast, ch, pk.map_init, out_expand,
+                                    out_thresh, in_exp, pk.in_thresh, in_chan, pk.out_chan,
+                                    rows)
+        elif fast is None:
+            col_target = _pack_general(batch, pk, col_target, ch, row_values)
         col_target = batch.flush(col_target)
-        if koffs + col_target < mem.width(p) and memory.used[p, koffs + col_target] > 0:
+        if koffs + col_target < mem.kernel_words(p) and memory.used[p, koffs + col_target] > 0:
             col_target += 1  # finish a partly filled column
         col_target = _pad_free(memory, p, koffs + col_target, start_col + klen - col_target,
                                ll) - koffs
         while col_target - start_col < klen:
-            col_target = add(p, col_target, 0)
+            col_target = _add_byte(memory, pk, p, col_target, 0)
         if lay.flatten:
             klen = col_target
-        ch += 1
     offset[ll] = koffs
     length[ll] = klen
     kcount[ll] = count

@@ -17,21 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from ..network import OP_CONVTRANSPOSE2D, OP_NONE, Network
+from ..options import EmitOptions
 from ..placement import Placement
+from .hw import derive, ffs, fls, popcount
+from .weights import weights_of
 
 STARTUP_CYCLES = 1  # the estimate starts with one cycle for the start command
-
-# Device flags the estimate depends on (izer/tornadocnn.py): multi-pass pooling in a
-# passthrough layer that writes more than one output pass takes 2*passes-1 passes, and
-# "pool after element-wise" on multi-pass layers re-reads the kernel offset region.
-_FLAGS = MappingProxyType({
-    "MAX78000": {"two_pass_passthrough": True, "kernoff_multiwrite": True},
-    "MAX78002": {"two_pass_passthrough": True, "kernoff_multiwrite": False},
-})
-
 
 @dataclass(frozen=True)
 class LayerTiming:
@@ -53,18 +46,6 @@ class LayerTiming:
     flatten: bool
     streaming: bool
     kernel_offset: int
-
-
-def _ffs(x: int) -> int:
-    return (x & -x).bit_length() - 1
-
-
-def _fls(x: int) -> int:
-    return x.bit_length() - 1
-
-
-def _popcount(x: int) -> int:
-    return bin(x).count("1")
 
 
 def execution_order(placement: Placement) -> list[int]:
@@ -94,30 +75,27 @@ def kernel_count(network: Network, placement: Placement, ll: int, passes_in: int
     omap = placement.layers[ll].output_processor_map
     if omap == 0:
         return 0
-    start_col = _ffs(omap) % 4
-    first = _ffs(omap) - (start_col if passes_out > 1 else 0)
+    start_col = ffs(omap) % 4
+    first = ffs(omap) - (start_col if passes_out > 1 else 0)
     in_exp = 1 if lay.flatten else passes_in
     if lay.conv_groups == 1:
-        count = (1 + _fls(omap) - first) * passes_out * in_exp + start_col * passes_out * in_exp
+        count = (1 + fls(omap) - first) * passes_out * in_exp + start_col * passes_out * in_exp
     else:
         count = in_exp + start_col * in_exp
     if lay.flatten:
         # A flattened linear layer holds one kernel row per (pixel, pass) per output.
         rows = lay.input_channels * lay.pooled_dim[0] * lay.pooled_dim[1] // in_thresh
-        count = count * rows - (passes_out * _popcount(omap) - lay.output_channels) * rows
+        count = count * rows - (passes_out * popcount(omap) - lay.output_channels) * rows
     return count
 
 
 def layer_timings(network: Network, placement: Placement,
                   kernel_offsets: Sequence[int] | None = None) -> dict[int, LayerTiming]:
     """The frame-equation inputs of every executed layer (vendor's hardware view)."""
-    # The emission stage already derives what the hardware runs (1x1 kernels on the 3x3
-    # path next to streaming, stretched dilated Conv1d, flipped transposed padding).
-    from ..emit.options import EmitOptions
-    from ..emit.registers.hwlayers import derive
-
+    # What the hardware runs (1x1 kernels on the 3x3 path next to streaming, stretched
+    # dilated Conv1d, flipped transposed padding): the hardware view (map/hw.py).
     hw = derive(placement, EmitOptions())
-    flags = _FLAGS.get(placement.device, _FLAGS["MAX78000"])
+    device = placement.device
     out: dict[int, LayerTiming] = {}
     for ll in execution_order(placement):
         lay, pl, h = network.layers[ll], placement.layers[ll], hw.layers[ll]
@@ -140,12 +118,12 @@ def layer_timings(network: Network, placement: Placement,
             pooled = (pooled[0] * lay.stride[0], pooled[1] * lay.stride[1])
         pooling = lay.pool[0] > 1 or lay.pool[1] > 1
         passes = h.in_expand
-        if flags["two_pass_passthrough"] and op == OP_NONE and h.out_expand > 1 and pooling:
+        if device.two_pass_passthrough and op == OP_NONE and h.out_expand > 1 and pooling:
             passes = 2 * h.in_expand - 1
         # Passthrough time slots: output words per quadrant (izer/backend, "tscnt").
         slots = 0
         for g in hw.groups_used:
-            pop = _popcount((pl.processor_map >> 16 * g) & 0xFFFF)
+            pop = popcount(device.in_quadrant(pl.processor_map, g))
             if op == OP_NONE:
                 if pop:
                     slots = max(slots, (pop * lay.output_width // 8 - 1) // 4)
@@ -219,31 +197,18 @@ def frame_cycles(t: LayerTiming, kernoff_multiwrite: bool = True) -> int:
     return total
 
 
-def estimate_cycles(network: Network, placement: Placement, device: str | None = None,
+def estimate_cycles(network: Network, placement: Placement,
                     kernel_offsets: Sequence[int] | None = None) -> list[int]:
     """[startup, cycles of each executed layer in execution order] (vendor estimate).
 
     `kernel_offsets` (first kernel-memory column per layer) only matters for multi-pass
-    or element-wise layers that pool after the element-wise operation; when omitted the
-    kernel allocator's result is used if it is available, else 0.
+    or element-wise layers that pool after the element-wise operation; when omitted they
+    come from the placement's kernel allocation (map/weights.py).
     """
-    dev = device or placement.device
-    multi = _FLAGS.get(dev, _FLAGS["MAX78000"])["kernoff_multiwrite"]
+    multi = placement.device.kernoff_multiwrite
     if kernel_offsets is None:
-        kernel_offsets = _allocated_kernel_offsets(placement)
+        kernels = weights_of(network, placement).kernels
+        kernel_offsets = [int(x) for x in kernels.offset]
     timings = layer_timings(network, placement, kernel_offsets)
     return [STARTUP_CYCLES] + [frame_cycles(timings[ll], multi)
                                for ll in execution_order(placement)]
-
-
-def _allocated_kernel_offsets(placement: Placement) -> list[int] | None:
-    """Kernel offsets from the kernel allocator (onnx2ai8x.map.kernels) when present."""
-    try:
-        from .kernels import allocate_kernels  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    try:
-        result = allocate_kernels(placement.network, placement)
-    except Exception:  # noqa: BLE001 - an allocator failure only costs estimate precision
-        return None
-    return [int(x) for x in result.offset]

@@ -21,83 +21,27 @@ Facts (seed 000 "MAX78000 and MAX78002 Hardware and Resources", "Data Memory",
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import MappingProxyType
 
+from ..devices import (
+    PROCESSORS,
+    PROCESSORS_PER_MEMORY,
+    Device,
+)
 from ..errors import Diagnostic
 from ..network import OP_CONV1D, OP_CONV2D, OP_NONE, Layer, Network, output_layers
 from ..placement import Placement
+from .hw import ffs, fls, multipass, popcount
+from .weights import try_allocate
 
-MAX_PROC = 64
-P_SHARED = 4  # processors per data-memory instance
-P_NUMPRO = 16  # processors per quadrant
 INPUT = -1  # in_sequences value of the network input
-
-
-@dataclass(frozen=True)
-class MemoryFacts:
-    """The memory sizes of one device (see module docstring)."""
-
-    name: str
-    data_bytes: int  # per data-memory instance
-    kernel_columns: int  # per processor
-    kernel_columns_first: int  # the first processor of each quadrant
-    bias_bytes: int  # per quadrant
-    max_layers: int
-
-
-_FACTS = MappingProxyType({
-    "MAX78000": MemoryFacts("MAX78000", 0x8000, 768, 768, 512, 32),
-    "MAX78002": MemoryFacts("MAX78002", 0x14000, 4096, 5120, 2048, 128),
-})
-_ALIASES = MappingProxyType({"AI85": "MAX78000", "AI87": "MAX78002", "85": "MAX78000",
-                             "87": "MAX78002"})
-
-
-def device_name(device: object) -> str:
-    """The canonical device name of a name or a Device record (anything with `.name`)."""
-    name = str(getattr(device, "name", device)).upper()
-    return _ALIASES.get(name, name)
-
-
-def memory_facts(device: object) -> MemoryFacts:
-    from ..errors import EXIT_USAGE, Ai8xError
-
-    name = device_name(device)
-    if name not in _FACTS:
-        raise Ai8xError("usage.device", str(device), "unknown device",
-                        f"use one of {', '.join(_FACTS)}", exit_code=EXIT_USAGE)
-    return _FACTS[name]
-
-
-def popcount(x: int) -> int:
-    return bin(x).count("1")
-
-
-def ffs(x: int) -> int:
-    return (x & -x).bit_length() - 1
-
-
-def fls(x: int) -> int:
-    return x.bit_length() - 1
-
-
-def expand(channels: int) -> tuple[int, int]:
-    """(passes, processors per pass) for `channels` (seed 000 "Multi-Pass": beyond 64
-    channels the channels wrap in passes; the per-pass count rounds up to a multiple of 4
-    so each pass fills whole memory instances)."""
-    passes = max(1, (channels + MAX_PROC - 1) // MAX_PROC)
-    per_pass = (channels + passes - 1) // passes
-    if channels > MAX_PROC:
-        per_pass = min((per_pass + P_SHARED - 1) & ~(P_SHARED - 1), MAX_PROC)
-    return passes, per_pass
 
 
 def instances(processor_map: int) -> int:
     """Bit mask of the data-memory instances a processor map touches."""
     out = 0
-    for p in range(MAX_PROC):
+    for p in range(PROCESSORS):
         if processor_map >> p & 1:
-            out |= 1 << (p // P_SHARED)
+            out |= 1 << (p // PROCESSORS_PER_MEMORY)
     return out
 
 
@@ -109,9 +53,9 @@ def lanes(processor_map: int, whole_words: bool) -> int:
         return processor_map
     out = 0
     inst = instances(processor_map)
-    for i in range(MAX_PROC // P_SHARED):
+    for i in range(PROCESSORS // PROCESSORS_PER_MEMORY):
         if inst >> i & 1:
-            out |= 0xF << (P_SHARED * i)
+            out |= 0xF << (PROCESSORS_PER_MEMORY * i)
     return out
 
 
@@ -154,7 +98,7 @@ def output_ignore(layer: Layer) -> int:
     """Bytes a long-dilation 3-tap Conv1d writes below its `out_offset` (vendor rule)."""
     dil, k = layer.dilation[0], layer.kernel_size[0]
     if layer.operator == OP_CONV1D and dil > 1 and (k - 1) * dil >= 9 and k == 3:
-        return 4 * dil * expand(layer.output_channels)[0]
+        return 4 * dil * multipass(layer.output_channels)[0]
     return 0
 
 
@@ -178,7 +122,7 @@ def in_place_margin(network: Network, ll: int, big_data: bool = False) -> int | 
             or lay.pool != (1, 1) or lay.output_width != 8 or lay.conv_groups != 1 \
             or tuple(lay.kernel_size) != (k, k) or tuple(lay.padding) != (p, p) \
             or 2 * p != k - 1 or tuple(lay.input_dim) != tuple(lay.output_dim) \
-            or expand(lay.input_channels)[0] != 1 or expand(lay.output_channels)[0] != 1:
+            or multipass(lay.input_channels)[0] != 1 or multipass(lay.output_channels)[0] != 1:
         return None
     if last_use(network)[srcs[0]] != ll:
         return None
@@ -188,7 +132,7 @@ def in_place_margin(network: Network, ll: int, big_data: bool = False) -> int | 
 def output_bytes(layer: Layer) -> int:
     """Bytes per instance of a layer's output (HWC, one word per pixel per pass)."""
     h, w = layer.output_dim
-    passes = expand(layer.output_channels)[0]
+    passes = multipass(layer.output_channels)[0]
     return (h * w + output_pad(layer)) * passes * 4 * layer.output_width // 8
 
 
@@ -196,7 +140,7 @@ def input_bytes(network: Network, ll: int, big_data: bool) -> int:
     """Bytes per instance the layer reads (all operands), vendor's in_size rule."""
     lay = network.layers[ll]
     h, w = lay.input_dim
-    passes = expand(lay.input_channels)[0]
+    passes = multipass(lay.input_channels)[0]
     return h * w * passes * lay.operands * (1 if big_data else 4)
 
 
@@ -210,10 +154,10 @@ def kernel_columns(layer: Layer, output_processor_map: int) -> int:
     """
     if layer.weights is None or layer.operator == OP_NONE:
         return 0
-    omap = output_processor_map or (1 << expand(layer.output_channels)[1]) - 1
-    passes_in, thresh_in = expand(layer.input_channels)
-    passes_out = expand(layer.output_channels)[0]
-    start_col = ffs(omap) % P_SHARED
+    omap = output_processor_map or (1 << multipass(layer.output_channels)[1]) - 1
+    passes_in, thresh_in = multipass(layer.input_channels)
+    passes_out = multipass(layer.output_channels)[0]
+    start_col = ffs(omap) % PROCESSORS_PER_MEMORY
     first = ffs(omap) - (start_col if passes_out > 1 else 0)
     in_exp = 1 if layer.flatten else passes_in
     kc = (1 + fls(omap) - first) * passes_out * in_exp if layer.conv_groups == 1 else in_exp
@@ -227,18 +171,14 @@ def kernel_columns(layer: Layer, output_processor_map: int) -> int:
     return (kc * ksize * bits + res + 71) // 72
 
 
-def kernel_capacity(facts: MemoryFacts, proc: int) -> int:
-    return facts.kernel_columns_first if proc % P_NUMPRO == 0 else facts.kernel_columns
-
-
-def place_kernels(network: Network, maps: list[tuple[int, int]], facts: MemoryFacts,
+def place_kernels(network: Network, maps: list[tuple[int, int]], facts: Device,
                   order: list[int] | None = None) -> tuple[list[int | None], list[int]]:
     """Greedy kernel-memory layout: each layer at the lowest column free in all of its
     input processors (the vendor also gives a layer one column range across its
     processors). Returns (first column per layer or None if it does not fit, columns
     used per processor)."""
-    used = [0] * MAX_PROC  # next free column per processor (layers never share columns)
-    busy: list[list[tuple[int, int]]] = [[] for _ in range(MAX_PROC)]
+    used = [0] * PROCESSORS  # next free column per processor (layers never share columns)
+    busy: list[list[tuple[int, int]]] = [[] for _ in range(PROCESSORS)]
     start: list[int | None] = [None] * len(network.layers)
     for ll in order if order is not None else range(len(network.layers)):
         pmap, omap = maps[ll]
@@ -246,9 +186,9 @@ def place_kernels(network: Network, maps: list[tuple[int, int]], facts: MemoryFa
         if length == 0:
             start[ll] = 0
             continue
-        procs = [p for p in range(MAX_PROC) if pmap >> p & 1]
+        procs = [p for p in range(PROCESSORS) if pmap >> p & 1]
         col = lowest_free(busy, procs, length)
-        if col is None or any(col + length > kernel_capacity(facts, p) for p in procs):
+        if col is None or any(col + length > facts.kernel_words(p) for p in procs):
             continue
         for p in procs:
             busy[p].append((col, col + length))
@@ -268,24 +208,6 @@ def lowest_free(busy: list[list[tuple[int, int]]], procs: list[int],
         col = (max(clash) + 3) & ~3
         if col > 1 << 16:
             return None
-
-
-def bias_fits(network: Network, facts: MemoryFacts, layers: list[int]) -> list[int]:
-    """Layers whose bias finds no room: first-fit, largest first, one quadrant per bias
-    (the vendor's bias allocation, izer/kbias.py facts)."""
-    free = [facts.bias_bytes] * 4
-    need = sorted(((network.layers[ll].output_channels, ll) for ll in layers
-                   if network.layers[ll].bias_hw is not None
-                   or network.layers[ll].bias is not None), key=lambda t: (-t[0], t[1]))
-    missing = []
-    for size, ll in need:
-        for g in range(4):
-            if free[g] >= size:
-                free[g] -= size
-                break
-        else:
-            missing.append(ll)
-    return sorted(missing)
 
 
 @dataclass(frozen=True)
@@ -337,9 +259,9 @@ def stream_rollovers(placement: Placement) -> tuple[int | None, ...]:
     """
     if not any(pl.streaming for pl in placement.layers):
         return (None,) * len(placement.layers)
-    from ..emit.options import EmitOptions
-    from ..emit.registers.hwlayers import derive
-    from ..emit.registers.streaming import rollover, stream_values
+    from ..options import EmitOptions
+    from .hw import derive
+    from .streaming import rollover, stream_values
 
     hw = derive(placement, EmitOptions(fifo=True))
     return tuple(rollover(hw, ll, stream_values(hw, ll)) if pl.streaming else None
@@ -391,7 +313,7 @@ def _network_input_bytes(network: Network, big: bool) -> int:
     shape = network.input_shape
     c = shape[0]
     pixels = shape[1] * (shape[2] if len(shape) > 2 else 1)
-    return pixels * expand(c)[0] * (1 if big else 4)
+    return pixels * multipass(c)[0] * (1 if big else 4)
 
 
 def _round4(x: int) -> int:
@@ -402,10 +324,9 @@ def _where(network: Network, ll: int) -> str:
     return f"layer `{network.layers[ll].name}`" if ll >= 0 else "network input"
 
 
-def check_placement(network: Network, placement: Placement,
-                    device: object | None = None) -> list[Diagnostic]:
+def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
     """Every violation of the device's processor and memory limits (empty: all fit)."""
-    facts = memory_facts(device if device is not None else placement.device)
+    facts = placement.device
     diags: list[Diagnostic] = []
     n = len(network.layers)
     if len(placement.layers) != n:
@@ -418,14 +339,14 @@ def check_placement(network: Network, placement: Placement,
                                 "merge layers or use a larger device"))
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
         where = _where(network, ll)
-        passes, per_pass = expand(lay.input_channels)
+        passes, per_pass = multipass(lay.input_channels)
         if popcount(pl.processor_map) != per_pass:
             diags.append(Diagnostic(
                 "map.processors", where,
                 f"{lay.input_channels} input channels need {per_pass} processors per pass "
                 f"({passes} pass(es)); the map {pl.processor_map:#018x} enables "
                 f"{popcount(pl.processor_map)}", f"enable exactly {per_pass} processors"))
-        opasses, oper = expand(lay.output_channels)
+        opasses, oper = multipass(lay.output_channels)
         if popcount(pl.output_processor_map) != oper:
             diags.append(Diagnostic(
                 "map.processors", where,
@@ -442,19 +363,19 @@ def check_placement(network: Network, placement: Placement,
                     f"(processors 0, 4, 8, ...), the map is {pl.processor_map:#018x}",
                     "enable one processor out of each group of four"))
         in_size = input_bytes(network, ll, pl.big_data)
-        if not pl.streaming and pl.in_offset + in_size > facts.data_bytes:
+        if not pl.streaming and pl.in_offset + in_size > facts.data_instance_bytes:
             diags.append(Diagnostic(
                 "map.data-memory", where,
                 f"the input ({in_size} bytes per instance) at offset {pl.in_offset:#x} ends "
-                f"past the {facts.data_bytes:#x}-byte data memory instance",
+                f"past the {facts.data_instance_bytes:#x}-byte data memory instance",
                 "use a smaller input, a lower `in_offset`, or streaming"))
         out_size = output_bytes(lay) * (pl.write_gap + 1)
         if not 0 <= pl.out_offset or pl.out_offset + out_size - 4 * pl.write_gap \
-                > facts.data_bytes and (not pl.streaming or ll == n - 1):
+                > facts.data_instance_bytes and (not pl.streaming or ll == n - 1):
             diags.append(Diagnostic(
                 "map.data-memory", where,
                 f"the output ({out_size} bytes per instance) at offset {pl.out_offset:#x} "
-                f"ends past the {facts.data_bytes:#x}-byte data memory instance",
+                f"ends past the {facts.data_instance_bytes:#x}-byte data memory instance",
                 "lower `out_offset` or reduce the output size"))
         if pl.out_offset % 4 or pl.in_offset % 4:
             diags.append(Diagnostic("map.alignment", where,
@@ -462,51 +383,9 @@ def check_placement(network: Network, placement: Placement,
                                     "round `in_offset`/`out_offset` to a multiple of 4"))
     diags += _check_liveness(network, placement)
     diags += _check_streaming(network, placement, facts)
-    exact = _exact_weight_memory(network, placement)
-    if exact is not None:
-        return diags + exact
-    maps = [(pl.processor_map, pl.output_processor_map) for pl in placement.layers]
-    start, _ = place_kernels(network, maps, facts)
-    for ll, col in enumerate(start):
-        if col is None:
-            lay = network.layers[ll]
-            diags.append(Diagnostic(
-                "map.kernel-memory", _where(network, ll),
-                f"the layer's {kernel_columns(lay, maps[ll][1])} kernel columns per processor "
-                f"do not fit in the remaining kernel memory ({facts.kernel_columns} columns "
-                f"per processor on {facts.name})",
-                "spread layers over other processors, use fewer weight bits, or a larger "
-                "device"))
-    for ll in bias_fits(network, facts, list(range(n))):
-        diags.append(Diagnostic(
-            "map.bias-memory", _where(network, ll),
-            f"{network.layers[ll].output_channels} bias values do not fit in any quadrant's "
-            f"remaining bias memory ({facts.bias_bytes} bytes per quadrant)",
-            "drop the bias of some layers or use a larger device"))
-    return diags
-
-
-def _exact_weight_memory(network: Network, placement: Placement) -> list[Diagnostic] | None:
-    """Kernel and bias memory checked with the emission's allocators (the vendor's exact
-    layout, onnx2ai8x.map.kernels / onnx2ai8x.map.bias) when they are available; None
-    when they are not (the estimates above are used instead)."""
-    from ..errors import Ai8xError
-
-    try:
-        from .bias import allocate_bias  # type: ignore[import-not-found]
-        from .kernels import allocate_kernels  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    out = []
-    for code, alloc in (("map.kernel-memory", allocate_kernels), ("map.bias-memory",
-                                                                   allocate_bias)):
-        try:
-            alloc(network, placement)
-        except Ai8xError as err:
-            out += [Diagnostic(code, d.where, d.message, d.hint) for d in err.diagnostics]
-        except Exception:  # noqa: BLE001 - an allocator defect: fall back to the estimate
-            return None
-    return out
+    # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py),
+    # the placement's own allocation when it carries one.
+    return diags + try_allocate(network, placement)[1]
 
 
 def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
@@ -577,10 +456,10 @@ def stream_register_diagnostics(network: Network, placement: Placement) -> list[
     k = stream_count(placement)
     if not k:
         return []
-    from ..emit.options import EmitOptions
-    from ..emit.registers.hwlayers import derive
-    from ..emit.registers.streaming import stream1, stream2, stream_values
     from ..errors import Ai8xError
+    from ..options import EmitOptions
+    from .hw import derive
+    from .streaming import stream1, stream2, stream_values
 
     diags: list[Diagnostic] = []
     first, lay0 = placement.layers[0], network.layers[0]
@@ -608,16 +487,16 @@ def stream_register_diagnostics(network: Network, placement: Placement) -> list[
         except Ai8xError as err:
             diags += [Diagnostic("map.streaming", where, d.message, d.hint)
                       for d in err.diagnostics]
-        if (roll[ll] or 0) >= 1 << hw.dev.max_fbuf_bits:
+        if (roll[ll] or 0) >= 1 << hw.dev.regs.max_fbuf_bits:
             diags.append(Diagnostic("map.streaming", where,
                                     f"streaming rollover {roll[ll]} exceeds the device limit "
-                                    f"of {(1 << hw.dev.max_fbuf_bits) - 1}",
+                                    f"of {(1 << hw.dev.regs.max_fbuf_bits) - 1}",
                                     "use a narrower input or fewer streaming layers"))
     return diags
 
 
 def _check_streaming(network: Network, placement: Placement,
-                     facts: MemoryFacts) -> list[Diagnostic]:
+                     facts: Device) -> list[Diagnostic]:
     """The vendor's checks of a streaming network (seed 000 "Streaming Mode", "FIFOs";
     izer backend facts): `stream_register_diagnostics`, every circular buffer inside its
     instance, no two circular buffers of the streaming layers in a common memory instance
@@ -633,11 +512,11 @@ def _check_streaming(network: Network, placement: Placement,
         lay, pl, words = network.layers[ll], placement.layers[ll], roll[ll] or 0
         where = _where(network, ll)
         buf = (pl.in_offset, pl.in_offset + 4 * words)
-        if buf[1] >= facts.data_bytes:
+        if buf[1] >= facts.data_instance_bytes:
             diags.append(Diagnostic(
                 "map.streaming", where,
                 f"the circular input buffer ({words} words at {pl.in_offset:#x}) reaches the "
-                f"end of the {facts.data_bytes:#x}-byte data memory instance",
+                f"end of the {facts.data_instance_bytes:#x}-byte data memory instance",
                 "lower `in_offset` of this streaming layer"))
         ignore = output_ignore(lay)
         if pl.processor_map & pl.output_processor_map:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -178,10 +179,13 @@ def _is_int(value: object) -> bool:
 class _LayerReader:
     """Typed access to one layer mapping, with messages naming layer and key."""
 
-    def __init__(self, ctx: _Ctx, index: int, data: dict) -> None:
+    def __init__(self, ctx: _Ctx, index: int, data: dict,
+                 names: list[str | None] = (), buffer_names: set[str] = frozenset()) -> None:
         self.ctx = ctx
         self.index = index
         self.data = data
+        self.names = names  # layer names, for references by name
+        self.buffer_names = buffer_names
         name = data.get("name")
         self.name = name if isinstance(name, str) else None
 
@@ -415,8 +419,8 @@ def parse_dict(cfg: dict, source: str = "<string>") -> Sidecar:
         if "weights" in cfg else None)
 
 
-def _find(rd: _LayerReader, key: str, ref: int | str, names: list[str | None],
-          buffer_names: set[str], allow_stop: bool = False) -> int:
+def _find(rd: _LayerReader, key: str, ref: int | str, allow_stop: bool = False) -> int:
+    names, buffer_names = rd.names, rd.buffer_names
     if isinstance(ref, int):
         return ref
     if ref == "input":
@@ -434,12 +438,36 @@ def _find(rd: _LayerReader, key: str, ref: int | str, names: list[str | None],
                   "give the layer a `name`, or use its number", code="sidecar.reference")
 
 
-def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
-                 names: list[str | None], buffer_names: set[str]) -> SidecarLayer:
-    rd = _LayerReader(ctx, yaml_index, entry)
-    v: dict = {}
+# --------------------------------------------------------------------------- layer keys
+# One small parser per key (or per group of keys that decide together, such as the
+# operation and its default padding); `LAYER_PARSERS` runs them in order, each writing
+# SidecarLayer fields into `v`. The order is the order the checks report problems in.
 
-    if not rd.has("processors") or entry["processors"] in (None, 0):
+LayerParser = Callable[[_LayerReader, dict], None]
+
+
+def _plain(field: str, read: Callable[[_LayerReader, str], object], default: object,
+           *keys: str) -> LayerParser:
+    """A key read as is (`keys`: its spellings, the first one present wins)."""
+    spellings = keys or (field,)
+
+    def parse(rd: _LayerReader, v: dict) -> None:
+        key = next((k for k in spellings if rd.has(k)), None)
+        v[field] = default if key is None else read(rd, key)
+    return parse
+
+
+def _int_from(low: int | None = None, high: int | None = None
+              ) -> Callable[[_LayerReader, str], int]:
+    return lambda rd, key: rd.int(key, low, high)
+
+
+def _flag(rd: _LayerReader, key: str) -> bool:
+    return rd.bool(key)
+
+
+def _processors(rd: _LayerReader, v: dict) -> None:
+    if not rd.has("processors") or rd.data["processors"] in (None, 0):
         raise rd.fail("processors", "`processors` is missing or zero; every layer needs the "
                       "mask of processors that read its input",
                       "e.g. `processors: 0x000000000000000f` for 4 channels",
@@ -448,6 +476,8 @@ def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
     v["output_processors"] = rd.mask("output_processors") if rd.has("output_processors") \
         else None
 
+
+def _pooling(rd: _LayerReader, v: dict) -> None:
     v["pooling"] = False
     v["pool_average"] = False
     v["pool"] = (1, 1)
@@ -456,69 +486,75 @@ def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
             v["pool"] = rd.pair(key)
             v["pooling"] = True
             v["pool_average"] = key == "avg_pool"
-    pool_stride = rd.pair("pool_stride") if rd.has("pool_stride") else None
+    v["pool_stride"] = rd.pair("pool_stride") if rd.has("pool_stride") else None
 
+
+def _quantization(rd: _LayerReader, v: dict) -> None:
     quantization = None
     if rd.has("quantization"):
-        val = entry["quantization"]
-        val = val.lower() if isinstance(val, str) else val
+        given = rd.data["quantization"]
+        val = given.lower() if isinstance(given, str) else given
         if val in ("bin", "binary"):
             quantization = -1
         elif _is_int(val) and val in (1, 2, 4, 8):
             quantization = val
         else:
-            raise rd.fail("quantization", f"`quantization` is {entry['quantization']!r}; "
+            raise rd.fail("quantization", f"`quantization` is {given!r}; "
                           "it must be 1, 2, 4, 8 or binary")
     v["quantization"] = quantization
-    v["output_shift"] = rd.int("output_shift", -15 - 7, 15) if rd.has("output_shift") \
-        else None
 
-    v["in_channels"] = rd.int("in_channels", 1) if rd.has("in_channels") else None
+
+def _in_dim(rd: _LayerReader, v: dict) -> None:
     v["in_dim"] = None
     if rd.has("in_dim"):
-        val = entry["in_dim"]
+        val = rd.data["in_dim"]
         if _is_int(val):
             val = [val, 1]  # 1-D length L is [L, 1]
         if not isinstance(val, list) or len(val) not in (1, 2) or not all(map(_is_int, val)) \
                 or min(val) < 1:
             raise rd.fail("in_dim", f"`in_dim` must be a length or [H, W], got "
-                          f"{entry['in_dim']!r}", code="sidecar.type")
+                          f"{rd.data['in_dim']!r}", code="sidecar.type")
         v["in_dim"] = (val[0], val[1] if len(val) > 1 else 1)
+
+
+def _in_crop(rd: _LayerReader, v: dict) -> None:
     v["in_crop"] = (0, 0)
     if rd.has("in_crop"):
-        val = entry["in_crop"]
+        val = rd.data["in_crop"]
         if not isinstance(val, list) or len(val) != 2 or not all(map(_is_int, val)) \
                 or min(val) < 0:
             raise rd.fail("in_crop", f"`in_crop` must be [start, end] counts, got {val!r}",
                           code="sidecar.type")
         v["in_crop"] = (val[0], val[1])
-    key = "in_skip" if rd.has("in_skip") else "read_gap"
-    v["read_gap"] = rd.int(key, 0) if rd.has(key) else 0
-    v["in_channel_skip"] = rd.int("in_channel_skip", 0) if rd.has("in_channel_skip") else 0
-    v["in_offset"] = rd.int("in_offset", 0) if rd.has("in_offset") else None
-    v["out_channels"] = rd.int("out_channels", 1) if rd.has("out_channels") else None
+
+
+def _out_offset(rd: _LayerReader, v: dict) -> None:
     v["out_offset"] = rd.int("out_offset", 0) if rd.has("out_offset") else 0
     v["out_offset_given"] = rd.has("out_offset")
 
+
+def _activation(rd: _LayerReader, v: dict) -> None:
     v["activation"] = None
     for key in ("activate", "activation"):
         if rd.has(key):
             word = rd.word(key)
             if word not in ACTIVATIONS:
-                raise rd.fail(key, f"`{key}` is {entry[key]!r}; it must be ReLU, Abs or None",
-                              _suggest(word, tuple(ACTIVATIONS)))
+                raise rd.fail(key, f"`{key}` is {rd.data[key]!r}; it must be ReLU, Abs or "
+                              "None", _suggest(word, tuple(ACTIVATIONS)))
             v["activation"] = ACTIVATIONS[word]
 
+
+def _operation(rd: _LayerReader, v: dict) -> None:
+    """The operation, and the defaults it implies (padding, kernel, operands)."""
     operator, eltwise, operands = OP_CONV2D, ELTWISE_NONE, 1
     padding: Pair = (1, 1)
-    pad_given = False
     kernel: Pair = DEFAULT_2D_KERNEL
     op_key = next((k for k in ("convolution", "operation", "operator", "op") if rd.has(k)),
                   None)
     if op_key:
         word = rd.word(op_key)
         if word not in OPERATIONS:
-            raise rd.fail(op_key, f"`{op_key}` is {entry[op_key]!r}, not an operation",
+            raise rd.fail(op_key, f"`{op_key}` is {rd.data[op_key]!r}, not an operation",
                           _suggest(word, tuple(OPERATIONS)))
         operator, eltwise = OPERATIONS[word]
         if operator == OP_NONE:
@@ -527,43 +563,54 @@ def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
             operands = 2
         if operator == OP_LINEAR:
             kernel, padding = (1, 1), (0, 0)
-    v["operator_given"] = op_key is not None
+    v.update(operator=operator, eltwise=eltwise, operands=operands, padding=padding,
+             pad_given=False, kernel_size=kernel, operator_given=op_key is not None)
 
+
+def _pad(rd: _LayerReader, v: dict) -> None:
     if rd.has("pad"):
         pad = rd.int("pad", 0)
-        padding, pad_given = (pad, pad), True
+        v["padding"], v["pad_given"] = (pad, pad), True
 
+
+def _dilation(rd: _LayerReader, v: dict) -> None:
     v["dilation"] = (1, 1)
     if rd.has("dilation"):
         v["dilation"] = rd.pair("dilation")
-        if operator == OP_NONE:
+        if v["operator"] == OP_NONE:
             raise rd.fail("dilation", "`dilation` needs a convolution; this layer has none",
                           "remove `dilation` or set `operation: conv1d/conv2d`")
 
+
+def _eltwise(rd: _LayerReader, v: dict) -> None:
     if rd.has("eltwise"):
         word = rd.word("eltwise")
         if word not in ELTWISE_VALUES:
-            raise rd.fail("eltwise", f"`eltwise` is {entry['eltwise']!r}; it must be add, sub, "
-                          "or or xor", _suggest(word, tuple(ELTWISE_VALUES)))
-        eltwise, operands = ELTWISE_VALUES[word], 2
+            raise rd.fail("eltwise", f"`eltwise` is {rd.data['eltwise']!r}; it must be add, "
+                          "sub, or or xor", _suggest(word, tuple(ELTWISE_VALUES)))
+        v["eltwise"], v["operands"] = ELTWISE_VALUES[word], 2
 
-    v["pool_first"] = rd.bool("pool_first") if rd.has("pool_first") else True
 
+def _operands(rd: _LayerReader, v: dict) -> None:
     if rd.has("operands"):
-        if eltwise == ELTWISE_NONE:
+        if v["eltwise"] == ELTWISE_NONE:
             raise rd.fail("operands", "`operands` only applies to element-wise operations",
                           "add `eltwise: add` (or use `operation: add`), or remove `operands`")
-        operands = rd.int("operands", 2, 16)
+        v["operands"] = rd.int("operands", 2, 16)
 
+
+def _data_format(rd: _LayerReader, v: dict) -> None:
     v["big_data"] = False
     if rd.has("data_format"):
         word = rd.word("data_format")
         if word in ("chw", "big"):
             v["big_data"] = True
         elif word not in ("hwc", "little"):
-            raise rd.fail("data_format", f"`data_format` is {entry['data_format']!r}; it must "
-                          "be HWC (little) or CHW (big)")
+            raise rd.fail("data_format", f"`data_format` is {rd.data['data_format']!r}; it "
+                          "must be HWC (little) or CHW (big)")
 
+
+def _output_width(rd: _LayerReader, v: dict) -> None:
     v["output_width"] = 8
     if rd.has("output_width"):
         width = rd.int("output_width")
@@ -571,87 +618,90 @@ def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
             raise rd.fail("output_width", f"`output_width` is {width}; it must be 8 or 32")
         v["output_width"] = width
 
+
+def _kernel_size(rd: _LayerReader, v: dict) -> None:
+    operator = v["operator"]
     v["kernel_given"] = rd.has("kernel_size")
-    if rd.has("kernel_size"):
-        if operator == OP_LINEAR:
-            raise rd.fail("kernel_size", "a linear layer has no `kernel_size` (it is 1x1)",
-                          "remove `kernel_size`")
-        text = str(entry["kernel_size"]).lower().replace(" ", "")
-        if operator == OP_CONV2D:
-            if text not in ("1x1", "3x3"):
-                raise rd.fail("kernel_size", f"`kernel_size` is {entry['kernel_size']!r}; "
-                              "Conv2d supports 1x1 or 3x3")
-            kernel = (int(text[0]), int(text[2]))
-        elif operator == OP_CONVTRANSPOSE2D:
-            if text != "3x3":
-                raise rd.fail("kernel_size", f"`kernel_size` is {entry['kernel_size']!r}; "
-                              "ConvTranspose2d supports 3x3 only")
-            kernel = (3, 3)
-        else:
-            if not text.isdigit() or not 1 <= int(text) <= 9:
-                raise rd.fail("kernel_size", f"`kernel_size` is {entry['kernel_size']!r}; "
-                              "Conv1d supports 1 to 9",
-                              "Conv1d kernels are one number, e.g. `kernel_size: 3`")
-            kernel = (int(text), 1)
-    elif operator == OP_CONV1D:
-        kernel = DEFAULT_1D_KERNEL
+    if not rd.has("kernel_size"):
+        if operator == OP_CONV1D:
+            v["kernel_size"] = DEFAULT_1D_KERNEL
+        return
+    given = rd.data["kernel_size"]
+    if operator == OP_LINEAR:
+        raise rd.fail("kernel_size", "a linear layer has no `kernel_size` (it is 1x1)",
+                      "remove `kernel_size`")
+    text = str(given).lower().replace(" ", "")
+    if operator == OP_CONV2D:
+        if text not in ("1x1", "3x3"):
+            raise rd.fail("kernel_size", f"`kernel_size` is {given!r}; "
+                          "Conv2d supports 1x1 or 3x3")
+        v["kernel_size"] = (int(text[0]), int(text[2]))
+    elif operator == OP_CONVTRANSPOSE2D:
+        if text != "3x3":
+            raise rd.fail("kernel_size", f"`kernel_size` is {given!r}; "
+                          "ConvTranspose2d supports 3x3 only")
+        v["kernel_size"] = (3, 3)
+    else:
+        if not text.isdigit() or not 1 <= int(text) <= 9:
+            raise rd.fail("kernel_size", f"`kernel_size` is {given!r}; "
+                          "Conv1d supports 1 to 9",
+                          "Conv1d kernels are one number, e.g. `kernel_size: 3`")
+        v["kernel_size"] = (int(text), 1)
 
-    stride: Pair = (1, 1)
-    if rd.has("stride"):
-        val = entry["stride"]
-        if isinstance(val, list):
-            if len(val) != 2 or not all(map(_is_int, val)) or val[0] != val[1]:
-                raise rd.fail("stride", f"`stride` is {val!r}; both dimensions must be equal")
-            val = val[0]
-        if not _is_int(val) or val < 1:
-            raise rd.fail("stride", f"`stride` must be a positive integer, got {val!r}",
-                          code="sidecar.type")
-        if v["pooling"] and val != 1:
-            raise rd.fail("stride", "a layer that pools must use `stride: 1`",
-                          "stride with `pool_stride` instead")
-        if operator == OP_CONVTRANSPOSE2D and val != 2:
-            raise rd.fail("stride", f"ConvTranspose2d always uses stride 2, not {val}",
-                          "remove `stride`")
-        stride = (val, val)
 
-    v["streaming"] = rd.bool("streaming") if rd.has("streaming") else False
-    v["flatten"] = rd.bool("flatten") if rd.has("flatten") else False
+def _stride(rd: _LayerReader, v: dict) -> None:
+    v["stride"] = (1, 1)
+    if not rd.has("stride"):
+        return
+    val = rd.data["stride"]
+    if isinstance(val, list):
+        if len(val) != 2 or not all(map(_is_int, val)) or val[0] != val[1]:
+            raise rd.fail("stride", f"`stride` is {val!r}; both dimensions must be equal")
+        val = val[0]
+    if not _is_int(val) or val < 1:
+        raise rd.fail("stride", f"`stride` must be a positive integer, got {val!r}",
+                      code="sidecar.type")
+    if v["pooling"] and val != 1:
+        raise rd.fail("stride", "a layer that pools must use `stride: 1`",
+                      "stride with `pool_stride` instead")
+    if v["operator"] == OP_CONVTRANSPOSE2D and val != 2:
+        raise rd.fail("stride", f"ConvTranspose2d always uses stride 2, not {val}",
+                      "remove `stride`")
+    v["stride"] = (val, val)
 
+
+def _in_sequences(rd: _LayerReader, v: dict) -> None:
     v["in_sequences"] = None
     if rd.has("in_sequences"):
-        val = entry["in_sequences"]
+        val = rd.data["in_sequences"]
         items = val if isinstance(val, list) else [val]
         if not items:
             raise rd.fail("in_sequences", "`in_sequences` is an empty list",
                           "list the layers (numbers or names) whose outputs are the input")
         v["in_sequences"] = tuple(
-            _find(rd, "in_sequences", rd.reference("in_sequences", x), names, buffer_names)
-            for x in items)
+            _find(rd, "in_sequences", rd.reference("in_sequences", x)) for x in items)
+
+
+def _links(rd: _LayerReader, v: dict) -> None:
     for key in ("next_sequence", "simulated_sequence"):
         v[key] = None
         if rd.has(key):
-            v[key] = _find(rd, key, rd.reference(key, entry[key]), names, buffer_names,
-                           allow_stop=True)
-    v["snoop_sequence"] = rd.int("snoop_sequence") if rd.has("snoop_sequence") else None
+            v[key] = _find(rd, key, rd.reference(key, rd.data[key]), allow_stop=True)
 
-    key = "conv_groups" if rd.has("conv_groups") else "groups"
-    v["conv_groups"] = rd.int(key, 1) if rd.has(key) else 1
-    v["write_gap"] = rd.int("write_gap", 0) if rd.has("write_gap") else 0
-    v["bypass"] = rd.bool("bypass") if rd.has("bypass") else False
 
+def _bias_group(rd: _LayerReader, v: dict) -> None:
     v["bias_group"] = None
     key = "bias_quadrant" if rd.has("bias_quadrant") else "bias_group"
     if rd.has(key):
-        val = entry[key]
+        val = rd.data[key]
         items = [val] if _is_int(val) else val
         if not isinstance(items, list) or not items or not all(map(_is_int, items)) \
                 or not all(0 <= g <= 3 for g in items):
             raise rd.fail(key, f"`{key}` must be a group 0..3 or a list of them, got {val!r}")
         v["bias_group"] = tuple(items)
-    v["calcx4"] = rd.bool("calcx4") if rd.has("calcx4") else False
-    v["tcalc"] = rd.bool("tcalc") if rd.has("tcalc") else None
-    v["readahead"] = rd.bool("readahead") if rd.has("readahead") else False
 
+
+def _pool_dilation(rd: _LayerReader, v: dict) -> None:
     v["pool_dilation"] = (1, 1)
     if rd.has("pool_dilation"):
         v["pool_dilation"] = rd.pair("pool_dilation")
@@ -659,18 +709,23 @@ def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
             raise rd.fail("pool_dilation", "`pool_dilation` needs pooling in the same layer",
                           "add `max_pool`/`avg_pool`, or remove `pool_dilation`")
 
+
+def _output_pad(rd: _LayerReader, v: dict) -> None:
     if rd.has("output_pad"):
         out_pad = rd.int("output_pad", 0)
         v["output_padding"] = (out_pad, out_pad)
     else:
-        v["output_padding"] = (1, 1) if operator == OP_CONVTRANSPOSE2D else (0, 0)
+        v["output_padding"] = (1, 1) if v["operator"] == OP_CONVTRANSPOSE2D else (0, 0)
 
-    v["output"] = rd.bool("output") if rd.has("output") else False
+
+def _weight_source(rd: _LayerReader, v: dict) -> None:
     v["weight_source"] = None
     if rd.has("weight_source"):
         v["weight_source"] = _find(rd, "weight_source",
-                                   rd.reference("weight_source", entry["weight_source"]),
-                                   names, buffer_names)
+                                   rd.reference("weight_source", rd.data["weight_source"]))
+
+
+def _buffers(rd: _LayerReader, v: dict) -> None:
     v["buffer_shift"] = None
     if rd.has("buffer_shift"):
         v["buffer_shift"] = rd.int("buffer_shift", 1)
@@ -684,33 +739,68 @@ def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
             raise rd.fail("buffer_insert", "`buffer_insert` needs `out_offset`",
                           code="sidecar.missing-key")
 
-    pool = v["pool"]
-    pool_dilation = v["pool_dilation"]
-    dilation = v["dilation"]
-    # 1-D layers have no second dimension: the vendor tool forces it to 1/0.
-    if operator == OP_CONV1D:
-        padding = (padding[0], 0)
-        pool = (pool[0], 1)
-        pool_stride = (pool_stride[0], 1) if pool_stride else None
-        stride = (stride[0], 1)
-        dilation = (dilation[0], 1)
-        pool_dilation = (pool_dilation[0], 1)
-    elif operator == OP_NONE:
-        kernel = (1, 1)
-    elif operator == OP_CONVTRANSPOSE2D:
-        stride = (2, 2)
 
-    if not v["pool_first"] and (operands == 1 or pool == (1, 1)):
+LAYER_PARSERS: tuple[LayerParser, ...] = (
+    _processors, _pooling, _quantization,
+    _plain("output_shift", _int_from(-15 - 7, 15), None),
+    _plain("in_channels", _int_from(1), None),
+    _in_dim, _in_crop,
+    _plain("read_gap", _int_from(0), 0, "in_skip", "read_gap"),
+    _plain("in_channel_skip", _int_from(0), 0),
+    _plain("in_offset", _int_from(0), None),
+    _plain("out_channels", _int_from(1), None),
+    _out_offset, _activation, _operation, _pad, _dilation, _eltwise,
+    _plain("pool_first", _flag, True),
+    _operands, _data_format, _output_width, _kernel_size, _stride,
+    _plain("streaming", _flag, False),
+    _plain("flatten", _flag, False),
+    _in_sequences, _links,
+    _plain("snoop_sequence", _int_from(), None),
+    _plain("conv_groups", _int_from(1), 1, "conv_groups", "groups"),
+    _plain("write_gap", _int_from(0), 0),
+    _plain("bypass", _flag, False),
+    _bias_group,
+    _plain("calcx4", _flag, False),
+    _plain("tcalc", _flag, None),
+    _plain("readahead", _flag, False),
+    _pool_dilation, _output_pad,
+    _plain("output", _flag, False),
+    _weight_source, _buffers,
+)
+
+
+def _one_dimensional(rd: _LayerReader, v: dict) -> None:
+    """What the operation fixes after all keys are read: 1-D layers have no second
+    dimension (the vendor tool forces it to 1/0), a passthrough has no kernel and a
+    transposed convolution always strides 2; `pool_first: false` needs both pooling and
+    an element-wise operation."""
+    operator = v["operator"]
+    if operator == OP_CONV1D:
+        v["padding"] = (v["padding"][0], 0)
+        v["pool"] = (v["pool"][0], 1)
+        v["pool_stride"] = (v["pool_stride"][0], 1) if v["pool_stride"] else None
+        v["stride"] = (v["stride"][0], 1)
+        v["dilation"] = (v["dilation"][0], 1)
+        v["pool_dilation"] = (v["pool_dilation"][0], 1)
+    elif operator == OP_NONE:
+        v["kernel_size"] = (1, 1)
+    elif operator == OP_CONVTRANSPOSE2D:
+        v["stride"] = (2, 2)
+    if not v["pool_first"] and (v["operands"] == 1 or v["pool"] == (1, 1)):
         raise rd.fail("pool_first", "`pool_first: false` only matters with both pooling and "
                       "an element-wise operation", "remove `pool_first`")
 
-    return SidecarLayer(
-        index=index, yaml_index=yaml_index, name=rd.name, operator=operator, eltwise=eltwise,
-        operands=operands, padding=padding, pad_given=pad_given, kernel_size=kernel,
-        stride=stride, pool=pool, pool_stride=pool_stride or (1, 1),
-        pool_dilation=pool_dilation, dilation=dilation,
-        raw=json.dumps(entry, sort_keys=True, default=str),
-        **{k: v[k] for k in v if k not in ("pool", "pool_dilation", "dilation")})
+
+def _parse_layer(ctx: _Ctx, index: int, yaml_index: int, entry: dict,
+                 names: list[str | None], buffer_names: set[str]) -> SidecarLayer:
+    rd = _LayerReader(ctx, yaml_index, entry, names, buffer_names)
+    v: dict = {}
+    for parse in LAYER_PARSERS:
+        parse(rd, v)
+    _one_dimensional(rd, v)
+    v["pool_stride"] = v["pool_stride"] or (1, 1)
+    return SidecarLayer(index=index, yaml_index=yaml_index, name=rd.name,
+                        raw=json.dumps(entry, sort_keys=True, default=str), **v)
 
 
 def _apply_shared_padding_quirk(layers: list[SidecarLayer]) -> list[SidecarLayer]:

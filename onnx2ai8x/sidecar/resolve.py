@@ -17,8 +17,10 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from ..devices import Device, get_device
 from ..errors import Ai8xError
 from ..importer.checkpoint import CheckpointLayer
+from ..map.hw import multipass, popcount
 from ..network import (
     ACTIVATION_NAMES,
     ELTWISE_NAMES,
@@ -31,13 +33,9 @@ from ..network import (
     Network,
 )
 from ..placement import LayerPlacement, Placement
-from .limits import SidecarLimits, limits_for
 from .model import DATA_BUFFER, INPUT, Sidecar, SidecarLayer
 
 Pair = tuple[int, int]
-
-# Largest pooled area a `flatten` layer can take (vendor izer.py: 256 pixels).
-MAX_FLATTEN_PIXELS = 256
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +111,7 @@ class ResolvedLayer:
 class Resolved:
     """The resolved configuration of a whole network."""
 
-    device: str
+    device: Device
     input_shape: tuple[int, int, int]  # (C, H, W); 1-D data as (C, L, 1)
     layers: tuple[ResolvedLayer, ...]
     final_layer: int
@@ -149,19 +147,6 @@ def _fail(sidecar: Sidecar, lay: SidecarLayer | None, key: str | None, code: str
     return Ai8xError(code, sidecar.where(lay, key), message, hint)
 
 
-def _popcount(x: int) -> int:
-    return bin(x).count("1")
-
-
-def _expand_thresh(channels: int, lim: SidecarLimits) -> tuple[int, int]:
-    """(passes, processors per pass) for `channels` (multi-pass rounds up to quads)."""
-    passes = (channels + lim.max_proc - 1) // lim.max_proc
-    per_pass = (channels + passes - 1) // passes
-    if channels > lim.max_proc:
-        per_pass = min((per_pass + lim.p_shared - 1) & ~(lim.p_shared - 1), lim.max_proc)
-    return passes, per_pass
-
-
 def normalize_input_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
     shape = tuple(int(x) for x in input_shape)
     if len(shape) == 2:  # (C, L) 1-D data is held as (C, L, 1)
@@ -174,7 +159,7 @@ def normalize_input_shape(input_shape: Sequence[int]) -> tuple[int, int, int]:
 
 
 def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
-                    lim: SidecarLimits):
+                    lim: Device):
     """Give each weight layer of the sidecar its checkpoint layer (vendor order rules).
 
     Weight layers are taken in order for the sidecar layers that compute (not passthrough,
@@ -280,10 +265,49 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
     return assigned, quant, shift, in_ch, out_ch
 
 
+@dataclass(eq=False)
+class _Walk:
+    """The working state of one `resolve` call: per layer, what the phases have worked
+    out so far (the vendor tool's two walks over the sequence links). Lives only inside
+    `resolve`."""
+
+    sidecar: Sidecar
+    lim: Device
+    shape: tuple[int, int, int]
+    assigned: list
+    quant: list
+    shift: list
+    in_ch: list[int]
+    out_ch: list[int]
+    weight_in: list[int]  # input channels the weights expect (linear: in_features)
+    arriving: list[int]  # channels the data flow delivers to each layer
+    next_seq: list[int]
+    prev_seq: list[int]
+    out_map: list[int | None]
+    output_layer: list[bool]
+    in_dim: list[Pair | None]
+    auto_dim: list[Pair | None]
+    pooled: list[Pair | None]
+    out_dim: list[Pair]
+    in_off: list[int | None]
+    pools: list[Pair]
+    visited: list[int] = field(default_factory=list)
+    final_layer: int | None = None
+    count: int = 0
+
+    @property
+    def layers(self) -> list[SidecarLayer]:
+        return self.sidecar.layers
+
+    @property
+    def n(self) -> int:
+        return len(self.sidecar.layers)
+
+
 def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
             input_shape: Sequence[int], checkpoint_arch: str | None = None) -> Resolved:
     """The vendor tool's resolved configuration for `sidecar` with these weights."""
-    lim = limits_for(device)
+    lim = get_device(device)
     shape = normalize_input_shape(input_shape)
     layers = sidecar.layers
     n = len(layers)
@@ -296,16 +320,42 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
         raise _fail(sidecar, layers[lim.max_layers], None, "sidecar.device",
                     f"{lim.name} runs at most {lim.max_layers} layers; the sidecar has {n}",
                     "merge layers or use a MAX78002")
+    _check_layer_keys(sidecar, lim)
+    assigned, quant, shift, in_ch, out_ch = _assign_weights(sidecar, weights, lim)
+    w = _Walk(
+        sidecar=sidecar, lim=lim, shape=shape, assigned=assigned, quant=quant, shift=shift,
+        in_ch=in_ch, out_ch=out_ch, weight_in=list(in_ch), arriving=[0] * n,
+        next_seq=[lay.next_sequence if lay.next_sequence is not None else
+                  (i + 1 if i < n - 1 else -1) for i, lay in enumerate(layers)],
+        prev_seq=[-1] * n, out_map=[lay.output_processors for lay in layers],
+        output_layer=[lay.output for lay in layers], in_dim=[None] * n,
+        auto_dim=[None] * n, pooled=[None] * n, out_dim=[(0, 0)] * n,
+        in_off=[lay.in_offset for lay in layers], pools=[lay.pool for lay in layers])
+    _walk_sequence(w)
+    _final_output(w)
+    _walk_dimensions(w)
+    _check_weights_match(w)
+    _check_processors(w)
+    _check_layer_values(w)
+    return Resolved(device=lim, input_shape=shape, layers=_resolved_layers(w),
+                    final_layer=w.final_layer, first_layer_used=min(w.visited),
+                    sidecar=sidecar)
+
+
+def _check_layer_keys(sidecar: Sidecar, lim: Device) -> None:
+    """Each layer's keys against the device and the layer count (before any walk)."""
+    layers = sidecar.layers
+    n = len(layers)
     for lay in layers:
-        if not 0 <= lay.out_offset < lim.data_mem_bytes:
+        if not 0 <= lay.out_offset < lim.data_instance_bytes:
             raise _fail(sidecar, lay, "out_offset", "sidecar.value",
                         f"`out_offset` {lay.out_offset:#x} is outside data memory "
-                        f"(0 to {lim.data_mem_bytes - 1:#x} on {lim.name})",
+                        f"(0 to {lim.data_instance_bytes - 1:#x} on {lim.name})",
                         "use an offset inside the memory instance")
-        if lay.in_offset is not None and not 0 <= lay.in_offset < lim.data_mem_bytes:
+        if lay.in_offset is not None and not 0 <= lay.in_offset < lim.data_instance_bytes:
             raise _fail(sidecar, lay, "in_offset", "sidecar.value",
                         f"`in_offset` {lay.in_offset:#x} is outside data memory "
-                        f"(0 to {lim.data_mem_bytes - 1:#x} on {lim.name})",
+                        f"(0 to {lim.data_instance_bytes - 1:#x} on {lim.name})",
                         "use an offset inside the memory instance")
         if lay.quantization == -1 and not lim.binary_weights:
             raise _fail(sidecar, lay, "quantization", "sidecar.device",
@@ -332,18 +382,14 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                             "`in_sequences` names a data buffer that is not defined",
                             "add a global `data_buffer`")
 
-    assigned, quant, shift, in_ch, out_ch = _assign_weights(sidecar, weights, lim)
-    weight_in = list(in_ch)  # input channels the weights expect (linear: in_features)
-    arriving = [0] * n  # channels the data flow delivers to each layer
 
-    # --- sequence walk: channels, links, processor maps (vendor izer.py, first pass) ---
-    next_seq: list[int] = [lay.next_sequence if lay.next_sequence is not None else
-                           (i + 1 if i < n - 1 else -1) for i, lay in enumerate(layers)]
-    prev_seq = [-1] * n
-    out_map: list[int | None] = [lay.output_processors for lay in layers]
-    visited: list[int] = []
+def _walk_sequence(w: _Walk) -> None:
+    """First walk along the sequence links (vendor izer.py): channels, links, processor
+    maps; stops at the final layer."""
+    sidecar, lim, layers, n, shape, in_ch = w.sidecar, w.lim, w.layers, w.n, w.shape, w.in_ch
+    out_ch, next_seq, prev_seq, out_map = w.out_ch, w.next_seq, w.prev_seq, w.out_map
+    visited, arriving = w.visited, w.arriving
     prev = -1
-    final_layer = None
     ll = 0
     while ll < n:
         lay = layers[ll]
@@ -399,30 +445,32 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
         if next_seq[ll] > n:
             next_seq[ll] = -1
         if next_seq[ll] == -1:
-            final_layer = ll
+            w.final_layer = ll
             break
         ll = next_seq[ll]
-    max_layer = max(visited)
-    count = max_layer + 1
-    if final_layer is None:
-        final_layer = max_layer
+
+
+def _final_output(w: _Walk) -> None:
+    """The final layer's output map and which layers are outputs."""
+    sidecar, out_ch, out_map, output_layer = w.sidecar, w.out_ch, w.out_map, w.output_layer
+    w.count = max(w.visited) + 1
+    if w.final_layer is None:
+        w.final_layer = max(w.visited)
+    final_layer = w.final_layer
     if sidecar.output_map is not None:
         out_map[final_layer] = sidecar.output_map
     elif out_map[final_layer] is None:
         # default: packed output starting at processor 0
-        _, per_pass = _expand_thresh(out_ch[final_layer], lim)
+        _, per_pass = multipass(out_ch[final_layer])
         out_map[final_layer] = 2 ** per_pass - 1
-    output_layer = [lay.output for lay in layers]
-    if not any(output_layer[:count]):
+    if not any(output_layer[:w.count]):
         output_layer[final_layer] = True
 
-    # --- dimension walk (vendor izer.py, second pass) ---
-    in_dim: list[Pair | None] = [None] * n
-    auto_dim: list[Pair | None] = [None] * n
-    pooled: list[Pair | None] = [None] * n
-    out_dim: list[Pair] = [(0, 0)] * n
-    in_off: list[int | None] = [lay.in_offset for lay in layers]
-    pools = [lay.pool for lay in layers]
+
+def _walk_dimensions(w: _Walk) -> None:
+    """Second walk (vendor izer.py): input, pooled and output dimensions per layer."""
+    layers, shape, quant, next_seq, in_dim = w.layers, w.shape, w.quant, w.next_seq, w.in_dim
+    auto_dim, in_off = w.auto_dim, w.in_off
     for i, q in enumerate(quant):
         if q is None:
             lay = layers[i]
@@ -432,146 +480,165 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
     if in_off[0] is None:
         in_off[0] = 0
     ll = 0
-    while ll < count:
-        lay = layers[ll]
-        if ll != 0:
-            p = prev_seq[ll]
-            if in_off[ll] is None:
-                in_off[ll] = layers[p].out_offset
-            if lay.streaming and not layers[p].streaming:
-                raise _fail(sidecar, lay, "streaming", "sidecar.streaming",
-                            f"this layer streams but the layer before it ({p}) does not",
-                            "set `streaming: true` on every layer up to this one")
-            if lay.big_data:
-                raise _fail(sidecar, lay, "data_format", "sidecar.value",
-                            "`data_format: CHW` is only possible for the first layer",
-                            "remove `data_format` here")
-        if in_dim[ll] is None:
-            pixels = 0
-            seqs = lay.in_sequences
-            if seqs is not None:
-                def dim_of(e: int) -> Pair:
-                    if e == INPUT:
-                        return auto_dim[0]  # type: ignore[return-value]
-                    if e == DATA_BUFFER:
-                        return sidecar.data_buffer[0].dim
-                    return out_dim[e]
-                first = dim_of(seqs[0])
-                for e in seqs:
-                    d = dim_of(e)
-                    if d != first and lay.in_dim is None:
-                        raise _fail(sidecar, lay, "in_sequences", "sidecar.dimension",
-                                    f"the inputs have different dimensions ({first[0]}x"
-                                    f"{first[1]} and {d[0]}x{d[1]})",
-                                    "concatenate equal-sized data, or give `in_dim`")
-                    pixels += d[0] * d[1]
-                auto_dim[ll] = first
-            else:
-                auto_dim[ll] = out_dim[prev_seq[ll]]
-            if lay.in_dim is None:
-                in_dim[ll] = auto_dim[ll]
-            else:
-                conf = lay.in_dim
-                count_px = (conf[0] + lay.in_crop[0] + lay.in_crop[1]) * conf[1]
-                if pixels > 0 and count_px != pixels:
-                    raise _fail(sidecar, lay, "in_dim", "sidecar.dimension",
-                                f"`in_dim` {conf[0]}x{conf[1]} (plus `in_crop`) has {count_px} "
-                                f"pixels, the inputs have {pixels}",
-                                "make `in_dim` hold the same number of pixels")
-                in_dim[ll] = conf
-        idim = in_dim[ll]
-        assert idim is not None
-        op = lay.operator
-        ps, pd = lay.pool_stride, lay.pool_dilation
-        pool = pools[ll]
-        two_d = op != OP_CONV1D and (op != OP_NONE or idim[1] != 1)
-        if two_d:
-            if ps[0] != ps[1]:
-                raise _fail(sidecar, lay, "pool_stride", "sidecar.value",
-                            f"{OPERATOR_NAMES[op]} needs a square pool stride, not "
-                            f"{ps[0]}x{ps[1]}", "give one number for `pool_stride`")
-            pdim = ((idim[0] + ps[0] - pool[0] - pd[0] + 1) // ps[0],
-                    (idim[1] + ps[1] - pool[1] - pd[1] + 1) // ps[1])
-        else:
-            pool = (pool[0], 1)
-            pools[ll] = pool
-            pdim = ((idim[0] + ps[0] - pool[0] - pd[0] + 1) // ps[0], 1)
-        pooled[ll] = pdim
-        if min(pdim) <= 0:
-            raise _fail(sidecar, lay, "max_pool" if not lay.pool_average else "avg_pool",
-                        "sidecar.dimension",
-                        f"pooling {pool[0]}x{pool[1]} (stride {ps[0]}) leaves nothing of the "
-                        f"{idim[0]}x{idim[1]} input", "use a smaller pool or stride")
-        k, pad, st, dil = lay.kernel_size, lay.padding, lay.stride, lay.dilation
-        if two_d:
-            if st[0] != st[1]:
-                raise _fail(sidecar, lay, "stride", "sidecar.value",
-                            "the stride must be the same in both dimensions")
-            if op != OP_CONVTRANSPOSE2D and st[0] != 1:
-                raise _fail(sidecar, lay, "stride", "sidecar.value",
-                            f"{OPERATOR_NAMES[op]} supports stride 1 only (got {st[0]})",
-                            "downsample with `pool_stride` (pooling 1x1 with a stride)")
-            if op == OP_CONVTRANSPOSE2D:
-                odim = tuple((pdim[a] - 1) * st[a] - 2 * pad[a] + dil[a] * (k[a] - 1)
-                             + lay.output_padding[a] + 1 for a in (0, 1))
-            else:
-                odim = tuple((pdim[a] - dil[a] * (k[a] - 1) - 1 + 2 * pad[a]) // st[a] + 1
-                             for a in (0, 1))
-            if lay.flatten:
-                if op == OP_NONE or pool != (1, 1):
-                    raise _fail(sidecar, lay, "flatten", "sidecar.value",
-                                "`flatten` cannot be combined with pooling or a passthrough "
-                                "layer", "pool in the layer before, or remove `flatten`")
-                px = pdim[0] * pdim[1]
-                if px > MAX_FLATTEN_PIXELS:
-                    raise _fail(sidecar, lay, "flatten", "sidecar.dimension",
-                                f"`flatten` takes at most {MAX_FLATTEN_PIXELS} pixels, the "
-                                f"input is {pdim[0]}x{pdim[1]} = {px}",
-                                "pool further before flattening")
-                odim = (1, 1)
-                in_ch[ll] //= px
-                if in_ch[ll] <= 0:
-                    raise _fail(sidecar, lay, "flatten", "sidecar.channels",
-                                "flattening leaves no input channels", "check `in_channels`")
-        else:
-            if st[0] != 1:
-                raise _fail(sidecar, lay, "stride", "sidecar.value",
-                            f"1-D layers support stride 1 only (got {st[0]})",
-                            "downsample with `pool_stride`")
-            odim = ((pdim[0] - dil[0] * (k[0] - 1) - 1 + 2 * pad[0]) // st[0] + 1, 1)
-        if pad[0] >= 3:
-            raise _fail(sidecar, lay, "pad", "sidecar.value",
-                        f"`pad` {pad[0]} is not supported (0, 1 or 2)", "use `pad` 0 to 2")
-        if op == OP_NONE and (pad[0] > 0 or pad[1] > 0):
-            raise _fail(sidecar, lay, "pad", "sidecar.value",
-                        "padding needs a convolution; this layer has none", "set `pad: 0`")
-        if pad[0] >= k[0] or pad[1] >= k[1]:
-            raise _fail(sidecar, lay, "pad", "sidecar.value",
-                        f"`pad` {pad[0]} must be smaller than the kernel ({k[0]}x{k[1]})",
-                        "use a smaller `pad` (1x1 kernels take `pad: 0`)")
-        for what, d in (("input", idim), ("output", odim)):
-            if max(d) > lim.max_row_col:
-                raise _fail(sidecar, lay, "in_dim", "sidecar.dimension",
-                            f"the {what} {d[0]}x{d[1]} exceeds {lim.max_row_col} rows/columns "
-                            f"on {lim.name}", "reduce the data size or use streaming")
-        if min(odim) <= 0:
-            raise _fail(sidecar, lay, "kernel_size", "sidecar.dimension",
-                        f"the output of the {pdim[0]}x{pdim[1]} data is empty "
-                        f"(kernel {k[0]}x{k[1]}, pad {pad[0]})",
-                        "use a smaller kernel or more padding")
-        out_dim[ll] = odim  # type: ignore[assignment]
-        if lay.activation is not None and op == OP_NONE:
-            raise _fail(sidecar, lay, "activate", "sidecar.value",
-                        "a passthrough layer cannot have an activation",
-                        "remove `activate`, or give the layer a convolution")
-        if lay.buffer_shift is not None and op != OP_NONE:
-            raise _fail(sidecar, lay, "buffer_shift", "sidecar.value",
-                        "`buffer_shift` works in passthrough layers only",
-                        "set `operation: passthrough`")
+    while ll < w.count:
+        _input_dim(w, ll)
+        _output_dim(w, ll)
         ll = next_seq[ll]
         if ll == -1:
             break
 
+
+def _input_dim(w: _Walk, ll: int) -> None:
+    """Layer `ll`'s input offset and dimensions (from its inputs, or `in_dim`)."""
+    sidecar, layers, prev_seq, in_dim = w.sidecar, w.layers, w.prev_seq, w.in_dim
+    auto_dim, out_dim, in_off = w.auto_dim, w.out_dim, w.in_off
+    lay = layers[ll]
+    if ll != 0:
+        p = prev_seq[ll]
+        if in_off[ll] is None:
+            in_off[ll] = layers[p].out_offset
+        if lay.streaming and not layers[p].streaming:
+            raise _fail(sidecar, lay, "streaming", "sidecar.streaming",
+                        f"this layer streams but the layer before it ({p}) does not",
+                        "set `streaming: true` on every layer up to this one")
+        if lay.big_data:
+            raise _fail(sidecar, lay, "data_format", "sidecar.value",
+                        "`data_format: CHW` is only possible for the first layer",
+                        "remove `data_format` here")
+    if in_dim[ll] is None:
+        pixels = 0
+        seqs = lay.in_sequences
+        if seqs is not None:
+            def dim_of(e: int) -> Pair:
+                if e == INPUT:
+                    return auto_dim[0]  # type: ignore[return-value]
+                if e == DATA_BUFFER:
+                    return sidecar.data_buffer[0].dim
+                return out_dim[e]
+            first = dim_of(seqs[0])
+            for e in seqs:
+                d = dim_of(e)
+                if d != first and lay.in_dim is None:
+                    raise _fail(sidecar, lay, "in_sequences", "sidecar.dimension",
+                                f"the inputs have different dimensions ({first[0]}x"
+                                f"{first[1]} and {d[0]}x{d[1]})",
+                                "concatenate equal-sized data, or give `in_dim`")
+                pixels += d[0] * d[1]
+            auto_dim[ll] = first
+        else:
+            auto_dim[ll] = out_dim[prev_seq[ll]]
+        if lay.in_dim is None:
+            in_dim[ll] = auto_dim[ll]
+        else:
+            conf = lay.in_dim
+            count_px = (conf[0] + lay.in_crop[0] + lay.in_crop[1]) * conf[1]
+            if pixels > 0 and count_px != pixels:
+                raise _fail(sidecar, lay, "in_dim", "sidecar.dimension",
+                            f"`in_dim` {conf[0]}x{conf[1]} (plus `in_crop`) has {count_px} "
+                            f"pixels, the inputs have {pixels}",
+                            "make `in_dim` hold the same number of pixels")
+            in_dim[ll] = conf
+
+
+def _output_dim(w: _Walk, ll: int) -> None:
+    """Layer `ll`'s pooled and output dimensions, with the geometry checks."""
+    sidecar, lim, layers, in_ch, in_dim = w.sidecar, w.lim, w.layers, w.in_ch, w.in_dim
+    pooled, out_dim, pools = w.pooled, w.out_dim, w.pools
+    lay = layers[ll]
+    idim = in_dim[ll]
+    assert idim is not None
+    op = lay.operator
+    ps, pd = lay.pool_stride, lay.pool_dilation
+    pool = pools[ll]
+    two_d = op != OP_CONV1D and (op != OP_NONE or idim[1] != 1)
+    if two_d:
+        if ps[0] != ps[1]:
+            raise _fail(sidecar, lay, "pool_stride", "sidecar.value",
+                        f"{OPERATOR_NAMES[op]} needs a square pool stride, not "
+                        f"{ps[0]}x{ps[1]}", "give one number for `pool_stride`")
+        pdim = ((idim[0] + ps[0] - pool[0] - pd[0] + 1) // ps[0],
+                (idim[1] + ps[1] - pool[1] - pd[1] + 1) // ps[1])
+    else:
+        pool = (pool[0], 1)
+        pools[ll] = pool
+        pdim = ((idim[0] + ps[0] - pool[0] - pd[0] + 1) // ps[0], 1)
+    pooled[ll] = pdim
+    if min(pdim) <= 0:
+        raise _fail(sidecar, lay, "max_pool" if not lay.pool_average else "avg_pool",
+                    "sidecar.dimension",
+                    f"pooling {pool[0]}x{pool[1]} (stride {ps[0]}) leaves nothing of the "
+                    f"{idim[0]}x{idim[1]} input", "use a smaller pool or stride")
+    k, pad, st, dil = lay.kernel_size, lay.padding, lay.stride, lay.dilation
+    if two_d:
+        if st[0] != st[1]:
+            raise _fail(sidecar, lay, "stride", "sidecar.value",
+                        "the stride must be the same in both dimensions")
+        if op != OP_CONVTRANSPOSE2D and st[0] != 1:
+            raise _fail(sidecar, lay, "stride", "sidecar.value",
+                        f"{OPERATOR_NAMES[op]} supports stride 1 only (got {st[0]})",
+                        "downsample with `pool_stride` (pooling 1x1 with a stride)")
+        if op == OP_CONVTRANSPOSE2D:
+            odim = tuple((pdim[a] - 1) * st[a] - 2 * pad[a] + dil[a] * (k[a] - 1)
+                         + lay.output_padding[a] + 1 for a in (0, 1))
+        else:
+            odim = tuple((pdim[a] - dil[a] * (k[a] - 1) - 1 + 2 * pad[a]) // st[a] + 1
+                         for a in (0, 1))
+        if lay.flatten:
+            if op == OP_NONE or pool != (1, 1):
+                raise _fail(sidecar, lay, "flatten", "sidecar.value",
+                            "`flatten` cannot be combined with pooling or a passthrough "
+                            "layer", "pool in the layer before, or remove `flatten`")
+            px = pdim[0] * pdim[1]
+            if px > lim.flatten_pixels_max:
+                raise _fail(sidecar, lay, "flatten", "sidecar.dimension",
+                            f"`flatten` takes at most {lim.flatten_pixels_max} pixels, the "
+                            f"input is {pdim[0]}x{pdim[1]} = {px}",
+                            "pool further before flattening")
+            odim = (1, 1)
+            in_ch[ll] //= px
+            if in_ch[ll] <= 0:
+                raise _fail(sidecar, lay, "flatten", "sidecar.channels",
+                            "flattening leaves no input channels", "check `in_channels`")
+    else:
+        if st[0] != 1:
+            raise _fail(sidecar, lay, "stride", "sidecar.value",
+                        f"1-D layers support stride 1 only (got {st[0]})",
+                        "downsample with `pool_stride`")
+        odim = ((pdim[0] - dil[0] * (k[0] - 1) - 1 + 2 * pad[0]) // st[0] + 1, 1)
+    if pad[0] >= 3:
+        raise _fail(sidecar, lay, "pad", "sidecar.value",
+                    f"`pad` {pad[0]} is not supported (0, 1 or 2)", "use `pad` 0 to 2")
+    if op == OP_NONE and (pad[0] > 0 or pad[1] > 0):
+        raise _fail(sidecar, lay, "pad", "sidecar.value",
+                    "padding needs a convolution; this layer has none", "set `pad: 0`")
+    if pad[0] >= k[0] or pad[1] >= k[1]:
+        raise _fail(sidecar, lay, "pad", "sidecar.value",
+                    f"`pad` {pad[0]} must be smaller than the kernel ({k[0]}x{k[1]})",
+                    "use a smaller `pad` (1x1 kernels take `pad: 0`)")
+    for what, d in (("input", idim), ("output", odim)):
+        if max(d) > lim.max_dim:
+            raise _fail(sidecar, lay, "in_dim", "sidecar.dimension",
+                        f"the {what} {d[0]}x{d[1]} exceeds {lim.max_dim} rows/columns "
+                        f"on {lim.name}", "reduce the data size or use streaming")
+    if min(odim) <= 0:
+        raise _fail(sidecar, lay, "kernel_size", "sidecar.dimension",
+                    f"the output of the {pdim[0]}x{pdim[1]} data is empty "
+                    f"(kernel {k[0]}x{k[1]}, pad {pad[0]})",
+                    "use a smaller kernel or more padding")
+    out_dim[ll] = odim  # type: ignore[assignment]
+    if lay.activation is not None and op == OP_NONE:
+        raise _fail(sidecar, lay, "activate", "sidecar.value",
+                    "a passthrough layer cannot have an activation",
+                    "remove `activate`, or give the layer a convolution")
+    if lay.buffer_shift is not None and op != OP_NONE:
+        raise _fail(sidecar, lay, "buffer_shift", "sidecar.value",
+                    "`buffer_shift` works in passthrough layers only",
+                    "set `operation: passthrough`")
+
+
+def _check_weights_match(w: _Walk) -> None:
+    sidecar, layers, assigned, visited = w.sidecar, w.layers, w.assigned, w.visited
+    pooled, arriving, weight_in = w.pooled, w.arriving, w.weight_in
     # Sidecar and checkpoint must agree on the data flowing into each weight layer (the
     # vendor tool does not check this and computes garbage when they disagree).
     for ll in visited:
@@ -590,19 +657,28 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                         "check the layer order, `in_sequences` and `flatten` against the "
                         "model, or set `in_channels`")
 
+
+def _check_processors(w: _Walk) -> None:
+    sidecar, layers, in_ch, visited = w.sidecar, w.layers, w.in_ch, w.visited
     # --- checks the vendor tool makes when it lays out the network ---
     # Input maps first: an output map defaults to the next layer's input map, so a wrong
     # `processors` is reported where it was written.
     for ll in visited:
         lay = layers[ll]
-        passes, per_pass = _expand_thresh(in_ch[ll], lim)
-        if _popcount(lay.processors) != per_pass:
+        passes, per_pass = multipass(in_ch[ll])
+        if popcount(lay.processors) != per_pass:
             raise _fail(sidecar, lay, "processors", "sidecar.processors",
                         f"{in_ch[ll]} input channels need {per_pass} processors per pass "
                         f"({passes} pass{'es' if passes > 1 else ''}), but `processors` "
-                        f"{lay.processors:#018x} enables {_popcount(lay.processors)}",
+                        f"{lay.processors:#018x} enables {popcount(lay.processors)}",
                         f"enable exactly {per_pass} processors")
-    for ll in range(count):
+
+
+def _check_layer_values(w: _Walk) -> None:
+    """Output shift, output map and groups of every layer run."""
+    sidecar, layers, in_ch, out_ch, quant = w.sidecar, w.layers, w.in_ch, w.out_ch, w.quant
+    shift, next_seq, out_map, visited = w.shift, w.next_seq, w.out_map, w.visited
+    for ll in range(w.count):
         if ll not in visited:
             continue
         lay = layers[ll]
@@ -621,15 +697,15 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                         "a passthrough layer cannot shift its output",
                         "remove `output_shift`")
         omap = out_map[ll]
-        passes, per_pass = _expand_thresh(out_ch[ll], lim)
-        if omap is not None and _popcount(omap) != per_pass:
+        passes, per_pass = multipass(out_ch[ll])
+        if omap is not None and popcount(omap) != per_pass:
             key = "output_processors" if lay.output_processors is not None else "processors"
             target = layers[ll] if lay.output_processors is not None or \
                 next_seq[ll] in (-1,) else layers[next_seq[ll]]
             raise _fail(sidecar, target, key, "sidecar.processors",
                         f"layer {ll} writes {out_ch[ll]} output channels, which need "
                         f"{per_pass} processors per pass, but its output map "
-                        f"{omap:#018x} enables {_popcount(omap)}",
+                        f"{omap:#018x} enables {popcount(omap)}",
                         f"enable exactly {per_pass} output processors")
         if lay.conv_groups > 1 and (lay.conv_groups != in_ch[ll]
                                     or lay.conv_groups != out_ch[ll]):
@@ -638,6 +714,13 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                         f"({in_ch[ll]}) and output channels ({out_ch[ll]}) (depthwise only)",
                         f"use `groups: {in_ch[ll]}` or `groups: 1`")
 
+
+def _resolved_layers(w: _Walk) -> tuple[ResolvedLayer, ...]:
+    """One ResolvedLayer per layer up to the last one run; names must stay unique."""
+    sidecar, layers, in_ch, out_ch, quant = w.sidecar, w.layers, w.in_ch, w.out_ch, w.quant
+    shift, assigned, next_seq, prev_seq = w.shift, w.assigned, w.next_seq, w.prev_seq
+    out_map, in_dim, pooled, out_dim, in_off = w.out_map, w.in_dim, w.pooled, w.out_dim, w.in_off
+    pools, output_layer, count = w.pools, w.output_layer, w.count
     resolved = []
     for i in range(count):
         lay = layers[i]
@@ -671,9 +754,7 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                         f"the layer name `{lay.name}` is also the default name of another "
                         "layer (unnamed layers are called layer<N>)",
                         "choose a name that is not layer<N>")
-    return Resolved(device=lim.name, input_shape=shape, layers=tuple(resolved),
-                    final_layer=final_layer, first_layer_used=min(visited),
-                    sidecar=sidecar)
+    return tuple(resolved)
 
 
 def to_network(resolved: Resolved) -> Network:
@@ -704,7 +785,7 @@ def to_network(resolved: Resolved) -> Network:
     one_d = w == 1 and first.operator == OP_CONV1D
     outputs = tuple(i for i, lay in enumerate(resolved.layers) if lay.output_layer)
     return Network(layers=tuple(out), input_shape=(c, h) if one_d else (c, h, w),
-                   device=resolved.device, name=resolved.sidecar.arch,
+                   device=resolved.device.name, name=resolved.sidecar.arch,
                    outputs=outputs or None)
 
 

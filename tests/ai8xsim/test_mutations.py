@@ -183,23 +183,23 @@ def _set_register(d: Path, address: int, value: int) -> None:
 
 def _enable_mutations(b, tmp, stats) -> None:
     """Every processor of every plain convolution layer, one at a time."""
-    from onnx2ai8x.emit.memory import input_expansion
-    from onnx2ai8x.emit.registers.device import device_regs
+    from onnx2ai8x.devices import MAX78000
+    from onnx2ai8x.map.hw import multipass
 
     p = b["plan"]
     net, pl = p.network, p.placement
-    regs = device_regs("MAX78000")
+    regs = MAX78000
     text = (b["dir"] / "cnn.c").read_text()
     for ll, lay in enumerate(net.layers):
         if lay.weights is None or lay.flatten or lay.operands != 1:
             continue
         pmap = pl.layers[ll].processor_map
         procs = [q for q in range(64) if pmap >> q & 1]
-        passes, per_pass = input_expansion(lay.input_channels)
+        passes, per_pass = multipass(lay.input_channels)
         if passes * per_pass != lay.input_channels and passes > 1:
             continue
         for rank, proc in enumerate(procs):
-            addr = regs.lreg_addr(proc // 16, regs.ena, ll)
+            addr = regs.lreg_addr(proc // 16, regs.regs.ena, ll)
             m = _register_line(addr).search(text)
             assert m, hex(addr)
             value = int(m.group(2), 16) & ~(1 << proc % 16 | 1 << (proc % 16 + 16))

@@ -241,10 +241,10 @@ def _judge(b, tmp: Path, writes: dict[int, int], shadow: Shadow, stats: Counter,
 
 
 def _relocations(b, tmp: Path, stats: Counter) -> None:
-    from onnx2ai8x.emit.options import EmitOptions
     from onnx2ai8x.emit.project import project_data
     from onnx2ai8x.emit.registers import register_program
     from onnx2ai8x.emit.unload import known_answer_layers
+    from onnx2ai8x.options import EmitOptions
 
     p = b["plan"]
     net, pl = p.network, p.placement
@@ -277,15 +277,15 @@ def _relocations(b, tmp: Path, stats: Counter) -> None:
 
 
 def _row_counts(b, tmp: Path, stats: Counter) -> None:
-    from onnx2ai8x.emit.registers.device import device_regs
+    from onnx2ai8x.devices import MAX78000
 
     p = b["plan"]
     net, pl = p.network, p.placement
-    regs = device_regs("MAX78000")
+    regs = MAX78000
     text = (b["dir"] / "cnn.c").read_text()
     for ll, lay in enumerate(net.layers):
         # every quadrant's copy of the layer's register (each drives its own processors)
-        addresses = [a for a in (regs.lreg_addr(g, regs.rcnt, ll) for g in range(4))
+        addresses = [a for a in (regs.lreg_addr(g, regs.regs.rcnt, ll) for g in range(4))
                      if _register_line(a).search(text)]
         values = {int(_register_line(a).search(text).group(2), 16) for a in addresses}
         assert len(values) == 1

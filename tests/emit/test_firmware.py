@@ -17,9 +17,9 @@ import pytest
 from onnx2ai8x.devices import MAX78000, MAX78002, get_device
 from onnx2ai8x.emit.build import ElfSizes, find_sdk, fit_problems
 from onnx2ai8x.emit.firmware import CnnClock, clock_plan
-from onnx2ai8x.emit.options import EmitOptions
 from onnx2ai8x.emit.project import write_project
 from onnx2ai8x.errors import Ai8xError
+from onnx2ai8x.options import EmitOptions
 from tests.emit.synthetic import one_conv
 from tests.emit.test_project import _data
 

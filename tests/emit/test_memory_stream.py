@@ -7,17 +7,17 @@ every kernel is four words (byte 0, bytes 1-4, bytes 5-8, zero)."""
 from __future__ import annotations
 
 from onnx2ai8x.emit.memory import kernel_stream
-from onnx2ai8x.map.kernels import allocate_kernels, kernel_memory
+from onnx2ai8x.map.kernels import allocate_kernels
 from tests.map.test_kernels import _net, conv, place
 
 
 def _runs(alloc):
     """(address, [kernel bytes]) per run of kernels at consecutive 16-byte slots."""
-    mem = kernel_memory(alloc.device)
+    mem = alloc.device
     runs = []
     for p, cols in enumerate(alloc.columns):
         for col, data in cols:
-            addr = mem.address(p, col)
+            addr = mem.kernel_address(p, col)
             if runs and runs[-1][0] + 16 * len(runs[-1][1]) == addr:
                 runs[-1][1].append(data)
             else:
@@ -35,7 +35,7 @@ def _placed():
 def test_express_stream_packs_each_run():
     net, placement = _placed()
     alloc = allocate_kernels(net, placement)
-    window = kernel_memory(alloc.device).stride * 16
+    window = alloc.device.kernel_stride_words * 16
     want = []
     for addr, kernels in _runs(alloc):
         raw = b"".join(kernels)

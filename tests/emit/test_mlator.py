@@ -15,10 +15,10 @@ import re
 
 import pytest
 
-from onnx2ai8x.emit.options import EmitOptions
+from onnx2ai8x.devices import MAX78000, MAX78002
 from onnx2ai8x.emit.project import unload_code
-from onnx2ai8x.emit.registers import derive
-from onnx2ai8x.emit.registers.device import APB_BASE, MAX78000, MAX78002
+from onnx2ai8x.map.hw import derive
+from onnx2ai8x.options import EmitOptions
 from tests.emit.synthetic import one_conv
 
 DEVS = {"MAX78000": MAX78000, "MAX78002": MAX78002}
@@ -60,11 +60,11 @@ def _replay(code, dev) -> dict[int, tuple[int, int, int]]:
             val = int(m.group(1), 16)
             state["on"] = bool(val >> 16 & 1)
             if state["on"]:
-                quad = (port["ctrl"] - APB_BASE - dev.cnn_base) // dev.group_stride
+                quad = (port["ctrl"] - dev.cnn_base) // dev.quadrant_stride
                 assert port["mlat"] == dev.ctl_addr(quad, 1024 if dev is MAX78000 else 0x44000)
-                assert regs[dev.lreg_addr(quad, dev.lctl2, 0)] >= 0
+                assert regs[dev.lreg_addr(quad, dev.regs.lctl2, 0)] >= 0
                 state.update(quad=quad, byte=val >> 17 & 3, pixel=regs[
-                    dev.lreg_addr(quad, dev.wptr_base, 0)], primed=False)
+                    dev.lreg_addr(quad, dev.regs.wptr_base, 0)], primed=False)
         elif line.startswith("asm volatile"):
             assert state["on"], "primed while the mlator is off"
         elif line == "out_buf32[offs++] = *mlat;":
@@ -122,7 +122,7 @@ def test_multi_pass_output_steps_the_pointer():
     code = _unload(pl, mlator=True)
     dev = MAX78000
     incs = {int(m.group(2), 16) for line in code.body if (m := WRITE.match(line))
-            and int(m.group(1), 16) in {dev.lreg_addr(q, dev.lctl2, 0) for q in range(4)}}
+            and int(m.group(1), 16) in {dev.lreg_addr(q, dev.regs.lctl2, 0) for q in range(4)}}
     assert incs == {0, 1}  # first pass, second pass
     words = _replay(code, dev)
     want = {}

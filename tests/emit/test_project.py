@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnx2ai8x.emit.options import EmitOptions
 from onnx2ai8x.emit.project import ProjectData, write_project
 from onnx2ai8x.emit.registers import register_program
 from onnx2ai8x.errors import Ai8xError
+from onnx2ai8x.options import EmitOptions
 from tests.conftest import GOLDEN
 from tests.emit.synthetic import no_bias_memory, one_conv
 

@@ -11,7 +11,7 @@ import json
 from functools import cache
 from pathlib import Path
 
-from onnx2ai8x.emit.options import EmitOptions
+from onnx2ai8x.options import EmitOptions
 from onnx2ai8x.placement import Placement
 
 

@@ -24,7 +24,7 @@ def test_golden_automap(case: str) -> None:
     net = case_network(GOLDEN / case)
     device = net.device
     placement = auto_place(net, device)
-    assert check_placement(net, placement, device) == []
+    assert check_placement(net, placement) == []
 
     text = write_sidecar(net, placement, device)
     back = resolve_placement(parse_text(text), net, device)
@@ -57,7 +57,7 @@ def test_golden_sidecar_placement_passes_checker(case: str) -> None:
     from tests.golden.case_placement import case_placement
 
     vendor = case_placement(GOLDEN / case)
-    assert check_placement(vendor.network, vendor, vendor.device) == []
+    assert check_placement(vendor.network, vendor) == []
 
 
 @pytest.mark.parametrize("case", golden_params())
@@ -79,7 +79,7 @@ def test_golden_streaming_chosen_like_the_vendor(case: str) -> None:
     net = case_network(GOLDEN / case)
     placement = auto_place(net, net.device, stream_layers=k)
     assert [pl.streaming for pl in placement.layers] == [ll < k for ll in range(len(net.layers))]
-    assert check_placement(net, placement, net.device) == []
+    assert check_placement(net, placement) == []
     back = resolve_placement(parse_text(write_sidecar(net, placement, net.device)), net,
                              net.device)
     assert back.layers == placement.layers

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from onnx2ai8x.emit.registers import WeightMemoryMap, derive, register_program
+from onnx2ai8x.emit.registers import WeightMemoryMap, register_program
+from onnx2ai8x.map.hw import derive
 from tests.conftest import GOLDEN, golden_params
 from tests.golden.case_placement import case_options, case_placement
 

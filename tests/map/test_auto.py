@@ -115,7 +115,7 @@ def test_flatten_linear() -> None:
                 weights=np.ones((10, 256), dtype=np.int64))
     net = Network(layers=(conv("c0", 3, 16, 4, (-1,)), lin), input_shape=(3, 4, 4))
     p = auto_place(net, "MAX78002")
-    assert p.device == "MAX78002"
+    assert p.device.name == "MAX78002"
     assert popcount(p.layers[1].processor_map) == 16
     assert popcount(p.layers[1].output_processor_map) == 10
     assert check_placement(net, p) == []

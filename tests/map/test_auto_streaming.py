@@ -40,7 +40,7 @@ def test_big_frames_stream_the_first_layers():
     streaming = [pl.streaming for pl in placement.layers]
     k = streaming.index(False)
     assert k >= 1 and not any(streaming[k:]), streaming  # a leading run of layers
-    assert check_placement(net, placement, "MAX78000") == []
+    assert check_placement(net, placement) == []
     # HWC through the FIFO: processors 0-2 (a FIFO writes processors 0-3 of a quadrant)
     assert placement.layers[0].processor_map == 0b111
     assert not placement.layers[0].big_data
@@ -104,7 +104,7 @@ def test_more_than_four_channels_use_the_other_fifos():
     assert placement.layers[0].streaming
     # channels 0-3 on processors 0-3, channels 4-6 on 16-18
     assert placement.layers[0].processor_map == 0xF | 0x7 << 16
-    assert check_placement(net, placement, "MAX78000") == []
+    assert check_placement(net, placement) == []
 
 
 def test_streaming_needs_a_fifo_sized_input():
@@ -228,7 +228,7 @@ def test_fifo_option_puts_the_input_on_fifo_processors(channels, dim, want):
     placement = auto_place(net, "MAX78000", fifo=True)
     assert placement.layers[0].processor_map == want
     assert not placement.layers[0].big_data
-    assert check_placement(net, placement, "MAX78000") == []
+    assert check_placement(net, placement) == []
     # without the option a 15-channel input is packed from processor 0
     if channels == 15:
         assert auto_place(net, "MAX78000").layers[0].processor_map == 0x7FFF

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.errors import Ai8xError
-from onnx2ai8x.map.bias import ALL_GROUPS, allocate_bias, bias_memory
+from onnx2ai8x.map.bias import ALL_GROUPS, allocate_bias
 from onnx2ai8x.network import OP_CONV2D, Layer, Network
 from onnx2ai8x.placement import LayerPlacement, Placement
 
@@ -105,7 +106,7 @@ def test_depthwise_bias_moving_data_keeps_processor_order():
 
 
 def test_bias_memory_exhausted_names_the_layer():
-    size = bias_memory("MAX78000").size
+    size = MAX78000.bias_bytes_per_instance
     pl = place([layer("wide", 4, size + 4, [1] * (size + 4))], [(0xF, (1 << 64) - 1)])
     with pytest.raises(Ai8xError) as err:
         allocate_bias(pl.network, pl)

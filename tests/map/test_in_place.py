@@ -39,7 +39,7 @@ def test_margin_follows_the_kernel_reach() -> None:
 def test_data_that_only_fits_in_place_maps_and_says_so() -> None:
     net = wide_1x1()
     placement = auto_place(net, "MAX78000")
-    assert check_placement(net, placement, "MAX78000") == []
+    assert check_placement(net, placement) == []
     assert overlapping_layers(net, placement) == (0, 1)
     p0 = placement.layers[0]
     assert p0.out_offset <= p0.in_offset
@@ -57,12 +57,12 @@ def test_checker_refuses_writing_ahead_of_the_read() -> None:
     layers[0] = dataclasses.replace(layers[0], out_offset=layers[0].in_offset + 0x100)
     layers[1] = dataclasses.replace(layers[1], in_offset=layers[0].out_offset)
     bad = dataclasses.replace(placement, layers=tuple(layers))
-    assert any(d.code == "map.overwrite" for d in check_placement(net, bad, "MAX78000"))
+    assert any(d.code == "map.overwrite" for d in check_placement(net, bad))
 
 
 def test_data_that_fits_is_not_overlapped() -> None:
     net = wide_1x1(dim=32)
     placement = auto_place(net, "MAX78000")
-    assert check_placement(net, placement, "MAX78000") == []
+    assert check_placement(net, placement) == []
     assert overlapping_layers(net, placement) == ()
     assert "--overlap-data" not in dict(implied_flags(placement))

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from onnx2ai8x.devices import MAX78002
 from onnx2ai8x.errors import Ai8xError
-from onnx2ai8x.map.kernels import allocate_kernels, kernel_memory
+from onnx2ai8x.map.kernels import allocate_kernels
 from onnx2ai8x.network import OP_CONV1D, OP_CONV2D, Layer, Network
 from onnx2ai8x.placement import LayerPlacement, Placement
 
@@ -122,7 +123,7 @@ def test_1d_kernels_share_a_column():
 def test_max78002_extended_processor_layers_fill_from_the_end():
     lay = conv("c", 1, 6, seed=7)
     alloc = allocate_kernels(*_net(place([lay], [(0x1, 0x3F)], device="MAX78002")))
-    width = kernel_memory("MAX78002").width_large
+    width = MAX78002.kernel_words_large
     assert alloc.offset == ((width - 6) & ~3,)
 
 

@@ -85,7 +85,7 @@ def test_shared_operand_gets_a_copy_right_after_its_producer() -> None:
 def test_resnet_maps_after_the_copy() -> None:
     net = rewrite(resnet(), get_device("MAX78000"))
     placement = auto_place(net, "MAX78000")
-    assert check_placement(net, placement, "MAX78000") == []
+    assert check_placement(net, placement) == []
     assert placement.layers[4].in_sequences == (3, 2)
 
 
@@ -120,7 +120,7 @@ def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool, ch: int)
     _same_numbers(net, out, (3,), (4,))
     full = rewrite(net, device)  # c0 is read by c1 and the add: the add reads a copy
     placement = auto_place(full, "MAX78002")
-    assert check_placement(full, placement, "MAX78002") == []
+    assert check_placement(full, placement) == []
 
 
 def test_outputs_are_renumbered() -> None:
@@ -190,7 +190,7 @@ def test_shared_concatenation_part_maps_and_passes_verify(device: str, tmp_path)
     assert info.value.code == "map.shared-operand"
     full = rewrite(net, get_device(device))
     placement = auto_place(full, device)
-    assert check_placement(full, placement, device) == []
+    assert check_placement(full, placement) == []
     up, dec = placement.layers[3], placement.layers[4]
     copy = placement.layers[2]
     assert (up.write_gap, copy.write_gap) == (1, 1)

@@ -2,14 +2,12 @@
 
 `register_program(placement, memory, options)` returns every register write of the
 generated C per function (cnn_init, cnn_configure, cnn_start, cnn_stop, cnn_continue,
-CNN_ISR). Modules: `device` (register map per device), `hwlayers` (what the hardware runs
-per layer), `layer_geometry`, `layer_control`, `streaming` (per-layer registers),
-`control` (quadrant control, start/stop/ISR, FIFO control).
+CNN_ISR). Modules: `layer_geometry`, `layer_control` (per-layer registers), `control`
+(quadrant control, start/stop/ISR, FIFO control). The register layout of each device is
+in `onnx2ai8x.devices`; what the hardware runs per layer, and the streaming values, in
+`onnx2ai8x.map.hw` and `onnx2ai8x.map.streaming`.
 """
-from .device import DeviceRegs, device_regs
-from .hwlayers import HwNetwork, derive
 from .program import RegisterProgram, register_program
 from .writes import BIAS_ALL_GROUPS, WeightMemoryMap, Write
 
-__all__ = ["BIAS_ALL_GROUPS", "DeviceRegs", "HwNetwork", "RegisterProgram", "WeightMemoryMap",
-           "Write", "derive", "device_regs", "register_program"]
+__all__ = ["BIAS_ALL_GROUPS", "RegisterProgram", "WeightMemoryMap", "Write", "register_program"]

@@ -4,7 +4,7 @@ CNNx16_n_CTRL, _SRAM, _LCNT_MAX, _TEST, FIFO_CTRL, AON control).
 """
 from __future__ import annotations
 
-from .hwlayers import HwNetwork
+from ...map.hw import HwNetwork
 from .writes import Write, WriteList
 
 SRAM_CONTROL = 0x40E  # the value the vendor tool programs; the reset value is not used
@@ -29,16 +29,16 @@ def cnn_init(hw: HwNetwork) -> tuple[Write, ...]:
         # MAX78002 registers must be cleared by the BIST engine before they are written.
         val = 0 if hw.pipeline else 1 << 5
         for g in hw.groups_used:
-            w.put(dev.ctl_addr(g, dev.reg_ctl), val | CTL_CLOCK_ENABLE, "Enable clocks")
-    w.put(dev.fifo_addr(dev.aon_ctl), 0, "AON control", force=True)
+            w.put(dev.ctl_addr(g, dev.regs.reg_ctl), val | CTL_CLOCK_ENABLE, "Enable clocks")
+    w.put(dev.fifo_addr(dev.regs.aon_ctl), 0, "AON control", force=True)
     if dev.require_reg_clear:
         for g in hw.groups_used:
-            w.put(dev.ctl_addr(g, dev.reg_sram), SRAM_CONTROL, "SRAM control")
-        clear = dev.bist_zero_both if _any_bias(hw) else dev.bist_zero
+            w.put(dev.ctl_addr(g, dev.regs.reg_sram), SRAM_CONTROL, "SRAM control")
+        clear = dev.regs.bist_zero_both if _any_bias(hw) else dev.regs.bist_zero
         for g in hw.groups_used:
-            w.put(dev.ctl_addr(g, dev.reg_sram_test), clear, "Clear registers")
+            w.put(dev.ctl_addr(g, dev.regs.reg_sram_test), clear, "Clear registers")
         for g in hw.groups_used:
-            w.put(dev.ctl_addr(g, dev.reg_sram_test), 0, "Reset BIST", force=True)
+            w.put(dev.ctl_addr(g, dev.regs.reg_sram_test), 0, "Reset BIST", force=True)
     for g in hw.groups_used:
         val = CTL_CLOCK_ENABLE
         if opts.uses_fifo:
@@ -47,13 +47,13 @@ def cnn_init(hw: HwNetwork) -> tuple[Write, ...]:
             val |= CTL_MEXPRESS
         if dev.support_pipeline and not hw.pipeline:
             val |= 1 << 5
-        w.put(dev.ctl_addr(g, dev.reg_ctl), val, "Stop state machine")
+        w.put(dev.ctl_addr(g, dev.regs.reg_ctl), val, "Stop state machine")
         if not dev.require_reg_clear:
-            w.put(dev.ctl_addr(g, dev.reg_sram), SRAM_CONTROL, "SRAM control")
+            w.put(dev.ctl_addr(g, dev.regs.reg_sram), SRAM_CONTROL, "SRAM control")
         final = hw.placement.final_layer
         val = (final + hw.sum_hw_layers) \
             | (hw.start_layer + hw.hw_add_layers[hw.start_layer]) << 8
-        w.put(dev.ctl_addr(g, dev.reg_lcnt_max), val, "Layer count")
+        w.put(dev.ctl_addr(g, dev.regs.reg_lcnt_max), val, "Layer count")
     return w.done()
 
 
@@ -70,13 +70,13 @@ def fifo_control(hw: HwNetwork, w: WriteList) -> None:
         if dev.require_fifo_cpl:
             val |= 1 << 11
         for i in range(hw.network.layers[start].input_channels):
-            fifo = i % dev.p_numgroups
-            if pmap0 & 1 << fifo * dev.p_numpro:
+            fifo = i % dev.quadrants
+            if pmap0 & 1 << fifo * dev.processors_per_quadrant:
                 val |= 1 << fifo + 12
-        w.put(dev.fifo_addr(dev.fifo_ctl), val, "FIFO control")
+        w.put(dev.fifo_addr(dev.regs.fifo_ctl), val, "FIFO control")
     else:
-        w.put(dev.fast_fifo_addr(dev.fast_fifo_ie), 0, "Fast FIFO interrupt enable")
-        w.put(dev.fast_fifo_addr(dev.fast_fifo_cr), 10 << 4, "Fast FIFO control")
+        w.put(dev.fast_fifo_addr(dev.regs.fast_fifo_ie), 0, "Fast FIFO interrupt enable")
+        w.put(dev.fast_fifo_addr(dev.regs.fast_fifo_cr), 10 << 4, "Fast FIFO control")
 
 
 def snoop_registers(hw: HwNetwork, w: WriteList) -> None:
@@ -85,7 +85,7 @@ def snoop_registers(hw: HwNetwork, w: WriteList) -> None:
         return
     dev = hw.dev
     for g in hw.groups_used:
-        for reg, value in zip(dev.reg_snoop, snoop, strict=False):
+        for reg, value in zip(dev.regs.reg_snoop, snoop, strict=False):
             w.put(dev.ctl_addr(g, reg), value, "Conditional execution")
 
 
@@ -109,9 +109,9 @@ def _run_control(hw: HwNetwork) -> int:
         val |= 1 << 21
     if hw.binary_weights:
         val |= 1 << 30
-    if dev.ctl_pipeline_offs is not None:
+    if dev.regs.ctl_pipeline_offs is not None:
         if not hw.pipeline:
-            val |= 1 << dev.ctl_pipeline_offs
+            val |= 1 << dev.regs.ctl_pipeline_offs
         start = places[hw.start_layer]
         if start.streaming and start.big_data:
             val |= 1 << 6
@@ -152,13 +152,13 @@ def cnn_start(hw: HwNetwork) -> tuple[Write, ...]:
         if g != master:
             fval |= CTL_ENABLE
         fval |= CTL_EXT_SYNC
-        w.put(dev.ctl_addr(g, dev.reg_ctl), val | fval | master << 9, f"Enable quadrant {g}")
+        w.put(dev.ctl_addr(g, dev.regs.reg_ctl), val | fval | master << 9, f"Enable quadrant {g}")
     if hw.options.powerdown:
         unused = 0
-        for g in range(dev.p_numgroups):
+        for g in range(dev.quadrants):
             if g not in hw.groups_used:
                 unused |= 1 << 12 + g
-        w.put(dev.fifo_addr(dev.aon_ctl), unused, "AON control")
+        w.put(dev.fifo_addr(dev.regs.aon_ctl), unused, "AON control")
     pmap0 = hw.placement.layers[hw.start_layer].processor_map
     if hw.options.uses_fifo and pmap0 & 0x0F << master * 16:
         val |= CTL_FIFO_ENABLE
@@ -166,19 +166,20 @@ def cnn_start(hw: HwNetwork) -> tuple[Write, ...]:
             val |= 1 << 22
             if _fifo_group(hw):
                 val |= 1 << 23
-    w.put(dev.ctl_addr(master, dev.reg_ctl), val | CTL_ENABLE, f"Master enable quadrant {master}")
+    w.put(dev.ctl_addr(master, dev.regs.reg_ctl), val | CTL_ENABLE,
+          f"Master enable quadrant {master}")
     return w.done()
 
 
 def cnn_stop(hw: HwNetwork) -> tuple[Write, ...]:
     master = hw.groups_used[0]
-    return (Write(hw.dev.ctl_addr(master, hw.dev.reg_ctl), ~CTL_ENABLE & 0xFFFFFFFF, "&=",
+    return (Write(hw.dev.ctl_addr(master, hw.dev.regs.reg_ctl), ~CTL_ENABLE & 0xFFFFFFFF, "&=",
                   f"Disable quadrant {master}"),)
 
 
 def cnn_continue(hw: HwNetwork) -> tuple[Write, ...]:
     master = hw.groups_used[0]
-    return (Write(hw.dev.ctl_addr(master, hw.dev.reg_ctl), CTL_ENABLE, "|=",
+    return (Write(hw.dev.ctl_addr(master, hw.dev.regs.reg_ctl), CTL_ENABLE, "|=",
                   f"Re-enable quadrant {master}"),)
 
 
@@ -187,6 +188,6 @@ def cnn_isr(hw: HwNetwork) -> tuple[Write, ...]:
     bits = CTL_DONE | CTL_ENABLE
     if any(p.streaming for p in hw.placement.layers):
         bits |= CTL_STREAM_DONE
-    return tuple(Write(hw.dev.ctl_addr(g, hw.dev.reg_ctl), ~bits & 0xFFFFFFFF, "&=",
+    return tuple(Write(hw.dev.ctl_addr(g, hw.dev.regs.reg_ctl), ~bits & 0xFFFFFFFF, "&=",
                        f"Acknowledge quadrant {g}") for g in hw.groups_used)
 

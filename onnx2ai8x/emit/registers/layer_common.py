@@ -3,22 +3,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...devices import Device
+from ...map.hw import HwNetwork, ffs, fls, popcount
 from ...network import OP_NONE
-from .hwlayers import HwNetwork, ffs, fls, popcount
 from .writes import WeightMemoryMap
 
-# MAX78002 kernel memory: four large instances of 1024 kernels, then four small of 256
-# (seed 000, "Kernel memory"); calcx4 interleaves kernels across the four instances.
-MASK_WIDTH_SMALL = 4 * 1024
-MASK_WIDTH_LARGE = MASK_WIDTH_SMALL + 4 * 256
 
-
-def calcx4_index(k: int) -> int:
-    """Kernel column `k` as calcx4 addresses it (round-robin over the 4 instances)."""
-    if k < MASK_WIDTH_SMALL:
-        return (k % 4) * (MASK_WIDTH_SMALL // 4) + k // 4
-    k -= MASK_WIDTH_SMALL
-    return (k % 4) * ((MASK_WIDTH_LARGE - MASK_WIDTH_SMALL) // 4) + k // 4 + MASK_WIDTH_SMALL
+def calcx4_index(k: int, device: Device) -> int:
+    """Kernel column `k` as calcx4 addresses it: round-robin over the four kernel-memory
+    instances, first in the large instances, then in the small ones of the extended
+    processors (seed 000, "Kernel memory"; only MAX78002 has calcx4)."""
+    small, large = device.kernel_words_small, device.kernel_words_large
+    if k < small:
+        return (k % 4) * (small // 4) + k // 4
+    k -= small
+    return (k % 4) * ((large - small) // 4) + k // 4 + small
 
 
 @dataclass(frozen=True)
@@ -42,9 +41,9 @@ def _local_source(hw: HwNetwork, ll: int) -> bool:
     dev = hw.dev
     pl = hw.placement.layers[ll]
     for group in hw.groups_used:
-        gmap = pl.output_processor_map & (((1 << dev.p_numpro) - 1) << group * dev.p_numpro)
+        gmap = pl.output_processor_map & dev.quadrant_bits(group)
         if popcount(gmap) > 1:
-            gap_max, gap_min = 0, dev.max_proc
+            gap_max, gap_min = 0, dev.processors
             p = ffs(gmap)
             while p < fls(gmap):
                 gap = ffs(gmap & ~((1 << (p + 1)) - 1)) - p - 1
@@ -62,7 +61,7 @@ def _tscnt_max(hw: HwNetwork, ll: int) -> int:
     width = lay.output_width
     best = 0
     for group in hw.groups_used:
-        pop = popcount((pmap >> group * dev.p_numpro) % (1 << dev.p_numpro))
+        pop = popcount(dev.in_quadrant(pmap, group))
         if hw.layers[ll].operator == OP_NONE:
             if pop:
                 best = max(best, (pop * width // 8 - 1) // 4)
@@ -96,7 +95,7 @@ def layer_context(hw: HwNetwork, mem: WeightMemoryMap, ll: int) -> LayerContext:
         # Mask offsets count 9-byte columns; 1-D kernels pack several per column.
         koffs, oned_sad = divmod(9 * mem.kernel_offset[ll], h.kernel_size[0] * h.kernel_size[1])
         if h.calcx4:
-            koffs = calcx4_index(koffs)
+            koffs = calcx4_index(koffs, hw.dev)
         koffs *= 8
     return LayerContext(ll=ll, hw_layer=hw.hw_index(ll), local_source=_local_source(hw, ll),
                         tscnt_max=_tscnt_max(hw, ll), flatten_prod=flatten_prod,

@@ -6,6 +6,7 @@ CNNx16_n_Ly_LCTRL0/1, _MCNT, _OCHAN, _ONED, _POST, _EN).
 from __future__ import annotations
 
 from ...errors import Ai8xError
+from ...map.hw import HwNetwork, ffs, fls
 from ...network import (
     ACT_ABS,
     ACT_RELU,
@@ -19,7 +20,6 @@ from ...network import (
     OP_LINEAR,
     OP_NONE,
 )
-from .hwlayers import HwNetwork, ffs, fls
 from .layer_common import LayerContext
 from .writes import WeightMemoryMap
 
@@ -50,20 +50,20 @@ def layer_control(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext, group:
         # The first quadrant collects partial sums from every other quadrant taking part,
         # and from the quadrant that holds the bias.
         sources = 0
-        for t in range(hw.groups_used[0] + 1, dev.p_numgroups):
-            if (pl.processor_map >> t * dev.p_numpro) % (1 << dev.p_numpro):
+        for t in range(hw.groups_used[0] + 1, dev.quadrants):
+            if dev.in_quadrant(pl.processor_map, t):
                 sources |= 1 << t
         bias_group = mem.bias_group[ll]
         if bias_group is not None and bias_group >= 0 and bias_group != group:
             sources |= 1 << bias_group
         val |= sources << 12
-    if pl.read_ahead and dev.rd_ahead_offs is not None:
-        val |= 1 << dev.rd_ahead_offs
-    if dev.cprime_max_offs is not None and h.operator != OP_NONE:
-        val |= (h.kernel_size[0] - 1) << dev.rprime_max_offs
-        val |= (h.kernel_size[1] - 1) << dev.cprime_max_offs
-    if pl.read_ahead and dev.shift_cnt_offs is not None:
-        val |= ((h.in_expand - 1) // 4 if h.tcalc else h.in_expand - 1) << dev.shift_cnt_offs
+    if pl.read_ahead and dev.regs.rd_ahead_offs is not None:
+        val |= 1 << dev.regs.rd_ahead_offs
+    if dev.regs.cprime_max_offs is not None and h.operator != OP_NONE:
+        val |= (h.kernel_size[0] - 1) << dev.regs.rprime_max_offs
+        val |= (h.kernel_size[1] - 1) << dev.regs.cprime_max_offs
+    if pl.read_ahead and dev.regs.shift_cnt_offs is not None:
+        val |= ((h.in_expand - 1) // 4 if h.tcalc else h.in_expand - 1) << dev.regs.shift_cnt_offs
     if pl.bypass:
         val |= 1 << 30
     return val
@@ -75,13 +75,14 @@ def layer_control2(hw: HwNetwork, ctx: LayerContext) -> int:
     pl = hw.placement.layers[ll]
     h = hw.layers[ll]
     lay = hw.network.layers[ll]
-    if ctx.in_exp >= 16:
+    if ctx.in_exp >= dev.max_passes:
         raise Ai8xError("emit.limit", lay.name,
                         f"input expansion of {ctx.in_exp + 1} passes exceeds the device "
-                        "limit of 16", "use fewer input channels or a smaller flattened input")
+                        f"limit of {dev.max_passes}",
+                        "use fewer input channels or a smaller flattened input")
     omap = pl.output_processor_map
-    val = (fls(omap) - (ffs(omap) & ~(dev.p_shared - 1))) * ctx.quant << dev.xpch_max_offs \
-        | ctx.in_exp
+    first = ffs(omap) & ~(dev.processors_per_memory - 1)
+    val = (fls(omap) - first) * ctx.quant << dev.regs.xpch_max_offs | ctx.in_exp
     if h.operator != OP_NONE:
         skip = h.out_expand * (pl.write_gap + 1) - 1
     else:
@@ -94,17 +95,17 @@ def mask_registers(hw: HwNetwork, ctx: LayerContext) -> list[tuple[int, int]]:
     dev = hw.dev
     h = hw.layers[ctx.ll]
     kl, koffs = ctx.mask_count, ctx.mask_offset
-    if dev.mcnt1 is not None:
+    if dev.regs.mcnt1 is not None:
         if h.operator != OP_NONE:
-            return [(dev.mcnt1, kl + koffs), (dev.mcnt2, koffs)]
-        return [(dev.mcnt2, (h.out_expand - 1) * 8)]
+            return [(dev.regs.mcnt1, kl + koffs), (dev.regs.mcnt2, koffs)]
+        return [(dev.regs.mcnt2, (h.out_expand - 1) * 8)]
     if h.operator != OP_NONE:
-        val = koffs << dev.mcnt_sad_offs | (kl + koffs) << dev.mcnt_max_offs
+        val = koffs << dev.regs.mcnt_sad_offs | (kl + koffs) << dev.regs.mcnt_max_offs
     elif h.emulate_eltwise:
         val = 0
     else:
         val = (h.out_expand - 1) * 8
-    return [(dev.mcnt, val)]
+    return [(dev.regs.mcnt, val)]
 
 
 def output_channels(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext) -> int:
@@ -189,7 +190,7 @@ def enables(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
     ll = ctx.ll
     dev = hw.dev
     pl = hw.placement.layers[ll]
-    val = (pl.processor_map >> group * dev.p_numpro) % (1 << dev.p_numpro)
+    val = dev.in_quadrant(pl.processor_map, group)
     if hw.layers[ll].operator != OP_NONE and not pl.bypass:
         val = val << 16 | val
     return val

@@ -4,8 +4,8 @@ _PRCNT, _PCCNT, _STRIDE, _WPTR_*, _RPTR_BASE, _TPTR, _NXTLYR).
 """
 from __future__ import annotations
 
+from ...map.hw import HwNetwork, ffs, popcount
 from ...network import OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE
-from .hwlayers import HwNetwork, ffs, popcount
 from .layer_common import LayerContext
 
 
@@ -47,9 +47,9 @@ def row_count(hw: HwNetwork, ll: int) -> int:
     pl = hw.placement.layers[ll]
     h = hw.layers[ll]
     in_row, in_col = _in_rows_cols(hw, ll)
-    if dev.cnt_diff_offs is None:
+    if dev.regs.cnt_diff_offs is None:
         val = in_row - 1
-        val |= h.padding[0] << dev.pad_cnt_offs
+        val |= h.padding[0] << dev.regs.pad_cnt_offs
         return val + 2 * h.padding[0]
     diff = _last_fetch_diff(in_row, lay.pool[0], lay.pool_dilation[0], lay.pool_stride[0])
     val = in_row - diff
@@ -59,9 +59,9 @@ def row_count(hw: HwNetwork, ll: int) -> int:
         diff = _last_fetch_diff(in_col, lay.pool[1], lay.pool_dilation[1], lay.pool_stride[1])
     diff = (diff + (lay.pool_stride[0] - 1) * in_col) * (pl.input_skip + 1) * lay.operands \
         * h.in_expand
-    val |= diff << dev.cnt_diff_offs
+    val |= diff << dev.regs.cnt_diff_offs
     if h.padding[0] > 0:
-        val |= 1 << dev.pad_ena_offs | (h.padding[0] - 1) << dev.pad_cnt_offs
+        val |= 1 << dev.regs.pad_ena_offs | (h.padding[0] - 1) << dev.regs.pad_cnt_offs
     return val
 
 
@@ -70,22 +70,22 @@ def column_count(hw: HwNetwork, ll: int) -> int:
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
     _, in_col = _in_rows_cols(hw, ll)
-    if dev.cnt_diff_offs is None:
+    if dev.regs.cnt_diff_offs is None:
         val = in_col - 1
-        val |= h.padding[1] << dev.pad_cnt_offs
+        val |= h.padding[1] << dev.regs.pad_cnt_offs
         return val + 2 * h.padding[1]
     diff = _last_fetch_diff(in_col, lay.pool[1], lay.pool_dilation[1], lay.pool_stride[1])
-    val = in_col - diff | diff << dev.cnt_diff_offs
+    val = in_col - diff | diff << dev.regs.cnt_diff_offs
     if h.padding[1] > 0:
-        val |= 1 << dev.pad_ena_offs | (h.padding[1] - 1) << dev.pad_cnt_offs
+        val |= 1 << dev.regs.pad_ena_offs | (h.padding[1] - 1) << dev.regs.pad_cnt_offs
     return val
 
 
 def pool_count(hw: HwNetwork, ll: int, axis: int) -> int:
     lay = hw.network.layers[ll]
     val = (lay.pool[axis] - 1) * lay.pool_dilation[axis]
-    if hw.dev.cnt_inc_offs is not None:
-        val |= (lay.pool_dilation[axis] - 1) << hw.dev.cnt_inc_offs
+    if hw.dev.regs.cnt_inc_offs is not None:
+        val |= (lay.pool_dilation[axis] - 1) << hw.dev.regs.cnt_inc_offs
     return val
 
 
@@ -98,9 +98,9 @@ def stride(hw: HwNetwork, ll: int) -> int:
         val = lay.pool_stride[0] - 1
     else:
         val = lay.stride[0] - 1
-    if hw.dev.mp_stride_offs is not None:
+    if hw.dev.regs.mp_stride_offs is not None:
         val |= lay.pool_stride[0] * lay.operands * h.in_expand \
-            * (hw.placement.layers[ll].input_skip + 1) << hw.dev.mp_stride_offs
+            * (hw.placement.layers[ll].input_skip + 1) << hw.dev.regs.mp_stride_offs
     return val
 
 
@@ -113,25 +113,25 @@ def write_pointer(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
     omap = pl.output_processor_map
     val = (pl.out_offset - h.out_ignore) // 4
     if ctx.local_source:
-        instance = ffs(omap >> group * dev.p_shared) & ~(dev.p_shared - 1)
-        return val | (instance + group * dev.p_shared) * dev.instance_size
+        instance = ffs(omap >> group * dev.processors_per_memory) & ~(dev.processors_per_memory - 1)
+        return val | (instance + group * dev.processors_per_memory) * dev.data_instance_stride_words
     if h.operator != OP_NONE and lay.conv_groups > 1 and not h.broadcast:
-        first_group = ffs(pl.processor_map) // dev.p_numpro
+        first_group = ffs(pl.processor_map) // dev.processors_per_quadrant
         if group - first_group < 0:
             return 0
-        wptr = (group - first_group) * dev.p_numpro + ffs(omap)
+        wptr = (group - first_group) * dev.processors_per_quadrant + ffs(omap)
         if group != first_group:
-            wptr -= ffs(pl.processor_map) % dev.p_numpro
-        return val | (wptr // dev.p_shared) << dev.write_ptr_shift
-    group_bits = omap & (((1 << dev.p_numpro) - 1) << group * dev.p_numpro)
+            wptr -= ffs(pl.processor_map) % dev.processors_per_quadrant
+        return val | (wptr // dev.processors_per_memory) << dev.regs.write_ptr_shift
+    group_bits = omap & dev.quadrant_bits(group)
     if h.operator != OP_NONE:
-        instance = ffs(omap) & ~(dev.p_shared - 1)
+        instance = ffs(omap) & ~(dev.processors_per_memory - 1)
     elif group_bits > 0:
-        instance = ffs(group_bits) & ~(dev.p_shared - 1)
+        instance = ffs(group_bits) & ~(dev.processors_per_memory - 1)
     else:
         instance = 0
-    return val | (instance % dev.p_shared) * dev.instance_size \
-        | (instance // dev.p_shared) << dev.write_ptr_shift
+    return val | (instance % dev.processors_per_memory) * dev.data_instance_stride_words \
+        | (instance // dev.processors_per_memory) << dev.regs.write_ptr_shift
 
 
 def write_pointer_timeslot(hw: HwNetwork, ll: int) -> int:
@@ -141,13 +141,13 @@ def write_pointer_timeslot(hw: HwNetwork, ll: int) -> int:
         if h.kernel_size == (1, 1) and lay.conv_groups == 1:
             return 1
         if lay.conv_groups > 1 and not h.broadcast:
-            return hw.dev.instance_size * 4
+            return hw.dev.data_instance_stride_words * 4
         return 0
     if h.operator == OP_NONE:
         pmap = hw.placement.layers[ll].processor_map
         if popcount(pmap) > 4 or (lay.operands > 1 and h.in_expand > 1):
-            return hw.dev.instance_size * 4
-        return hw.dev.instance_size
+            return hw.dev.data_instance_stride_words * 4
+        return hw.dev.data_instance_stride_words
     return 0
 
 
@@ -155,7 +155,7 @@ def write_pointer_mask(hw: HwNetwork, ll: int) -> int | None:
     """Mask offset register (None: not written for passthrough layers)."""
     if hw.layers[ll].operator == OP_NONE:
         return None
-    return 1 << hw.dev.write_ptr_shift
+    return 1 << hw.dev.regs.write_ptr_shift
 
 
 def write_pointer_channel(hw: HwNetwork, ll: int) -> int:

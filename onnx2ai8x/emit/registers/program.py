@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...map import streaming
+from ...map.hw import HwNetwork, derive
+from ...options import EmitOptions
 from ...placement import Placement
-from ..options import EmitOptions
-from . import control, layer_control, layer_geometry, streaming
-from .hwlayers import HwNetwork, derive
+from . import control, layer_control, layer_geometry
 from .layer_common import layer_context
 from .writes import WeightMemoryMap, Write, WriteList
 
@@ -51,55 +52,56 @@ def _configure_layer(hw: HwNetwork, mem: WeightMemoryMap, ll: int, w: WriteList)
             w.put(dev.lreg_addr(group, reg, hl - 1), value, "Average pool reset layer")
 
     for group in hw.groups_used:
-        if dev.nxtlyr is not None:
-            lreg(group, dev.nxtlyr, layer_geometry.next_layer(hw, ll), "Next layer")
-        reset_reg(group, dev.rcnt, _RESET_LAYER["rcnt"])
-        lreg(group, dev.rcnt, layer_geometry.row_count(hw, ll), "Rows")
-        reset_reg(group, dev.ccnt, _RESET_LAYER["ccnt"])
-        lreg(group, dev.ccnt, layer_geometry.column_count(hw, ll), "Columns")
-        lreg(group, dev.prcnt, layer_geometry.pool_count(hw, ll, 0), "Pooling rows")
-        lreg(group, dev.pccnt, layer_geometry.pool_count(hw, ll, 1), "Pooling columns")
-        reset_reg(group, dev.stride, _RESET_LAYER["stride"])
-        lreg(group, dev.stride, layer_geometry.stride(hw, ll), "Stride")
+        if dev.regs.nxtlyr is not None:
+            lreg(group, dev.regs.nxtlyr, layer_geometry.next_layer(hw, ll), "Next layer")
+        reset_reg(group, dev.regs.rcnt, _RESET_LAYER["rcnt"])
+        lreg(group, dev.regs.rcnt, layer_geometry.row_count(hw, ll), "Rows")
+        reset_reg(group, dev.regs.ccnt, _RESET_LAYER["ccnt"])
+        lreg(group, dev.regs.ccnt, layer_geometry.column_count(hw, ll), "Columns")
+        lreg(group, dev.regs.prcnt, layer_geometry.pool_count(hw, ll, 0), "Pooling rows")
+        lreg(group, dev.regs.pccnt, layer_geometry.pool_count(hw, ll, 1), "Pooling columns")
+        reset_reg(group, dev.regs.stride, _RESET_LAYER["stride"])
+        lreg(group, dev.regs.stride, layer_geometry.stride(hw, ll), "Stride")
         wptr = layer_geometry.write_pointer(hw, ctx, group)
-        reset_reg(group, dev.wptr_base, wptr)
-        lreg(group, dev.wptr_base, wptr, "SRAM write pointer")
+        reset_reg(group, dev.regs.wptr_base, wptr)
+        lreg(group, dev.regs.wptr_base, wptr, "SRAM write pointer")
         toffs = layer_geometry.write_pointer_timeslot(hw, ll)
-        reset_reg(group, dev.wptr_toffs, toffs)
-        lreg(group, dev.wptr_toffs, toffs, "Write pointer time slot offset")
+        reset_reg(group, dev.regs.wptr_toffs, toffs)
+        lreg(group, dev.regs.wptr_toffs, toffs, "Write pointer time slot offset")
         moffs = layer_geometry.write_pointer_mask(hw, ll)
         if moffs is not None:
-            lreg(group, dev.wptr_moffs, moffs, "Write pointer mask offset")
-        lreg(group, dev.wptr_choffs, layer_geometry.write_pointer_channel(hw, ll),
+            lreg(group, dev.regs.wptr_moffs, moffs, "Write pointer mask offset")
+        lreg(group, dev.regs.wptr_choffs, layer_geometry.write_pointer_channel(hw, ll),
              "Write pointer multi-pass channel offset")
         rptr = layer_geometry.read_pointer(hw, ll)
-        reset_reg(group, dev.rptr_base, rptr)
-        lreg(group, dev.rptr_base, rptr, "SRAM read pointer")
-        reset_reg(group, dev.lctl, _RESET_LAYER["lctl"])
-        lreg(group, dev.lctl, layer_control.layer_control(hw, mem, ctx, group), "Layer control")
-        lreg(group, dev.lctl2, layer_control.layer_control2(hw, ctx), "Layer control 2")
+        reset_reg(group, dev.regs.rptr_base, rptr)
+        lreg(group, dev.regs.rptr_base, rptr, "SRAM read pointer")
+        reset_reg(group, dev.regs.lctl, _RESET_LAYER["lctl"])
+        lreg(group, dev.regs.lctl, layer_control.layer_control(hw, mem, ctx, group),
+             "Layer control")
+        lreg(group, dev.regs.lctl2, layer_control.layer_control2(hw, ctx), "Layer control 2")
         for reg, value in layer_control.mask_registers(hw, ctx):
             lreg(group, reg, value, "Mask offset and count")
-        if dev.ochan is not None:
-            lreg(group, dev.ochan, layer_control.output_channels(hw, mem, ctx),
+        if dev.regs.ochan is not None:
+            lreg(group, dev.regs.ochan, layer_control.output_channels(hw, mem, ctx),
                  "Output channel count")
-        reset_reg(group, dev.oned, _RESET_LAYER["oned"])
-        lreg(group, dev.oned, layer_control.one_d(hw, ctx), "1D")
-        lreg(group, dev.tptr, layer_geometry.tram_pointer_max(hw, ctx), "TRAM pointer max")
-        reset_reg(group, dev.post, _RESET_LAYER["post"])
-        lreg(group, dev.post, layer_control.post_processing(hw, mem, ctx, group),
+        reset_reg(group, dev.regs.oned, _RESET_LAYER["oned"])
+        lreg(group, dev.regs.oned, layer_control.one_d(hw, ctx), "1D")
+        lreg(group, dev.regs.tptr, layer_geometry.tram_pointer_max(hw, ctx), "TRAM pointer max")
+        reset_reg(group, dev.regs.post, _RESET_LAYER["post"])
+        lreg(group, dev.regs.post, layer_control.post_processing(hw, mem, ctx, group),
              "Post processing")
-        reset_reg(group, dev.ena, _RESET_LAYER["ena"])
-        lreg(group, dev.ena, layer_control.enables(hw, ctx, group),
+        reset_reg(group, dev.regs.ena, _RESET_LAYER["ena"])
+        lreg(group, dev.regs.ena, layer_control.enables(hw, ctx, group),
              "Mask and processor enables")
-        lreg(group, dev.stream1, streaming.stream1(hw, ll, sv), "Stream processing start")
-        lreg(group, dev.stream2, streaming.stream2(hw, ll, sv), "Stream processing delta")
+        lreg(group, dev.regs.stream1, streaming.stream1(hw, ll, sv), "Stream processing start")
+        lreg(group, dev.regs.stream2, streaming.stream2(hw, ll, sv), "Stream processing delta")
         fmax = streaming.rollover(hw, ll, sv)
         if fmax is not None:
-            lreg(group, dev.fmax, fmax, "Rollover")
+            lreg(group, dev.regs.fmax, fmax, "Rollover")
         frame = streaming.input_frame(hw, ll)
         if frame is not None:
-            w.put(dev.ctl_addr(group, dev.reg_ifrm), frame, "Input frame size")
+            w.put(dev.ctl_addr(group, dev.regs.reg_ifrm), frame, "Input frame size")
 
 
 def cnn_configure(hw: HwNetwork, mem: WeightMemoryMap) -> tuple[Write, ...]:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..devices import MAX78000
-from ..errors import EXIT_USAGE, Ai8xError
+from .devices import MAX78000
+from .errors import EXIT_USAGE, Ai8xError
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,22 @@
-"""What the hardware actually runs per layer, derived once from (Network, Placement).
+"""The hardware's view of a layer: what the accelerator actually runs, derived once from
+a Placement, plus the rules every stage shares (passes per channel count, bit helpers).
 
 The accelerator does not always run a layer in the shape the network states: a 1x1
 convolution next to a streaming layer runs on the 3x3 kernel hardware, a dilated Conv1d
 runs with a stretched kernel (or as a Conv2d), a transposed convolution uses flipped
 padding, and channel counts above 64 need several passes (seed 000, "Multi-Pass",
-"Streaming Mode", "Conv1d dilation" sections). Every register module reads these values
-instead of recomputing them.
+"Streaming Mode", "Conv1d dilation" sections). The mapper's checks, the latency
+estimate, the kernel packing and every register module read these values instead of
+recomputing them; the device facts come from `onnx2ai8x.devices`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...map.kernels import streams_1x1_as_3x3
-from ...network import OP_CONV2D, OP_CONVTRANSPOSE2D, OP_NONE, Network
-from ...placement import Placement
+from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device, get_device
+from ..network import OP_CONV2D, OP_CONVTRANSPOSE2D, OP_NONE, Network
 from ..options import EmitOptions
-from .device import DeviceRegs, device_regs
-
-MAX_STREAM_LAYERS = 8  # both devices: the 1x1-to-3x3 rewrite looks at the first 9 layers
-# A dilated Conv1d whose stretched kernel still fits 9 taps keeps the Conv1d hardware.
-MAX_STRETCHED_KERNEL = 9
+from ..placement import Placement
 
 
 def popcount(x: int) -> int:
@@ -34,6 +31,43 @@ def ffs(x: int) -> int:
 def fls(x: int) -> int:
     """Index of the highest set bit (-1 for 0)."""
     return x.bit_length() - 1
+
+
+def multipass(channels: int) -> tuple[int, int]:
+    """(passes, processors per pass) for `channels` channels (seed 000, "Multi-Pass").
+
+    One pass reads at most one channel per processor; beyond that the channels wrap in
+    passes, and the per-pass count rounds up to a multiple of the processors sharing one
+    data-memory instance so every pass fills whole memory words. No channels: one empty
+    pass.
+    """
+    if channels <= 0:
+        return 1, 0
+    passes = -(-channels // PROCESSORS)
+    per_pass = -(-channels // passes)
+    if channels > PROCESSORS:
+        per_pass = min(-(-per_pass // PROCESSORS_PER_MEMORY) * PROCESSORS_PER_MEMORY,
+                       PROCESSORS)
+    return passes, per_pass
+
+
+def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
+    """Whether layer `ll` is a 1x1 convolution the accelerator must run on its 3x3 kernel
+    hardware: streaming has no 1x1 path, so a 1x1 Conv2d or ConvTranspose2d that streams
+    or reads a streaming layer's output runs as a 3x3 kernel holding the weight in its
+    centre, with padding 1 (the same output size). Both parts do this (the vendor's
+    EMULATE_1X1_STREAMING); the register values and the kernel packing (map/kernels.py)
+    both read it from here. Streaming reaches the first `max_stream_layers` layers and
+    the one after."""
+    device = get_device(placement.device)
+    if not device.emulate_1x1_streaming or ll > device.max_stream_layers:
+        return False
+    lay, pl = network.layers[ll], placement.layers[ll]
+    if tuple(lay.kernel_size) != (1, 1) or lay.operator not in (OP_CONV2D,
+                                                                OP_CONVTRANSPOSE2D):
+        return False
+    prev = pl.prev_sequence
+    return bool(pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
 
 
 @dataclass(frozen=True)
@@ -67,7 +101,7 @@ class HwNetwork:
 
     network: Network
     placement: Placement
-    dev: DeviceRegs
+    dev: Device
     options: EmitOptions
     layers: tuple[HwLayer, ...]
     groups_used: tuple[int, ...]
@@ -95,18 +129,10 @@ def _extra(placement: Placement, ll: int, key: str, default: object = None) -> o
     return default
 
 
-def _expand(channels: int, max_proc: int, shared: int) -> tuple[int, int]:
-    passes = (channels + max_proc - 1) // max_proc
-    thresh = (channels + passes - 1) // passes
-    if channels > max_proc:
-        thresh = min((thresh + shared - 1) & ~(shared - 1), max_proc)
-    return passes, thresh
-
-
 def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
     """The hardware view of a placed network (pure)."""
     net = placement.network
-    dev = device_regs(placement.device)
+    dev = get_device(placement.device)
     layers = net.layers
     places = placement.layers
     count = len(places)
@@ -119,11 +145,10 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
     # Streaming has no 1x1 path: such a convolution next to a streaming layer runs on the
     # 3x3 hardware with the weight in the centre and padding 1 (same output size); the
     # kernel packing (map/kernels.py) stores it so, by the same rule.
-    if dev.emulate_1x1_streaming:
-        for ll in range(min(MAX_STREAM_LAYERS + 1, count)):
-            if streams_1x1_as_3x3(net, placement, ll):
-                kernel[ll] = (3, 3)
-                padding[ll] = (1, 1)
+    for ll in range(count):
+        if streams_1x1_as_3x3(net, placement, ll):
+            kernel[ll] = (3, 3)
+            padding[ll] = (1, 1)
 
     operands = [lay.operands for lay in layers]
     out: list[HwLayer] = []
@@ -135,12 +160,12 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
         ksize = kernel[ll]
         pad = padding[ll]
         out_ignore = out_pad = 0
-        in_expand, in_thresh = _expand(lay.input_channels, dev.max_proc, dev.p_shared)
-        out_expand, out_thresh = _expand(lay.output_channels, dev.max_proc, dev.p_shared)
+        in_expand, in_thresh = multipass(lay.input_channels)
+        out_expand, out_thresh = multipass(lay.output_channels)
         dil = lay.dilation[0]
         if dil > 1:
             k = lay.kernel_size[0]
-            if (k - 1) * dil < MAX_STRETCHED_KERNEL:
+            if (k - 1) * dil < dev.conv1d_stretch_limit:
                 ksize = (k + (k - 1) * (dil - 1), 1)
             else:
                 # Long dilation: Conv2d hardware, rows of `dilation` columns, pad 1.
@@ -166,10 +191,10 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
             else bool(pl.read_ahead and in_expand > 1)
         invol = (in_expand + 3) & ~3 if tcalc else in_expand
         broadcast = lay.conv_groups > 1 and pl.processor_map == pl.output_processor_map
-        emulate = (dev.emulate_eltwise_mp and lay.operands > 1 and in_expand > 1
+        emulate = (dev.eltwise_multipass_emulated and lay.operands > 1 and in_expand > 1
                    and lay.operands * in_expand != lay.operands + in_expand)
         # The vendor indexes operands[prev_sequence] directly, so -1 means the last layer.
-        avg_reset = (dev.require_passthrough_avgpool_after_eltwise and ll > 0
+        avg_reset = (dev.passthrough_avgpool_after_eltwise and ll > 0
                      and operands[prev_seq[ll]] > 1 and lay.pool_average)
         snoop_seq = _extra(placement, ll, "snoop_sequence")
         out.append(HwLayer(
@@ -185,8 +210,7 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
     for ll in range(first, count):
         used |= places[ll].processor_map
     used |= places[placement.final_layer].output_processor_map
-    groups = tuple(g for g in range(dev.p_numgroups)
-                   if (used >> g * dev.p_numpro) & ((1 << dev.p_numpro) - 1))
+    groups = tuple(g for g in range(dev.quadrants) if dev.in_quadrant(used, g))
     add, total = [], 0
     for ll in range(count):
         if out[ll].avgpool_reset:

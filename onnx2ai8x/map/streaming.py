@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...errors import Ai8xError
-from .hwlayers import HwNetwork
+from ..errors import Ai8xError
+from .hw import HwNetwork
 
 # The vendor tool starts every later MAX78000 streaming layer two elements late
 # (its `--increase-start` default); the hardware was validated with that margin.
@@ -151,11 +151,11 @@ def stream_values(hw: HwNetwork, ll: int) -> StreamValues:
 
 
 def stream1(hw: HwNetwork, ll: int, sv: StreamValues) -> int:
-    if sv.start >= 1 << hw.dev.max_isval_bits:
+    if sv.start >= 1 << hw.dev.regs.max_isval_bits:
         lay = hw.network.layers[ll]
         raise Ai8xError("emit.limit", lay.name,
                         f"streaming start {sv.start} exceeds the device limit of "
-                        f"{(1 << hw.dev.max_isval_bits) - 1}",
+                        f"{(1 << hw.dev.regs.max_isval_bits) - 1}",
                         "use a narrower input or less pooling in the streaming layers")
     return sv.start
 
@@ -166,10 +166,10 @@ def stream2(hw: HwNetwork, ll: int, sv: StreamValues) -> int:
         raise Ai8xError("emit.limit", lay.name,
                         f"streaming volume offset {sv.invol} exceeds the limit of 15",
                         "use fewer streaming layers or fewer input passes")
-    if sv.delta2 >= 1 << hw.dev.max_dsval2_bits:
+    if sv.delta2 >= 1 << hw.dev.regs.max_dsval2_bits:
         raise Ai8xError("emit.limit", lay.name,
                         f"streaming delta {sv.delta2} exceeds the device limit of "
-                        f"{(1 << hw.dev.max_dsval2_bits) - 1}", "reduce pooling")
+                        f"{(1 << hw.dev.regs.max_dsval2_bits) - 1}", "reduce pooling")
     return sv.delta2 << 16 | sv.delta1 << 4 | sv.invol
 
 
