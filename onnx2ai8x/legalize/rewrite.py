@@ -137,28 +137,9 @@ def split_multipass_eltwise(network: Network, device: Device) -> Network:
 def copy_shared_operands(network: Network) -> Network:
     """Give each element-wise layer a pass-through copy of an operand that another
     layer also reads (see the module doc string)."""
-    ll = 0
-    while ll < len(network.layers):
-        lay = network.layers[ll]
-        srcs = _sources(network, ll)
-        if lay.eltwise == ELTWISE_NONE or len(srcs) < 2:
-            ll += 1
-            continue
-        readers = _readers(network)
-        shared = next((s for s in srcs if s != INPUT and readers.get(s, set()) - {ll}),
-                      None)
-        if shared is None:
-            ll += 1
-            continue
-        src = network.layers[shared]
-        dims = src.output_dim
-        copy = _passthrough(src, _unique(network, f"{src.name}_copy"),
-                            src.output_channels, dims, dims, (shared,))
-        at = shared + 1
-        network = insert_layer(network, at, copy, {
-            ll: tuple(NEW if s == shared else s for s in srcs)})
-        ll += 1  # the element-wise layer moved one on; look at it again
-    return network
+    return _copy_shared_sources(
+        network, lambda lay: lay.eltwise != ELTWISE_NONE,
+        lambda srcs, shared, ll: shared + 1)
 
 
 def _readers(network: Network) -> dict[int, set[int]]:
@@ -172,11 +153,24 @@ def _readers(network: Network) -> dict[int, set[int]]:
 def copy_shared_concat_parts(network: Network, device: Device) -> Network:
     """Give each concatenation of more than one input pass a pass-through copy of a part
     that another layer also reads (see the module doc string)."""
+    # the copy goes right before the first part written after `shared`, else before the
+    # concatenation: the interleaved group starts with the copy
+    return _copy_shared_sources(
+        network,
+        lambda lay: lay.eltwise == ELTWISE_NONE and in_passes(lay, device) >= 2,
+        lambda srcs, shared, ll: min([s for s in srcs if s > shared] + [ll]))
+
+
+def _copy_shared_sources(network: Network, applies, insert_at) -> Network:
+    """The one copy walk of both rewrites: for each layer of several sources that
+    `applies` selects, the first source (not the network input) that another layer also
+    reads gets a pass-through copy inserted at `insert_at(sources, shared, layer)`, and
+    the layer reads the copy instead."""
     ll = 0
     while ll < len(network.layers):
         lay = network.layers[ll]
         srcs = _sources(network, ll)
-        if lay.eltwise != ELTWISE_NONE or len(srcs) < 2 or in_passes(lay, device) < 2:
+        if len(srcs) < 2 or not applies(lay):
             ll += 1
             continue
         readers = _readers(network)
@@ -189,12 +183,9 @@ def copy_shared_concat_parts(network: Network, device: Device) -> Network:
         dims = src.output_dim
         copy = _passthrough(src, _unique(network, f"{src.name}_copy"),
                             src.output_channels, dims, dims, (shared,))
-        # right before the first part written after `shared`, else before the
-        # concatenation: the interleaved group starts with the copy
-        at = min([s for s in srcs if s > shared] + [ll])
-        network = insert_layer(network, at, copy, {
+        network = insert_layer(network, insert_at(srcs, shared, ll), copy, {
             ll: tuple(NEW if s == shared else s for s in srcs)})
-        ll += 1  # the concatenation moved one on; look at it again
+        ll += 1  # the layer moved one on; look at it again
     return network
 
 
