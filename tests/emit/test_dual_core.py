@@ -26,6 +26,7 @@ from onnx2ai8x.network import OP_NONE
 from onnx2ai8x.options import EmitOptions
 from tests.conftest import GOLDEN
 from tests.emit.synthetic import no_bias_memory, one_conv
+from tests.golden import pipeline
 
 C2TRACE = GOLDEN.parent / "tools" / "c2trace.py"
 
@@ -46,11 +47,7 @@ def _project(tmp_path: Path, options: EmitOptions, name: str = "proj", **kw) -> 
 def _trace(project: Path) -> dict:
     if not C2TRACE.is_file():
         pytest.skip("../shared/tools/c2trace.py is absent")
-    import json
-
-    done = subprocess.run([sys.executable, str(C2TRACE), str(project)], capture_output=True,
-                          text=True, check=True, timeout=120)
-    return json.loads(done.stdout)
+    return pipeline.trace_of(project)
 
 
 def test_riscv_project_has_both_cores(tmp_path: Path) -> None:
@@ -230,7 +227,6 @@ DIFFERENTIAL = [
 @pytest.mark.parametrize(("case", "extra"), DIFFERENTIAL,
                          ids=[f"{c}{''.join(e)}" for c, e in DIFFERENTIAL])
 def test_dual_core_matches_the_vendor_tool(tmp_path: Path, case: str, extra) -> None:
-    from tests.golden import pipeline
 
     vendor = _vendor()
     if vendor is None:

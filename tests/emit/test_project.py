@@ -1,10 +1,8 @@
 """The C project writer: files, the traced contents, host compile check, atomic writes."""
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,7 @@ from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.options import EmitOptions
 from tests.conftest import GOLDEN
 from tests.emit.synthetic import no_bias_memory, one_conv
+from tests.golden import pipeline
 
 C2TRACE = GOLDEN.parent / "tools" / "c2trace.py"
 STUBS = Path(__file__).parent / "sdk_stubs"
@@ -50,9 +49,7 @@ def _tree(project: Path) -> dict[str, bytes]:
 def _trace(project: Path) -> dict:
     if not C2TRACE.is_file():
         pytest.skip("../shared/tools/c2trace.py is absent")
-    proc = subprocess.run([sys.executable, str(C2TRACE), str(project)], capture_output=True,
-                          text=True, check=True, timeout=120)
-    return json.loads(proc.stdout)
+    return pipeline.trace_of(project)
 
 
 def test_project_files(tmp_path: Path) -> None:
