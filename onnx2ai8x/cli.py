@@ -264,7 +264,7 @@ def convert_cmd(
         if not quiet or not checked.passed:
             typer.echo(checked.text, err=not checked.passed)
         if not checked.passed:
-            raise typer.Exit(EXIT_INVALID)
+            raise typer.Exit(checked.exit_code)
 
 
 def check_cmd(
@@ -453,7 +453,8 @@ def verify_cmd(
     Reads only the C project (cnn.c, weights.h, sampledata.h, sampleoutput.h, main.c),
     executes its register writes and memory loads, runs the layers, and checks the
     project's own expected output: PASS (exit 0) or FAIL with the first differing word
-    (exit 1).
+    (exit 1). A project using a feature the model does not execute (the MAX78002's snoop
+    units) gets NOT MODELLED (exit 3), never PASS or FAIL.
 
     Example: onnx2ai8x verify examples/digits/digits
 
@@ -473,7 +474,7 @@ def verify_cmd(
     elif not quiet or not result.passed:
         typer.echo(result.text)
     if not result.passed:
-        raise typer.Exit(EXIT_INVALID)
+        raise typer.Exit(result.exit_code)
 
 
 COMMANDS = {"convert": convert_cmd, "check": check_cmd, "sidecar": sidecar_cmd,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import EXIT_USAGE, Ai8xError
+from .errors import EXIT_INVALID, EXIT_NOT_MODELLED, EXIT_OK, EXIT_USAGE, Ai8xError
 from .fsutil import write_dir_atomic
 
 
@@ -22,6 +22,15 @@ class VerifyResult:
     passed: bool
     text: str
     data: dict
+    # PASS/FAIL/ERROR, or NOT MODELLED when the project uses a feature the model does
+    # not execute (it vouches for neither answer; its own exit code tells scripts so)
+    verdict: str = "PASS"
+
+    @property
+    def exit_code(self) -> int:
+        if self.passed:
+            return EXIT_OK
+        return EXIT_NOT_MODELLED if self.verdict == "NOT MODELLED" else EXIT_INVALID
 
 
 def _references(model: Path, device: str, sample: np.ndarray,
@@ -80,6 +89,11 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
     data: dict = {"project": str(project), "device": outcome.device,
                   "layers": len(outcome.layers)}
     if stop_after is not None:
+        if outcome.unmodelled is not None:
+            raise Ai8xError("verify.not-modelled", str(project),
+                            f"not modelled: {outcome.unmodelled}",
+                            "see `onnx2ai8x verify --help` for what the model covers",
+                            exit_code=EXIT_NOT_MODELLED)
         if outcome.error:
             raise Ai8xError("verify.unsupported", str(project), outcome.error,
                             "see `onnx2ai8x verify --help` for what the model covers")
@@ -124,8 +138,8 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
     if model is not None and outcome.mismatches and bad is None and misread is None:
         text += ("\n  every layer equals the reference run on the input as the accelerator "
                  "read it: the input loading (or the known answer itself) differs")
-    data.update(passed=outcome.passed, error=outcome.error,
-                checked_words=outcome.checked_words,
+    data.update(passed=outcome.passed, error=outcome.error, verdict=outcome.verdict,
+                not_modelled=outcome.unmodelled, checked_words=outcome.checked_words,
                 mismatches=len(outcome.mismatches))
     if outcome.note:
         data["note"] = outcome.note
@@ -136,7 +150,7 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
     if bad is not None:
         data["first_bad_layer"] = {"layer": bad.layer, "address": bad.address,
                                    "expected": bad.expected, "actual": bad.actual}
-    return VerifyResult(outcome.passed, text, data)
+    return VerifyResult(outcome.passed, text, data, outcome.verdict)
 
 
 def to_json(result: VerifyResult) -> str:

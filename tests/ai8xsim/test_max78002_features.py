@@ -6,9 +6,9 @@ Each feature runs on the smallest golden case that uses it (the project converte
 the case's own sidecar, register-exact with the vendor's C): the register bit must be set
 in the project and its known answer must pass. A second test per feature changes one
 register (or moves data together with its pointer) in the generated C and checks that the
-model follows the register, so a model that ignored the field would be caught. The two
-allow-listed exceptions (tests/golden/test_golden_verify.py) get their evidence
-recomputed here.
+model follows the register, so a model that ignored the field would be caught. Two
+entries of the allow-list (tests/ai8xsim/exceptions.py) get their evidence recomputed
+here.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 
 from ai8xsim import engine
 from ai8xsim.device import MAX78002
-from ai8xsim.verify import execute
+from ai8xsim.verify import FAIL, NOT_MODELLED, execute
 from tests.conftest import GOLDEN
 from tests.golden import pipeline
 
@@ -121,7 +121,7 @@ def test_depthwise_without_broadcast_follows_time_slot_offset(projects, tmp_path
     _passes(project)
     _set_register(project, toffs, 0)
     outcome = execute(project)
-    assert not outcome.passed and outcome.error is None and outcome.mismatches
+    assert outcome.verdict == FAIL and outcome.mismatches
 
 
 def test_calcx4_bias_address_counts_words(projects, tmp_path) -> None:
@@ -150,8 +150,8 @@ def test_read_ahead_shift_count_is_checked(projects, tmp_path) -> None:
     assert value >> 26 & 0xF == 1  # 5 passes, time-multiplexed: (5 - 1) // 4
     _set_register(project, lctl, value & ~(0xF << 26) | 4 << 26)
     outcome = execute(project)
-    assert outcome.error is not None and "not modelled yet" in outcome.error
-    assert "shift count 4" in outcome.error and "not 1" in outcome.error
+    assert outcome.verdict == NOT_MODELLED and "not modelled yet" in outcome.unmodelled
+    assert "shift count 4" in outcome.unmodelled and "not 1" in outcome.unmodelled
 
 
 def test_read_ahead_needs_separate_instances(projects, tmp_path) -> None:
@@ -163,8 +163,9 @@ def test_read_ahead_needs_separate_instances(projects, tmp_path) -> None:
     wptr = _lreg(0, MAX78002.wptr_base, 1)
     _set_register(project, wptr, regs[wptr] & ~0x7FFF | 0x2400)
     outcome = execute(project)
-    assert outcome.error is not None and "read-ahead with output" in outcome.error \
-        and "not modelled yet" in outcome.error
+    assert outcome.verdict == NOT_MODELLED
+    assert "read-ahead with output" in outcome.unmodelled \
+        and "not modelled yet" in outcome.unmodelled
 
 
 def test_time_multiplexing_without_read_ahead_is_refused(projects, tmp_path) -> None:
@@ -175,17 +176,10 @@ def test_time_multiplexing_without_read_ahead_is_refused(projects, tmp_path) -> 
         if lctl in regs:
             _set_register(project, lctl, regs[lctl] & ~(1 << 17))
     outcome = execute(project)
-    assert outcome.error is not None and "without read-ahead" in outcome.error
+    assert outcome.verdict == NOT_MODELLED and "without read-ahead" in outcome.unmodelled
 
 
-def test_snoop_stays_unmodelled(projects) -> None:
-    outcome = execute(projects("ai87-suite-snoop2-count"))
-    assert not outcome.passed
-    assert outcome.error is not None and "snoop" in outcome.error \
-        and "not modelled yet" in outcome.error
-
-
-# ---- evidence for the hardware exceptions of tests/golden/test_golden_verify.py
+# ---- evidence for two entries of the allow-list, tests/ai8xsim/exceptions.py
 
 def _expected_words(name: str) -> dict[int, int]:
     with gzip.open(GOLDEN / name / "expected.json.gz", "rt") as handle:
@@ -233,7 +227,7 @@ def test_multilayer_eltwise_known_answer_splits_channels(projects) -> None:
     assert not any(as_words(fetched)[a] == w for a, w in expected.items())
     # and the full project on the model gives the fetched reading
     full = execute(projects(name))
-    assert not full.passed and full.error is None
+    assert full.verdict == FAIL
 
 
 def _kernel_words(m, layer: int) -> set[tuple[int, int]]:
@@ -265,7 +259,7 @@ def test_nopad_multipass5_kernels_overlap(projects) -> None:
     assert {p for p, _ in shared} == {0, 1, 2}
     assert {w for _, w in shared} == set(range(1024, 1104))
     full = execute(project)
-    assert not full.passed and full.error is None
+    assert full.verdict == FAIL
 
 
 def test_model_reference_agrees_on_multipass_depthwise(projects) -> None:
