@@ -207,14 +207,23 @@ def _signed(values: np.ndarray, bits: int) -> np.ndarray:
     return np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
 
 
-def _read_input(m: Machine, lr: LayerRegs, procs: list[int]) -> np.ndarray:
-    """(processors, passes, operands, rows, cols) int8 values as the layer reads them."""
+def input_processors(lr: LayerRegs) -> list[int]:
+    """The processors whose memories the layer reads (a convolution: those with a mask)."""
+    procs = [p for p in range(64) if lr.processors >> p & 1]
+    return [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
+
+
+def read_input(m: Machine, lr: LayerRegs, procs: list[int],
+               sram: np.ndarray | None = None) -> np.ndarray:
+    """(processors, passes, operands, rows, cols) int8 values as the layer reads them
+    (from `sram` instead of the machine's data memories when given)."""
     pixels = lr.rows * lr.cols
     n = len(procs)
     out = np.zeros((n, lr.passes, lr.operands, pixels), dtype=np.int64)
     words = m.dev.sram_spacing
+    sram = m.sram if sram is None else sram
     for i, p in enumerate(procs):
-        mem = m.sram[p // 4]
+        mem = sram[p // 4]
         if lr.parallel:
             # One channel per processor, four pixels per word, byte 0 first.
             idx = lr.read_base + (np.arange(pixels) // 4)[None, :] * lr.passes \
@@ -466,17 +475,16 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
         empty = np.zeros(0, dtype=np.int64)
         return LayerResult(lr, empty, empty, empty, empty, (0, 0, 0))
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
-    procs_all = [p for p in range(64) if lr.processors >> p & 1]
-    procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
+    procs = input_processors(lr)
     if lr.transposed:
         # The counters span the zero-expanded frame; memory holds every other row and
         # column of it (POST.deconv_en inserts a zero after each byte and each row).
         frame = dataclasses.replace(lr, rows=lr.rows // 2, cols=lr.cols // 2)
-        small = _read_input(m, frame, procs)
+        small = read_input(m, frame, procs)
         x = np.zeros((*small.shape[:3], lr.rows, lr.cols), dtype=np.int64)
         x[..., ::2, ::2] = small
     else:
-        x = _read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
+        x = read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
     source = x
     if lr.eltwise is not None:
         if lr.pool_first:

@@ -266,13 +266,54 @@ def test_model_reference_agrees_on_multipass_depthwise(projects) -> None:
     """`verify --model` compares each layer with the reference channel by channel: a
     two-pass depthwise layer (111 channels on 56 processors, the last pass one processor
     short) must report no bad layer when its known answer passes."""
-    from ai8xsim.verify import first_bad_layer, input_tensor
+    from ai8xsim.verify import first_bad_layer
     from onnx2ai8x.verification import _references
 
     project = projects("ai87-suite-depthwise-nopool-c")
     outcome = execute(project)
     assert outcome.passed
     model = next(project.glob("*.onnx"))
-    refs = _references(model, outcome.device, input_tensor(outcome), failed=False)
+    refs = _references(model, outcome, failed=False)
     assert refs[0].shape[0] == 111
     assert first_bad_layer(outcome, refs) is None
+
+
+def test_model_reference_runs_on_the_whole_frame(projects, tmp_path) -> None:
+    """ai87-suite-depthwise-nopool-110: layer 0 pools 3x3 with stride 2 over an 8 x 9
+    frame, so its registers read only rows 0-6. `verify --model` runs the reference on
+    the sample as the project holds it (all 8 rows, read from data memory the way layer
+    0 reads), which is the case's own sample."""
+    from ai8xsim.verify import first_bad_layer, held_input
+    from onnx2ai8x.verification import _references, verify
+
+    name = "ai87-suite-depthwise-nopool-110"
+    project = projects(name)
+    outcome = execute(project)
+    assert outcome.passed and outcome.layers[0].regs.rows == 7
+    sample = np.load(GOLDEN / name / "sample.npy")
+    assert sample.shape == (110, 8, 9)
+    assert np.array_equal(held_input(outcome, 8, 9)[:110], sample)
+    model = next(project.glob("*.onnx"))
+    refs = _references(model, outcome, failed=False)
+    assert first_bad_layer(outcome, refs) is None
+    result = verify(project, model=model)
+    assert result.passed and "first_bad_layer" not in result.data
+    # an input word of row 6 (read by layer 0) changed in the project: the known answer
+    # fails, and every layer still equals the reference run on the input as held, which
+    # is what verify says
+    changed = _copy(project, tmp_path)
+    path = changed / "sampledata.h"
+    text = path.read_text()
+    # SAMPLE_INPUT_0 is data memory 0 (processors 0-3), HWC with two passes a pixel:
+    # word 2 * 54 is pixel 54 (row 6, column 0), first pass
+    words = list(re.finditer(r"0x[0-9a-f]{8}", text[text.index("SAMPLE_INPUT_0"):]))
+    target = words[2 * 6 * 9]
+    offset = text.index("SAMPLE_INPUT_0")
+    value = 0x7F7F7F7F  # channels 0-3 of that pixel at the maximum: the max pool keeps it
+    assert int(target.group(0), 16) != value
+    path.write_text(text[:offset + target.start()] + f"0x{value:08x}"
+                    + text[offset + target.end():])
+    bad = verify(changed, model=model)
+    assert not bad.passed and "first_bad_layer" not in bad.data
+    assert "every layer equals the reference run on the input as the accelerator read it" \
+        in bad.text
