@@ -232,6 +232,7 @@ def convert_cmd(
                 if float_exc.code == "float.already-ai8x":
                     raise exc from None
                 raise
+    _warn(result.warnings)
     built = None
     if build:
         from .devices import get_device
@@ -267,6 +268,13 @@ def convert_cmd(
             raise typer.Exit(checked.exit_code)
 
 
+def _warn(warnings: tuple[str, ...]) -> None:
+    """Warnings go to stderr whatever --quiet or --json say: the output is written, but
+    the user should know what it does not follow (a sidecar that contradicts the model)."""
+    for text in warnings:
+        typer.echo(text, err=True)
+
+
 def check_cmd(
     model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to check.")],
     device: DeviceOpt = "MAX78000",
@@ -284,6 +292,7 @@ def check_cmd(
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
     result = plan(model, device, sidecar, onnx_checker=True)
+    _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
     elif not quiet:
@@ -313,6 +322,7 @@ def sidecar_cmd(
     if output is not None:
         check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
     result = plan(model, device, sidecar)
+    _warn(result.warnings)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)
     else:
