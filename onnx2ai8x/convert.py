@@ -261,10 +261,11 @@ def progress_steps(enabled: bool) -> Iterator[Step]:
 
 
 def _sample_for(request: ConvertRequest, network: Network) -> np.ndarray:
-    from .runner import fit_to_input, load_sample
+    from .runner import check_sample_shape, fit_to_input, load_sample
 
     if request.sample_input is None:
         return default_sample(network)
+    check_sample_shape(request.sample_input, (1, *network.input_shape), one=True)
     sample = load_sample(request.sample_input)
     rank = len(network.input_shape) + 1
     x = fit_to_input(sample, rank, str(request.sample_input))
