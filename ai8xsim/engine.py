@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .machine import Machine, SimError
+from .machine import Machine, NotModelled, SimError
 
 MASK_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
 CTL_POOLRND = 1 << 13
@@ -207,14 +207,23 @@ def _signed(values: np.ndarray, bits: int) -> np.ndarray:
     return np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
 
 
-def _read_input(m: Machine, lr: LayerRegs, procs: list[int]) -> np.ndarray:
-    """(processors, passes, operands, rows, cols) int8 values as the layer reads them."""
+def input_processors(lr: LayerRegs) -> list[int]:
+    """The processors whose memories the layer reads (a convolution: those with a mask)."""
+    procs = [p for p in range(64) if lr.processors >> p & 1]
+    return [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
+
+
+def read_input(m: Machine, lr: LayerRegs, procs: list[int],
+               sram: np.ndarray | None = None) -> np.ndarray:
+    """(processors, passes, operands, rows, cols) int8 values as the layer reads them
+    (from `sram` instead of the machine's data memories when given)."""
     pixels = lr.rows * lr.cols
     n = len(procs)
     out = np.zeros((n, lr.passes, lr.operands, pixels), dtype=np.int64)
     words = m.dev.sram_spacing
+    sram = m.sram if sram is None else sram
     for i, p in enumerate(procs):
-        mem = m.sram[p // 4]
+        mem = sram[p // 4]
         if lr.parallel:
             # One channel per processor, four pixels per word, byte 0 first.
             idx = lr.read_base + (np.arange(pixels) // 4)[None, :] * lr.passes \
@@ -360,14 +369,34 @@ def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
 
 
 # Register fields the functional model does not execute yet: a project that sets one gets
-# a clear "not modelled" error instead of an answer the model cannot vouch for.
+# a clear "not modelled" verdict instead of an answer the model cannot vouch for.
 _UNMODELLED_LCTL = ((30, "kernel bypass (LCTRL0 bit 30)"),)
-# The snoop units (CTRL bit 7, SNP1/SNP2 registers) watch the accelerator's memory traffic
-# and can stop the inference or branch to the next-layer field's target; which accesses
-# match and when they fire is not documented in the seeds or the vendor tool (it only
-# writes the values a test gives), so the layer sequence of such a project is unknown.
-_UNMODELLED_CTL = ((7, "conditional execution by the snoop units (CTRL bit 7)"),
-                   (21, "simple 1-bit weights"))
+_UNMODELLED_CTL = ((21, "simple 1-bit weights"),)
+
+
+def snoop_use(m: Machine) -> str | None:
+    """How the project programs the snoop units (registers written, CTRL bit), or None.
+
+    The snoop units watch the accelerator's memory traffic and can stop the inference or
+    branch to the next-layer field's target. Which accesses they match and when they fire
+    is described neither in the seeds nor in the vendor tool (it writes the 32 values a
+    test gives and states the intended layer order by hand), so the layers such a project
+    runs are unknown: any register of theirs written non-zero, or their CTRL enable, is
+    refused, whichever of the two a project sets.
+    """
+    dev = m.dev
+    names = [name for index, name in dev.snoop_registers
+             if any(m.ctl(g, index) for g in range(4))]
+    bit = dev.ctl_snoop_bit
+    enabled = bit is not None and any(m.ctl(g, dev.reg_ctl) >> bit & 1 for g in range(4))
+    if not names and not enabled:
+        return None
+    parts = []
+    if names:
+        parts.append(f"register{'s' if len(names) > 1 else ''} {', '.join(names)} written")
+    if enabled:
+        parts.append(f"CTRL bit {bit} set")
+    return "; ".join(parts)
 CTL_BINARY = 1 << 30  # MAX78002: 1-bit kernels hold +1 (bit 0) and -1 (bit 1)
 
 
@@ -434,7 +463,7 @@ def check_read_ahead(m: Machine, lr: LayerRegs, res: LayerResult, procs: list[in
     hit = np.isin(res.memory, memories) & np.isin(res.word // size, sorted(read))
     if hit.any():
         k = int(np.argmax(hit))
-        raise SimError(
+        raise NotModelled(
             f"layer {lr.index}: read-ahead with output (data memory {int(res.memory[k])} "
             f"word {int(res.word[k])}) in a data-memory instance ({size} words) its input "
             f"is read from (word {lr.read_base} on) is not modelled yet")
@@ -446,17 +475,16 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
         empty = np.zeros(0, dtype=np.int64)
         return LayerResult(lr, empty, empty, empty, empty, (0, 0, 0))
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
-    procs_all = [p for p in range(64) if lr.processors >> p & 1]
-    procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
+    procs = input_processors(lr)
     if lr.transposed:
         # The counters span the zero-expanded frame; memory holds every other row and
         # column of it (POST.deconv_en inserts a zero after each byte and each row).
         frame = dataclasses.replace(lr, rows=lr.rows // 2, cols=lr.cols // 2)
-        small = _read_input(m, frame, procs)
+        small = read_input(m, frame, procs)
         x = np.zeros((*small.shape[:3], lr.rows, lr.cols), dtype=np.int64)
         x[..., ::2, ::2] = small
     else:
-        x = _read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
+        x = read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
     source = x
     if lr.eltwise is not None:
         if lr.pool_first:
@@ -662,6 +690,11 @@ def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
     """All layers from 0 to the layer count register (or the stop/next-layer fields);
     with `stop_after`, none after that layer (as the one-shot mode lets a debugger)."""
     dev = m.dev
+    snoop = snoop_use(m)
+    if snoop is not None:
+        raise NotModelled(f"snoop units ({snoop}): the layer order depends on snoop "
+                          "matches, and what the units match and when they stop or "
+                          "branch is not described publicly")
     ctl = m.ctl(0, dev.reg_ctl)
     last = m.ctl(0, dev.reg_lcnt_max) & 0xFF
     results = []
@@ -679,11 +712,11 @@ def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
             m.runs += 1
             return results
     elif ctl & CTL_FIFO:
-        raise SimError("FIFO input without streaming (CTRL.fifo_en) is not modelled yet")
+        raise NotModelled("FIFO input without streaming (CTRL.fifo_en) is not modelled yet")
     while layer <= last and seen < dev.max_layers:
         what = unmodelled(m, layer)
         if what is not None:
-            raise SimError(f"layer {layer}: {what} is not modelled yet")
+            raise NotModelled(f"layer {layer}: {what} is not modelled yet")
         results.append(run_layer(m, decode(m, layer)))
         seen += 1
         if stop_after is not None and layer == stop_after:
