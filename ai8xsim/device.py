@@ -61,6 +61,9 @@ class Device:
     reg_ctl: int = 0
     # MAX78002 only (None/empty on MAX78000, which has neither register nor mode):
     ochan: int | None = None  # output channel count - 1 (LREG_OCHAN)
+    # The stride register's multi-pass stride field, from this bit: pool stride x
+    # operands x passes x (read gap + 1) (izer/tornadocnn.py MP_STRIDE_OFFS)
+    mp_stride_offs: int | None = None
     # Kernel memory regions for four-channel (calcx4) layers: (first word, words per
     # instance). A processor's kernel memory is four instances of 1024 words, and the
     # processors with extended memory (every 16th) have four more of 256 words above
@@ -149,6 +152,7 @@ MAX78002 = Device(
     cnt_bits=11, pad_cnt_offs=13, pad_ena_offs=15, cnt_diff_offs=16, cnt_inc_offs=4,
     xpch_max_offs=12, wptr_inc_bits=8,
     ochan=16, mask_regions=((0, 1024), (4096, 256)), data_instance_words=4096,
+    mp_stride_offs=4,
 )
 
 DEVICES = {"MAX78000": MAX78000, "MAX78002": MAX78002}
