@@ -83,12 +83,6 @@ EXPECTED: dict[str, str] = {
     "ai85net-bayer2rgbnet:bayer2rgbnet": "diagnostic limit.data-memory",  # 3x128x128
     "ai85net-unet:ai85unetsmall": "diagnostic limit.data-memory",  # 4x128x128 default
     "ai85net-unet:ai85unetmedium": "diagnostic limit.data-memory",
-    # its residual adds are unfused from the biased convolutions (as the vendor's
-    # sidecar writes them, `operation: none`), and the pass-through copies of shared
-    # operands then take it past the MAX78002's 128 layers; the vendor's hand-written
-    # sidecar fits 116 without copies: a gap of the mapper (before the unfusing it
-    # stopped at map.data-memory after 6 streaming layers)
-    "ai87-fpndetector:ai87fpndetector": "diagnostic limit.layer-count",
     **{f"model_irse_drl:{n}": _TORCHVISION for n in (
         "ir_50", "ir_101", "ir_152", "ir_se_50", "ir_se_101", "ir_se_152")},
 }
