@@ -122,3 +122,37 @@ def test_residual_input_is_copied_where_it_cannot_be_read_in_place(
     assert "PASS" in proc.stdout + proc.stderr
     notes = json.loads((out / "report.json").read_text())["notes"]
     assert any("`pre_copy` reading `pre`" in note for note in notes), notes
+
+
+def test_checker_holds_reads_to_the_gap_they_were_written_with(tmp_path: Path) -> None:
+    """The checker judges a dropped copy: a layer reading interleaved data without the
+    read gap, or a read gap the device or the pass count does not allow."""
+    import dataclasses
+
+    from onnx2ai8x.map.memory_check import check_sidecar_placement
+
+    path = _export(tmp_path, "MAX78002", 32)
+    result = plan(path, "MAX78002", None)
+    net, placement = result.network, result.placement
+    conv1 = _layer(result, "conv1")
+
+    def with_layer(ll: int, **changes):
+        layers = list(placement.layers)
+        layers[ll] = dataclasses.replace(layers[ll], **changes)
+        return dataclasses.replace(placement, layers=tuple(layers))
+
+    no_gap = check_placement(net, with_layer(conv1, input_skip=0))
+    assert [(d.code, d.where) for d in no_gap] == [("map.read-gap", "layer `conv1`")]
+    assert "write_gap 1" in no_gap[0].message and "`pre`" in no_gap[0].message
+    on_max78000 = dataclasses.replace(placement, device="MAX78000")
+    codes = {(d.code, d.where) for d in check_placement(net, on_max78000)}
+    assert ("map.read-gap", "layer `conv1`") in codes
+    assert [d.code for d in check_sidecar_placement(net, on_max78000)] == ["map.read-gap"]
+
+    wide = plan(_export(tmp_path, "MAX78002", 96), "MAX78002", None)
+    head = len(wide.network.layers) - 1  # reads 96 channels in two passes
+    forced = dataclasses.replace(wide.placement, layers=(
+        *wide.placement.layers[:head],
+        dataclasses.replace(wide.placement.layers[head], input_skip=1)))
+    diags = check_sidecar_placement(wide.network, forced)
+    assert [d.code for d in diags] == ["map.read-gap"] and "2 passes" in diags[0].message
