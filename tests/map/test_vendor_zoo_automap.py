@@ -399,6 +399,8 @@ VERIFY = {
     "ai85net-audio:ai85audionet",
     # its input-shape condition decided at export; unfused element-wise layers
     "ai87net-mobilefacenet_112:ai87netmobilefacenet_112",
+    # residual inputs read in place with read_gap, two 128-channel ones copied
+    "ai87-fpndetector:ai87fpndetector",
 }
 
 
