@@ -61,6 +61,9 @@ class Device:
     reg_ctl: int = 0
     # MAX78002 only (None/empty on MAX78000, which has neither register nor mode):
     ochan: int | None = None  # output channel count - 1 (LREG_OCHAN)
+    # The stride register's multi-pass stride field, from this bit: pool stride x
+    # operands x passes x (read gap + 1) (izer/tornadocnn.py MP_STRIDE_OFFS)
+    mp_stride_offs: int | None = None
     # Kernel memory regions for four-channel (calcx4) layers: (first word, words per
     # instance). A processor's kernel memory is four instances of 1024 words, and the
     # processors with extended memory (every 16th) have four more of 256 words above
@@ -160,6 +163,7 @@ MAX78002 = Device(
         for k, name in enumerate(("A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC",
                                   "HIT", "MAX", "AM"))),
     ctl_snoop_bit=7,
+    mp_stride_offs=4,
 )
 
 DEVICES = {"MAX78000": MAX78000, "MAX78002": MAX78002}

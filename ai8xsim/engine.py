@@ -27,7 +27,11 @@ CNNx16_n_Ly_*; value formulas as the vendor tool computes them, izer/backend/max
   time-multiplexed passes (31, tcalc); MAX78002 also counts output channels in OCHAN;
 - WPTR_BASE/TOFF/MOFF/CHOFF: output address and its offsets per time slot, per four mask
   counts and per output pass; RPTR_BASE: input word offset in every enabled processor's
-  memory.
+  memory;
+- STRIDE: stride - 1 (0-3); MAX78002 also the multi-pass stride from bit 4, pool stride x
+  operands x passes x (read gap + 1): the words from one input pixel to the next per
+  pool stride, so a read gap skips words other layers wrote in between (seed 000
+  "read_gap").
 """
 from __future__ import annotations
 
@@ -93,6 +97,7 @@ class LayerRegs:
     read_ahead: bool = False  # LCTRL0 bit 17 (MAX78002)
     shift_count: int = 0  # LCTRL0 bits 26-29 (with read-ahead)
     out_count: int | None = None  # OCHAN + 1 (MAX78002)
+    read_gap: int = 0  # words skipped after each pixel's words (MAX78002 STRIDE field)
 
     @property
     def is_conv(self) -> bool:
@@ -124,7 +129,8 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         dil = ((prc >> dev.cnt_inc_offs & 0xF) + 1, (pcc >> dev.cnt_inc_offs & 0xF) + 1)
     mask = (1 << (dev.cnt_inc_offs or 4)) - 1
     pool = ((prc & mask) // dil[0] + 1, (pcc & mask) // dil[1] + 1) if pool_en else (1, 1)
-    stride = (r(dev.stride) & 0xF) + 1
+    stride_reg = r(dev.stride)
+    stride = (stride_reg & 0xF) + 1
     one_d = bool(oned >> 12 & 1)
     width = oned >> 8 & 0xF
     rows, cols, pad = _geometry(m, g0, layer, pool, dil)
@@ -155,6 +161,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
             bias = (g, pg & 0xFFF)
             break
     ew = bool(oned >> 13 & 1)
+    operands = (oned >> 18 & 0xF) + 1 if ew else 1
     return LayerRegs(
         index=layer, processors=procs, masks=masks, rows=rows, cols=cols, pad=pad,
         pool_dilation=dil,
@@ -163,7 +170,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         absolute=bool(post >> 26 & 1), wide=bool(lctl >> 16 & 1), kernel=kernel,
         one_d=one_d, weight_bits=bits, mask_start=mask_start, mask_last=mask_last,
         oned_start=oned >> 4 & 0xF, timeslots=(oned & 0xF) + 1,
-        operands=(oned >> 18 & 0xF) + 1 if ew else 1,
+        operands=operands,
         eltwise=(oned >> 14 & 3) if ew else None, pool_first=bool(oned >> 16 & 1),
         conv_after_eltwise=bool(oned >> 17 & 1), shift=shift, flatten=flatten,
         transposed=bool(post >> 28 & 1),
@@ -177,9 +184,26 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         read_ahead=dev.data_instance_words is not None and bool(lctl >> 17 & 1),
         shift_count=lctl >> 26 & 0xF,
         out_count=r(dev.ochan) + 1 if dev.ochan is not None else None,
+        read_gap=_read_gap(dev, stride_reg, stride, operands * passes)
+        if not flatten and not lctl >> 6 & 1 else 0,
         bias_groups=tuple((m.lreg(g, dev.post, layer) & 0xFFF)
                           if m.lreg(g, dev.post, layer) >> 12 & 1 else None
                           for g in range(4)))
+
+
+def _read_gap(dev, stride_reg: int, stride: int, words: int) -> int:
+    """Words skipped after each input pixel's `words` (operands x passes) words, from the
+    MAX78002 multi-pass stride field (pool stride x words x (gap + 1)). The stride field
+    below it holds the pool stride, or the convolution stride without pooling, so the
+    pool stride is tried first; a field that fits neither reads without a gap."""
+    if dev.mp_stride_offs is None:
+        return 0
+    field = stride_reg >> dev.mp_stride_offs
+    for pool_stride in dict.fromkeys((stride, 1)):
+        unit = pool_stride * words
+        if field and field % unit == 0:
+            return field // unit - 1
+    return 0
 
 
 def _geometry(m: Machine, g: int, layer: int, pool, dil):
@@ -233,7 +257,7 @@ def read_input(m: Machine, lr: LayerRegs, procs: list[int],
                 raise SimError(f"layer {lr.index}: input runs past the end of data memory")
             out[i, :, 0, :] = mem[idx, lane].view(np.int8)
         else:
-            base = (np.arange(pixels)[None, :, None] * lr.passes
+            base = (np.arange(pixels)[None, :, None] * lr.passes * (lr.read_gap + 1)
                     + np.arange(lr.passes)[:, None, None]) * lr.operands \
                 + np.arange(lr.operands)[None, None, :] + lr.read_base
             if base.max(initial=0) >= words:
@@ -448,7 +472,7 @@ def input_words(lr: LayerRegs) -> int:
     """Words of each enabled processor's memory a (non-streaming) layer reads."""
     if lr.parallel:
         return (lr.rows * lr.cols + 3) // 4 * lr.passes
-    return lr.rows * lr.cols * lr.passes * lr.operands
+    return lr.rows * lr.cols * lr.passes * lr.operands * (lr.read_gap + 1)
 
 
 def check_read_ahead(m: Machine, lr: LayerRegs, res: LayerResult, procs: list[int],

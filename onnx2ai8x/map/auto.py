@@ -24,9 +24,11 @@ Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory
   layer (live ranges), in the byte lanes (processors) they use.
 * Element-wise operands are written interleaved (`write_gap` = operands - 1, operand k
   at base + 4k: "each machine fetch gathers one operand", seed 004 "Residual
-  Connections"). Concatenated inputs sit on consecutive processor blocks at one offset
-  (single pass) or in consecutive passes at consecutive offsets (multi-pass), so the
-  consumer sees them contiguous.
+  Connections"). Another layer reading one operand alone (a residual block's first
+  convolution) reads it there with `read_gap` = write_gap on the MAX78002 (seed 000
+  "read_gap"; legalize/rewrite.py gives it a copy where it cannot). Concatenated inputs
+  sit on consecutive processor blocks at one offset (single pass) or in consecutive
+  passes at consecutive offsets (multi-pass), so the consumer sees them contiguous.
 * Streaming ("Streaming Mode", "FIFOs"). When the data still does not fit (HWC and
   CHW tried), the first k layers stream, for the smallest k that fits (at most the
   device's streaming layer count, each streaming layer read only by the next one, none
@@ -57,7 +59,7 @@ from ..devices import (
     get_device,
 )
 from ..errors import Ai8xError, Diagnostic
-from ..legalize.facts import same_weights
+from ..legalize.facts import reads_gapped, same_weights
 from ..network import (
     ELTWISE_NONE,
     OP_CONV1D,
@@ -488,14 +490,16 @@ class _Mapper:
                 # the vendor checks streaming buffers by memory instance
                 lane = lanes(self.tensor[src], True)
             out.append(_Group((src,), lane, size, below, born, die, "single"))
-        # A member of an interleaved group read by another layer too cannot be read
-        # with a gap on these devices.
+        # A member of an interleaved group that another layer also reads: that layer
+        # reads it in place, skipping the other members' words, where the device can
+        # (`read_gap`, legalize.facts.reads_gapped); otherwise it needs a copy.
         for gi, g in enumerate(out):
             if g.layout != "interleave":
                 continue
             for ll in range(n):
                 srcs = inputs_of(net, ll)
-                if len(srcs) == 1 and srcs[0] in g.members:
+                if len(srcs) == 1 and srcs[0] in g.members \
+                        and not reads_gapped(net, ll, srcs[0], self.facts):
                     raise _fail(net, ll, "map.shared-operand",
                                 f"the output of `{net.layers[srcs[0]].name}` is written "
                                 "with gaps (an element-wise operand, or part of a "
@@ -711,18 +715,24 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
         # A layer reads where its (first) input was written: for a concatenation laid
         # out in sequence that is the group's start (its first member), and a layer
         # reading one member alone (a U-Net skip's next encoder stage) reads that
-        # member's own place. Element-wise operands are read interleaved from the start.
+        # member's own place. Element-wise operands are read interleaved from the start;
+        # a layer reading one interleaved member alone reads it at its own place,
+        # skipping the other members' words (`read_gap`, seed 000/004).
         in_offset = out_off[first_src]
         gi = owner[first_src]
+        skip = 0
         if groups[gi].layout == "interleave":
-            in_offset = offsets[gi] + groups[gi].below
+            if len(srcs) == 1:
+                skip = len(groups[gi].members) - 1
+            else:
+                in_offset = offsets[gi] + groups[gi].below
         layers.append(LayerPlacement(
             processor_map=mapper.pmap[ll], output_processor_map=mapper.tensor[ll],
             in_offset=in_offset, out_offset=out_off[ll], write_gap=gap[ll],
             big_data=mapper.big_data and ll == 0, output_layer=ll in outputs,
             streaming=ll < mapper.stream,
             next_sequence=ll + 1 if ll < n - 1 else -1, prev_sequence=ll - 1,
-            in_sequences=seqs))
+            in_sequences=seqs, input_skip=skip))
     placement = Placement(network=network, device=facts, layers=tuple(layers),
                           final_layer=n - 1)
     _check_passthrough_maps(network, placement)

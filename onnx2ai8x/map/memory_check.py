@@ -382,10 +382,54 @@ def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
                                     "data offsets must be multiples of 4 (one word)",
                                     "round `in_offset`/`out_offset` to a multiple of 4"))
     diags += _check_liveness(network, placement)
+    diags += read_gap_supported(network, placement) + read_as_written(network, placement)
     diags += _check_streaming(network, placement, facts)
     # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py),
     # the placement's own allocation when it carries one.
     return diags + try_allocate(network, placement)[1]
+
+
+def read_gap_supported(network: Network, placement: Placement) -> list[Diagnostic]:
+    """A layer may skip words while it reads (`read_gap`) only on the MAX78002 and only
+    when it reads its input in one pass, i.e. 64 channels or fewer (seed 000 "read_gap";
+    the vendor tool refuses it otherwise)."""
+    facts = placement.device
+    diags = []
+    for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
+        if not pl.input_skip:
+            continue
+        passes = multipass(lay.input_channels)[0]
+        if not facts.read_gap or passes > 1:
+            why = f"{facts.name} has no read gap" if not facts.read_gap else \
+                f"its {lay.input_channels} input channels are read in {passes} passes"
+            diags.append(Diagnostic(
+                "map.read-gap", _where(network, ll),
+                f"the layer reads with read_gap {pl.input_skip}, but {why}",
+                "let a pass-through layer copy the input without gaps (seed 004, "
+                "Residual Connections) and read the copy"))
+    return diags
+
+
+def read_as_written(network: Network, placement: Placement) -> list[Diagnostic]:
+    """A layer reading one layer's output where it was written must read it the way it
+    was written: data written with gaps (`write_gap`, interleaved with other operands or
+    concatenated parts) is read with the same `read_gap`, else the layer reads the other
+    operands' words as its own pixels (seed 000 "write_gap", "read_gap")."""
+    diags = []
+    for ll, pl in enumerate(placement.layers):
+        srcs = inputs_of(network, ll)
+        if len(srcs) != 1 or srcs[0] < 0 or pl.streaming:
+            continue
+        src = placement.layers[srcs[0]]
+        if pl.in_offset != src.out_offset or pl.input_skip == src.write_gap:
+            continue
+        name = network.layers[srcs[0]].name
+        diags.append(Diagnostic(
+            "map.read-gap", _where(network, ll),
+            f"reads the output of `{name}`, written with write_gap {src.write_gap}, with "
+            f"read_gap {pl.input_skip}", f"read it with read_gap {src.write_gap} (MAX78002, "
+            f"one input pass), or copy `{name}` with a pass-through layer and read the copy"))
+    return diags
 
 
 def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
@@ -568,6 +612,9 @@ def streaming_output_clear(network: Network, placement: Placement) -> list[Diagn
     last, lay = placement.layers[k - 1], network.layers[k - 1]
     h, w = lay.output_dim
     end = last.out_offset + (h * w + output_pad(lay)) * 4 * lay.output_width // 8
+    if last.write_gap:
+        # written interleaved (an element-wise operand): the slots spread further
+        end += (end - last.out_offset - 4) * last.write_gap
     inst = instances(last.output_processor_map)
     diags = []
     for other, obuf, oinst in _stream_buffers(network, placement):
@@ -588,7 +635,7 @@ def streaming_output_clear(network: Network, placement: Placement) -> list[Diagn
 
 # The rules a sidecar's own placement is held to before anything is emitted: what the
 # vendor tool, too, refuses for any mapping (each function's docstring is the reason).
-SIDECAR_RULES = (streaming_output_clear,)
+SIDECAR_RULES = (streaming_output_clear, read_gap_supported)
 
 
 def check_sidecar_placement(network: Network, placement: Placement) -> list[Diagnostic]:
