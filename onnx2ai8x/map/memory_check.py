@@ -144,13 +144,15 @@ def input_bytes(network: Network, ll: int, big_data: bool) -> int:
     return h * w * passes * lay.operands * (1 if big_data else 4)
 
 
-def kernel_columns(layer: Layer, output_processor_map: int) -> int:
+def kernel_columns(layer: Layer, output_processor_map: int, *, as_3x3: bool = False) -> int:
     """Kernel-memory columns the layer takes in each of its input processors.
 
     Kernels per processor: one per output processor column (from the first to the last
     output processor, plus the columns skipped inside the first instance) per output pass
     and per input pass; a flattened layer holds one row per input pixel and pass. Packed
     into 72-bit columns with narrow weights padded to whole bytes (izer/kernels.py).
+    `as_3x3`: a 1x1 convolution next to streaming, stored as 3x3 kernels
+    (hw.runs_1x1_as_3x3), nine times the bytes.
     """
     if layer.weights is None or layer.operator == OP_NONE:
         return 0
@@ -164,7 +166,7 @@ def kernel_columns(layer: Layer, output_processor_map: int) -> int:
     if layer.flatten:
         rows = layer.input_channels * layer.pooled_dim[0] * layer.pooled_dim[1] // thresh_in
         kc = kc * rows - (passes_out * popcount(omap) - layer.output_channels) * rows
-    ksize = layer.kernel_size[0] * layer.kernel_size[1]
+    ksize = 3 * 3 if as_3x3 else layer.kernel_size[0] * layer.kernel_size[1]
     bits = abs(layer.quantization) or 8
     qfactor = 8 // bits
     res = (kc % qfactor) * ksize * (qfactor - 1)

@@ -60,11 +60,6 @@ EXPECTED: dict[str, str] = {
     "ai85nasnet-sequential:ai85nasnet_sequential_kws20": "export export.unsupported",
     # forward() builds tensors with torch.zeros(...) in forward(): not traceable
     "ai85net-actiontcn:ai85actiontcn": "export export.unsupported",
-    # exports (its `if x.shape[1] == 6` is decided for the 3-channel input) but the
-    # automatic mapping does not stream the 112x112 input into a 1x1 convolution after
-    # two streamed layers: a gap of the mapper, not of the device (the vendor's
-    # ai85-faceid_112.yaml runs it, with one pass-through layer more)
-    "ai85net-faceid_112:ai85faceidnet_112": "diagnostic map.streaming",
     # a test network sized to the AI85 kernel depth per processor (768 - 60 - 12 output
     # channels of conv3): 476 KiB of 8-bit weights, the kernel memory holds 432 KiB
     "ai85net-test:ai85net6": "diagnostic limit.weight-memory",
@@ -379,6 +374,9 @@ VERIFY = {
     "ai85net-audio:ai85audionet",
     # its input-shape condition decided at export; unfused element-wise layers
     "ai87net-mobilefacenet_112:ai87netmobilefacenet_112",
+    # two streaming layers, then a 1x1 convolution on the 3x3 hardware (its kernels
+    # stored as 3x3 ones, padding 1)
+    "ai85net-faceid_112:ai85faceidnet_112",
 }
 
 
