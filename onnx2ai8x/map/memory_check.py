@@ -174,17 +174,19 @@ def kernel_columns(layer: Layer, output_processor_map: int, *, as_3x3: bool = Fa
 
 
 def place_kernels(network: Network, maps: list[tuple[int, int]], facts: Device,
-                  order: list[int] | None = None) -> tuple[list[int | None], list[int]]:
+                  order: list[int] | None = None, as_3x3: frozenset[int] = frozenset()
+                  ) -> tuple[list[int | None], list[int]]:
     """Greedy kernel-memory layout: each layer at the lowest column free in all of its
     input processors (the vendor also gives a layer one column range across its
-    processors). Returns (first column per layer or None if it does not fit, columns
+    processors); the layers in `as_3x3` store 1x1 kernels as 3x3 ones (next to
+    streaming). Returns (first column per layer or None if it does not fit, columns
     used per processor)."""
     used = [0] * PROCESSORS  # next free column per processor (layers never share columns)
     busy: list[list[tuple[int, int]]] = [[] for _ in range(PROCESSORS)]
     start: list[int | None] = [None] * len(network.layers)
     for ll in order if order is not None else range(len(network.layers)):
         pmap, omap = maps[ll]
-        length = kernel_columns(network.layers[ll], omap)
+        length = kernel_columns(network.layers[ll], omap, as_3x3=ll in as_3x3)
         if length == 0:
             start[ll] = 0
             continue

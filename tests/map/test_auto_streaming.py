@@ -273,3 +273,31 @@ def test_fifo_option_puts_the_input_on_fifo_processors(channels, dim, want):
     # without the option a 15-channel input is packed from processor 0
     if channels == 15:
         assert auto_place(net, "MAX78000").layers[0].processor_map == 0x7FFF
+
+
+def test_a_1x1_convolution_may_end_the_streaming_part():
+    """MAX78000: the last streaming layer must be padded; a 1x1 convolution streams as
+    a 3x3 one with padding 1, so it may be last. Here an unpadded 3x3 layer and two 1x1
+    layers must all stream (their inputs exceed an instance), the second 1x1 ends the
+    streaming part: the legalizer accepts it and the mapper places it."""
+    from onnx2ai8x.devices import get_device
+    from onnx2ai8x.legalize import diagnose
+
+    c0 = dataclasses.replace(conv("c0", 3, 8, 128, (-1,)), padding=(0, 0),
+                             output_dim=(126, 126), pooled_dim=(128, 128))
+    c1 = conv("c1", 8, 8, 126, (0,), k=1)
+    c2 = conv("c2", 8, 8, 126, (1,), k=1, pool=2)
+    net = Network(layers=(c0, c1, c2), input_shape=(3, 128, 128), device="MAX78000",
+                  name="unpadded")
+    assert output_bytes(c1) > INSTANCE and output_bytes(c2) <= INSTANCE
+    assert not [d for d in diagnose(net, get_device("MAX78000"))
+                if d.code == "limit.data-memory"]
+    placement = auto_place(net, "MAX78000")
+    assert [pl.streaming for pl in placement.layers] == [True, True, True]
+    assert check_placement(net, placement) == []
+    # a 3x3 unpadded layer in its place cannot end it
+    c2_3x3 = dataclasses.replace(conv("c2", 8, 8, 126, (1,), pool=2), padding=(0, 0),
+                                 output_dim=(61, 61))
+    bad = dataclasses.replace(net, layers=(c0, c1, c2_3x3))
+    assert [d for d in diagnose(bad, get_device("MAX78000"))
+            if d.code == "limit.data-memory" and "padding" in d.message]

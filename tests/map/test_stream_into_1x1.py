@@ -26,6 +26,7 @@ import ai8x_torch as ai8x
 from onnx2ai8x.convert import plan
 from onnx2ai8x.map.hw import streams_1x1_as_3x3
 from onnx2ai8x.map.memory_check import check_placement, output_bytes
+from onnx2ai8x.map.weights import attached
 from tests.ai8x_torch.helpers import randomize
 
 DIM = 96  # 96 x 96 words of HWC output exceed a 32 KiB MAX78000 data memory instance
@@ -95,6 +96,12 @@ def test_streams_then_1x1_maps_and_runs(tmp_path: Path, kind: str) -> None:
     assert [ll for ll in range(len(net.layers))
             if streams_1x1_as_3x3(net, placement, ll)] == as_3x3
     assert all(tuple(net.layers[ll].kernel_size) == (1, 1) for ll in as_3x3)
+    # the report counts the kernel columns the allocation gives each layer (a 3x3 kernel
+    # per column, nine 1x1 ones)
+    owners = attached(net, placement).kernels.owners
+    stored = [max(int((owners[p] == ll).sum()) for p in range(owners.shape[0]))
+              for ll in range(len(net.layers))]
+    assert [row.kernel_columns for row in result.report.layers] == stored
 
     cli = [sys.executable, "-m", "onnx2ai8x.cli", str(path), "--device", "MAX78000"]
     out = tmp_path / "auto"
