@@ -32,18 +32,22 @@ Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory
 * Streaming ("Streaming Mode", "FIFOs"). When the data still does not fit (HWC and
   CHW tried), the first k layers stream, for the smallest k that fits (at most the
   device's streaming layer count, each streaming layer read only by the next one, none
-  flattening, 1-D, dilated or a 1x1 convolution, nor followed by one): the
-  input arrives through the FIFOs into a circular buffer and every streaming layer reads
-  a circular buffer its producer writes, so those buffers hold a few rows instead of
-  whole frames. All streaming layers run at once, so their buffers and the last
-  streaming layer's (whole) output are live together. Each buffer is exactly the
-  rollover the project programs (`memory_check.stream_rollovers`), one word longer,
+  flattening, 1-D or dilated): the input arrives through the FIFOs into a circular
+  buffer and every streaming layer reads a circular buffer its producer writes, so
+  those buffers hold a few rows instead of whole frames. All streaming layers run at
+  once, so their buffers and the last streaming layer's (whole) output are live
+  together. Each buffer is exactly the rollover the project programs
+  (`memory_check.stream_rollovers`), one word longer,
   and streaming buffers never share a memory instance at overlapping offsets: the
   vendor tests ranges with both ends inclusive and by instance, not by byte lane. The
   input is HWC on the FIFO processors (0-3 of each quadrant, at most 16 channels). The
   result must pass the checker's streaming rules and register limits, else the next k
   is tried. The project then loads the input through the FIFO (`--fifo` is implied; a
-  placement says so by its first layer streaming).
+  placement says so by its first layer streaming). Streaming has no 1x1 path: a 1x1
+  convolution that streams, or reads the last streaming layer's output, runs as a 3x3
+  one with padding 1 (hw.runs_1x1_as_3x3; the vendor tool does the same, e.g. for its
+  face-ID 112x112 sidecar), so the mapper counts its kernels at nine bytes each and a
+  streaming one's padding as 1 (MAX78000: the last streaming layer must be padded).
 """
 from __future__ import annotations
 
@@ -63,15 +67,12 @@ from ..legalize.facts import reads_gapped, same_weights
 from ..network import (
     ELTWISE_NONE,
     OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
     OP_NONE,
-    Layer,
     Network,
     output_layers,
 )
 from ..placement import LayerPlacement, Placement
-from .hw import ffs, multipass, popcount
+from .hw import ffs, multipass, popcount, runs_1x1_as_3x3
 from .memory_check import (
     INPUT,
     check_placement,
@@ -192,10 +193,17 @@ class _Mapper:
             return self.net.input_shape[0]
         return self.net.layers[src].output_channels
 
+    def columns(self, ll: int) -> int:
+        """Kernel-memory columns of layer ll per input processor, as the hardware stores
+        its kernels (a 1x1 convolution next to the streaming layers as 3x3 ones)."""
+        lay = self.net.layers[ll]
+        return kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1,
+                              as_3x3=runs_1x1_as_3x3(self.facts, lay, ll, ll <= self.stream
+                                                     and self.stream > 0))
+
     def kernel_cost(self, ll: int, pmap: int) -> int:
         """Lowest column end at which layer ll's kernels fit on `pmap` (big if none)."""
-        lay = self.net.layers[ll]
-        length = kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1)
+        length = self.columns(ll)
         if length == 0:
             return 0
         procs = [p for p in range(PROCESSORS) if pmap >> p & 1]
@@ -209,8 +217,7 @@ class _Mapper:
         twin = self.twin[ll]
         if twin is not None and self.pmap[twin] == self.pmap[ll]:
             return  # the twin's kernels serve this layer too
-        lay = self.net.layers[ll]
-        length = kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1)
+        length = self.columns(ll)
         if length == 0:
             return
         end = self.kernel_cost(ll, self.pmap[ll])
@@ -244,14 +251,13 @@ class _Mapper:
         without kernels (a pass-through copy) the next layer with kernels that reads the
         same data or ll's output on as many processors (a copy keeps its processors, so
         the block must suit the layers reading it)."""
-        lay = self.net.layers[ll]
-        if kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1):
+        if self.columns(ll):
             return ll
         data = {*inputs_of(self.net, ll), ll}
         for k in range(ll + 1, self.n):
             nxt = self.net.layers[k]
             if data & set(inputs_of(self.net, k)) and multipass(nxt.input_channels)[1] == width \
-                    and kernel_columns(nxt, (1 << multipass(nxt.output_channels)[1]) - 1):
+                    and self.columns(k):
                 return k
         return ll
 
@@ -749,14 +755,6 @@ def _fifo_map(channels: int) -> int:
     return out
 
 
-def _runs_as_3x3(layer: Layer) -> bool:
-    """A 1x1 convolution next to a streaming layer runs on the 3x3 kernel hardware (the
-    vendor rewrites its weights, seed 000 "Streaming Mode"); the kernel allocation here
-    stores 1x1 kernels, so the mapper does not stream next to one."""
-    return tuple(layer.kernel_size) == (1, 1) \
-        and layer.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D)
-
-
 def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
     """How many leading layers may stream, and why not more (seed 000 "Streaming Mode":
     consecutive layers, at most the device's count, no flattening, frames below 2^21,
@@ -780,8 +778,6 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
         frame = lay.input_dim[0] * lay.input_dim[1] * multipass(lay.input_channels)[0]
         if lay.flatten or lay.operator == OP_CONV1D or lay.dilation[0] > 1:
             why = f"layer `{lay.name}` (flattening, 1-D or dilated) cannot stream"
-        elif _runs_as_3x3(lay):
-            why = f"1x1 convolution `{lay.name}` is not streamed automatically"
         elif lay.operator == OP_NONE and not dev.stream_passthrough:
             why = f"pass-through layer `{lay.name}` cannot stream on {facts.name}"
         elif frame >= dev.stream_frame_max:
@@ -815,14 +811,11 @@ def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
     for k in range(1, limit + 1) if only is None else (only,):
         tried = k
         final = network.layers[k - 1]
-        if not dev.stream_nonpadded_final and 0 in final.padding:
+        # a 1x1 convolution streams as a 3x3 one with padding 1 (hw.runs_1x1_as_3x3)
+        padding = (1, 1) if runs_1x1_as_3x3(facts, final, k - 1, True) else final.padding
+        if not dev.stream_nonpadded_final and 0 in padding:
             last = _fail(network, k - 1, "map.streaming", "the last streaming layer must "
                          f"be padded on {facts.name}", "pad it, or stream another count")
-            continue
-        if k < len(network.layers) and _runs_as_3x3(network.layers[k]):
-            last = _fail(network, k, "map.streaming", "a 1x1 convolution right after the "
-                         "streaming layers is not placed automatically",
-                         "stream another count of layers")
             continue
         mapper = _Mapper(network, facts, stream_hints, stream=k)
         mapper.map_processors()

@@ -144,13 +144,15 @@ def input_bytes(network: Network, ll: int, big_data: bool) -> int:
     return h * w * passes * lay.operands * (1 if big_data else 4)
 
 
-def kernel_columns(layer: Layer, output_processor_map: int) -> int:
+def kernel_columns(layer: Layer, output_processor_map: int, *, as_3x3: bool = False) -> int:
     """Kernel-memory columns the layer takes in each of its input processors.
 
     Kernels per processor: one per output processor column (from the first to the last
     output processor, plus the columns skipped inside the first instance) per output pass
     and per input pass; a flattened layer holds one row per input pixel and pass. Packed
     into 72-bit columns with narrow weights padded to whole bytes (izer/kernels.py).
+    `as_3x3`: a 1x1 convolution next to streaming, stored as 3x3 kernels
+    (hw.runs_1x1_as_3x3), nine times the bytes.
     """
     if layer.weights is None or layer.operator == OP_NONE:
         return 0
@@ -164,7 +166,7 @@ def kernel_columns(layer: Layer, output_processor_map: int) -> int:
     if layer.flatten:
         rows = layer.input_channels * layer.pooled_dim[0] * layer.pooled_dim[1] // thresh_in
         kc = kc * rows - (passes_out * popcount(omap) - layer.output_channels) * rows
-    ksize = layer.kernel_size[0] * layer.kernel_size[1]
+    ksize = 3 * 3 if as_3x3 else layer.kernel_size[0] * layer.kernel_size[1]
     bits = abs(layer.quantization) or 8
     qfactor = 8 // bits
     res = (kc % qfactor) * ksize * (qfactor - 1)
@@ -172,17 +174,19 @@ def kernel_columns(layer: Layer, output_processor_map: int) -> int:
 
 
 def place_kernels(network: Network, maps: list[tuple[int, int]], facts: Device,
-                  order: list[int] | None = None) -> tuple[list[int | None], list[int]]:
+                  order: list[int] | None = None, as_3x3: frozenset[int] = frozenset()
+                  ) -> tuple[list[int | None], list[int]]:
     """Greedy kernel-memory layout: each layer at the lowest column free in all of its
     input processors (the vendor also gives a layer one column range across its
-    processors). Returns (first column per layer or None if it does not fit, columns
+    processors); the layers in `as_3x3` store 1x1 kernels as 3x3 ones (next to
+    streaming). Returns (first column per layer or None if it does not fit, columns
     used per processor)."""
     used = [0] * PROCESSORS  # next free column per processor (layers never share columns)
     busy: list[list[tuple[int, int]]] = [[] for _ in range(PROCESSORS)]
     start: list[int | None] = [None] * len(network.layers)
     for ll in order if order is not None else range(len(network.layers)):
         pmap, omap = maps[ll]
-        length = kernel_columns(network.layers[ll], omap)
+        length = kernel_columns(network.layers[ll], omap, as_3x3=ll in as_3x3)
         if length == 0:
             start[ll] = 0
             continue
