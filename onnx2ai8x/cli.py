@@ -77,6 +77,14 @@ def _root(
     """ONNX in, MAX78000/MAX78002 C project out."""
 
 
+def _device(name: str):
+    """The device named on the command line, resolved once here (devices.get_device: an
+    unknown name is a usage error); every stage below takes the Device itself."""
+    from .devices import get_device
+
+    return get_device(name)
+
+
 def _require_file(path: Path, what: str) -> None:
     try:
         found = path.is_file()
@@ -176,6 +184,7 @@ def convert_cmd(
     """
     from .convert import ConvertRequest, convert
 
+    dev = _device(device)
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
@@ -204,7 +213,7 @@ def convert_cmd(
         from .quantize.convert import convert_float
 
         result, qtable = convert_float(
-            model, device, out, calibration=calibration, labels=labels,
+            model, dev, out, calibration=calibration, labels=labels,
             method=calibration_method, percentile=percentile, weight_bits=weight_bits,
             sidecar=sidecar, sample_input=sample_input, overwrite=overwrite,
             options=options, progress=not (quiet or json_out))
@@ -216,7 +225,7 @@ def convert_cmd(
         result = from_float(calibration)
     else:
         try:
-            result = convert(ConvertRequest(model=model, device=device, output=out,
+            result = convert(ConvertRequest(model=model, device=dev, output=out,
                                             sidecar=sidecar, sample_input=sample_input,
                                             overwrite=overwrite, options=options,
                                             progress=not (quiet or json_out)))
@@ -234,10 +243,8 @@ def convert_cmd(
                 raise
     built = None
     if build:
-        from .devices import get_device
         from .emit.build import build_project, describe
 
-        dev = get_device(device)
         built = build_project(out, dev, board=result.board, maxim_path=sdk)
     if json_out:
         report = result.report_json
@@ -280,10 +287,11 @@ def check_cmd(
     """
     from .convert import plan
 
+    dev = _device(device)
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
-    result = plan(model, device, sidecar, onnx_checker=True)
+    result = plan(model, dev, sidecar, onnx_checker=True)
     if json_out:
         typer.echo(result.report_json)
     elif not quiet:
@@ -307,12 +315,13 @@ def sidecar_cmd(
     from .convert import plan
     from .fsutil import write_text_atomic
 
+    dev = _device(device)
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
     if output is not None:
         check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
-    result = plan(model, device, sidecar)
+    result = plan(model, dev, sidecar)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)
     else:
@@ -372,6 +381,7 @@ def import_izer_cmd(
     Example: onnx2ai8x import-izer --config-file net.yaml --checkpoint-file net-q.pth.tar
     --device MAX78000 -o net.onnx
     """
+    dev = _device(device)
     _require_file(config_file, "config file")
     _require_file(checkpoint_file, "checkpoint file")
     if sample is not None:
@@ -384,7 +394,7 @@ def import_izer_cmd(
         raise Ai8xError("usage.torch-missing", "import-izer",
                         f"the importer needs PyTorch ({exc})",
                         "pip install 'onnx2ai8x[torch]'", exit_code=EXIT_USAGE) from None
-    import_izer_command(config_file, checkpoint_file, device, output, sample)
+    import_izer_command(config_file, checkpoint_file, dev, output, sample)
 
 
 def quantize_cmd(
@@ -413,6 +423,7 @@ def quantize_cmd(
     """
     from .quantize.convert import quantize_command
 
+    dev = _device(device)
     _require_file(model, "model")
     for path, what in ((calibration, "calibration data"), (labels, "labels"),
                        (weight_bits, "weight-bits file")):
@@ -422,7 +433,7 @@ def quantize_cmd(
     check_output(output, inputs, directory=False, overwrite=overwrite)
     if report is not None:
         check_output(report, (*inputs, output), directory=False, overwrite=True)
-    result = quantize_command(model, calibration, output, device=device, labels=labels,
+    result = quantize_command(model, calibration, output, device=dev, labels=labels,
                               method=calibration_method, percentile=percentile,
                               weight_bits=weight_bits, report=report)
     if json_out:

@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .devices import PROCESSORS, get_device
+from .devices import PROCESSORS
 from .map.hw import multipass, popcount
 from .map.latency import execution_order
 from .map.memory_check import (
@@ -91,11 +91,12 @@ def _shape(c: int, dim: tuple[int, int]) -> tuple[int, ...]:
     return (c, dim[0]) if dim[1] == 1 else (c, dim[0], dim[1])
 
 
-def summarize(network: Network, placement: Placement, device: object | None,
-              cycles: list[int], notes: tuple[str, ...] = ()) -> Report:
-    """The report of `placement`; `cycles` is onnx2ai8x.map.latency.estimate_cycles';
-    `notes` say what the converter's rewrites added (legalize.rewrite.inserted_layers)."""
-    facts = get_device(device if device is not None else placement.device)
+def summarize(network: Network, placement: Placement, cycles: list[int], *,
+              notes: tuple[str, ...] = ()) -> Report:
+    """The report of `placement` on its device; `cycles` is
+    onnx2ai8x.map.latency.estimate_cycles'; `notes` say what the converter's rewrites
+    added (legalize.rewrite.inserted_layers)."""
+    facts = placement.device
     order = execution_order(placement)
     startup = cycles[0] if cycles else 0
     per_layer = dict(zip(order, cycles[1:], strict=False))

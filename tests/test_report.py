@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 
+from onnx2ai8x.devices import get_device
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.latency import estimate_cycles
 from onnx2ai8x.network import OP_LINEAR, Layer, Network
@@ -13,8 +14,8 @@ from tests.map.test_auto import chain, conv
 
 
 def _report(net: Network, device: str = "MAX78000"):
-    p = auto_place(net, device)
-    return summarize(net, p, device, estimate_cycles(net, p))
+    p = auto_place(net, get_device(device))
+    return summarize(net, p, estimate_cycles(net, p))
 
 
 def test_macs_formulae() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..devices import Device, get_device
+from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_dir_atomic
 from ..map.hw import HwNetwork, derive
@@ -302,7 +302,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     dual_core.check_fast_fifo(hw)
     net = placement.network
     name = name or net.name
-    device = get_device(placement.device)
+    device = placement.device
     board = project_board(device, options.board)
     if options.uses_fifo:
         if sample is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device, get_device
+from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device
 from ..network import OP_CONV2D, OP_CONVTRANSPOSE2D, OP_NONE, Network
 from ..options import EmitOptions
 from ..placement import Placement
@@ -59,7 +59,7 @@ def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
     EMULATE_1X1_STREAMING); the register values and the kernel packing (map/kernels.py)
     both read it from here. Streaming reaches the first `max_stream_layers` layers and
     the one after."""
-    device = get_device(placement.device)
+    device = placement.device
     if not device.emulate_1x1_streaming or ll > device.max_stream_layers:
         return False
     lay, pl = network.layers[ll], placement.layers[ll]
@@ -132,7 +132,7 @@ def _extra(placement: Placement, ll: int, key: str, default: object = None) -> o
 def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
     """The hardware view of a placed network (pure)."""
     net = placement.network
-    dev = get_device(placement.device)
+    dev = placement.device
     layers = net.layers
     places = placement.layers
     count = len(places)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ..devices import Device, get_device
+from ..devices import Device
 from ..errors import Ai8xError
 from ..importer.checkpoint import CheckpointLayer
 from ..map.hw import multipass, popcount
@@ -304,10 +304,9 @@ class _Walk:
         return len(self.sidecar.layers)
 
 
-def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
+def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: Device,
             input_shape: Sequence[int], checkpoint_arch: str | None = None) -> Resolved:
     """The vendor tool's resolved configuration for `sidecar` with these weights."""
-    lim = get_device(device)
     shape = normalize_input_shape(input_shape)
     layers = sidecar.layers
     n = len(layers)
@@ -316,14 +315,14 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                     f"the sidecar is for `{sidecar.arch}`, the checkpoint for "
                     f"`{checkpoint_arch}`", "pass the matching sidecar and checkpoint, or "
                     f"set `arch: {checkpoint_arch}`")
-    if n > lim.max_layers:
-        raise _fail(sidecar, layers[lim.max_layers], None, "sidecar.device",
-                    f"{lim.name} runs at most {lim.max_layers} layers; the sidecar has {n}",
+    if n > device.max_layers:
+        raise _fail(sidecar, layers[device.max_layers], None, "sidecar.device",
+                    f"{device.name} runs at most {device.max_layers} layers; the sidecar has {n}",
                     "merge layers or use a MAX78002")
-    _check_layer_keys(sidecar, lim)
-    assigned, quant, shift, in_ch, out_ch = _assign_weights(sidecar, weights, lim)
+    _check_layer_keys(sidecar, device)
+    assigned, quant, shift, in_ch, out_ch = _assign_weights(sidecar, weights, device)
     w = _Walk(
-        sidecar=sidecar, lim=lim, shape=shape, assigned=assigned, quant=quant, shift=shift,
+        sidecar=sidecar, lim=device, shape=shape, assigned=assigned, quant=quant, shift=shift,
         in_ch=in_ch, out_ch=out_ch, weight_in=list(in_ch), arriving=[0] * n,
         next_seq=[lay.next_sequence if lay.next_sequence is not None else
                   (i + 1 if i < n - 1 else -1) for i, lay in enumerate(layers)],
@@ -337,7 +336,7 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
     _check_weights_match(w)
     _check_processors(w)
     _check_layer_values(w)
-    return Resolved(device=lim, input_shape=shape, layers=_resolved_layers(w),
+    return Resolved(device=device, input_shape=shape, layers=_resolved_layers(w),
                     final_layer=w.final_layer, first_layer_used=min(w.visited),
                     sidecar=sidecar)
 
@@ -819,7 +818,7 @@ def to_placement(resolved: Resolved, network: Network | None = None) -> Placemen
 
 
 def network_from_sidecar(sidecar: Sidecar, checkpoint_layers: Sequence[CheckpointLayer],
-                         device: str, input_shape: Sequence[int],
+                         device: Device, input_shape: Sequence[int],
                          checkpoint_arch: str | None = None) -> Network:
     """The Network a sidecar and its checkpoint describe (import-izer path)."""
     return to_network(resolve(sidecar, checkpoint_layers, device, input_shape,
@@ -850,7 +849,7 @@ def weights_from_network(network: Network) -> list[CheckpointLayer]:
     return out
 
 
-def resolve_placement(sidecar: Sidecar, network: Network, device: str) -> Placement:
+def resolve_placement(sidecar: Sidecar, network: Network, device: Device) -> Placement:
     """Place an ONNX-derived Network as the sidecar says (converter `--sidecar` path)."""
     if len(sidecar.layers) != len(network.layers):
         # each sidecar entry places one hardware layer of the model; an entry past the

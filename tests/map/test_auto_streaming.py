@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.memory_check import (
@@ -36,7 +37,7 @@ def instances(pmap: int) -> set[int]:
 
 def test_big_frames_stream_the_first_layers():
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     streaming = [pl.streaming for pl in placement.layers]
     k = streaming.index(False)
     assert k >= 1 and not any(streaming[k:]), streaming  # a leading run of layers
@@ -67,7 +68,7 @@ def test_rollover_is_the_vendor_formula():
     start increase); rollover = start + (pool rows - 1) * columns + max(stride, pool
     stride, pool)."""
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     roll = stream_rollovers(placement)
     c0, c1 = net.layers[0], net.layers[1]
     row = c0.pooled_dim[1] + 2 * c0.padding[1]  # 130
@@ -82,7 +83,7 @@ def test_rollover_is_the_vendor_formula():
 
 def test_fewest_streaming_layers_are_chosen():
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     k = sum(pl.streaming for pl in placement.layers)
     # Layer c0's whole output (one word per pixel per instance) exceeds an instance, so
     # its reader c1 must stream; c1's output fits, so nothing after c1 streams.
@@ -93,14 +94,14 @@ def test_fewest_streaming_layers_are_chosen():
 
 def test_data_that_fits_does_not_stream():
     net = big_input(dim=32)
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert not any(pl.streaming for pl in placement.layers)
     assert stream_rollovers(placement) == (None,) * 4
 
 
 def test_more_than_four_channels_use_the_other_fifos():
     net = big_input(channels=7)
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert placement.layers[0].streaming
     # channels 0-3 on processors 0-3, channels 4-6 on 16-18
     assert placement.layers[0].processor_map == 0xF | 0x7 << 16
@@ -110,7 +111,7 @@ def test_more_than_four_channels_use_the_other_fifos():
 def test_streaming_needs_a_fifo_sized_input():
     net = big_input(channels=17)
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     d = err.value.diagnostics[0]
     assert d.code == "map.data-memory"
     assert "FIFO" in d.message and "16 input channels" in d.message
@@ -133,7 +134,7 @@ def test_stream_register_limits_give_a_clear_error():
     assert 16 * w * 4 > INSTANCE  # the first layer's output needs streaming
     assert (w + 2) * (2 + 15) + 2 + 16 + 2 > 2 ** 14 - 1
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     d = err.value.diagnostics[0]
     assert d.code == "map.streaming" and d.where == "layer `wide1`"
     assert "streaming start 17445" in d.message and "16383" in d.message
@@ -146,7 +147,7 @@ def test_streaming_stops_at_a_layer_that_cannot_stream():
     c1 = dataclasses.replace(net.layers[1], flatten=True)
     net = dataclasses.replace(net, layers=(net.layers[0], c1, *net.layers[2:]))
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     d = err.value.diagnostics[0]
     assert d.code == "map.data-memory" and "`c1`" in d.message and "cannot stream" in d.message
 
@@ -159,7 +160,7 @@ def _with(placement: Placement, ll: int, **kw) -> Placement:
 
 def test_checker_applies_the_vendor_streaming_rules():
     net = big_input()
-    good = auto_place(net, "MAX78000")
+    good = auto_place(net, MAX78000)
     roll = stream_rollovers(good)
     # the input on processors 4-6, which no FIFO writes
     diags = check_placement(net, _with(good, 0, processor_map=0x70))
@@ -183,7 +184,7 @@ def test_checker_applies_the_vendor_streaming_rules():
 
 def test_buffers_of_the_streaming_part():
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     roll = stream_rollovers(placement)
     bufs = {b.producer: b for b in buffers(net, placement)}
     # the input and c0's output are circular buffers of their reader's rollover, live
@@ -201,7 +202,7 @@ def test_no_streaming_next_to_a_1x1_convolution():
     c2 = conv("c2", 32, 64, 64, (1,), k=1, pool=2)
     net = dataclasses.replace(net, layers=(*net.layers[:2], c2, net.layers[3]))
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     d = err.value.diagnostics[0]
     assert d.code == "map.streaming" and d.where == "layer `c2`"
     assert "1x1 convolution" in d.message and "more cannot stream" in d.message
@@ -209,11 +210,11 @@ def test_no_streaming_next_to_a_1x1_convolution():
 
 def test_a_given_number_of_layers_streams():
     net = big_input()
-    placement = auto_place(net, "MAX78000", stream_layers=3)
+    placement = auto_place(net, MAX78000, stream_layers=3)
     assert [pl.streaming for pl in placement.layers] == [True, True, True, False]
     assert check_placement(net, placement) == []
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000", stream_layers=9)
+        auto_place(net, MAX78000, stream_layers=9)
     assert err.value.diagnostics[0].code == "map.streaming"
     assert "at most 4 can" in err.value.diagnostics[0].message
 
@@ -225,10 +226,10 @@ def test_a_given_number_of_layers_streams():
 ])
 def test_fifo_option_puts_the_input_on_fifo_processors(channels, dim, want):
     net = big_input(channels, dim)
-    placement = auto_place(net, "MAX78000", fifo=True)
+    placement = auto_place(net, MAX78000, fifo=True)
     assert placement.layers[0].processor_map == want
     assert not placement.layers[0].big_data
     assert check_placement(net, placement) == []
     # without the option a 15-channel input is packed from processor 0
     if channels == 15:
-        assert auto_place(net, "MAX78000").layers[0].processor_map == 0x7FFF
+        assert auto_place(net, MAX78000).layers[0].processor_map == 0x7FFF

@@ -145,6 +145,7 @@ def vendor_cycles(arch: vz.Architecture, path: Path, folder: Path) -> tuple[int 
     """Our estimate for the vendor's hand-written sidecar applied to the same exported
     model: (cycles, "") or (None, why it does not apply)."""
     from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import get_device
 
     name = VENDOR_SIDECARS.get(arch.id)
     if name is None or not vz.available(vz.SYNTHESIS_MIRROR):
@@ -152,7 +153,7 @@ def vendor_cycles(arch: vz.Architecture, path: Path, folder: Path) -> tuple[int 
     sidecar = folder / name
     sidecar.write_text(vz.show(f"networks/{name}", vz.SYNTHESIS_MIRROR))
     try:
-        return sum(plan(path, arch.device, sidecar).cycles), ""
+        return sum(plan(path, get_device(arch.device), sidecar).cycles), ""
     except Ai8xError as err:
         d = err.diagnostics[0]
         return None, f"{d.code} {d.where}: {d.message}"
@@ -216,6 +217,7 @@ def export(arch: vz.Architecture, folder: Path) -> Path:
 def evaluate(arch: vz.Architecture, folder: Path) -> tuple[Outcome, Path | None]:
     """What the converter does with the architecture (see the module doc string)."""
     from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.map.memory_check import check_placement
 
     try:
@@ -229,7 +231,7 @@ def evaluate(arch: vz.Architecture, folder: Path) -> tuple[Outcome, Path | None]
                        f"{last.lineno}", str(exc).splitlines()[0][:200] if str(exc)
                        else ""), None
     try:
-        result = plan(path, arch.device, None)
+        result = plan(path, get_device(arch.device), None)
     except Ai8xError as err:
         d = err.diagnostics[0]
         return Outcome("diagnostic", d.code, d.where, d.message,
@@ -406,11 +408,12 @@ def test_project_passes_the_virtual_accelerator(arch: vz.Architecture, tmp_path:
 def _sidecar_round_trip(arch: vz.Architecture, path: Path, folder: Path) -> None:
     """The written sidecar, fed back, gives the same placement and the same sidecar."""
     from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import get_device
 
-    first = plan(path, arch.device, None)
+    first = plan(path, get_device(arch.device), None)
     written = folder / "written.yaml"
     written.write_text(first.sidecar_text)
-    again = plan(path, arch.device, written)
+    again = plan(path, get_device(arch.device), written)
     assert again.placement.layers == first.placement.layers
     assert again.sidecar_text == first.sidecar_text
     assert again.cycles == first.cycles
