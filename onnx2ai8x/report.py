@@ -11,16 +11,14 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from .devices import PROCESSORS
 from .map.hw import multipass, popcount
+from .map.kernels import FREE
 from .map.latency import execution_order
-from .map.memory_check import (
-    buffers,
-    input_bytes,
-    kernel_columns,
-    output_bytes,
-    place_kernels,
-)
+from .map.memory_check import buffers, input_bytes, output_bytes
+from .map.weights import weights_of
 from .network import OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE, Layer, Network
 from .placement import Placement
 
@@ -100,8 +98,10 @@ def summarize(network: Network, placement: Placement, cycles: list[int], *,
     order = execution_order(placement)
     startup = cycles[0] if cycles else 0
     per_layer = dict(zip(order, cycles[1:], strict=False))
-    maps = [(pl.processor_map, pl.output_processor_map) for pl in placement.layers]
-    _, used = place_kernels(network, maps, facts)
+    # The kernel figures are the allocation's (map/weights.py, the vendor's exact layout
+    # the project loads), not the mapper's estimate: per layer its columns per processor
+    # (`kern_len`), in total the columns holding a kernel (shared weights stored once).
+    kernels = weights_of(network, placement).kernels
 
     rows = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
@@ -114,13 +114,13 @@ def summarize(network: Network, placement: Placement, cycles: list[int], *,
             out_shape=_shape(lay.output_channels, lay.output_dim),
             processors=popcount(pl.processor_map), passes=passes,
             processor_map=f"0x{pl.processor_map:016x}",
-            kernel_columns=kernel_columns(lay, pl.output_processor_map),
+            kernel_columns=int(kernels.length[ll]),
             weight_bytes=wbytes, data_in_bytes=input_bytes(network, ll, pl.big_data),
             data_out_bytes=output_bytes(lay), in_offset=pl.in_offset,
             out_offset=pl.out_offset, cycles=int(per_layer.get(ll, 0)),
             macs=layer_macs(lay)))
     total_cols = sum(facts.kernel_words(p) for p in range(PROCESSORS))
-    used_cols = sum(used)
+    used_cols = int(np.count_nonzero(kernels.owners != FREE))
     peak = 0
     for buf in buffers(network, placement):
         peak = max(peak, buf.end)
