@@ -176,75 +176,13 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
     out_ch = [0] * n
     needs = [i for i, lay in enumerate(sidecar.layers)
              if lay.operator != OP_NONE and not lay.bypass and lay.weight_source is None]
-    if len(weights) < len(needs):
-        lay = sidecar.layers[needs[len(weights)]]
-        raise _fail(sidecar, lay, None, "sidecar.layer-count",
-                    f"the sidecar has {len(needs)} layers with weights, but the checkpoint "
-                    f"has only {len(weights)} weight layers; nothing is left for this layer",
-                    "check that the sidecar describes the checkpoint's model (one entry per "
-                    "Conv/Linear module, passthrough and element-wise layers have none)")
-    if len(weights) > len(needs):
-        extra = ", ".join(f"`{ck.name}`" for ck in weights[len(needs):][:8])
-        raise Ai8xError("sidecar.layer-count", sidecar.source,
-                        f"the checkpoint has {len(weights)} weight layers but the sidecar "
-                        f"gives only {len(needs)} layers with weights; left over: {extra}",
-                        "add an entry for every Conv/Linear module of the model to the "
-                        "sidecar, in the model's order")
+    _check_weight_count(sidecar, weights, needs)
     for i, ck in zip(needs, weights, strict=False):
         lay = sidecar.layers[i]
-        w = ck.weight
-        where_ck = f"checkpoint layer `{ck.name}`"
-        q = quant[i]
-        absw = np.abs(w)
-        if q is not None:
-            if q == -1:
-                if not (w.size and absw.min() == absw.max() == 1):
-                    raise _fail(sidecar, lay, "quantization", "sidecar.quantization",
-                                f"`quantization: binary` needs weights of -1/+1, but "
-                                f"{where_ck} holds values in [{w.min()}, {w.max()}]",
-                                "remove `quantization` or re-train with binary weights")
-            elif w.size and (w.min() < -(2 ** (q - 1)) or w.max() >= 2 ** (q - 1)):
-                raise _fail(sidecar, lay, "quantization", "sidecar.quantization",
-                            f"`quantization: {q}` holds [{-(2 ** (q - 1))}, {2 ** (q - 1) - 1}]"
-                            f", but {where_ck} has weights in [{w.min()}, {w.max()}]",
-                            f"remove `quantization` (the checkpoint says {ck.weight_bits} "
-                            "bits) or re-quantize")
-        else:
-            if lim.binary_weights and w.size and absw.min() == absw.max() == 1:
-                q = -1  # weights of only -1/+1 use binary mode where the device has it
-            elif not np.any(w):
-                q = 1  # all-zero weights need one bit
-            else:
-                q = ck.weight_bits
-            q = q or 8
+        q = _weight_bits(sidecar, lay, ck, quant[i], lim)
         quant[i] = q
-        kernel = lay.kernel_size
-        if w.ndim == 2 and kernel != (1, 1):
-            bad = "1x1"
-        elif w.ndim == 3 and kernel != (w.shape[2], 1):
-            bad = f"{w.shape[2]}"
-        elif w.ndim == 4 and kernel != (w.shape[2], w.shape[3]):
-            bad = f"{w.shape[2]}x{w.shape[3]}"
-        else:
-            bad = None
-        if bad is not None:
-            given = f"{kernel[0]}x{kernel[1]}"
-            raise _fail(sidecar, lay, "kernel_size", "sidecar.kernel-mismatch",
-                        f"the sidecar's kernel is {given}, but {where_ck} has "
-                        f"{w.ndim}-D weights {tuple(w.shape)} (kernel {bad})",
-                        f"set `kernel_size: {bad}` and check the `operation`"
-                        if w.ndim > 2 else "use `op: linear` (MLP) for this layer")
-        groups = lay.conv_groups
-        if lay.operator == OP_CONVTRANSPOSE2D:
-            if w.ndim != 4:
-                raise _fail(sidecar, lay, "operation", "sidecar.checkpoint-mismatch",
-                            f"ConvTranspose2d needs 4-D weights, {where_ck} has "
-                            f"{tuple(w.shape)}", "check the layer's `operation`")
-            in_ch[i] = w.shape[0]  # stored (in, out/groups, kh, kw)
-            out_ch[i] = w.shape[1] * groups
-        else:
-            in_ch[i] = w.shape[1] * groups
-            out_ch[i] = w.shape[0]
+        _check_kernel_shape(sidecar, lay, ck)
+        in_ch[i], out_ch[i] = _weight_channels(sidecar, lay, ck)
         if shift[i] is None:
             shift[i] = ck.output_shift
         # Narrow weights get an implicit extra shift (seed 004, `output_shift` table).
@@ -263,6 +201,86 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
         in_ch[i], out_ch[i] = in_ch[src], out_ch[src]
         shift[i] = shift[src]
     return assigned, quant, shift, in_ch, out_ch
+
+
+def _check_weight_count(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
+                        needs: list[int]) -> None:
+    """As many checkpoint weight layers as sidecar layers that need weights."""
+    if len(weights) < len(needs):
+        lay = sidecar.layers[needs[len(weights)]]
+        raise _fail(sidecar, lay, None, "sidecar.layer-count",
+                    f"the sidecar has {len(needs)} layers with weights, but the checkpoint "
+                    f"has only {len(weights)} weight layers; nothing is left for this layer",
+                    "check that the sidecar describes the checkpoint's model (one entry per "
+                    "Conv/Linear module, passthrough and element-wise layers have none)")
+    if len(weights) > len(needs):
+        extra = ", ".join(f"`{ck.name}`" for ck in weights[len(needs):][:8])
+        raise Ai8xError("sidecar.layer-count", sidecar.source,
+                        f"the checkpoint has {len(weights)} weight layers but the sidecar "
+                        f"gives only {len(needs)} layers with weights; left over: {extra}",
+                        "add an entry for every Conv/Linear module of the model to the "
+                        "sidecar, in the model's order")
+
+
+def _weight_bits(sidecar: Sidecar, lay, ck: CheckpointLayer, q: int | None,
+                 lim: Device) -> int:
+    """The layer's weight bits (-1: binary): the sidecar's `quantization`, checked
+    against the weights, else what the weights need."""
+    w = ck.weight
+    where_ck = f"checkpoint layer `{ck.name}`"
+    absw = np.abs(w)
+    if q is not None:
+        if q == -1:
+            if not (w.size and absw.min() == absw.max() == 1):
+                raise _fail(sidecar, lay, "quantization", "sidecar.quantization",
+                            f"`quantization: binary` needs weights of -1/+1, but "
+                            f"{where_ck} holds values in [{w.min()}, {w.max()}]",
+                            "remove `quantization` or re-train with binary weights")
+        elif w.size and (w.min() < -(2 ** (q - 1)) or w.max() >= 2 ** (q - 1)):
+            raise _fail(sidecar, lay, "quantization", "sidecar.quantization",
+                        f"`quantization: {q}` holds [{-(2 ** (q - 1))}, {2 ** (q - 1) - 1}]"
+                        f", but {where_ck} has weights in [{w.min()}, {w.max()}]",
+                        f"remove `quantization` (the checkpoint says {ck.weight_bits} "
+                        "bits) or re-quantize")
+        return q
+    if lim.binary_weights and w.size and absw.min() == absw.max() == 1:
+        return -1  # weights of only -1/+1 use binary mode where the device has it
+    if not np.any(w):
+        return 1  # all-zero weights need one bit
+    return ck.weight_bits or 8
+
+
+def _check_kernel_shape(sidecar: Sidecar, lay, ck: CheckpointLayer) -> None:
+    """The sidecar's kernel size matches the checkpoint weights' shape."""
+    w = ck.weight
+    kernel = lay.kernel_size
+    if w.ndim == 2 and kernel != (1, 1):
+        bad = "1x1"
+    elif w.ndim == 3 and kernel != (w.shape[2], 1):
+        bad = f"{w.shape[2]}"
+    elif w.ndim == 4 and kernel != (w.shape[2], w.shape[3]):
+        bad = f"{w.shape[2]}x{w.shape[3]}"
+    else:
+        return
+    given = f"{kernel[0]}x{kernel[1]}"
+    raise _fail(sidecar, lay, "kernel_size", "sidecar.kernel-mismatch",
+                f"the sidecar's kernel is {given}, but checkpoint layer `{ck.name}` has "
+                f"{w.ndim}-D weights {tuple(w.shape)} (kernel {bad})",
+                f"set `kernel_size: {bad}` and check the `operation`"
+                if w.ndim > 2 else "use `op: linear` (MLP) for this layer")
+
+
+def _weight_channels(sidecar: Sidecar, lay, ck: CheckpointLayer) -> tuple[int, int]:
+    """(input, output) channels the layer's weights give."""
+    w = ck.weight
+    groups = lay.conv_groups
+    if lay.operator == OP_CONVTRANSPOSE2D:
+        if w.ndim != 4:
+            raise _fail(sidecar, lay, "operation", "sidecar.checkpoint-mismatch",
+                        f"ConvTranspose2d needs 4-D weights, checkpoint layer `{ck.name}` "
+                        f"has {tuple(w.shape)}", "check the layer's `operation`")
+        return w.shape[0], w.shape[1] * groups  # stored (in, out/groups, kh, kw)
+    return w.shape[1] * groups, w.shape[0]
 
 
 @dataclass(eq=False)
