@@ -57,6 +57,7 @@ import onnx
 import torch
 from torch import fx, nn
 
+from onnx2ai8x.devices import get_device
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.network import (
     ACT_ABS,
@@ -840,13 +841,13 @@ def to_network(model: nn.Module, example_input: torch.Tensor, *,
 
 
 def _device_name(device: str | None) -> str | None:
+    """The part name the model records: `device` resolved by the converter's one
+    resolver (onnx2ai8x.devices.get_device: MAX78000/MAX78002 and their aliases; an
+    unknown name is an error), else the selected ai8x_torch device's (none for the AI84,
+    which the converter does not target)."""
     if device is None:
         return current_device().partnum if current_device().device != 84 else None
-    if device not in ("MAX78000", "MAX78002"):
-        raise Ai8xError("export.device", "device", f"unknown device {device!r}",
-                        "pass device='MAX78000' or device='MAX78002', or leave it out to "
-                        "use the device selected with ai8x_torch.set_device")
-    return device
+    return get_device(device).name
 
 
 def export_onnx(model: nn.Module, example_input: torch.Tensor | np.ndarray, path: str | Path, *,

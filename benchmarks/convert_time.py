@@ -40,6 +40,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import json
 
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.importer.izer import import_project
 
     print(f"{'case':<18} {'median s':>9} {'min s':>7} {'vendor s':>9} {'speed-up':>9}")
@@ -49,8 +50,9 @@ def main() -> int:
             info = json.loads((case / "case.json").read_text())
             device = info["device"]
             model = Path(tmp) / f"{name}.onnx"
-            model.write_bytes(import_project(case / "network.yaml", case / "checkpoint.pth.tar",
-                                             device, case / "sample.npy").SerializeToString())
+            imported = import_project(case / "network.yaml", case / "checkpoint.pth.tar",
+                                      get_device(device), case / "sample.npy")
+            model.write_bytes(imported.SerializeToString())
             times, vendor_times = [], []
             for _ in range(args.repeat):
                 start = time.perf_counter()

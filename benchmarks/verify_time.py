@@ -24,13 +24,15 @@ CASES = {"ai85-mnist": 2.0, "ai85-cats-dogs": 20.0, "ai87-cats-dogs": 20.0}
 
 
 def _project(name: str, tmp: Path) -> Path:
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.importer.izer import import_project
 
     case = GOLDEN / name
     meta = json.loads((case / "case.json").read_text())
     model = tmp / f"{name}.onnx"
-    model.write_bytes(import_project(case / "network.yaml", case / "checkpoint.pth.tar",
-                                     meta["device"], case / "sample.npy").SerializeToString())
+    imported = import_project(case / "network.yaml", case / "checkpoint.pth.tar",
+                              get_device(meta["device"]), case / "sample.npy")
+    model.write_bytes(imported.SerializeToString())
     out = tmp / name
     args = [a for a in meta["vendor_args"] if a in ("--fifo", "--softmax", "--mlator")]
     subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",

@@ -9,6 +9,7 @@ an exit code (0 ok, 1 invalid model or limits, 2 usage); no traceback reaches a 
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -77,6 +78,14 @@ def _root(
     """ONNX in, MAX78000/MAX78002 C project out."""
 
 
+def _device(name: str):
+    """The device named on the command line, resolved once here (devices.get_device: an
+    unknown name is a usage error); every stage below takes the Device itself."""
+    from .devices import get_device
+
+    return get_device(name)
+
+
 def _require_file(path: Path, what: str) -> None:
     try:
         found = path.is_file()
@@ -89,82 +98,141 @@ def _require_file(path: Path, what: str) -> None:
                         "check the path", exit_code=EXIT_USAGE)
 
 
+# convert's options, declared once here so the command's signature stays one line per
+# option (Typer reads them from the annotations).
+OutputDirOpt = Annotated[Path | None, typer.Option(
+    "--output", "-o", help="Output directory (default: next to the model, named after it).")]
+SampleOpt = Annotated[Path | None, typer.Option(
+    "--sample-input", help="Sample input (.npy) for the known-answer test; a deterministic "
+                           "one is generated when omitted.")]
+OverwriteDirOpt = Annotated[bool, typer.Option("--overwrite",
+                                               help="Replace an existing output directory.")]
+FifoOpt = Annotated[bool, typer.Option("--fifo", help="Use FIFOs to load streaming input.")]
+FastFifoOpt = Annotated[bool, typer.Option(
+    "--fast-fifo", help="Feed the input through the RISC-V core's fast FIFO (needs --riscv, "
+                        "implies --fifo; at most 1 CHW or 4 HWC input channels, 8-bit output "
+                        "of the first layer).")]
+SoftmaxOpt = Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")]
+MlatorOpt = Annotated[bool, typer.Option(
+    "--mlator", help="Unload 8-bit outputs through the mlator (a word per four pixels).")]
+OverlapOpt = Annotated[bool, typer.Option(
+    "--overlap-data", help="Let the input data overlap the first layer's output in data "
+                           "memory.")]
+NoUnloadOpt = Annotated[bool, typer.Option(
+    "--no-unload", help="Do not generate cnn_unload() (read the outputs from data memory "
+                        "yourself).")]
+NoKatOpt = Annotated[bool, typer.Option(
+    "--no-kat", help="Leave the known-answer test out of main.c.")]
+ChecklinesOpt = Annotated[int | None, typer.Option(
+    "--max-checklines", help="Compare at most this many output words in the known-answer "
+                             "test (1 or more).")]
+NewLoaderOpt = Annotated[bool, typer.Option(
+    "--new-kernel-loader", help="Load kernels with the SDK's newer loader (the default; "
+                                "accepted for the vendor's command line).")]
+TimerOpt = Annotated[int | None, typer.Option(
+    "--timer", help="Time the inference with timer TMR0-TMR3 (0 to 3) and print it.")]
+BoostOpt = Annotated[str | None, typer.Option(
+    "--boost", help="Switch the CNN boost circuit on through GPIO PORT.PIN during inference, "
+                    "e.g. 2.5.")]
+RiscvOpt = Annotated[bool, typer.Option(
+    "--riscv", help="Dual-core project: the Arm core starts the RISC-V core, which runs the "
+                    "network (main_riscv.c); building it needs the RISC-V toolchain, `make "
+                    "RISCV_LOAD=0` builds the Arm half.")]
+CompactOpt = Annotated[bool, typer.Option(
+    "--compact-weights", help="Accepted for the vendor's command line; SDK projects always "
+                              "copy the packed weight table.")]
+MexpressOpt = Annotated[bool | None, typer.Option(
+    "--mexpress/--no-mexpress", help="Load kernels with express (fast) memory writes "
+                                     "(default: on).")]
+RoundingOpt = Annotated[bool, typer.Option(
+    "--avg-pool-rounding", help="Round average pooling to nearest (the model must round too; "
+                                "a model exported with rounding implies it).")]
+BoardOpt = Annotated[str | None, typer.Option(
+    "--board", help="SDK board the project is set up for: EvKit_V1 (default) or FTHR_RevA "
+                    "(MAX78000).")]
+BuildOpt = Annotated[bool, typer.Option(
+    "--build", help="Build the written project with the MSDK and the Arm toolchain "
+                    "(arm-none-eabi-gcc, make) and report its flash and SRAM use.")]
+MaximPathOpt = Annotated[Path | None, typer.Option(
+    "--maxim-path", help="The MSDK for --build (default: $MAXIM_PATH, or the SDK tree the "
+                         "output directory sits in).")]
+VerifyOpt = Annotated[bool, typer.Option(
+    "--verify", help="Run the written project's known-answer test on the functional "
+                     "accelerator model (see `onnx2ai8x verify`).")]
+
+# EmitOptions fields convert_cmd passes on as they are (EmitOptions.from_cli checks them)
+EMIT_FLAGS = ("fifo", "fast_fifo", "softmax", "mlator", "overlap_data", "no_unload", "no_kat",
+              "max_checklines", "new_kernel_loader", "timer", "boost", "riscv",
+              "compact_weights", "mexpress", "avg_pool_rounding", "board")
+
+
+@dataclass(frozen=True)
+class ConvertArgs:
+    """The convert command's arguments, as one value (see convert_cmd)."""
+
+    model: Path
+    device: str
+    output: Path | None
+    sidecar: Path | None
+    sample_input: Path | None
+    overwrite: bool
+    options: dict  # EMIT_FLAGS -> value
+    build: bool
+    maxim_path: Path | None
+    calibration: Path | None
+    labels: Path | None
+    calibration_method: str | None
+    percentile: float | None
+    weight_bits: Path | None
+    verify: bool
+    quiet: bool
+    json_out: bool
+
+    @classmethod
+    def from_cli(cls, **kw: object) -> "ConvertArgs":
+        options = {k: kw.pop(k) for k in EMIT_FLAGS}
+        return cls(options=options, **kw)  # type: ignore[arg-type]
+
+    @property
+    def out(self) -> Path:
+        return self.output if self.output is not None else self.model.with_suffix("")
+
+    @property
+    def progress(self) -> bool:
+        return not (self.quiet or self.json_out)
+
+
 def convert_cmd(
     model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to convert.")],
     device: DeviceOpt = "MAX78000",
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Output directory (default: next to the model, named "
-                               "after it).")] = None,
+    output: OutputDirOpt = None,
     sidecar: SidecarOpt = None,
-    sample_input: Annotated[Path | None, typer.Option(
-        "--sample-input", help="Sample input (.npy) for the known-answer test; a "
-                               "deterministic one is generated when omitted.")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite",
-                                            help="Replace an existing output "
-                                                 "directory.")] = False,
-    fifo: Annotated[bool, typer.Option("--fifo", help="Use FIFOs to load streaming "
-                                                      "input.")] = False,
-    fast_fifo: Annotated[bool, typer.Option(
-        "--fast-fifo", help="Feed the input through the RISC-V core's fast FIFO (needs "
-                            "--riscv, implies --fifo; at most 1 CHW or 4 HWC input "
-                            "channels, 8-bit output of the first layer).")] = False,
-    softmax: Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")] = False,
-    mlator: Annotated[bool, typer.Option(
-        "--mlator", help="Unload 8-bit outputs through the mlator (a word per four "
-                         "pixels).")] = False,
-    overlap_data: Annotated[bool, typer.Option(
-        "--overlap-data", help="Let the input data overlap the first layer's output "
-                               "in data memory.")] = False,
-    no_unload: Annotated[bool, typer.Option(
-        "--no-unload", help="Do not generate cnn_unload() (read the outputs from data "
-                            "memory yourself).")] = False,
-    no_kat: Annotated[bool, typer.Option(
-        "--no-kat", help="Leave the known-answer test out of main.c.")] = False,
-    max_checklines: Annotated[int | None, typer.Option(
-        "--max-checklines", help="Compare at most this many output words in the "
-                                 "known-answer test (1 or more).")] = None,
-    new_kernel_loader: Annotated[bool, typer.Option(
-        "--new-kernel-loader", help="Load kernels with the SDK's newer loader (the "
-                                    "default; accepted for the vendor's command "
-                                    "line).")] = False,
-    timer: Annotated[int | None, typer.Option(
-        "--timer", help="Time the inference with timer TMR0-TMR3 (0 to 3) and print "
-                        "it.")] = None,
-    boost: Annotated[str | None, typer.Option(
-        "--boost", help="Switch the CNN boost circuit on through GPIO PORT.PIN during "
-                        "inference, e.g. 2.5.")] = None,
-    riscv: Annotated[bool, typer.Option(
-        "--riscv", help="Dual-core project: the Arm core starts the RISC-V core, which "
-                        "runs the network (main_riscv.c); building it needs the RISC-V "
-                        "toolchain, `make RISCV_LOAD=0` builds the Arm half.")] = False,
-    compact_weights: Annotated[bool, typer.Option(
-        "--compact-weights", help="Accepted for the vendor's command line; SDK projects "
-                                  "always copy the packed weight table.")] = False,
-    mexpress: Annotated[bool | None, typer.Option(
-        "--mexpress/--no-mexpress", help="Load kernels with express (fast) memory "
-                                         "writes (default: on).")] = None,
-    avg_pool_rounding: Annotated[bool, typer.Option(
-        "--avg-pool-rounding", help="Round average pooling to nearest (the model must "
-                                    "round too; a model exported with rounding implies "
-                                    "it).")] = False,
-    board: Annotated[str | None, typer.Option(
-        "--board", help="SDK board the project is set up for: EvKit_V1 (default) or "
-                        "FTHR_RevA (MAX78000).")] = None,
-    build: Annotated[bool, typer.Option(
-        "--build", help="Build the written project with the MSDK and the Arm toolchain "
-                        "(arm-none-eabi-gcc, make) and report its flash and SRAM "
-                        "use.")] = False,
-    maxim_path: Annotated[Path | None, typer.Option(
-        "--maxim-path", help="The MSDK for --build (default: $MAXIM_PATH, or the SDK "
-                             "tree the output directory sits in).")] = None,
+    sample_input: SampleOpt = None,
+    overwrite: OverwriteDirOpt = False,
+    fifo: FifoOpt = False,
+    fast_fifo: FastFifoOpt = False,
+    softmax: SoftmaxOpt = False,
+    mlator: MlatorOpt = False,
+    overlap_data: OverlapOpt = False,
+    no_unload: NoUnloadOpt = False,
+    no_kat: NoKatOpt = False,
+    max_checklines: ChecklinesOpt = None,
+    new_kernel_loader: NewLoaderOpt = False,
+    timer: TimerOpt = None,
+    boost: BoostOpt = None,
+    riscv: RiscvOpt = False,
+    compact_weights: CompactOpt = False,
+    mexpress: MexpressOpt = None,
+    avg_pool_rounding: RoundingOpt = False,
+    board: BoardOpt = None,
+    build: BuildOpt = False,
+    maxim_path: MaximPathOpt = None,
     calibration: CalibrationOpt = None,
     labels: LabelsOpt = None,
     calibration_method: MethodOpt = None,
     percentile: PercentileOpt = None,
     weight_bits: WeightBitsOpt = None,
-    verify: Annotated[bool, typer.Option(
-        "--verify", help="Run the written project's known-answer test on the functional "
-                         "accelerator model (see `onnx2ai8x verify`).")] = False,
+    verify: VerifyOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -174,73 +242,86 @@ def convert_cmd(
 
     Example: onnx2ai8x model.onnx --device MAX78000 --build --maxim-path ~/MaximSDK
     """
-    from .convert import ConvertRequest, convert
+    # every parameter is an option value: hand them on as one record
+    args = ConvertArgs.from_cli(**locals())
+    dev = _device(args.device)
+    sdk = _check_convert_args(args)
+    result = _run_convert(args, dev)
+    _warn(result.warnings)
+    built = None
+    if args.build:
+        from .emit.build import build_project
 
-    _require_file(model, "model")
-    if sidecar is not None:
-        _require_file(sidecar, "sidecar")
-    if sample_input is not None:
-        _require_file(sample_input, "sample input")
-    out = output if output is not None else model.with_suffix("")
-    check_output(out, (model, sidecar, sample_input, calibration, labels, weight_bits),
-                 directory=True, overwrite=overwrite)
+        built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
+    _print_convert(args, dev, result, built)
+    if args.verify:
+        _verify_written(args)
+
+
+def _check_convert_args(args: ConvertArgs):
+    """Everything checkable before any work: the inputs exist, the output may be written,
+    the option values are in range, and --build can run (its SDK, returned)."""
+    from .options import EmitOptions
+
+    _require_file(args.model, "model")
+    if args.sidecar is not None:
+        _require_file(args.sidecar, "sidecar")
+    if args.sample_input is not None:
+        _require_file(args.sample_input, "sample input")
+    check_output(args.out, (args.model, args.sidecar, args.sample_input, args.calibration,
+                            args.labels, args.weight_bits),
+                 directory=True, overwrite=args.overwrite)
     sdk = None
-    if build:
+    if args.build:
         from .emit.build import check_build_tools, find_sdk
 
         # Before anything is written: a build that cannot run leaves no project behind.
-        check_build_tools(riscv=riscv)
-        sdk = find_sdk(maxim_path, out)
-    options = dict(fifo=fifo, fast_fifo=fast_fifo, softmax=softmax, mlator=mlator,
-                   overlap_data=overlap_data, no_unload=no_unload, no_kat=no_kat,
-                   max_checklines=max_checklines, new_kernel_loader=new_kernel_loader,
-                   timer=timer, boost=boost, riscv=riscv, compact_weights=compact_weights,
-                   mexpress=mexpress, avg_pool_rounding=avg_pool_rounding, board=board)
-    from .options import EmitOptions
+        check_build_tools(riscv=args.options["riscv"])
+        sdk = find_sdk(args.maxim_path, args.out)
+    EmitOptions.from_cli(**args.options)  # option values in range before any work
+    return sdk
 
-    EmitOptions.from_cli(**options)  # option values in range before any work
 
-    def from_float(calibration):
-        from .quantize.convert import convert_float
+def _from_float(args: ConvertArgs, dev, calibration: Path | None):
+    from .quantize.convert import convert_float
 
-        result, qtable = convert_float(
-            model, device, out, calibration=calibration, labels=labels,
-            method=calibration_method, percentile=percentile, weight_bits=weight_bits,
-            sidecar=sidecar, sample_input=sample_input, overwrite=overwrite,
-            options=options, progress=not (quiet or json_out))
-        if not (quiet or json_out):
-            typer.echo(qtable)
-        return result
+    result, qtable = convert_float(
+        args.model, dev, args.out, calibration=calibration, labels=args.labels,
+        method=args.calibration_method, percentile=args.percentile,
+        weight_bits=args.weight_bits, sidecar=args.sidecar, sample_input=args.sample_input,
+        overwrite=args.overwrite, options=args.options, progress=args.progress)
+    if args.progress:
+        typer.echo(qtable)
+    return result
 
-    if calibration is not None:
-        result = from_float(calibration)
-    else:
+
+def _run_convert(args: ConvertArgs, dev):
+    """The conversion: an ai8x-ONNX model directly, a float model through the quantizer."""
+    from .convert import ConvertRequest, convert
+
+    if args.calibration is not None:
+        return _from_float(args, dev, args.calibration)
+    try:
+        return convert(ConvertRequest(model=args.model, device=dev, output=args.out,
+                                      sidecar=args.sidecar, sample_input=args.sample_input,
+                                      overwrite=args.overwrite, options=args.options,
+                                      progress=args.progress))
+    except Ai8xError as exc:
+        if exc.code != "model.input-type":
+            raise
+        # A standard float model: quantized exactly when it holds the integers (a vendor
+        # export), else the error asks for calibration data. An ai8x-ONNX model with a
+        # wrong input type keeps the reader's message.
         try:
-            result = convert(ConvertRequest(model=model, device=device, output=out,
-                                            sidecar=sidecar, sample_input=sample_input,
-                                            overwrite=overwrite, options=options,
-                                            progress=not (quiet or json_out)))
-        except Ai8xError as exc:
-            if exc.code != "model.input-type":
-                raise
-            # A standard float model: quantized exactly when it holds the integers (a
-            # vendor export), else the error asks for calibration data. An ai8x-ONNX
-            # model with a wrong input type keeps the reader's message.
-            try:
-                result = from_float(None)
-            except Ai8xError as float_exc:
-                if float_exc.code == "float.already-ai8x":
-                    raise exc from None
-                raise
-    _warn(result.warnings)
-    built = None
-    if build:
-        from .devices import get_device
-        from .emit.build import build_project, describe
+            return _from_float(args, dev, None)
+        except Ai8xError as float_exc:
+            if float_exc.code == "float.already-ai8x":
+                raise exc from None
+            raise
 
-        dev = get_device(device)
-        built = build_project(out, dev, board=result.board, maxim_path=sdk)
-    if json_out:
+
+def _print_convert(args: ConvertArgs, dev, result, built) -> None:
+    if args.json_out:
         report = result.report_json
         if built is not None:
             data = json.loads(report)
@@ -250,22 +331,26 @@ def convert_cmd(
                                 "flash_bytes": dev.flash_bytes, "sram_bytes": dev.sram_bytes}
             report = json.dumps(data, indent=2, sort_keys=True)
         typer.echo(report)
-    elif not quiet:
+    elif not args.quiet:
         typer.echo(result.summary)
-        typer.echo(f"wrote {out}")
+        typer.echo(f"wrote {args.out}")
         if built is not None:
-            typer.echo(describe(built, dev))
-    if verify:
-        from .verification import verify as run_verify
+            from .emit.build import describe
 
-        # The project's annotated copy is the ai8x-ONNX it was built from (for a float
-        # model, the quantized one), so the layer-by-layer reference can run on it.
-        annotated = out / f"{model.stem}.onnx"
-        checked = run_verify(out, model=annotated if annotated.is_file() else model)
-        if not quiet or not checked.passed:
-            typer.echo(checked.text, err=not checked.passed)
-        if not checked.passed:
-            raise typer.Exit(checked.exit_code)
+            typer.echo(describe(built, dev))
+
+
+def _verify_written(args: ConvertArgs) -> None:
+    from .verification import verify as run_verify
+
+    # The project's annotated copy is the ai8x-ONNX it was built from (for a float model,
+    # the quantized one), so the layer-by-layer reference can run on it.
+    annotated = args.out / f"{args.model.stem}.onnx"
+    checked = run_verify(args.out, model=annotated if annotated.is_file() else args.model)
+    if not args.quiet or not checked.passed:
+        typer.echo(checked.text, err=not checked.passed)
+    if not checked.passed:
+        raise typer.Exit(checked.exit_code)
 
 
 def _warn(warnings: tuple[str, ...]) -> None:
@@ -288,10 +373,11 @@ def check_cmd(
     """
     from .convert import plan
 
+    dev = _device(device)
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
-    result = plan(model, device, sidecar, onnx_checker=True)
+    result = plan(model, dev, sidecar, onnx_checker=True)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -316,12 +402,13 @@ def sidecar_cmd(
     from .convert import plan
     from .fsutil import write_text_atomic
 
+    dev = _device(device)
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
     if output is not None:
         check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
-    result = plan(model, device, sidecar)
+    result = plan(model, dev, sidecar)
     _warn(result.warnings)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)
@@ -382,6 +469,7 @@ def import_izer_cmd(
     Example: onnx2ai8x import-izer --config-file net.yaml --checkpoint-file net-q.pth.tar
     --device MAX78000 -o net.onnx
     """
+    dev = _device(device)
     _require_file(config_file, "config file")
     _require_file(checkpoint_file, "checkpoint file")
     if sample is not None:
@@ -394,7 +482,7 @@ def import_izer_cmd(
         raise Ai8xError("usage.torch-missing", "import-izer",
                         f"the importer needs PyTorch ({exc})",
                         "pip install 'onnx2ai8x[torch]'", exit_code=EXIT_USAGE) from None
-    import_izer_command(config_file, checkpoint_file, device, output, sample)
+    import_izer_command(config_file, checkpoint_file, dev, output, sample)
 
 
 def quantize_cmd(
@@ -423,6 +511,7 @@ def quantize_cmd(
     """
     from .quantize.convert import quantize_command
 
+    dev = _device(device)
     _require_file(model, "model")
     for path, what in ((calibration, "calibration data"), (labels, "labels"),
                        (weight_bits, "weight-bits file")):
@@ -432,7 +521,7 @@ def quantize_cmd(
     check_output(output, inputs, directory=False, overwrite=overwrite)
     if report is not None:
         check_output(report, (*inputs, output), directory=False, overwrite=True)
-    result = quantize_command(model, calibration, output, device=device, labels=labels,
+    result = quantize_command(model, calibration, output, device=dev, labels=labels,
                               method=calibration_method, percentile=percentile,
                               weight_bits=weight_bits, report=report)
     if json_out:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError
 from .network import Network
 from .placement import Placement
@@ -25,7 +26,7 @@ class ConvertRequest:
     """One conversion as the command line asks for it."""
 
     model: Path
-    device: str
+    device: Device  # resolved where the name was given (cli: devices.get_device)
     output: Path
     sidecar: Path | None = None
     sample_input: Path | None = None
@@ -41,7 +42,7 @@ class Plan:
 
     model: object  # onnx2ai8x.onnxpb.ModelProto
     network: Network
-    device: object  # onnx2ai8x.devices.Device
+    device: Device
     placement: Placement
     cycles: tuple[int, ...]
     report: object
@@ -94,7 +95,7 @@ def load_onnx(path: Path, *, onnx_checker: bool = False):
     return model
 
 
-def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = False
+def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False
            ) -> tuple[Placement, tuple[int, ...] | None, tuple[str, ...]]:
     """The mapping: the sidecar's when it is full, else inferred around its pins
     (`fifo`: the input is to arrive through the FIFOs); the full sidecar's `snoop`
@@ -114,7 +115,7 @@ def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = Fal
         return (auto_place(network, device, partial_hints(text, network), fifo=fifo),
                 None, ())
     sidecar = parse_dict(text.data, str(sidecar_path))
-    placement = resolve_placement(sidecar, network, device.name)
+    placement = resolve_placement(sidecar, network, device)
     from .map.memory_check import check_sidecar_placement
 
     problems = check_sidecar_placement(network, placement)
@@ -128,11 +129,10 @@ def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = Fal
             warnings)
 
 
-def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
+def plan(model_path: Path, device: Device, sidecar_path: Path | None,
          step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False) -> Plan:
     """Import, legalize and map; no files are written (`onnx_checker`: see load_onnx;
     `fifo`: the user asked for FIFO input, so an inferred mapping puts it there)."""
-    from .devices import get_device
     from .emit.sidecar_writer import implied_flags, write_sidecar
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
@@ -141,7 +141,6 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
 
-    device = get_device(device_name)
     step("read")
     model = load_onnx(Path(model_path), onnx_checker=onnx_checker)
     try:
@@ -164,12 +163,13 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     if attached(network, placement) is None:
         placement = allocate_weights(network, placement)
     cycles = tuple(estimate_cycles(network, placement))
-    report = summarize(network, placement, device, list(cycles), notes)
+    report = summarize(network, placement, list(cycles), notes=notes)
     return Plan(model=model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
-                sidecar_text=write_sidecar(network, placement, device, None,
-                                           implied_flags(placement, read.avg_pool_rounding)),
+                sidecar_text=write_sidecar(
+                    network, placement,
+                    flags=implied_flags(placement, read.avg_pool_rounding)),
                 snoop=snoop,
                 avg_pool_rounding=read.avg_pool_rounding, warnings=warnings)
 
@@ -319,7 +319,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
                                     options.avg_pool_rounding)
         step("emit")
         annotated = annotate_model(result.model, result.network, result.placement,
-                                   result.cycles, result.device, report=result.report)
+                                   result.cycles, report=result.report)
         stem = Path(request.model).stem
         if request.report_extra:
             import json

@@ -11,16 +11,14 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .devices import PROCESSORS, get_device
-from .map.hw import multipass, popcount, streams_1x1_as_3x3
+import numpy as np
+
+from .devices import PROCESSORS
+from .map.hw import multipass, popcount
+from .map.kernels import FREE
 from .map.latency import execution_order
-from .map.memory_check import (
-    buffers,
-    input_bytes,
-    kernel_columns,
-    output_bytes,
-    place_kernels,
-)
+from .map.memory_check import buffers, input_bytes, output_bytes
+from .map.weights import weights_of
 from .network import OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE, Layer, Network
 from .placement import Placement
 
@@ -91,18 +89,19 @@ def _shape(c: int, dim: tuple[int, int]) -> tuple[int, ...]:
     return (c, dim[0]) if dim[1] == 1 else (c, dim[0], dim[1])
 
 
-def summarize(network: Network, placement: Placement, device: object | None,
-              cycles: list[int], notes: tuple[str, ...] = ()) -> Report:
-    """The report of `placement`; `cycles` is onnx2ai8x.map.latency.estimate_cycles';
-    `notes` say what the converter's rewrites added (legalize.rewrite.inserted_layers)."""
-    facts = get_device(device if device is not None else placement.device)
+def summarize(network: Network, placement: Placement, cycles: list[int], *,
+              notes: tuple[str, ...] = ()) -> Report:
+    """The report of `placement` on its device; `cycles` is
+    onnx2ai8x.map.latency.estimate_cycles'; `notes` say what the converter's rewrites
+    added (legalize.rewrite.inserted_layers)."""
+    facts = placement.device
     order = execution_order(placement)
     startup = cycles[0] if cycles else 0
     per_layer = dict(zip(order, cycles[1:], strict=False))
-    maps = [(pl.processor_map, pl.output_processor_map) for pl in placement.layers]
-    as_3x3 = frozenset(ll for ll in range(len(network.layers))
-                       if streams_1x1_as_3x3(network, placement, ll))
-    _, used = place_kernels(network, maps, facts, as_3x3=as_3x3)
+    # The kernel figures are the allocation's (map/weights.py, the vendor's exact layout
+    # the project loads), not the mapper's estimate: per layer its columns per processor
+    # (`kern_len`), in total the columns holding a kernel (shared weights stored once).
+    kernels = weights_of(network, placement).kernels
 
     rows = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
@@ -115,13 +114,13 @@ def summarize(network: Network, placement: Placement, device: object | None,
             out_shape=_shape(lay.output_channels, lay.output_dim),
             processors=popcount(pl.processor_map), passes=passes,
             processor_map=f"0x{pl.processor_map:016x}",
-            kernel_columns=kernel_columns(lay, pl.output_processor_map, as_3x3=ll in as_3x3),
+            kernel_columns=int(kernels.length[ll]),
             weight_bytes=wbytes, data_in_bytes=input_bytes(network, ll, pl.big_data),
             data_out_bytes=output_bytes(lay), in_offset=pl.in_offset,
             out_offset=pl.out_offset, cycles=int(per_layer.get(ll, 0)),
             macs=layer_macs(lay)))
     total_cols = sum(facts.kernel_words(p) for p in range(PROCESSORS))
-    used_cols = sum(used)
+    used_cols = int(np.count_nonzero(kernels.owners != FREE))
     peak = 0
     for buf in buffers(network, placement):
         peak = max(peak, buf.end)

@@ -18,6 +18,7 @@ import onnxruntime as ort
 import pytest
 
 import custom_ops
+from onnx2ai8x.devices import MAX78000
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "digits_float"
@@ -52,7 +53,7 @@ def quantized(tmp_path_factory):
     from onnx2ai8x.quantize.convert import quantize_command
 
     out = tmp_path_factory.mktemp("digits_float") / "digits_float_q.onnx"
-    quantize_command(MODEL, CALIBRATION, out, device="MAX78000")
+    quantize_command(MODEL, CALIBRATION, out, device=MAX78000)
     return out
 
 

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 
+from onnx2ai8x.devices import get_device
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.latency import estimate_cycles
 from onnx2ai8x.network import OP_LINEAR, Layer, Network
@@ -13,8 +14,8 @@ from tests.map.test_auto import chain, conv
 
 
 def _report(net: Network, device: str = "MAX78000"):
-    p = auto_place(net, device)
-    return summarize(net, p, device, estimate_cycles(net, p))
+    p = auto_place(net, get_device(device))
+    return summarize(net, p, estimate_cycles(net, p))
 
 
 def test_macs_formulae() -> None:
@@ -51,3 +52,16 @@ def test_table_and_json() -> None:
     data = json.loads(text)
     assert data["total_macs"] == r.total_macs
     assert [row["name"] for row in data["layers"]] == ["c0", "c1", "c2", "c3"]
+
+
+def test_kernel_figures_come_from_the_allocation() -> None:
+    net = chain()
+    r = _report(net)
+    # c0: each of its 3 input processors holds one 3x3 kernel per output channel (16);
+    # c1: 32 per processor; c3 (1x1, 10 outputs) packs its kernels into whole columns.
+    assert [row.kernel_columns for row in r.layers[:2]] == [16, 32]
+    # no weights are shared here, so the used columns are exactly the layers' columns
+    # in each of their input processors (alignment gaps between layers do not count)
+    assert r.kernel_columns_used == sum(row.kernel_columns * row.processors
+                                        for row in r.layers)
+    assert r.kernel_columns_used < r.kernel_columns_total

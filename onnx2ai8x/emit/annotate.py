@@ -49,10 +49,10 @@ def _per_layer_cycles(count: int, cycles: Sequence[int]) -> list[int]:
     return (values + [0] * count)[:count]
 
 
-def annotate_model(model, network: Network, placement: Placement, cycles: Sequence[int],
-                   device, report: object | None = None) -> object:
+def annotate_model(model, network: Network, placement: Placement, cycles: Sequence[int], *,
+                   report: object | None = None) -> object:
     """Return a copy of `model` (onnx2ai8x.onnxpb or onnx messages) carrying the
-    mapping as node and model metadata."""
+    mapping (on the placement's device) as node and model metadata."""
     annotated = type(model)()
     annotated.CopyFrom(model)
     notes = layer_annotations(network, placement, cycles, report)
@@ -67,7 +67,7 @@ def annotate_model(model, network: Network, placement: Placement, cycles: Sequen
                 existing[full].value = value
             else:
                 node.metadata_props.add(key=full, value=value)
-    device_name = getattr(device, "name", str(device))
+    device_name = placement.device.name
     total_cycles = sum(_per_layer_cycles(len(network.layers), cycles))
     totals = [("ai8x.device", device_name), ("ai8x.estimated_cycles", str(total_cycles))]
     doc = (f"{network.name} for {device_name}: {len(network.layers)} hardware layers, "

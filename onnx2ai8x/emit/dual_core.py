@@ -15,7 +15,6 @@ SDK's RISC-V linker script keeps `.rodata` in flash.
 """
 from __future__ import annotations
 
-from ..devices import get_device
 from ..errors import Ai8xError
 from ..map.hw import HwNetwork
 from ..network import OP_NONE
@@ -38,7 +37,7 @@ def fast_fifo_needs_riscv(hw: HwNetwork) -> str | None:
 def fast_fifo_channels(hw: HwNetwork) -> str | None:
     """The fast FIFO carries one channel in CHW format or up to four channels in HWC
     format."""
-    dev = get_device(hw.placement.device)
+    dev = hw.placement.device
     lay = hw.network.layers[hw.start_layer]
     chw = hw.placement.layers[hw.start_layer].big_data
     limit = dev.fast_fifo_channels_chw if chw else dev.fast_fifo_channels_hwc
@@ -50,7 +49,7 @@ def fast_fifo_channels(hw: HwNetwork) -> str | None:
 
 def fast_fifo_processors(hw: HwNetwork) -> str | None:
     """The fast FIFO feeds processors 0-3 (HWC) or 0, 16, 32, 48 (CHW) only."""
-    dev = get_device(hw.placement.device)
+    dev = hw.placement.device
     pl = hw.placement.layers[hw.start_layer]
     allowed = dev.fast_fifo_processors_chw if pl.big_data else dev.fast_fifo_processors_hwc
     if pl.processor_map and pl.processor_map & ~allowed == 0:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..devices import Device, get_device
+from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_dir_atomic
-from ..map.hw import HwNetwork, derive, ffs, popcount
+from ..map.hw import HwNetwork, derive
 from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
 from ..options import EmitOptions
@@ -27,10 +27,9 @@ from ..placement import Placement
 from . import dual_core
 from .firmware import DEBUG_WAIT_SECONDS, clock_plan, vscode_files
 from .registers import RegisterProgram, WeightMemoryMap, register_program
+from .unload import Unload, plan_unload
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-WIDE_UNROLL = 8  # 32-bit output words copied per unload loop iteration
-NARROW_UNROLL = 1  # 8-bit output words unpacked per unload loop iteration
 
 FIFO_STATUS = 1  # FIFO status register index (bit n: FIFO n full)
 FIFO_DATA = 2  # first FIFO data register index
@@ -63,16 +62,6 @@ class FifoFeed:
     @property
     def length(self) -> int:
         return max(self.lengths)
-
-
-@dataclass(frozen=True)
-class UnloadCode:
-    """cnn_unload(): the output buffer's name, declarations and statements."""
-
-    buffer: str
-    declarations: tuple[str, ...]
-    body: tuple[str, ...]
-    words: int  # 32-bit words the output buffer needs
 
 
 def _tuples(items: Sequence) -> tuple:
@@ -243,292 +232,6 @@ def fifo_feed(hw: HwNetwork, sample: np.ndarray) -> FifoFeed:
                     lengths=tuple(len(w) for w in words), words=words)
 
 
-def _output_layers(hw: HwNetwork) -> list[int]:
-    marked = [ll for ll, p in enumerate(hw.placement.layers) if p.output_layer]
-    return marked or [hw.placement.final_layer]
-
-
-def _output_words(hw: HwNetwork, ll: int):
-    """Walk output layer `ll` four processors at a time, as the output is laid out (seed
-    000, "Data memory": a group of four processors shares a word, channels beyond one
-    pass wrap around to the first processor with the pass number `expand`). Yields
-    `(first channel, expand, first processor of the group, the group's map in bits 0-3)`.
-    """
-    dev = hw.dev
-    h = hw.layers[ll]
-    omap = hw.placement.layers[ll].output_processor_map
-    start = ffs(omap) & ~(dev.processors_per_memory - 1)
-    map_init = omap >> start
-    c = 0
-    poffs, layer_map = start, map_init
-    while c < hw.network.layers[ll].output_channels:
-        if c % h.out_expand_thresh == 0:
-            poffs, layer_map = start, map_init
-        quad = poffs & ~(dev.processors_per_memory - 1)
-        yield c, c // h.out_expand_thresh, quad, layer_map & 0x0F
-        poffs += 4
-        c += popcount(layer_map & 0x0F)
-        layer_map >>= 4
-
-
-def unload_code(hw: HwNetwork) -> UnloadCode:
-    """cnn_unload(): read the output layers' data memory into the caller's buffer.
-
-    Reads follow the output layout (seed 000, "Data memory": four channels per 32-bit
-    word in HWC order, each group of four output processors in its own memory instance,
-    `out_offset` and `write_gap` applied); 8-bit outputs are unpacked channel-major.
-    """
-    dev = hw.dev
-    outs = _output_layers(hw)
-    widths = {hw.network.layers[ll].output_width for ll in outs}
-    o_width = 32 if 8 not in widths else 8
-    body: list[str] = []
-    need_i = need_offs = False
-    out_addr = 0
-    written = 0
-    first = True
-    # The data-memory word after the last one read, and the output word after the last
-    # one written, as the vendor tracks them across layers: an mlator channel starts
-    # with a fresh address set-up only where it does not continue from there.
-    cursor: list[int | None] = [None, None]
-    mlator_layers: list[int] = []
-    for ll in outs:
-        lay = hw.network.layers[ll]
-        pl = hw.placement.layers[ll]
-        h = hw.layers[ll]
-        chans, rows, cols = lay.output_channels, lay.output_dim[0], lay.output_dim[1]
-        pixels = rows * cols
-        if o_width != 32 and pixels != 1:
-            need_offs = True
-        out_size = lay.output_width // 8
-        width = h.out_expand * out_size
-        # the mlator fills whole output words: the layer must start on one
-        if hw.options.mlator and _mlator_fits(hw, ll) and written % 4 == 0:
-            mlator_layers.append(ll)
-            body += _mlator_unload(hw, ll, written, cursor)
-            written += chans * pixels
-            first = False
-            continue
-        emit: list = []
-        for _, expand, proc, group_map in _output_words(hw, ll):
-            for doffs in range(pixels):
-                this_map = group_map
-                offs = pl.out_offset + (dev.quad_word(proc)
-                                        + doffs * width + expand * out_size) \
-                    * (pl.write_gap + 1) * 4
-                for shift in range(4):
-                    if this_map & 1:
-                        if o_width == 32:
-                            emit.append(offs)
-                            offs += 4
-                        elif out_size == 4:
-                            emit.extend((offs + 4 * shift, k) for k in range(4))
-                        else:
-                            emit.append((offs, shift))
-                    this_map >>= 1
-        if o_width == 32:
-            idx = 0
-            while idx < len(emit):
-                delta = emit[idx + 1] - emit[idx] if idx + 1 < len(emit) else 4
-                run = 0
-                # Runs are measured from the list's start, as the vendor tool does; the
-                # reads are the same, only the loop split differs.
-                while idx + run + 1 < len(emit) and emit[run + 1] - emit[run] == delta:
-                    run += 1
-                addr = dev.sram_addr(emit[idx])
-                if out_addr == 0 or out_addr != addr:
-                    body.append(f"addr = (volatile uint32_t *) 0x{addr:08x};")
-                    out_addr = addr
-                remaining = run + 1
-                while remaining > 0:
-                    loops = max(1, remaining // WIDE_UNROLL)
-                    pad = "  " if loops > 1 else ""
-                    if loops > 1:
-                        need_i = True
-                        body.append(f"for (i = 0; i < {loops}; i++) {{")
-                    for _ in range(min(remaining, WIDE_UNROLL)):
-                        if delta == 4:
-                            body.append(f"{pad}*out_buf++ = *addr++;")
-                        else:
-                            body.append(f"{pad}*out_buf++ = *addr;")
-                            body.append(f"{pad}addr {'+' if delta >= 0 else '-'}= "
-                                        f"0x{abs(delta) // 4:04x};")
-                    if loops > 1:
-                        body.append("}")
-                    remaining -= loops * WIDE_UNROLL
-                    out_addr += loops * WIDE_UNROLL
-                idx += run + 1
-        else:
-            idx = 0
-            short = pixels == 1
-            if not short:
-                body.append("offs = 0x0000;")
-            if not first:
-                body.append(f"out_buf = ((uint8_t *) out_buf32) + 0x{written:04x};")
-            while idx < len(emit):
-                read = emit[idx][0]
-                cursor[0] = read  # the vendor's shared read bookkeeping (see above)
-                shifts = []
-                count = 0
-                while idx + count < len(emit) and emit[idx + count][0] == read:
-                    shifts.append(emit[idx + count][1])
-                    count += 1
-                delta = emit[idx + count][0] - emit[idx][0] if idx + count < len(emit) else 4
-                run = 0
-                while idx + count * (run + 1) < len(emit) \
-                        and emit[idx + count * (run + 1)][0] - emit[idx + count * run][0] \
-                        == delta:
-                    run += 1
-                addr = dev.sram_addr(read)
-                if out_addr == 0 or out_addr != addr:
-                    body.append(f"addr = (volatile uint32_t *) 0x{addr:08x};")
-                    out_addr = addr
-                remaining = run + 1
-                while remaining > 0:
-                    loops = max(1, remaining // NARROW_UNROLL)
-                    pad = "  " if loops > 1 else ""
-                    if loops > 1:
-                        need_i = True
-                        body.append(f"for (i = 0; i < {loops}; i++) {{")
-                    for _ in range(min(remaining, NARROW_UNROLL)):
-                        if delta == 4:
-                            body.append(f"{pad}val = *addr++;")
-                        else:
-                            body.append(f"{pad}val = *addr;")
-                            body.append(f"{pad}addr {'+' if delta >= 0 else '-'}= "
-                                        f"0x{abs(delta) // 4:04x};")
-                        for shift in shifts:
-                            src = "val" if shift == 0 else f"(val >> {shift * 8})"
-                            if short:
-                                body.append(f"{pad}*out_buf++ = {src} & 0xff;")
-                            else:
-                                at = "offs" if shift == 0 else f"offs+0x{pixels * shift:02x}"
-                                body.append(f"{pad}out_buf[{at}] = {src} & 0xff;")
-                        if not short:
-                            body.append(f"{pad}offs++;")
-                    if loops > 1:
-                        body.append("}")
-                    remaining -= loops * NARROW_UNROLL
-                    out_addr += 4 * loops * NARROW_UNROLL
-                idx += (run + 1) * count
-                if not short and idx < len(emit) and count > 1:
-                    body.append(f"offs += 0x{pixels * (count - 1):04x};")
-        written += chans * pixels * lay.output_width // 8
-        first = False
-    decl = []
-    plain = len(mlator_layers) < len(outs)
-    if o_width != 32 and plain:
-        decl += ["uint8_t *out_buf = (uint8_t *) out_buf32;", "uint32_t val;"]
-    if o_width == 32 or plain:
-        decl.append("volatile uint32_t *addr;")
-    if mlator_layers:
-        decl.append("volatile uint32_t *mlat, *ctrl;")
-    if need_i or mlator_layers:
-        decl.append("int i;")
-    if need_offs:
-        decl.append("uint32_t offs;")
-    return UnloadCode(buffer="out_buf32" if o_width != 32 else "out_buf",
-                      declarations=tuple(decl), body=tuple(body), words=(written + 3) // 4)
-
-
-MLATOR_UNROLL = 8  # mlator reads per unload loop iteration (the vendor's default)
-# Quadrant control register bits (seed 000, "CNN control register"): bit 3 is the
-# clock enable the unload leaves on, bit 16 loads the mlator's read pointer and turns it
-# on, bits 17-18 pick the byte of each word it gathers. READY_SEL (bits 1-2) is 0.
-CTL_CLOCK = 1 << 3
-CTL_MLATOR = 1 << 16
-CTL_MLATOR_BYTE = 17
-
-
-def _mlator_fits(hw: HwNetwork, ll: int) -> bool:
-    """Whether --mlator applies to output layer `ll` (seed 000, "--mlator": 8-bit output;
-    it gathers four pixels of one channel per read, so a channel must have at least four
-    pixels and, with several channels, a multiple of four)."""
-    lay = hw.network.layers[ll]
-    pixels = lay.output_dim[0] * lay.output_dim[1]
-    if lay.output_width != 8 or pixels < 4:
-        return False
-    return lay.output_channels == 1 or pixels % 4 == 0
-
-
-def _mlator_unload(hw: HwNetwork, ll: int, written: int,
-                   cursor: list[int | None]) -> list[str]:
-    """cnn_unload() statements that read output layer `ll` through the mlator.
-
-    The mlator (seed 000, "--mlator") rearranges HWC data on read: set to byte b of a
-    memory instance, each read of its port returns that byte of four consecutive words,
-    i.e. four pixels of one channel, so the channel-major buffer is filled a word at a
-    time. Per channel: point the quadrant's layer-0 write pointer at the first pixel and
-    its pointer increment at the words between pixels, enable the mlator for the byte,
-    prime it with one read, read, disable. `written` is the byte position of the layer in
-    the buffer; `cursor` the shared [read, write] bookkeeping of `unload_code`.
-    """
-    dev = hw.dev
-    lay = hw.network.layers[ll]
-    pl = hw.placement.layers[ll]
-    pixels = lay.output_dim[0] * lay.output_dim[1]
-    width = hw.layers[ll].out_expand  # 8-bit data: one byte per pass
-    off = f"0x{CTL_CLOCK:08x}"
-    lines: list[str] = []
-    pending = 0
-
-    def flush() -> None:
-        nonlocal pending
-        n = pending
-        if n >= 2 * MLATOR_UNROLL:
-            lines.append(f"for (i = 0; i < {n // MLATOR_UNROLL}; i++) {{")
-            lines.extend(["  out_buf32[offs++] = *mlat;"] * MLATOR_UNROLL)
-            lines.append("}")
-            n %= MLATOR_UNROLL
-        lines.extend(["out_buf32[offs++] = *mlat;"] * n)
-        pending = 0
-
-    port = None
-    for c, expand, proc, group_map in _output_words(hw, ll):
-        group = proc // dev.processors_per_quadrant
-        mlat = dev.ctl_addr(group, dev.regs.mlator)
-        if mlat != port:
-            port = mlat
-            ctrl = dev.ctl_addr(group, dev.regs.reg_ctl)
-            lines.append(f"ctrl = (volatile uint32_t *) 0x{ctrl:08x};")
-            lines.append(f"mlat = (volatile uint32_t *) 0x{mlat:08x};")
-        this_map, this_c = group_map, c
-        for byte in range(4):
-            if this_map & 1:
-                lines.append(f"// Channel {this_c}")
-                for doffs in range(0, pixels, 4):
-                    # (the vendor scales the instance base by the write gap as well)
-                    source = pl.out_offset + (dev.quad_word(proc)
-                                              + (doffs >> 2) * width + expand) \
-                        * (pl.write_gap + 1) * 4
-                    # Channel-major output: the vendor's formula, row * rows + col, equals
-                    # this for the square and 1-D outputs it is used with.
-                    target = this_c * pixels + doffs + written
-                    if target != cursor[1]:
-                        lines.append(f"offs = 0x{target >> 2:04x};")
-                    if source != cursor[0]:
-                        flush()
-                        if doffs:
-                            lines.append(f"*ctrl = {off}; // Disable mlator")
-                        lines.append(f"*((volatile uint32_t *) "
-                                     f"0x{dev.lreg_addr(group, dev.regs.wptr_base, 0):08x}) = "
-                                     f"0x{doffs:08x}; // Set SRAM address")
-                        lines.append(f"*((volatile uint32_t *) "
-                                     f"0x{dev.lreg_addr(group, dev.regs.lctl2, 0):08x}) = "
-                                     f"0x{expand:08x}; // Set pointer increment")
-                        val = CTL_CLOCK | CTL_MLATOR | byte << CTL_MLATOR_BYTE
-                        lines.append(f"*ctrl = 0x{val:08x}; // Enable mlator, byte {byte}")
-                        lines.append('asm volatile ("" : "=m" (*mlat) : "r" (*mlat)); '
-                                     "// Prime")
-                    pending += 1
-                    cursor[0], cursor[1] = source + 4, target + 4
-                flush()
-                lines.append(f"*ctrl = {off}; // Disable mlator")
-            this_c += 1
-            this_map >>= 1
-    return lines
-
-
 def _template_cache():
     """Jinja2's compiled-template cache in the user's cache directory, when writable.
 
@@ -556,6 +259,11 @@ def _environment():
                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                               undefined=jinja2.StrictUndefined, autoescape=False,
                               bytecode_cache=_template_cache())
+
+
+def unload_text(unload: Unload) -> str:
+    """`cnn_unload()` as C (templates/unload.c.j2; cnn.c includes the same text)."""
+    return _environment().get_template("unload.c.j2").render(unload=unload)
 
 
 def _boost(value: str | None, name: str) -> tuple[int, int] | None:
@@ -594,7 +302,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     dual_core.check_fast_fifo(hw)
     net = placement.network
     name = name or net.name
-    device = get_device(placement.device)
+    device = placement.device
     board = project_board(device, options.board)
     if options.uses_fifo:
         if sample is None:
@@ -605,7 +313,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     else:
         fifo = None
         input_words = tuple(words for _, words in data.inputs)
-    unload = unload_code(hw)
+    unload = plan_unload(net, placement, options)
     final = placement.final_layer
     final_layer = net.layers[final]
     group_mask = sum(1 << g for g in hw.groups_used)
@@ -633,8 +341,6 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         softmax=options.softmax, softmax_wide=final_layer.output_width == 32,
         softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
         kat=not options.no_kat, unload_flag=not options.no_unload,
-        # The vendor tool writes cnn_unload() only when it is used (--softmax needs it).
-        unload_function=options.softmax or not options.no_unload,
         boost=_boost(options.boost, name), riscv=options.riscv, fast_fifo=options.fast_fifo,
     )
     env = _environment()

@@ -165,15 +165,16 @@ def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
     return tuple(flags)
 
 
-def write_sidecar(network: Network, placement: Placement, device: object | None = None,
+def write_sidecar(network: Network, placement: Placement, *,
                   reasons: Mapping[str, str | Sequence[str]] | None = None,
                   flags: Sequence[tuple[str, str]] = ()) -> str:
-    """The sidecar YAML text for `placement` (vendor syntax, deterministic).
+    """The sidecar YAML text for `placement` on its device (vendor syntax,
+    deterministic).
 
     `reasons` adds comment lines per layer name (why the mapper chose something);
     `flags` (see implied_flags) are stated in the header.
     """
-    dev = str(getattr(device, "name", device) or placement.device)
+    dev = placement.device.name
     reasons = reasons or {}
     n = len(network.layers)
     lines = [

@@ -229,22 +229,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     """
     path = Path(path)
     where = str(path)
-    if not path.is_file():
-        raise Ai8xError("usage.missing-file", where, "checkpoint file not found",
-                        "check the --checkpoint-file path", exit_code=EXIT_USAGE)
-    data = _torch_load(path)
-    if not isinstance(data, dict):
-        raise Ai8xError("checkpoint.invalid", where,
-                        f"the file holds a {type(data).__name__}, not a checkpoint dict",
-                        "a vendor checkpoint is a dict with `arch`, `epoch` and `state_dict`")
-    state = data.get("state_dict")
-    if not isinstance(state, dict):
-        raise Ai8xError("checkpoint.invalid", where,
-                        "the checkpoint has no `state_dict` dict"
-                        + (f" (keys: {', '.join(map(str, list(data)[:8]))})" if data else ""),
-                        "a vendor checkpoint is a dict with `arch`, `epoch` and `state_dict`; "
-                        "if this is a bare state_dict, wrap it: "
-                        "{'arch': name, 'epoch': 0, 'state_dict': sd}")
+    data, state = _checkpoint_dict(path, where)
     arch = data.get("arch")
     epoch = data.get("epoch")
 
@@ -264,63 +249,91 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
             continue
         name = prefix[len(_PARALLEL_PREFIX):] if prefix.startswith(_PARALLEL_PREFIX) \
             else prefix
-        lwhere = f"{where}: layer {len(layers)} `{name}`"
         if name in seen:
             continue
-        weight_f = _numpy(state[key], key, lwhere)
-        if weight_f is None:
-            raise Ai8xError("checkpoint.invalid", lwhere,
-                            f"`{key}` is not a tensor", "re-save the checkpoint")
-        if weight_f.ndim == 1:
-            # A 1-D weight is a BatchNorm scale the training flow should have folded.
-            raise Ai8xError("checkpoint.unfolded-batchnorm" if op == "bn"
-                            else "checkpoint.invalid", lwhere,
-                            f"`{key}` is 1-dimensional {weight_f.shape}; the accelerator "
-                            "needs 2-D (linear), 3-D (conv1d) or 4-D (conv2d) weights",
-                            "fold BatchNorm into the preceding convolution before quantizing "
-                            "(vendor: batchnormfuser.py)")
-        if weight_f.ndim not in (2, 3, 4):
-            raise Ai8xError("checkpoint.invalid", lwhere,
-                            f"`{key}` has {weight_f.ndim} dimensions {weight_f.shape}; "
-                            "expected 2 (linear), 3 (conv1d) or 4 (conv2d)",
-                            "export only layers the accelerator runs")
-        weight = _integers(weight_f, key, lwhere)
-
-        weight_bits = _scalar(state, f"{prefix}.weight_bits", lwhere)
-        # Absent or 0 means 8 bits (vendor izer/checkpoint.py treats both as 8).
-        if not weight_bits:
-            weight_bits = 8
-        if not 1 <= weight_bits <= 8:
-            raise Ai8xError("checkpoint.invalid", lwhere,
-                            f"`{prefix}.weight_bits` is {weight_bits}; the accelerator "
-                            "supports 1, 2, 4 or 8-bit weights",
-                            "re-quantize the layer with a supported weight width")
-        stored_shift = _scalar(state, f"{prefix}.output_shift", lwhere)
-
-        bias_key = f"{prefix}.bias" if op is None else f"{prefix}.{op}.bias"
-        bias = bias_hw = None
-        if bias_key in state:
-            bias_f = _numpy(state[bias_key], bias_key, lwhere)
-            if bias_f is None or bias_f.ndim != 1 or not np.isfinite(bias_f).all():
-                raise Ai8xError("checkpoint.invalid", lwhere,
-                                f"`{bias_key}` must be a 1-D tensor of numbers",
-                                "re-save the checkpoint")
-            # A quantized bias holds integers (the vendor's quantize.py rounds it); a
-            # fraction would be floored below without a word (issue 15).
-            _integers(bias_f, bias_key, lwhere)
-            bias = np.floor(bias_f).astype(np.int64)
-            # floor division as the vendor does it, so imperfectly quantized files agree
-            bias_hw = np.floor(bias_f / 2 ** (weight_bits - 1)).astype(np.int64)
-
         seen.add(name)
-        layers.append(CheckpointLayer(
-            name=name, key=key, op=op, weight=weight, bias=bias, bias_hw=bias_hw,
-            weight_bits=weight_bits, output_shift=stored_shift or 0,
-            has_output_shift=stored_shift is not None))
-
+        layers.append(_layer(state, key, prefix, op, name,
+                             f"{where}: layer {len(layers)} `{name}`"))
     return Checkpoint(path=where, arch=arch if isinstance(arch, str) else None,
                       epoch=int(epoch) if isinstance(epoch, int | float) else None,
                       layers=tuple(layers))
+
+
+def _checkpoint_dict(path: Path, where: str) -> tuple[dict, dict]:
+    """The file's checkpoint dict and its `state_dict`."""
+    if not path.is_file():
+        raise Ai8xError("usage.missing-file", where, "checkpoint file not found",
+                        "check the --checkpoint-file path", exit_code=EXIT_USAGE)
+    data = _torch_load(path)
+    if not isinstance(data, dict):
+        raise Ai8xError("checkpoint.invalid", where,
+                        f"the file holds a {type(data).__name__}, not a checkpoint dict",
+                        "a vendor checkpoint is a dict with `arch`, `epoch` and `state_dict`")
+    state = data.get("state_dict")
+    if not isinstance(state, dict):
+        raise Ai8xError("checkpoint.invalid", where,
+                        "the checkpoint has no `state_dict` dict"
+                        + (f" (keys: {', '.join(map(str, list(data)[:8]))})" if data else ""),
+                        "a vendor checkpoint is a dict with `arch`, `epoch` and `state_dict`; "
+                        "if this is a bare state_dict, wrap it: "
+                        "{'arch': name, 'epoch': 0, 'state_dict': sd}")
+    return data, state
+
+
+def _layer(state: dict, key: str, prefix: str, op: str | None, name: str,
+           lwhere: str) -> CheckpointLayer:
+    """The weight layer whose weight is `state[key]`, with its bits, shift and bias."""
+    weight = _weight(state, key, op, lwhere)
+    weight_bits = _scalar(state, f"{prefix}.weight_bits", lwhere)
+    # Absent or 0 means 8 bits (vendor izer/checkpoint.py treats both as 8).
+    if not weight_bits:
+        weight_bits = 8
+    if not 1 <= weight_bits <= 8:
+        raise Ai8xError("checkpoint.invalid", lwhere,
+                        f"`{prefix}.weight_bits` is {weight_bits}; the accelerator "
+                        "supports 1, 2, 4 or 8-bit weights",
+                        "re-quantize the layer with a supported weight width")
+    stored_shift = _scalar(state, f"{prefix}.output_shift", lwhere)
+    bias_key = f"{prefix}.bias" if op is None else f"{prefix}.{op}.bias"
+    bias = bias_hw = None
+    if bias_key in state:
+        bias_f = _numpy(state[bias_key], bias_key, lwhere)
+        if bias_f is None or bias_f.ndim != 1 or not np.isfinite(bias_f).all():
+            raise Ai8xError("checkpoint.invalid", lwhere,
+                            f"`{bias_key}` must be a 1-D tensor of numbers",
+                            "re-save the checkpoint")
+        # A quantized bias holds integers (the vendor's quantize.py rounds it); a
+        # fraction would be floored below without a word (issue 15).
+        _integers(bias_f, bias_key, lwhere)
+        bias = np.floor(bias_f).astype(np.int64)
+        # floor division as the vendor does it, so imperfectly quantized files agree
+        bias_hw = np.floor(bias_f / 2 ** (weight_bits - 1)).astype(np.int64)
+    return CheckpointLayer(
+        name=name, key=key, op=op, weight=weight, bias=bias, bias_hw=bias_hw,
+        weight_bits=weight_bits, output_shift=stored_shift or 0,
+        has_output_shift=stored_shift is not None)
+
+
+def _weight(state: dict, key: str, op: str | None, lwhere: str) -> np.ndarray:
+    """`state[key]` as integer weights of a layer the accelerator runs (2-D to 4-D)."""
+    weight_f = _numpy(state[key], key, lwhere)
+    if weight_f is None:
+        raise Ai8xError("checkpoint.invalid", lwhere,
+                        f"`{key}` is not a tensor", "re-save the checkpoint")
+    if weight_f.ndim == 1:
+        # A 1-D weight is a BatchNorm scale the training flow should have folded.
+        raise Ai8xError("checkpoint.unfolded-batchnorm" if op == "bn"
+                        else "checkpoint.invalid", lwhere,
+                        f"`{key}` is 1-dimensional {weight_f.shape}; the accelerator "
+                        "needs 2-D (linear), 3-D (conv1d) or 4-D (conv2d) weights",
+                        "fold BatchNorm into the preceding convolution before quantizing "
+                        "(vendor: batchnormfuser.py)")
+    if weight_f.ndim not in (2, 3, 4):
+        raise Ai8xError("checkpoint.invalid", lwhere,
+                        f"`{key}` has {weight_f.ndim} dimensions {weight_f.shape}; "
+                        "expected 2 (linear), 3 (conv1d) or 4 (conv2d)",
+                        "export only layers the accelerator runs")
+    return _integers(weight_f, key, lwhere)
 
 
 def load_checkpoint(path: str | Path) -> list[CheckpointLayer]:

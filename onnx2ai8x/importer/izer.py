@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_bytes_atomic
 from ..network import OP_CONVTRANSPOSE2D, OP_NONE, Network
@@ -57,7 +58,7 @@ def _input_shape(sample: Path | str | Sequence[int] | None, sidecar: Sidecar,
     return (channels, *first.in_dim)
 
 
-def resolve_project(config_file: Path | str, checkpoint_file: Path | str, device: str,
+def resolve_project(config_file: Path | str, checkpoint_file: Path | str, device: Device,
                     input_shape: Path | str | Sequence[int] | None = None) -> Resolved:
     """Parse, load and resolve a vendor project (no ONNX yet)."""
     sidecar = parse_file(config_file)
@@ -93,7 +94,7 @@ def build_onnx(resolved: Resolved, network: Network | None = None, doc: str = ""
                        outputs=outputs)
 
 
-def import_project(config_file: Path | str, checkpoint_file: Path | str, device: str,
+def import_project(config_file: Path | str, checkpoint_file: Path | str, device: Device,
                    input_shape: Path | str | Sequence[int] | None = None):
     """The ai8x-ONNX model (onnx.ModelProto) of a vendor project.
 
@@ -107,7 +108,7 @@ def import_project(config_file: Path | str, checkpoint_file: Path | str, device:
     return build_onnx(resolved, doc=doc)
 
 
-def import_izer_command(config_file: Path, checkpoint_file: Path, device: str, output: Path,
+def import_izer_command(config_file: Path, checkpoint_file: Path, device: Device, output: Path,
                         sample: Path | None) -> None:
     """CLI entry: import and write the ONNX file atomically (nothing written on error)."""
     model = import_project(config_file, checkpoint_file, device, sample)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..devices import Device, get_device
+from ..devices import Device
 from ..errors import Ai8xError, Diagnostic
 from ..network import Network
 from .rules import RULES, Rule, check
@@ -17,14 +17,13 @@ from .rules import RULES, Rule, check
 __all__ = ["RULES", "Rule", "check", "diagnose", "legalize"]
 
 
-def diagnose(network: Network, device: Device | str) -> list[Diagnostic]:
+def diagnose(network: Network, device: Device) -> list[Diagnostic]:
     """Every limit the network violates on `device` (empty: it is legal)."""
-    return list(check(network, get_device(device)))
+    return list(check(network, device))
 
 
-def legalize(network: Network, device: Device | str) -> Network:
+def legalize(network: Network, device: Device) -> Network:
     """The network, checked against `device`; raises Ai8xError listing every violation."""
-    device = get_device(device)
     problems = diagnose(network, device)
     if problems:
         raise Ai8xError.many(problems)

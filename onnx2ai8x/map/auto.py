@@ -60,7 +60,6 @@ from ..devices import (
     PROCESSORS_PER_QUADRANT,
     QUADRANTS,
     Device,
-    get_device,
 )
 from ..errors import Ai8xError, Diagnostic
 from ..legalize.facts import reads_gapped, same_weights
@@ -611,7 +610,7 @@ class _Mapper:
         return groups, [by_group[i] for i in range(len(groups))]
 
 
-def auto_place(network: Network, device: object,
+def auto_place(network: Network, device: Device,
                partial: Hints | Placement | None = None, *,
                stream_layers: int | None = None, fifo: bool = False) -> Placement:
     """Place `network` on `device` without a sidecar (pure function).
@@ -624,14 +623,13 @@ def auto_place(network: Network, device: object,
     must be loaded through the FIFO (`placement.layers[0].streaming`). `fifo` (the
     user's --fifo) puts the input on the FIFO processors even when nothing streams.
     """
-    facts = get_device(device)
     if not network.layers:
         raise Ai8xError("map.empty", "network", "the network has no layers",
                         "convert a model with at least one layer")
-    if len(network.layers) > facts.max_layers:
-        raise _fail(network, facts.max_layers, "map.layers",
-                    f"{len(network.layers)} layers, {facts.name} runs at most "
-                    f"{facts.max_layers}", "merge layers or use a MAX78002")
+    if len(network.layers) > device.max_layers:
+        raise _fail(network, device.max_layers, "map.layers",
+                    f"{len(network.layers)} layers, {device.name} runs at most "
+                    f"{device.max_layers}", "merge layers or use a MAX78002")
     hints = _hints_of(network, partial)
     if fifo:
         # The FIFOs write fixed processors (seed 000, "FIFOs"): HWC channels go to
@@ -640,8 +638,8 @@ def auto_place(network: Network, device: object,
         first.setdefault("processors", _fifo_map(network.input_shape[0]))
         hints = {**hints, 0: first}
     if stream_layers:
-        return _stream(network, facts, hints, None, only=stream_layers)
-    mapper = _Mapper(network, facts, hints, fifo=fifo)
+        return _stream(network, device, hints, None, only=stream_layers)
+    mapper = _Mapper(network, device, hints, fifo=fifo)
     mapper.map_processors()
     try:
         groups, offsets = _allocate_moving_outputs(mapper)
@@ -651,7 +649,7 @@ def auto_place(network: Network, device: object,
         fitted = None
         if not mapper.big_data and not fifo:
             # CHW input takes a quarter of the memory of HWC: retry with it.
-            chw = _Mapper(network, facts, hints, chw=True)
+            chw = _Mapper(network, device, hints, chw=True)
             chw.map_processors()
             if chw.big_data:
                 try:
@@ -663,7 +661,7 @@ def auto_place(network: Network, device: object,
             # Layers writing over their own input (the vendor's U-Net sidecars,
             # --overlap-data), in HWC, then in CHW.
             for chw in (False,) if fifo else (False, True):
-                over = _Mapper(network, facts, hints, chw=chw, overlap=True, fifo=fifo)
+                over = _Mapper(network, device, hints, chw=chw, overlap=True, fifo=fifo)
                 over.map_processors()
                 if chw and not over.big_data:
                     continue
@@ -676,7 +674,7 @@ def auto_place(network: Network, device: object,
                     if not chw:
                         err = err3  # it got further: name the layer that still fails
         if fitted is None:
-            return _stream(network, facts, hints, err)
+            return _stream(network, device, hints, err)
         mapper, groups, offsets = fitted
     placement, diags = _checked(network, _assemble(mapper, groups, offsets))
     if diags:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device, get_device
+from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device
 from ..network import OP_CONV2D, OP_CONVTRANSPOSE2D, OP_NONE, Layer, Network
 from ..options import EmitOptions
 from ..placement import Placement
@@ -61,7 +61,7 @@ def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
     the one after."""
     pl = placement.layers[ll]
     prev = pl.prev_sequence
-    return runs_1x1_as_3x3(get_device(placement.device), network.layers[ll], ll,
+    return runs_1x1_as_3x3(placement.device, network.layers[ll], ll,
                            pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
 
 
@@ -137,7 +137,7 @@ def _extra(placement: Placement, ll: int, key: str, default: object = None) -> o
 def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
     """The hardware view of a placed network (pure)."""
     net = placement.network
-    dev = get_device(placement.device)
+    dev = placement.device
     layers = net.layers
     places = placement.layers
     count = len(places)

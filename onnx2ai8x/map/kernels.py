@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..devices import Device, get_device
+from ..devices import Device
 from ..errors import Ai8xError
 from ..network import (
     OP_CONV1D,
@@ -545,7 +545,7 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
 
 def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation:
     """Place every layer's kernels in kernel memory (see the module docstring)."""
-    mem = get_device(placement.device)
+    mem = placement.device
     count_layers = len(placement.layers)
     hw = []
     for ll in range(count_layers):

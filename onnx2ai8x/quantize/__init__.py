@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 
 
@@ -24,7 +25,7 @@ def load_array(path: Path, what: str) -> np.ndarray:
 
 def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
-                  labels: Path | None = None, device: str | None = None,
+                  labels: Path | None = None, device: Device | None = None,
                   wide_output: bool = True):
     """Quantize the float model at `model` with the samples in `calibration` (.npy).
 
@@ -43,7 +44,8 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
                            weight_bits=None if weight_bits is None
                            else load_weight_bits(weight_bits),
                            wide_output=wide_output)
-    fm = read_float_model(model, device)
+    # the float model records the device's name, as a Network does
+    fm = read_float_model(model, None if device is None else device.name)
     exact = recover(fm) if weight_bits is None and method is None else None
     if exact is None and calibration is None:
         raise Ai8xError("usage.calibration", str(model),
@@ -59,16 +61,15 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     return result
 
 
-def check_device(network, fm, device: str) -> None:
+def check_device(network, fm, device: Device) -> None:
     """The device's limits (the legalizer's rules), each message naming the float
     model's nodes the offending layer was made from."""
     from dataclasses import replace
 
-    from ..devices import get_device
     from ..errors import Diagnostic
     from ..legalize import diagnose
 
-    problems = diagnose(network, get_device(device))
+    problems = diagnose(network, device)
     if not problems:
         return
     nodes = {lay.name: info.nodes for lay, info in zip(network.layers, fm.layers,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_bytes_atomic, write_text_atomic
 
@@ -18,15 +19,13 @@ def _require(path: Path | None, what: str) -> None:
                         "check the path", exit_code=EXIT_USAGE)
 
 
-def quantize_command(model: Path, calibration: Path | None, output: Path, *, device: str,
+def quantize_command(model: Path, calibration: Path | None, output: Path, *, device: Device,
                      labels: Path | None = None, method: str | None = None,
                      percentile: float | None = None, weight_bits: Path | None = None,
                      report: Path | None = None):
     """Quantize and write OUT.onnx and its report (both atomically)."""
-    from ..devices import get_device
     from . import quantize_file
 
-    get_device(device)  # an unknown device is a usage error before any work
     result = quantize_file(model, calibration, method=method, percentile=percentile,
                            weight_bits=weight_bits, labels=labels, device=device)
     report = report if report is not None else Path(output).parent / "report.json"
@@ -36,7 +35,7 @@ def quantize_command(model: Path, calibration: Path | None, output: Path, *, dev
     return result
 
 
-def convert_float(model: Path, device: str, out: Path, *, calibration: Path | None,
+def convert_float(model: Path, device: Device, out: Path, *, calibration: Path | None,
                   labels: Path | None, method: str | None, percentile: float | None,
                   weight_bits: Path | None, sidecar: Path | None, sample_input: Path | None,
                   overwrite: bool, options: dict, progress: bool):
@@ -47,13 +46,11 @@ def convert_float(model: Path, device: str, out: Path, *, calibration: Path | No
     quantization report under "quantization".
     """
     from ..convert import ConvertRequest, convert
-    from ..devices import get_device
     from . import quantize_file
 
     _require(calibration, "calibration data")
     _require(labels, "labels")
     _require(weight_bits, "weight-bits file")
-    get_device(device)
     result = quantize_file(model, calibration, method=method, percentile=percentile,
                            weight_bits=weight_bits, labels=labels, device=device)
     with tempfile.TemporaryDirectory(prefix="onnx2ai8x-q-") as tmp:

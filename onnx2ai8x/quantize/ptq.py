@@ -300,7 +300,6 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     """Quantize `fm` (onnx2ai8x.importer.float_onnx.FloatModel) with calibration data, or
     take `exact` (onnx2ai8x.quantize.exact.recover's integers) as they are; calibration
     data then only feeds the report."""
-    import custom_ops
     from custom_ops.builder import build_model
 
     if options.method not in METHODS:
@@ -329,16 +328,53 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     rounding = exact is None
     out_idx = list(fm.outputs)
     output_scales = tuple(out_scale[i] for i in out_idx)
-    # Quantized run: every layer's output, for the SQNR and clipping columns.
+    q_outs = _quantized_outputs(qnet, mapping, x, rounding)
+    reports = _layer_reports(fm, layers, views, q_outs, out_scale)
+    summary = _summary(fm, x, floats, q_outs, options, exact, mapping, output_scales, labels)
+    how = ("recovered exactly from a vendor export" if exact is not None else
+           f"{x.shape[0]} calibration samples, {options.method}")
+    doc = (f"{net.name}: quantized by onnx2ai8x from float ONNX ({how}); input q = "
+           f"clip(floor(x / {mapping.scale:.6g} + 0.5), -128, 127)")
+    model = build_model(qnet, doc=doc, outputs=out_idx, avg_pool_rounding=rounding)
+    meta = dict(mapping.metadata())
+    meta[KEY_OUTPUT_SCALES] = json.dumps([float(s) for s in output_scales])
+    if net.device:
+        meta["ai8x.device"] = net.device
+    have = {p.key: p for p in model.metadata_props}
+    for key in sorted(meta):
+        if key in have:
+            have[key].value = meta[key]
+        else:
+            p = model.metadata_props.add()
+            p.key, p.value = key, meta[key]
+    return QuantResult(network=qnet, mapping=mapping, output_scales=output_scales,
+                       model=model, layers=tuple(reports), summary=summary)
+
+
+def _quantized_outputs(qnet, mapping: InputMapping, x: np.ndarray | None,
+                       rounding: bool) -> list[list[np.ndarray]]:
+    """The quantized network's every layer output on the calibration samples (chunks
+    per layer), for the SQNR and clipping columns; empty lists without samples."""
+    import custom_ops
+    from custom_ops.builder import build_model
+
+    n = len(qnet.layers)
     q_outs: list[list[np.ndarray]] = [[] for _ in range(n)]
-    if x is not None:
-        q_in = mapping.quantize(x)
-        sess = custom_ops.session(build_model(qnet, outputs=list(range(n)),
-                                              avg_pool_rounding=rounding))
-        name = sess.get_inputs()[0].name
-        for k in range(0, q_in.shape[0], _CHUNK):
-            for i, o in enumerate(sess.run(None, {name: q_in[k:k + _CHUNK]})):
-                q_outs[i].append(np.asarray(o))
+    if x is None:
+        return q_outs
+    q_in = mapping.quantize(x)
+    sess = custom_ops.session(build_model(qnet, outputs=list(range(n)),
+                                          avg_pool_rounding=rounding))
+    name = sess.get_inputs()[0].name
+    for k in range(0, q_in.shape[0], _CHUNK):
+        for i, o in enumerate(sess.run(None, {name: q_in[k:k + _CHUNK]})):
+            q_outs[i].append(np.asarray(o))
+    return q_outs
+
+
+def _layer_reports(fm, layers, views, q_outs, out_scale) -> list[LayerReport]:
+    """Per layer: bits, shift, range, the share of float values clipped and the SQNR of
+    the quantized output against the float one (where the layer has a float view)."""
     reports = []
     for i, lay in enumerate(layers):
         info = fm.layers[i]
@@ -360,7 +396,14 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
             range=float(127 * out_scale[i]) if lay.output_width == 8 else float(
                 np.max(np.abs(views[i])) if views[i] is not None else 0.0),
             clipped=clipped, sqnr_db=sq))
-    # Model-level agreement on the first output.
+    return reports
+
+
+def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: InputMapping,
+             output_scales, labels) -> dict:
+    """The report's model-level part: how the model was quantized and how the first
+    output agrees with the float model's (and with the labels, when given)."""
+    out_idx = list(fm.outputs)
     agree, model_sqnr, ref0, got0 = None, None, None, None
     if x is not None:
         ref0 = floats[fm.output_tensors[0]].reshape(x.shape[0], -1)
@@ -394,24 +437,7 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
                          "give one label per calibration sample")
         summary["float_accuracy"] = float(np.mean(np.argmax(ref0, 1) == y))
         summary["quantized_accuracy"] = float(np.mean(np.argmax(got0, 1) == y))
-    how = ("recovered exactly from a vendor export" if exact is not None else
-           f"{x.shape[0]} calibration samples, {options.method}")
-    doc = (f"{net.name}: quantized by onnx2ai8x from float ONNX ({how}); input q = "
-           f"clip(floor(x / {mapping.scale:.6g} + 0.5), -128, 127)")
-    model = build_model(qnet, doc=doc, outputs=out_idx, avg_pool_rounding=rounding)
-    meta = dict(mapping.metadata())
-    meta[KEY_OUTPUT_SCALES] = json.dumps([float(s) for s in output_scales])
-    if net.device:
-        meta["ai8x.device"] = net.device
-    have = {p.key: p for p in model.metadata_props}
-    for key in sorted(meta):
-        if key in have:
-            have[key].value = meta[key]
-        else:
-            p = model.metadata_props.add()
-            p.key, p.value = key, meta[key]
-    return QuantResult(network=qnet, mapping=mapping, output_scales=output_scales,
-                       model=model, layers=tuple(reports), summary=summary)
+    return summary
 
 
 def _layer_view_float(values: np.ndarray, info) -> np.ndarray:

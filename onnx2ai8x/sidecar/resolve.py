@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from ..devices import Device, get_device
+from ..devices import Device
 from ..errors import Ai8xError
 from ..importer.checkpoint import CheckpointLayer
 from ..map.hw import multipass, popcount
@@ -176,75 +176,13 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
     out_ch = [0] * n
     needs = [i for i, lay in enumerate(sidecar.layers)
              if lay.operator != OP_NONE and not lay.bypass and lay.weight_source is None]
-    if len(weights) < len(needs):
-        lay = sidecar.layers[needs[len(weights)]]
-        raise _fail(sidecar, lay, None, "sidecar.layer-count",
-                    f"the sidecar has {len(needs)} layers with weights, but the checkpoint "
-                    f"has only {len(weights)} weight layers; nothing is left for this layer",
-                    "check that the sidecar describes the checkpoint's model (one entry per "
-                    "Conv/Linear module, passthrough and element-wise layers have none)")
-    if len(weights) > len(needs):
-        extra = ", ".join(f"`{ck.name}`" for ck in weights[len(needs):][:8])
-        raise Ai8xError("sidecar.layer-count", sidecar.source,
-                        f"the checkpoint has {len(weights)} weight layers but the sidecar "
-                        f"gives only {len(needs)} layers with weights; left over: {extra}",
-                        "add an entry for every Conv/Linear module of the model to the "
-                        "sidecar, in the model's order")
+    _check_weight_count(sidecar, weights, needs)
     for i, ck in zip(needs, weights, strict=False):
         lay = sidecar.layers[i]
-        w = ck.weight
-        where_ck = f"checkpoint layer `{ck.name}`"
-        q = quant[i]
-        absw = np.abs(w)
-        if q is not None:
-            if q == -1:
-                if not (w.size and absw.min() == absw.max() == 1):
-                    raise _fail(sidecar, lay, "quantization", "sidecar.quantization",
-                                f"`quantization: binary` needs weights of -1/+1, but "
-                                f"{where_ck} holds values in [{w.min()}, {w.max()}]",
-                                "remove `quantization` or re-train with binary weights")
-            elif w.size and (w.min() < -(2 ** (q - 1)) or w.max() >= 2 ** (q - 1)):
-                raise _fail(sidecar, lay, "quantization", "sidecar.quantization",
-                            f"`quantization: {q}` holds [{-(2 ** (q - 1))}, {2 ** (q - 1) - 1}]"
-                            f", but {where_ck} has weights in [{w.min()}, {w.max()}]",
-                            f"remove `quantization` (the checkpoint says {ck.weight_bits} "
-                            "bits) or re-quantize")
-        else:
-            if lim.binary_weights and w.size and absw.min() == absw.max() == 1:
-                q = -1  # weights of only -1/+1 use binary mode where the device has it
-            elif not np.any(w):
-                q = 1  # all-zero weights need one bit
-            else:
-                q = ck.weight_bits
-            q = q or 8
+        q = _weight_bits(sidecar, lay, ck, quant[i], lim)
         quant[i] = q
-        kernel = lay.kernel_size
-        if w.ndim == 2 and kernel != (1, 1):
-            bad = "1x1"
-        elif w.ndim == 3 and kernel != (w.shape[2], 1):
-            bad = f"{w.shape[2]}"
-        elif w.ndim == 4 and kernel != (w.shape[2], w.shape[3]):
-            bad = f"{w.shape[2]}x{w.shape[3]}"
-        else:
-            bad = None
-        if bad is not None:
-            given = f"{kernel[0]}x{kernel[1]}"
-            raise _fail(sidecar, lay, "kernel_size", "sidecar.kernel-mismatch",
-                        f"the sidecar's kernel is {given}, but {where_ck} has "
-                        f"{w.ndim}-D weights {tuple(w.shape)} (kernel {bad})",
-                        f"set `kernel_size: {bad}` and check the `operation`"
-                        if w.ndim > 2 else "use `op: linear` (MLP) for this layer")
-        groups = lay.conv_groups
-        if lay.operator == OP_CONVTRANSPOSE2D:
-            if w.ndim != 4:
-                raise _fail(sidecar, lay, "operation", "sidecar.checkpoint-mismatch",
-                            f"ConvTranspose2d needs 4-D weights, {where_ck} has "
-                            f"{tuple(w.shape)}", "check the layer's `operation`")
-            in_ch[i] = w.shape[0]  # stored (in, out/groups, kh, kw)
-            out_ch[i] = w.shape[1] * groups
-        else:
-            in_ch[i] = w.shape[1] * groups
-            out_ch[i] = w.shape[0]
+        _check_kernel_shape(sidecar, lay, ck)
+        in_ch[i], out_ch[i] = _weight_channels(sidecar, lay, ck)
         if shift[i] is None:
             shift[i] = ck.output_shift
         # Narrow weights get an implicit extra shift (seed 004, `output_shift` table).
@@ -263,6 +201,86 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
         in_ch[i], out_ch[i] = in_ch[src], out_ch[src]
         shift[i] = shift[src]
     return assigned, quant, shift, in_ch, out_ch
+
+
+def _check_weight_count(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
+                        needs: list[int]) -> None:
+    """As many checkpoint weight layers as sidecar layers that need weights."""
+    if len(weights) < len(needs):
+        lay = sidecar.layers[needs[len(weights)]]
+        raise _fail(sidecar, lay, None, "sidecar.layer-count",
+                    f"the sidecar has {len(needs)} layers with weights, but the checkpoint "
+                    f"has only {len(weights)} weight layers; nothing is left for this layer",
+                    "check that the sidecar describes the checkpoint's model (one entry per "
+                    "Conv/Linear module, passthrough and element-wise layers have none)")
+    if len(weights) > len(needs):
+        extra = ", ".join(f"`{ck.name}`" for ck in weights[len(needs):][:8])
+        raise Ai8xError("sidecar.layer-count", sidecar.source,
+                        f"the checkpoint has {len(weights)} weight layers but the sidecar "
+                        f"gives only {len(needs)} layers with weights; left over: {extra}",
+                        "add an entry for every Conv/Linear module of the model to the "
+                        "sidecar, in the model's order")
+
+
+def _weight_bits(sidecar: Sidecar, lay, ck: CheckpointLayer, q: int | None,
+                 lim: Device) -> int:
+    """The layer's weight bits (-1: binary): the sidecar's `quantization`, checked
+    against the weights, else what the weights need."""
+    w = ck.weight
+    where_ck = f"checkpoint layer `{ck.name}`"
+    absw = np.abs(w)
+    if q is not None:
+        if q == -1:
+            if not (w.size and absw.min() == absw.max() == 1):
+                raise _fail(sidecar, lay, "quantization", "sidecar.quantization",
+                            f"`quantization: binary` needs weights of -1/+1, but "
+                            f"{where_ck} holds values in [{w.min()}, {w.max()}]",
+                            "remove `quantization` or re-train with binary weights")
+        elif w.size and (w.min() < -(2 ** (q - 1)) or w.max() >= 2 ** (q - 1)):
+            raise _fail(sidecar, lay, "quantization", "sidecar.quantization",
+                        f"`quantization: {q}` holds [{-(2 ** (q - 1))}, {2 ** (q - 1) - 1}]"
+                        f", but {where_ck} has weights in [{w.min()}, {w.max()}]",
+                        f"remove `quantization` (the checkpoint says {ck.weight_bits} "
+                        "bits) or re-quantize")
+        return q
+    if lim.binary_weights and w.size and absw.min() == absw.max() == 1:
+        return -1  # weights of only -1/+1 use binary mode where the device has it
+    if not np.any(w):
+        return 1  # all-zero weights need one bit
+    return ck.weight_bits or 8
+
+
+def _check_kernel_shape(sidecar: Sidecar, lay, ck: CheckpointLayer) -> None:
+    """The sidecar's kernel size matches the checkpoint weights' shape."""
+    w = ck.weight
+    kernel = lay.kernel_size
+    if w.ndim == 2 and kernel != (1, 1):
+        bad = "1x1"
+    elif w.ndim == 3 and kernel != (w.shape[2], 1):
+        bad = f"{w.shape[2]}"
+    elif w.ndim == 4 and kernel != (w.shape[2], w.shape[3]):
+        bad = f"{w.shape[2]}x{w.shape[3]}"
+    else:
+        return
+    given = f"{kernel[0]}x{kernel[1]}"
+    raise _fail(sidecar, lay, "kernel_size", "sidecar.kernel-mismatch",
+                f"the sidecar's kernel is {given}, but checkpoint layer `{ck.name}` has "
+                f"{w.ndim}-D weights {tuple(w.shape)} (kernel {bad})",
+                f"set `kernel_size: {bad}` and check the `operation`"
+                if w.ndim > 2 else "use `op: linear` (MLP) for this layer")
+
+
+def _weight_channels(sidecar: Sidecar, lay, ck: CheckpointLayer) -> tuple[int, int]:
+    """(input, output) channels the layer's weights give."""
+    w = ck.weight
+    groups = lay.conv_groups
+    if lay.operator == OP_CONVTRANSPOSE2D:
+        if w.ndim != 4:
+            raise _fail(sidecar, lay, "operation", "sidecar.checkpoint-mismatch",
+                        f"ConvTranspose2d needs 4-D weights, checkpoint layer `{ck.name}` "
+                        f"has {tuple(w.shape)}", "check the layer's `operation`")
+        return w.shape[0], w.shape[1] * groups  # stored (in, out/groups, kh, kw)
+    return w.shape[1] * groups, w.shape[0]
 
 
 @dataclass(eq=False)
@@ -304,10 +322,9 @@ class _Walk:
         return len(self.sidecar.layers)
 
 
-def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
+def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: Device,
             input_shape: Sequence[int], checkpoint_arch: str | None = None) -> Resolved:
     """The vendor tool's resolved configuration for `sidecar` with these weights."""
-    lim = get_device(device)
     shape = normalize_input_shape(input_shape)
     layers = sidecar.layers
     n = len(layers)
@@ -316,14 +333,14 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
                     f"the sidecar is for `{sidecar.arch}`, the checkpoint for "
                     f"`{checkpoint_arch}`", "pass the matching sidecar and checkpoint, or "
                     f"set `arch: {checkpoint_arch}`")
-    if n > lim.max_layers:
-        raise _fail(sidecar, layers[lim.max_layers], None, "sidecar.device",
-                    f"{lim.name} runs at most {lim.max_layers} layers; the sidecar has {n}",
+    if n > device.max_layers:
+        raise _fail(sidecar, layers[device.max_layers], None, "sidecar.device",
+                    f"{device.name} runs at most {device.max_layers} layers; the sidecar has {n}",
                     "merge layers or use a MAX78002")
-    _check_layer_keys(sidecar, lim)
-    assigned, quant, shift, in_ch, out_ch = _assign_weights(sidecar, weights, lim)
+    _check_layer_keys(sidecar, device)
+    assigned, quant, shift, in_ch, out_ch = _assign_weights(sidecar, weights, device)
     w = _Walk(
-        sidecar=sidecar, lim=lim, shape=shape, assigned=assigned, quant=quant, shift=shift,
+        sidecar=sidecar, lim=device, shape=shape, assigned=assigned, quant=quant, shift=shift,
         in_ch=in_ch, out_ch=out_ch, weight_in=list(in_ch), arriving=[0] * n,
         next_seq=[lay.next_sequence if lay.next_sequence is not None else
                   (i + 1 if i < n - 1 else -1) for i, lay in enumerate(layers)],
@@ -337,7 +354,7 @@ def resolve(sidecar: Sidecar, weights: Sequence[CheckpointLayer], device: str,
     _check_weights_match(w)
     _check_processors(w)
     _check_layer_values(w)
-    return Resolved(device=lim, input_shape=shape, layers=_resolved_layers(w),
+    return Resolved(device=device, input_shape=shape, layers=_resolved_layers(w),
                     final_layer=w.final_layer, first_layer_used=min(w.visited),
                     sidecar=sidecar)
 
@@ -819,7 +836,7 @@ def to_placement(resolved: Resolved, network: Network | None = None) -> Placemen
 
 
 def network_from_sidecar(sidecar: Sidecar, checkpoint_layers: Sequence[CheckpointLayer],
-                         device: str, input_shape: Sequence[int],
+                         device: Device, input_shape: Sequence[int],
                          checkpoint_arch: str | None = None) -> Network:
     """The Network a sidecar and its checkpoint describe (import-izer path)."""
     return to_network(resolve(sidecar, checkpoint_layers, device, input_shape,
@@ -850,7 +867,7 @@ def weights_from_network(network: Network) -> list[CheckpointLayer]:
     return out
 
 
-def resolve_placement(sidecar: Sidecar, network: Network, device: str) -> Placement:
+def resolve_placement(sidecar: Sidecar, network: Network, device: Device) -> Placement:
     """Place an ONNX-derived Network as the sidecar says (converter `--sidecar` path)."""
     if len(sidecar.layers) != len(network.layers):
         # each sidecar entry places one hardware layer of the model; an entry past the

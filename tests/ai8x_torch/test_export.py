@@ -270,6 +270,20 @@ def test_export_names_nodes_after_modules(tmp_path):
     onnx.checker.check_model(proto, full_check=True)
 
 
+def test_export_device_names_resolve_like_the_converter(tmp_path):
+    """export_onnx takes the converter's device names and aliases (one resolver) and
+    records the part name; an unknown name is refused before anything is written."""
+    model = Concat()
+    randomize(model, np.random.default_rng(3))
+    path = ai8x.export_onnx(model, torch.zeros(1, 3, 8, 8), tmp_path / "m.onnx", device="ai87")
+    meta = {p.key: p.value for p in onnx.load(path).metadata_props}
+    assert meta["ai8x.device"] == "MAX78002"
+    with pytest.raises(Ai8xError) as err:
+        ai8x.export_onnx(model, torch.zeros(1, 3, 8, 8), tmp_path / "n.onnx", device="MAX7")
+    assert err.value.code == "usage.device" and "MAX78000" in err.value.render()
+    assert not (tmp_path / "n.onnx").exists()
+
+
 class _PlainTorch(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from ai8xsim.verify import execute, render
+from onnx2ai8x.devices import MAX78000
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "digits"
@@ -44,7 +45,7 @@ def base(tmp_path_factory):
                            str(EXAMPLE / "sample.npy"), "--quiet"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    p = plan(EXAMPLE / "digits.onnx", "MAX78000", out / "digits.yaml")
+    p = plan(EXAMPLE / "digits.onnx", MAX78000, out / "digits.yaml")
     sample = np.load(EXAMPLE / "sample.npy").reshape(p.network.input_shape)
     kat = output_layers(p.network)
     ref = run_network(p.network, sample, outputs=kat)

@@ -39,6 +39,7 @@ import numpy as np
 import pytest
 
 from ai8xsim.verify import execute, first_bad_layer, render
+from onnx2ai8x.devices import MAX78000
 
 WORDS = 8192  # per processor; far more than the network uses
 # every offset with ONNX2AI8X_MUTATIONS=all (511 relocations); by default every eighth
@@ -169,7 +170,7 @@ def base(tmp_path_factory):
                            "--sample-input", str(npy), "--quiet"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    p = plan(model, "MAX78000", sidecar)
+    p = plan(model, MAX78000, sidecar)
     net, pl = p.network, p.placement
     refs = run_network(net, sample.reshape(net.input_shape),
                        outputs=list(range(len(net.layers))))

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from onnx2ai8x.devices import MAX78000
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "digits"
 
@@ -63,7 +65,7 @@ def _reference_layers(sample: np.ndarray) -> list[np.ndarray]:
     from custom_ops.numpy_ref import run_network
     from onnx2ai8x.convert import plan
 
-    net = plan(EXAMPLE / "digits.onnx", "MAX78000", None).network
+    net = plan(EXAMPLE / "digits.onnx", MAX78000, None).network
     return run_network(net, sample.reshape(net.input_shape),
                        outputs=list(range(len(net.layers))))
 

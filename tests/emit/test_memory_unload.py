@@ -9,8 +9,8 @@ import pytest
 from onnx2ai8x.emit.unload import (
     expected_output,
     known_answer_layers,
+    plan_unload,
     unload_plan,
-    unload_runs,
 )
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.network import OP_CONV2D, Layer, Network
@@ -78,9 +78,13 @@ def test_unload_reads_each_quad_word_once_per_pixel():
     # 8-bit output: one address per quad; the four pixel reads are a loop around one
     # `*addr++` statement (the vendor unrolls 8-bit unloads by one).
     assert unload_plan(pl.network, pl) == [(SRAM + 0x1000, 1), (SRAM + QUAD + 0x1000, 1)]
-    runs = unload_runs(pl.network, pl)
-    assert [(r.address, r.reads, r.shifts) for r in runs] == [
-        (SRAM + 0x1000, 4, (0, 1, 2, 3)), (SRAM + QUAD + 0x1000, 4, (0, 1, 2, 3))]
+    (out,) = plan_unload(pl.network, pl).layers
+    # Channel-major buffer: byte k of a word is channel k of the quad, `pixels` (4)
+    # bytes further on in the buffer.
+    lanes = ((0, 0), (8, 4), (16, 8), (24, 12))
+    assert out.kind == "bytes" and out.indexed
+    assert [(r.address, r.reads, r.lanes) for r in out.runs] == [
+        (SRAM + 0x1000, 4, lanes), (SRAM + QUAD + 0x1000, 4, lanes)]
 
 
 def test_unload_wide_output_unrolled_by_eight():

@@ -16,8 +16,8 @@ import re
 import pytest
 
 from onnx2ai8x.devices import MAX78000, MAX78002
-from onnx2ai8x.emit.project import unload_code
-from onnx2ai8x.map.hw import derive
+from onnx2ai8x.emit.project import unload_text
+from onnx2ai8x.emit.unload import plan_unload
 from onnx2ai8x.options import EmitOptions
 from tests.emit.synthetic import one_conv
 
@@ -25,11 +25,22 @@ DEVS = {"MAX78000": MAX78000, "MAX78002": MAX78002}
 WRITE = re.compile(r"\*\(\(volatile uint32_t \*\) 0x([0-9a-f]+)\) = 0x([0-9a-f]+);")
 
 
-def _unload(placement, mlator: bool):
-    return unload_code(derive(placement, EmitOptions(mlator=mlator)))
+DECLARATION = re.compile(r"(uint8_t|uint32_t|volatile uint32_t|int) [^=]*(=.*)?;")
 
 
-def _replay(code, dev) -> dict[int, tuple[int, int, int]]:
+def _unload(placement, mlator: bool) -> tuple[int, list[str], list[str]]:
+    """cnn_unload() as the project writes it: the buffer words it fills, its
+    declarations and its statements (one per line, indentation dropped)."""
+    unload = plan_unload(placement.network, placement, EmitOptions(mlator=mlator))
+    lines = [line.strip() for line in unload_text(unload).splitlines()]
+    body = lines[lines.index("{") + 1:lines.index("return CNN_OK;")]
+    head = 0
+    while head < len(body) and DECLARATION.fullmatch(body[head]):
+        head += 1
+    return unload.words, body[:head], body[head:]
+
+
+def _replay(body: list[str], dev) -> dict[int, tuple[int, int, int]]:
     """Output word -> (quadrant, byte lane, first pixel) of the mlator read that fills it."""
     regs: dict[int, int] = {}
     state = {"offs": None, "quad": None, "byte": None, "pixel": None, "on": False}
@@ -76,7 +87,7 @@ def _replay(code, dev) -> dict[int, tuple[int, int, int]]:
         elif not line.startswith("//"):
             raise AssertionError(f"unexpected statement {line!r}")
 
-    run(list(code.body))
+    run(body)
     return words
 
 
@@ -85,17 +96,17 @@ def _replay(code, dev) -> dict[int, tuple[int, int, int]]:
                                                    (1, 5, 5), (16, 32, 32)])
 def test_every_output_word_comes_from_its_channel(device, channels, height, width):
     pl = one_conv(device, channels=channels, height=height, width=width)
-    code = _unload(pl, mlator=True)
-    assert "volatile uint32_t *mlat, *ctrl;" in code.declarations
-    assert not any("val" in d for d in code.declarations)  # no plain reads left
-    words = _replay(code, DEVS[device])
+    buffer_words, declarations, body = _unload(pl, mlator=True)
+    assert "volatile uint32_t *mlat, *ctrl;" in declarations
+    assert not any("val" in d for d in declarations)  # no plain reads left
+    words = _replay(body, DEVS[device])
     pixels = height * width
     want = {}
     for c in range(channels):  # processor c holds channel c (the map is 0 .. channels-1)
         for p in range(0, pixels, 4):
             want[(c * pixels + p) // 4] = (c // 16, c % 4, p)
     assert words == want
-    assert code.words == -(-channels * pixels // 4)
+    assert buffer_words == -(-channels * pixels // 4)
 
 
 @pytest.mark.parametrize("shape,width_bits", [((4, 5, 5), 8),   # 25 pixels, 4 channels
@@ -119,12 +130,12 @@ def test_multi_pass_output_steps_the_pointer():
     mask = (1 << 40) - 1
     pl = dataclasses.replace(pl, layers=(dataclasses.replace(
         pl.layers[0], processor_map=mask, output_processor_map=mask),))
-    code = _unload(pl, mlator=True)
+    _, _, body = _unload(pl, mlator=True)
     dev = MAX78000
-    incs = {int(m.group(2), 16) for line in code.body if (m := WRITE.match(line))
+    incs = {int(m.group(2), 16) for line in body if (m := WRITE.match(line))
             and int(m.group(1), 16) in {dev.lreg_addr(q, dev.regs.lctl2, 0) for q in range(4)}}
     assert incs == {0, 1}  # first pass, second pass
-    words = _replay(code, dev)
+    words = _replay(body, dev)
     want = {}
     for c in range(80):
         proc = c % 40

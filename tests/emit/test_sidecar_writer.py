@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
+from onnx2ai8x.devices import MAX78000, Device
 from onnx2ai8x.emit.sidecar_writer import write_sidecar
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.network import (
@@ -20,7 +21,7 @@ from onnx2ai8x.network import (
 from tests.map.test_auto import chain, conv, passthrough
 
 
-def _roundtrip(net: Network, device: str = "MAX78000"):
+def _roundtrip(net: Network, device: Device = MAX78000):
     from onnx2ai8x.sidecar.parse import parse_text
     from onnx2ai8x.sidecar.resolve import (
         resolve,
@@ -30,7 +31,7 @@ def _roundtrip(net: Network, device: str = "MAX78000"):
     )
 
     placement = auto_place(net, device)
-    text = write_sidecar(net, placement, device)
+    text = write_sidecar(net, placement)
     back = resolve_placement(parse_text(text), net, device)
     resolved = to_network(resolve(parse_text(text), weights_from_network(net), device,
                                   net.input_shape))
@@ -82,7 +83,7 @@ def test_roundtrip(make) -> None:
 
 def test_text_is_yaml_with_vendor_keys_and_reasons() -> None:
     net = residual()
-    text = write_sidecar(net, auto_place(net, "MAX78000"))
+    text = write_sidecar(net, auto_place(net, MAX78000))
     data = yaml.safe_load(text)
     assert set(data) == {"arch", "dataset", "layers"}
     add = data["layers"][3]
@@ -97,16 +98,16 @@ def test_text_is_yaml_with_vendor_keys_and_reasons() -> None:
 
 def test_extra_reasons_and_determinism() -> None:
     net = chain()
-    p = auto_place(net, "MAX78000")
-    a = write_sidecar(net, p, "MAX78000", {"c1": "hand-picked by the user"})
+    p = auto_place(net, MAX78000)
+    a = write_sidecar(net, p, reasons={"c1": "hand-picked by the user"})
     assert "# hand-picked by the user" in a
-    assert a == write_sidecar(net, p, "MAX78000", {"c1": ["hand-picked by the user"]})
+    assert a == write_sidecar(net, p, reasons={"c1": ["hand-picked by the user"]})
     assert write_sidecar(net, p) == write_sidecar(net, p)
 
 
 def test_non_default_keys_only_where_needed() -> None:
     net = chain()
-    data = yaml.safe_load(write_sidecar(net, auto_place(net, "MAX78000")))
+    data = yaml.safe_load(write_sidecar(net, auto_place(net, MAX78000)))
     # in_offset follows the previous out_offset by default: never written for a chain
     assert all("in_offset" not in lay for lay in data["layers"][1:])
     assert all("output_processors" not in lay for lay in data["layers"][:-1])
@@ -119,16 +120,16 @@ def test_streaming_first_layer_states_fifo_in_the_header() -> None:
     from tests.map.test_auto_streaming import big_input
 
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert placement.layers[0].streaming
     flags = implied_flags(placement)
     assert [flag for flag, _ in flags] == ["--fifo"]
-    text = write_sidecar(net, placement, "MAX78000", flags=flags)
+    text = write_sidecar(net, placement, flags=flags)
     header = text[:text.index("arch:")]
     assert "#   --fifo  (" in header
-    assert yaml.safe_load(text) == yaml.safe_load(write_sidecar(net, placement, "MAX78000"))
+    assert yaml.safe_load(text) == yaml.safe_load(write_sidecar(net, placement))
     # nothing to state for a network that does not stream
     small = chain()
-    assert implied_flags(auto_place(small, "MAX78000")) == ()
-    assert implied_flags(auto_place(small, "MAX78000"), "nearest")[0][0] == \
+    assert implied_flags(auto_place(small, MAX78000)) == ()
+    assert implied_flags(auto_place(small, MAX78000), "nearest")[0][0] == \
         "--avg-pool-rounding"

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from onnx2ai8x.cli import main
+from onnx2ai8x.devices import MAX78000
 
 torch = pytest.importorskip("torch")
 
@@ -92,7 +93,7 @@ def test_kernel_columns_hold_the_weight_in_the_centre(pair):
     from onnx2ai8x.map.weights import attached
 
     _convert(pair, "one")
-    result = plan(pair / "one.onnx", "MAX78000", pair / "one.yaml")
+    result = plan(pair / "one.onnx", MAX78000, pair / "one.yaml")
     k = attached(result.network, result.placement).kernels  # allocated once, in plan
     stored = k.image[k.owners == 1]  # layer 1's kernels, 9 bytes each
     weights = np.asarray(result.network.layers[1].weights).reshape(-1)

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from onnx2ai8x.devices import MAX78000
+
 from .cases import GENERATORS, KINDS
 from .runner import run_case
 
@@ -71,7 +73,7 @@ def base() -> dict:
     ckpt, npy = _tiny_checkpoint()
     return {"model.onnx": model.read_bytes(),
             "sample.npy": (DIGITS / "sample.npy").read_bytes(),
-            "model.yaml": plan(model, "MAX78000", None).sidecar_text.encode(),
+            "model.yaml": plan(model, MAX78000, None).sidecar_text.encode(),
             "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy}
 
 

@@ -17,10 +17,11 @@ from onnx2ai8x.placement import Placement
 
 @cache
 def _resolved(case_dir: str):
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.importer.izer import resolve_project
 
     case = Path(case_dir)
-    device = json.loads((case / "case.json").read_text())["device"]
+    device = get_device(json.loads((case / "case.json").read_text())["device"])
     return resolve_project(case / "network.yaml", case / "checkpoint.pth.tar", device,
                            case / "sample.npy")
 

@@ -45,11 +45,12 @@ def expected_trace(name: str) -> dict:
 
 @cache
 def _imported_bytes(name: str) -> bytes:
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.importer.izer import import_project
 
     case = GOLDEN / name
     model = import_project(case / "network.yaml", case / "checkpoint.pth.tar",
-                           case_json(name)["device"], case / "sample.npy")
+                           get_device(case_json(name)["device"]), case / "sample.npy")
     return model.SerializeToString()
 
 

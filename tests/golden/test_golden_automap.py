@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from onnx2ai8x.devices import get_device
 from onnx2ai8x.emit.sidecar_writer import write_sidecar
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.latency import estimate_cycles
@@ -22,11 +23,11 @@ def test_golden_automap(case: str) -> None:
     from tests.golden.case_placement import case_placement
 
     net = case_network(GOLDEN / case)
-    device = net.device
+    device = get_device(net.device)
     placement = auto_place(net, device)
     assert check_placement(net, placement) == []
 
-    text = write_sidecar(net, placement, device)
+    text = write_sidecar(net, placement)
     back = resolve_placement(parse_text(text), net, device)
     assert back.layers == placement.layers
     assert back.final_layer == placement.final_layer
@@ -46,7 +47,7 @@ def test_golden_automap_network_is_legal(case: str) -> None:
     from tests.golden.case_network import case_network
 
     net = case_network(GOLDEN / case)
-    legalize_mod.legalize(net, net.device)
+    legalize_mod.legalize(net, get_device(net.device))
 
 
 @pytest.mark.parametrize("case", golden_params())
@@ -77,10 +78,10 @@ def test_golden_streaming_chosen_like_the_vendor(case: str) -> None:
     if not k:
         pytest.skip("the vendor's sidecar does not stream")
     net = case_network(GOLDEN / case)
-    placement = auto_place(net, net.device, stream_layers=k)
+    device = get_device(net.device)
+    placement = auto_place(net, device, stream_layers=k)
     assert [pl.streaming for pl in placement.layers] == [ll < k for ll in range(len(net.layers))]
     assert check_placement(net, placement) == []
-    back = resolve_placement(parse_text(write_sidecar(net, placement, net.device)), net,
-                             net.device)
+    back = resolve_placement(parse_text(write_sidecar(net, placement)), net, device)
     assert back.layers == placement.layers
     assert sum(estimate_cycles(net, placement)) <= sum(estimate_cycles(vendor.network, vendor))

@@ -99,13 +99,13 @@ def _c2trace():
 @pytest.mark.parametrize("name", golden_params())
 def test_unload_code(name: str, golden_dir, tmp_path) -> None:
     """cnn_unload() reads the same addresses, in the same blocks, as the vendor's."""
-    from onnx2ai8x.emit.project import unload_code
+    from onnx2ai8x.emit.project import unload_text
+    from onnx2ai8x.emit.unload import plan_unload
 
     c2trace = _c2trace()
     case = golden_dir / name
     placement = case_placement(case)
-    code = unload_code(derive(placement, case_options(case)))
-    text = "int cnn_unload(uint32_t *out_buf)\n{\n" + "\n".join(code.body) + "\n}\n"
+    text = unload_text(plan_unload(placement.network, placement, case_options(case)))
     (tmp_path / "cnn.c").write_text(text)
     assert c2trace.trace(tmp_path)["unload"] == _expected(name)["unload"]
 

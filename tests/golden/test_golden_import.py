@@ -126,13 +126,14 @@ def test_import_matches_expected_output(name, tmp_path):
         pytest.skip("golden corpus absent")
     pytest.importorskip("custom_ops.builder", reason="custom_ops.builder not available yet")
     import custom_ops
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.importer.izer import build_onnx, resolve_project
     from onnx2ai8x.runner import fit_to_input
 
     case = json.loads((case_dir / "case.json").read_text())
     device = case["device"]
     resolved = resolve_project(case_dir / "network.yaml", case_dir / "checkpoint.pth.tar",
-                               device, case_dir / "sample.npy")
+                               get_device(device), case_dir / "sample.npy")
     model = build_onnx(resolved)
     path = tmp_path / "model.onnx"
     path.write_bytes(model.SerializeToString())
@@ -164,11 +165,12 @@ def test_output_layout_covers_expected_addresses(name):
     case_dir = GOLDEN / name
     if not (case_dir / "case.json").is_file():
         pytest.skip("golden corpus absent")
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.importer.izer import resolve_project
 
     case = json.loads((case_dir / "case.json").read_text())
     resolved = resolve_project(case_dir / "network.yaml", case_dir / "checkpoint.pth.tar",
-                               case["device"], case_dir / "sample.npy")
+                               get_device(case["device"]), case_dir / "sample.npy")
     words: dict[int, int] = {}
     for lay in resolved.layers:
         if lay.output_layer:

@@ -41,6 +41,7 @@ def test_auto_mapping_keeps_the_known_answer(name: str, tmp_path: Path) -> None:
     import custom_ops
     from custom_ops.builder import build_model
     from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.emit.unload import known_answer_layers
     from tests.golden.case_network import compare_words, output_words
 
@@ -53,7 +54,7 @@ def test_auto_mapping_keeps_the_known_answer(name: str, tmp_path: Path) -> None:
     ours = pipeline.trace_of(out)
 
     # deterministic: the mapping just written
-    mapped = plan(model, case["device"], None, fifo="--fifo" in options)
+    mapped = plan(model, get_device(case["device"]), None, fifo="--fifo" in options)
     net, placement = mapped.network, mapped.placement
     kat = known_answer_layers(placement)
     sample = np.load(GOLDEN / name / "sample.npy").reshape(net.input_shape)

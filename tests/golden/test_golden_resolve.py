@@ -10,6 +10,7 @@ from tests.conftest import GOLDEN, golden_params
 
 pytest.importorskip("torch")
 
+from onnx2ai8x.devices import get_device  # noqa: E402
 from onnx2ai8x.importer.checkpoint import read_checkpoint  # noqa: E402
 from onnx2ai8x.network import OPERATOR_NAMES  # noqa: E402
 from onnx2ai8x.sidecar import parse_file  # noqa: E402
@@ -29,7 +30,7 @@ def _resolve_case(name: str):
     sidecar = parse_file(case_dir / "network.yaml")
     ck = read_checkpoint(case_dir / "checkpoint.pth.tar")
     shape = np.load(case_dir / "sample.npy").shape
-    return case, resolve(sidecar, ck.layers, case["device"], shape, ck.arch)
+    return case, resolve(sidecar, ck.layers, get_device(case["device"]), shape, ck.arch)
 
 
 @pytest.mark.parametrize("name", golden_params())
@@ -58,7 +59,7 @@ def test_network_and_placement_carry_the_resolution(name):
         assert pl.out_offset == expected["out_offset"][i]
         assert pl.in_offset == expected["in_offset"][i]
     # the converter's path: shapes from a Network instead of a checkpoint
-    again = resolve_placement(resolved.sidecar, network, case["device"])
+    again = resolve_placement(resolved.sidecar, network, get_device(case["device"]))
     assert [p.output_processor_map for p in again.layers] == \
         [p.output_processor_map for p in placement.layers]
     assert [lay.output_shift for lay in again.network.layers] == \

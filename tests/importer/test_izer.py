@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.errors import Ai8xError
 from tests.conftest import GOLDEN
 
@@ -50,7 +51,7 @@ def test_shape_needs_sample_or_in_dim(case, tmp_path):
     from onnx2ai8x.importer.izer import import_project
 
     with pytest.raises(Ai8xError) as err:
-        import_project(case / "network.yaml", case / "checkpoint.pth.tar", "MAX78000")
+        import_project(case / "network.yaml", case / "checkpoint.pth.tar", MAX78000)
     assert err.value.code == "usage.bad-input"
     assert "in_dim" in err.value.render() and "--sample" in err.value.render()
 
@@ -58,7 +59,7 @@ def test_shape_needs_sample_or_in_dim(case, tmp_path):
 def test_deterministic(case):
     from onnx2ai8x.importer.izer import import_project
 
-    args = (case / "network.yaml", case / "checkpoint.pth.tar", "MAX78000",
+    args = (case / "network.yaml", case / "checkpoint.pth.tar", MAX78000,
             case / "sample.npy")
     assert import_project(*args).SerializeToString() == \
         import_project(*args).SerializeToString()

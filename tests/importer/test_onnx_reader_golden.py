@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from onnx2ai8x.devices import get_device
 from onnx2ai8x.legalize import legalize
 from tests.conftest import GOLDEN, golden_params
 
@@ -20,4 +21,4 @@ def test_golden_round_trip(case):
     back = read_model(builder.build_model(net))
     assert layer_differences(net, back) == []
     assert back.device == net.device
-    assert legalize(back, back.device).layers == back.layers
+    assert legalize(back, get_device(back.device)).layers == back.layers

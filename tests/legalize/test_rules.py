@@ -250,7 +250,7 @@ LEGAL = {
 def test_legal_networks_pass(case):
     net = LEGAL[case]()
     assert diagnose(net, MAX78000) == []
-    out = legalize(net, "MAX78000")
+    out = legalize(net, MAX78000)
     assert out.device == "MAX78000"
     assert out.layers == net.layers
 

@@ -6,6 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from onnx2ai8x.devices import MAX78000, MAX78002, get_device
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.memory_check import check_placement
@@ -41,7 +42,7 @@ def chain() -> Network:
 
 def test_chain_processors_and_offsets() -> None:
     net = chain()
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     assert check_placement(net, p) == []
     # one processor per channel up to 64; 100 channels: 2 passes of ceil(100/2)=50
     # rounded up to a multiple of 4 = 52 processors
@@ -60,7 +61,7 @@ def test_chain_processors_and_offsets() -> None:
 
 
 def test_deterministic() -> None:
-    assert auto_place(chain(), "MAX78000").layers == auto_place(chain(), "AI85").layers
+    assert auto_place(chain(), MAX78000).layers == auto_place(chain(), get_device("AI85")).layers
 
 
 def test_chw_when_hwc_input_does_not_fit() -> None:
@@ -68,7 +69,7 @@ def test_chw_when_hwc_input_does_not_fit() -> None:
     net = Network(layers=(conv("c0", 3, 8, 128, (-1,), pool=4),
                           conv("c1", 8, 8, 32, (0,))),
                   input_shape=(3, 128, 128), device="MAX78000")
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     assert p.layers[0].big_data
     assert p.layers[0].processor_map == 0b1 | 1 << 4 | 1 << 8  # one channel per instance
     assert check_placement(net, p) == []
@@ -82,7 +83,7 @@ def test_residual_operands_interleaved() -> None:
         dataclasses.replace(passthrough("add", 16, 16, (1, 2)), eltwise=ELTWISE_ADD,
                             operands=2),
     ), input_shape=(3, 16, 16), device="MAX78000")
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     assert check_placement(net, p) == []
     a, b, add = p.layers[1], p.layers[2], p.layers[3]
     assert a.write_gap == b.write_gap == 1
@@ -97,7 +98,7 @@ def test_concatenation_side_by_side() -> None:
         conv("b", 3, 8, 16, (-1,)),
         conv("cat", 16, 4, 16, (0, 1)),
     ), input_shape=(3, 16, 16), device="MAX78000")
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     assert check_placement(net, p) == []
     a, b, cat = p.layers
     assert a.out_offset == b.out_offset == cat.in_offset
@@ -114,7 +115,7 @@ def test_flatten_linear() -> None:
                 flatten=True, in_sequences=(0,), output_width=32,
                 weights=np.ones((10, 256), dtype=np.int64))
     net = Network(layers=(conv("c0", 3, 16, 4, (-1,)), lin), input_shape=(3, 4, 4))
-    p = auto_place(net, "MAX78002")
+    p = auto_place(net, MAX78002)
     assert p.device.name == "MAX78002"
     assert popcount(p.layers[1].processor_map) == 16
     assert popcount(p.layers[1].output_processor_map) == 10
@@ -125,7 +126,7 @@ def test_data_that_does_not_fit_names_the_layer() -> None:
     # 64 channels of 128x128 output: 64 KiB per instance (MAX78000 has 32 KiB)
     net = Network(layers=(conv("big", 3, 64, 128, (-1,)),), input_shape=(3, 128, 128))
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     assert err.value.code == "map.data-memory"
     assert "`big`" in err.value.render()
     assert "streaming" in err.value.render()
@@ -140,20 +141,20 @@ def test_kernel_memory_exhausted() -> None:
                    for i in range(13))
     net = Network(layers=layers, input_shape=(64, 4, 4))
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     assert err.value.code == "map.kernel-memory"
-    assert auto_place(net, "MAX78002")  # 4096 columns per processor
+    assert auto_place(net, MAX78002)  # 4096 columns per processor
 
 
 def test_too_many_layers() -> None:
     layers = tuple(conv(f"c{i}", 4, 4, 4, (i - 1,)) for i in range(33))
     with pytest.raises(Ai8xError) as err:
-        auto_place(Network(layers=layers, input_shape=(4, 4, 4)), "MAX78000")
+        auto_place(Network(layers=layers, input_shape=(4, 4, 4)), MAX78000)
     assert err.value.code == "map.layers"
 
 
 def test_partial_hints_are_kept() -> None:
-    p = auto_place(chain(), "MAX78000", {"c1": {"processors": 0xFFFF << 16},
+    p = auto_place(chain(), MAX78000, {"c1": {"processors": 0xFFFF << 16},
                                           "c2": {"out_offset": 0x4000}})
     assert p.layers[1].processor_map == 0xFFFF << 16
     assert p.layers[0].output_processor_map == 0xFFFF << 16
@@ -164,7 +165,7 @@ def test_partial_hints_are_kept() -> None:
 
 def _broken(**changes) -> list:
     net = chain()
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     ll = changes.pop("layer")
     layers = list(p.layers)
     layers[ll] = dataclasses.replace(layers[ll], **changes)
@@ -189,7 +190,7 @@ def wide_chain() -> Network:
 
 
 def _moved(net: Network, ll: int, offset: int) -> list:
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     layers = list(p.layers)
     layers[ll] = dataclasses.replace(layers[ll], out_offset=offset)
     if ll + 1 < len(layers):
@@ -199,7 +200,7 @@ def _moved(net: Network, ll: int, offset: int) -> list:
 
 def test_wide_chain_alternates_two_buffers() -> None:
     net = wide_chain()
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     size = 8 * 8 * 4  # one word per pixel
     offs = [p.layers[0].in_offset] + [pl.out_offset for pl in p.layers]
     for a, b in zip(offs, offs[1:], strict=False):
@@ -210,7 +211,7 @@ def test_wide_chain_alternates_two_buffers() -> None:
 def test_checker_overwrite_of_live_data() -> None:
     # w2 writes where its own input (w1's output) lives
     net = wide_chain()
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     diags = _moved(net, 2, p.layers[1].out_offset)
     assert "map.overwrite" in {d.code for d in diags}
     assert any("`w2`" in d.where for d in diags)
@@ -219,13 +220,13 @@ def test_checker_overwrite_of_live_data() -> None:
 def test_checker_allows_reuse_of_dead_data() -> None:
     # w2 may write where w0's output was: only w1 read it, and w1 has run
     net = wide_chain()
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     assert _moved(net, 2, p.layers[0].out_offset) == []
 
 
 def test_checker_chw_needs_one_channel_per_instance() -> None:
     net = Network(layers=(conv("c0", 3, 8, 8, (-1,)),), input_shape=(3, 8, 8))
-    p = auto_place(net, "MAX78000")
+    p = auto_place(net, MAX78000)
     bad = dataclasses.replace(p, layers=(dataclasses.replace(p.layers[0], big_data=True,
                                                              processor_map=0b111),))
     assert [d.code for d in check_placement(net, bad)] == ["map.chw"]

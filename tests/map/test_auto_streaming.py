@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from onnx2ai8x.devices import MAX78000, get_device
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.hw import streams_1x1_as_3x3
@@ -38,7 +39,7 @@ def instances(pmap: int) -> set[int]:
 
 def test_big_frames_stream_the_first_layers():
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     streaming = [pl.streaming for pl in placement.layers]
     k = streaming.index(False)
     assert k >= 1 and not any(streaming[k:]), streaming  # a leading run of layers
@@ -69,7 +70,7 @@ def test_rollover_is_the_vendor_formula():
     start increase); rollover = start + (pool rows - 1) * columns + max(stride, pool
     stride, pool)."""
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     roll = stream_rollovers(placement)
     c0, c1 = net.layers[0], net.layers[1]
     row = c0.pooled_dim[1] + 2 * c0.padding[1]  # 130
@@ -84,7 +85,7 @@ def test_rollover_is_the_vendor_formula():
 
 def test_fewest_streaming_layers_are_chosen():
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     k = sum(pl.streaming for pl in placement.layers)
     # Layer c0's whole output (one word per pixel per instance) exceeds an instance, so
     # its reader c1 must stream; c1's output fits, so nothing after c1 streams.
@@ -95,14 +96,14 @@ def test_fewest_streaming_layers_are_chosen():
 
 def test_data_that_fits_does_not_stream():
     net = big_input(dim=32)
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert not any(pl.streaming for pl in placement.layers)
     assert stream_rollovers(placement) == (None,) * 4
 
 
 def test_more_than_four_channels_use_the_other_fifos():
     net = big_input(channels=7)
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert placement.layers[0].streaming
     # channels 0-3 on processors 0-3, channels 4-6 on 16-18
     assert placement.layers[0].processor_map == 0xF | 0x7 << 16
@@ -112,7 +113,7 @@ def test_more_than_four_channels_use_the_other_fifos():
 def test_streaming_needs_a_fifo_sized_input():
     net = big_input(channels=17)
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     d = err.value.diagnostics[0]
     assert d.code == "map.data-memory"
     assert "FIFO" in d.message and "16 input channels" in d.message
@@ -135,7 +136,7 @@ def test_stream_register_limits_give_a_clear_error():
     assert 16 * w * 4 > INSTANCE  # the first layer's output needs streaming
     assert (w + 2) * (2 + 15) + 2 + 16 + 2 > 2 ** 14 - 1
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     d = err.value.diagnostics[0]
     assert d.code == "map.streaming" and d.where == "layer `wide1`"
     assert "streaming start 17445" in d.message and "16383" in d.message
@@ -148,7 +149,7 @@ def test_streaming_stops_at_a_layer_that_cannot_stream():
     c1 = dataclasses.replace(net.layers[1], flatten=True)
     net = dataclasses.replace(net, layers=(net.layers[0], c1, *net.layers[2:]))
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
+        auto_place(net, MAX78000)
     d = err.value.diagnostics[0]
     assert d.code == "map.data-memory" and "`c1`" in d.message and "cannot stream" in d.message
 
@@ -161,7 +162,7 @@ def _with(placement: Placement, ll: int, **kw) -> Placement:
 
 def test_checker_applies_the_vendor_streaming_rules():
     net = big_input()
-    good = auto_place(net, "MAX78000")
+    good = auto_place(net, MAX78000)
     roll = stream_rollovers(good)
     # the input on processors 4-6, which no FIFO writes
     diags = check_placement(net, _with(good, 0, processor_map=0x70))
@@ -185,7 +186,7 @@ def test_checker_applies_the_vendor_streaming_rules():
 
 def test_buffers_of_the_streaming_part():
     net = big_input()
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     roll = stream_rollovers(placement)
     bufs = {b.producer: b for b in buffers(net, placement)}
     # the input and c0's output are circular buffers of their reader's rollover, live
@@ -219,7 +220,7 @@ def test_a_1x1_convolution_reads_the_streaming_layers(device, dim):
     c2 = conv("c2", 32, 64, dim // 2, (1,), k=1, pool=2)
     c3 = conv("c3", 64, 10, dim // 4, (2,), k=1, pool=2)
     net = dataclasses.replace(net, layers=(*net.layers[:2], c2, c3), device=device)
-    placement = auto_place(net, device)
+    placement = auto_place(net, get_device(device))
     assert [pl.streaming for pl in placement.layers] == [True, True, False, False]
     assert check_placement(net, placement) == []
     assert [streams_1x1_as_3x3(net, placement, ll) for ll in range(4)] \
@@ -238,7 +239,7 @@ def test_a_1x1_convolution_streams_as_3x3():
     c3 = conv("c3", 32, 10, 64, (2,), k=1, pool=2)
     net = dataclasses.replace(net, layers=(net.layers[0], c1, c2, c3))
     assert output_bytes(c1) > INSTANCE
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert [pl.streaming for pl in placement.layers] == [True, True, True, False]
     assert check_placement(net, placement) == []
     # c3 reads the last streaming layer: 3x3 hardware too
@@ -250,11 +251,11 @@ def test_a_1x1_convolution_streams_as_3x3():
 
 def test_a_given_number_of_layers_streams():
     net = big_input()
-    placement = auto_place(net, "MAX78000", stream_layers=3)
+    placement = auto_place(net, MAX78000, stream_layers=3)
     assert [pl.streaming for pl in placement.layers] == [True, True, True, False]
     assert check_placement(net, placement) == []
     with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000", stream_layers=9)
+        auto_place(net, MAX78000, stream_layers=9)
     assert err.value.diagnostics[0].code == "map.streaming"
     assert "at most 4 can" in err.value.diagnostics[0].message
 
@@ -266,13 +267,13 @@ def test_a_given_number_of_layers_streams():
 ])
 def test_fifo_option_puts_the_input_on_fifo_processors(channels, dim, want):
     net = big_input(channels, dim)
-    placement = auto_place(net, "MAX78000", fifo=True)
+    placement = auto_place(net, MAX78000, fifo=True)
     assert placement.layers[0].processor_map == want
     assert not placement.layers[0].big_data
     assert check_placement(net, placement) == []
     # without the option a 15-channel input is packed from processor 0
     if channels == 15:
-        assert auto_place(net, "MAX78000").layers[0].processor_map == 0x7FFF
+        assert auto_place(net, MAX78000).layers[0].processor_map == 0x7FFF
 
 
 def test_a_1x1_convolution_may_end_the_streaming_part():
@@ -292,7 +293,7 @@ def test_a_1x1_convolution_may_end_the_streaming_part():
     assert output_bytes(c1) > INSTANCE and output_bytes(c2) <= INSTANCE
     assert not [d for d in diagnose(net, get_device("MAX78000"))
                 if d.code == "limit.data-memory"]
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert [pl.streaming for pl in placement.layers] == [True, True, True]
     assert check_placement(net, placement) == []
     # a 3x3 unpadded layer in its place cannot end it

@@ -9,6 +9,7 @@ import pytest
 
 import onnx2ai8x
 import onnx2ai8x.map.weights as weights_mod
+from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.map.hw import ffs, fls, multipass, popcount
 from tests.test_convert_cli import model  # noqa: F401 - the small-model fixture
 
@@ -59,6 +60,6 @@ def test_weight_memory_is_allocated_once_per_conversion(model, tmp_path,  # noqa
     monkeypatch.setattr(weights_mod, "allocate_bias",
                         counting("bias", weights_mod.allocate_bias))
     # the whole conversion: mapping, check, estimate, report and the C project
-    convert(ConvertRequest(model=model, device="MAX78000", output=tmp_path / "out"))
+    convert(ConvertRequest(model=model, device=MAX78000, output=tmp_path / "out"))
     assert runs == {"kernels": 1, "bias": 1}
     assert "KERNELS" in (tmp_path / "out" / "weights.h").read_text()

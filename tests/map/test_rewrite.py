@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from onnx2ai8x.devices import get_device
+from onnx2ai8x.devices import MAX78000, MAX78002, get_device
 from onnx2ai8x.legalize import legalize
 from onnx2ai8x.legalize.rewrite import (
     copy_shared_concat_parts,
@@ -84,7 +84,7 @@ def test_shared_operand_gets_a_copy_right_after_its_producer() -> None:
 
 def test_resnet_maps_after_the_copy() -> None:
     net = rewrite(resnet(), get_device("MAX78000"))
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert check_placement(net, placement) == []
     assert placement.layers[4].in_sequences == (3, 2)
 
@@ -93,7 +93,7 @@ def test_without_the_copy_the_mapper_says_why() -> None:
     from onnx2ai8x.errors import Ai8xError
 
     with pytest.raises(Ai8xError) as info:
-        auto_place(resnet(), "MAX78000")
+        auto_place(resnet(), MAX78000)
     assert info.value.code == "map.shared-operand"
 
 
@@ -122,7 +122,7 @@ def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool, ch: int)
     # channels), the add reads a copy with two (96)
     full = rewrite(net, device)
     assert any(lay.name == "c0_copy" for lay in full.layers) == (ch > 64)
-    placement = auto_place(full, "MAX78002")
+    placement = auto_place(full, MAX78002)
     assert check_placement(full, placement) == []
     assert [pl.input_skip for pl in placement.layers][1] == (1 if ch <= 64 else 0)
 
@@ -191,10 +191,10 @@ def test_shared_concatenation_part_maps_and_passes_verify(device: str, tmp_path)
 
     net = dataclasses.replace(skip112(), device=device)
     with pytest.raises(Ai8xError) as info:
-        auto_place(net, device)
+        auto_place(net, get_device(device))
     assert info.value.code == "map.shared-operand"
     full = rewrite(net, get_device(device))
-    placement = auto_place(full, device)
+    placement = auto_place(full, get_device(device))
     assert check_placement(full, placement) == []
     up, dec = placement.layers[3], placement.layers[4]
     copy = placement.layers[2]
@@ -226,7 +226,7 @@ def test_unfused_eltwise_project_passes_verify_against_its_model(tmp_path) -> No
 
     net = mbconv(True)
     with pytest.raises(Ai8xError) as info:
-        legalize(net, get_device("MAX78002"))
+        legalize(net, MAX78002)
     assert info.value.code == "limit.eltwise-multipass"
     model = tmp_path / "mbconv.onnx"
     model.write_bytes(build_model(net).SerializeToString())
@@ -249,7 +249,7 @@ def test_shared_concatenation_part_is_read_in_place_on_max78002(tmp_path) -> Non
 
     net = dataclasses.replace(skip112(), device="MAX78002")
     assert rewrite(net, get_device("MAX78002")).layers == net.layers
-    placement = auto_place(net, "MAX78002")
+    placement = auto_place(net, MAX78002)
     assert check_placement(net, placement) == []
     enc, bneck, up, dec = (placement.layers[i] for i in range(4))
     assert (enc.write_gap, up.write_gap) == (1, 1)

@@ -25,6 +25,7 @@ from torch import nn
 
 import ai8x_torch as ai8x
 from onnx2ai8x.convert import plan
+from onnx2ai8x.devices import MAX78000, MAX78002
 from onnx2ai8x.map.memory_check import check_placement
 from onnx2ai8x.network import OP_NONE
 from tests.ai8x_torch.helpers import randomize
@@ -71,7 +72,7 @@ def _layer(result, name: str) -> int:
 
 def test_residual_input_is_read_in_place_on_max78002(tmp_path: Path) -> None:
     path = _export(tmp_path, "MAX78002", 32)
-    result = plan(path, "MAX78002", None)
+    result = plan(path, MAX78002, None)
     assert check_placement(result.network, result.placement) == []
     names = [lay.name for lay in result.network.layers]
     assert not any(n.endswith("_copy") for n in names), names
@@ -132,7 +133,7 @@ def test_checker_holds_reads_to_the_gap_they_were_written_with(tmp_path: Path) -
     from onnx2ai8x.map.memory_check import check_sidecar_placement
 
     path = _export(tmp_path, "MAX78002", 32)
-    result = plan(path, "MAX78002", None)
+    result = plan(path, MAX78002, None)
     net, placement = result.network, result.placement
     conv1 = _layer(result, "conv1")
 
@@ -144,12 +145,12 @@ def test_checker_holds_reads_to_the_gap_they_were_written_with(tmp_path: Path) -
     no_gap = check_placement(net, with_layer(conv1, input_skip=0))
     assert [(d.code, d.where) for d in no_gap] == [("map.read-gap", "layer `conv1`")]
     assert "write_gap 1" in no_gap[0].message and "`pre`" in no_gap[0].message
-    on_max78000 = dataclasses.replace(placement, device="MAX78000")
+    on_max78000 = dataclasses.replace(placement, device=MAX78000)
     codes = {(d.code, d.where) for d in check_placement(net, on_max78000)}
     assert ("map.read-gap", "layer `conv1`") in codes
     assert [d.code for d in check_sidecar_placement(net, on_max78000)] == ["map.read-gap"]
 
-    wide = plan(_export(tmp_path, "MAX78002", 96), "MAX78002", None)
+    wide = plan(_export(tmp_path, "MAX78002", 96), MAX78002, None)
     head = len(wide.network.layers) - 1  # reads 96 channels in two passes
     forced = dataclasses.replace(wide.placement, layers=(
         *wide.placement.layers[:head],

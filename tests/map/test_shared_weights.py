@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 
+from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.kernels import allocate_kernels
 from onnx2ai8x.map.memory_check import check_placement
@@ -31,7 +32,7 @@ def shared_head(same: bool) -> Network:
 
 def test_shared_head_reads_the_same_processors_and_stores_kernels_once() -> None:
     net = shared_head(same=True)
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert check_placement(net, placement) == []
     assert placement.layers[4].processor_map == placement.layers[2].processor_map
     kernels = allocate_kernels(net, placement)
@@ -40,7 +41,7 @@ def test_shared_head_reads_the_same_processors_and_stores_kernels_once() -> None
 
 def test_distinct_heads_are_placed_independently() -> None:
     net = shared_head(same=False)
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     assert check_placement(net, placement) == []
     kernels = allocate_kernels(net, placement)
     same_procs = placement.layers[4].processor_map == placement.layers[2].processor_map

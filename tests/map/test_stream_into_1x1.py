@@ -24,6 +24,7 @@ from torch import nn
 
 import ai8x_torch as ai8x
 from onnx2ai8x.convert import plan
+from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.map.hw import streams_1x1_as_3x3
 from onnx2ai8x.map.memory_check import check_placement, output_bytes
 from onnx2ai8x.map.weights import attached
@@ -86,7 +87,7 @@ def _export(tmp_path: Path, kind: str) -> Path:
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_streams_then_1x1_maps_and_runs(tmp_path: Path, kind: str) -> None:
     path = _export(tmp_path, kind)
-    result = plan(path, "MAX78000", None)
+    result = plan(path, MAX78000, None)
     net, placement = result.network, result.placement
     # the first layer's whole output does not fit: streaming is needed
     assert output_bytes(net.layers[0]) > 0x8000

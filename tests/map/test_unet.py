@@ -21,6 +21,7 @@ from torch import nn
 
 import ai8x_torch as ai8x
 from onnx2ai8x.convert import plan
+from onnx2ai8x.devices import MAX78000, get_device
 from onnx2ai8x.map.memory_check import check_placement
 from tests.ai8x_torch.helpers import randomize
 from tests.conftest import GOLDEN
@@ -77,7 +78,7 @@ def _export(tmp_path: Path, device: str, c: int, skip_first: bool, dim: int) -> 
 def test_unet_maps_automatically(tmp_path: Path, device: str, c: int, skip_first: bool,
                                  dim: int) -> None:
     path = _export(tmp_path, device, c, skip_first, dim)
-    result = plan(path, device, None)
+    result = plan(path, get_device(device), None)
     assert check_placement(result.network, result.placement) == []
     # every concatenation reads its inputs side by side, in the model's order
     for ll, lay in enumerate(result.network.layers):
@@ -140,7 +141,7 @@ def test_concatenation_over_64_channels_is_written_interleaved(tmp_path: Path) -
         -2, 3, lay.weights.shape), "output_shift": -4}) for lay in layers]
     net = Network(layers=tuple(layers), input_shape=(3, 16, 16), device="MAX78000",
                   name="cat112")
-    placement = auto_place(net, "MAX78000")
+    placement = auto_place(net, MAX78000)
     a, b, cat = placement.layers
     assert (a.write_gap, b.write_gap) == (1, 1)
     assert b.out_offset == a.out_offset + 4 and cat.in_offset == a.out_offset

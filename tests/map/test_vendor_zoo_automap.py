@@ -161,6 +161,7 @@ def vendor_cycles(arch: vz.Architecture, path: Path, folder: Path) -> tuple[int 
     import yaml
 
     from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import get_device
 
     name = VENDOR_SIDECARS.get(arch.id)
     if name is None or not vz.available(vz.SYNTHESIS_MIRROR):
@@ -175,7 +176,7 @@ def vendor_cycles(arch: vz.Architecture, path: Path, folder: Path) -> tuple[int 
         fake = fake_passthrough(name)
         model = path if fake is None else _with_fake_passthrough(path, arch.device,
                                                                  sidecar, fake)
-        return sum(plan(model, arch.device, sidecar).cycles), ""
+        return sum(plan(model, get_device(arch.device), sidecar).cycles), ""
     except Ai8xError as err:
         d = err.diagnostics[0]
         return None, f"{d.code} {d.where}: {d.message}"
@@ -231,6 +232,7 @@ def _with_fake_passthrough(path: Path, device: str, sidecar: Path,
     """The exported model with `fake` added as the vendor adds it to the checkpoint,
     imported with the vendor's sidecar (import-izer)."""
     from onnx2ai8x.convert import load_onnx
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.importer.checkpoint import CheckpointLayer
     from onnx2ai8x.importer.izer import build_onnx
     from onnx2ai8x.importer.onnx_reader import read_model_full
@@ -247,7 +249,7 @@ def _with_fake_passthrough(path: Path, device: str, sidecar: Path,
         weight_bits=bits, output_shift=1, has_output_shift=True)
     at = next(k for k, lay in enumerate(layers) if lay.name == fake.before)
     layers.insert(at, layer)
-    resolved = resolve(parse_file(sidecar), layers, device, network.input_shape)
+    resolved = resolve(parse_file(sidecar), layers, get_device(device), network.input_shape)
     out = sidecar.with_suffix(".onnx")
     out.write_bytes(build_onnx(resolved).SerializeToString())
     return out
@@ -309,6 +311,7 @@ def export(arch: vz.Architecture, folder: Path) -> Path:
 def evaluate(arch: vz.Architecture, folder: Path) -> tuple[Outcome, Path | None]:
     """What the converter does with the architecture (see the module doc string)."""
     from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import get_device
     from onnx2ai8x.map.memory_check import check_placement
 
     try:
@@ -322,7 +325,7 @@ def evaluate(arch: vz.Architecture, folder: Path) -> tuple[Outcome, Path | None]
                        f"{last.lineno}", str(exc).splitlines()[0][:200] if str(exc)
                        else ""), None
     try:
-        result = plan(path, arch.device, None)
+        result = plan(path, get_device(arch.device), None)
     except Ai8xError as err:
         d = err.diagnostics[0]
         return Outcome("diagnostic", d.code, d.where, d.message,
@@ -506,11 +509,12 @@ def test_project_passes_the_virtual_accelerator(arch: vz.Architecture, tmp_path:
 def _sidecar_round_trip(arch: vz.Architecture, path: Path, folder: Path) -> None:
     """The written sidecar, fed back, gives the same placement and the same sidecar."""
     from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import get_device
 
-    first = plan(path, arch.device, None)
+    first = plan(path, get_device(arch.device), None)
     written = folder / "written.yaml"
     written.write_text(first.sidecar_text)
-    again = plan(path, arch.device, written)
+    again = plan(path, get_device(arch.device), written)
     assert again.placement.layers == first.placement.layers
     assert again.sidecar_text == first.sidecar_text
     assert again.cycles == first.cycles

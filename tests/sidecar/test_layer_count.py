@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from onnx2ai8x.convert import plan
+from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.errors import Ai8xError
 from tests.map.test_outputs import detector
 
@@ -16,17 +17,17 @@ def test_extra_sidecar_layer_is_a_clear_error(tmp_path: Path) -> None:
 
     model = tmp_path / "detector.onnx"
     model.write_bytes(build_model(detector()).SerializeToString())
-    written = plan(model, "MAX78000", None).sidecar_text
+    written = plan(model, MAX78000, None).sidecar_text
     extra = ("  - processors: 0x00000000000000ff\n    output_processors: 0x00000000000000ff\n"
              "    out_offset: 0x4000\n    operation: passthrough\n")
     sidecar = tmp_path / "extra.yaml"
     sidecar.write_text(written.rstrip("\n") + "\n" + extra)
     with pytest.raises(Ai8xError) as info:
-        plan(model, "MAX78000", sidecar)
+        plan(model, MAX78000, sidecar)
     d = info.value.diagnostics[0]
     assert d.code == "sidecar.layers"
     assert "6 layers" in d.message and "5 hardware layers" in d.message
     # the written sidecar itself still applies
     same = tmp_path / "same.yaml"
     same.write_text(written)
-    assert plan(model, "MAX78000", same).sidecar_text == written
+    assert plan(model, MAX78000, same).sidecar_text == written
