@@ -25,7 +25,7 @@ from torch import nn
 
 import ai8x_torch as ai8x
 from onnx2ai8x.convert import plan
-from onnx2ai8x.devices import MAX78000, MAX78002
+from onnx2ai8x.devices import MAX78000, MAX78002, get_device
 from onnx2ai8x.map.memory_check import check_placement
 from onnx2ai8x.network import OP_NONE
 from tests.ai8x_torch.helpers import randomize
@@ -111,7 +111,7 @@ def test_residual_input_is_copied_where_it_cannot_be_read_in_place(
     MAX78002 allows none either (the vendor's fpndetector copies its 128-channel residual
     inputs: "gapped version" layers)."""
     path = _export(tmp_path, device, c)
-    result = plan(path, device, None)
+    result = plan(path, get_device(device), None)
     assert check_placement(result.network, result.placement) == []
     copy = _layer(result, "pre_copy")
     lay = result.network.layers[copy]
