@@ -27,14 +27,10 @@ from ..network import (
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
     OPERATOR_NAMES,
     Layer,
     Network,
+    Op,
 )
 from .facts import (
     CONVOLUTIONS,
@@ -118,7 +114,7 @@ def conv2d_kernel(layer, network, device):
 
     Seed: "Conv2d: Kernel sizes must be 1x1 or 3x3."
     """
-    if layer.operator == OP_CONV2D and tuple(layer.kernel_size) not in device.conv2d_kernels:
+    if layer.operator == Op.CONV2D and tuple(layer.kernel_size) not in device.conv2d_kernels:
         k = layer.kernel_size
         return _diag("conv2d-kernel", layer.name,
                      f"Conv2d kernel {k[0]}x{k[1]} is not supported (1x1 or 3x3 only)",
@@ -132,7 +128,7 @@ def conv1d_kernel(layer, network, device):
 
     Seed: "Conv1d: Kernel lengths must be 1 through 9."
     """
-    if layer.operator == OP_CONV1D and not (
+    if layer.operator == Op.CONV1D and not (
             1 <= layer.kernel_size[0] <= device.conv1d_kernel_max
             and layer.kernel_size[1] == 1):
         return _diag("conv1d-kernel", layer.name,
@@ -147,7 +143,7 @@ def convtranspose2d_kernel(layer, network, device):
 
     Seed: "ConvTranspose2d: Kernel sizes must be 3x3."
     """
-    if layer.operator == OP_CONVTRANSPOSE2D and \
+    if layer.operator == Op.CONVTRANSPOSE2D and \
             tuple(layer.kernel_size) not in device.convtranspose2d_kernels:
         k = layer.kernel_size
         return _diag("convtranspose2d-kernel", layer.name,
@@ -162,7 +158,7 @@ def linear_kernel(layer, network, device):
     Seed: "fully connected layers (Linear), which are implemented using 1x1 convolutions
     on 1x1 data".
     """
-    if layer.operator != OP_LINEAR:
+    if layer.operator != Op.LINEAR:
         return None
     if tuple(layer.kernel_size) != (1, 1) or tuple(layer.padding) != (0, 0):
         return _diag("linear-kernel", layer.name,
@@ -186,7 +182,7 @@ def padding(layer, network, device):
         return None
     ph, pw = layer.padding
     bad = ph not in device.paddings or pw not in device.paddings
-    if layer.operator == OP_CONV1D and pw != 0:
+    if layer.operator == Op.CONV1D and pw != 0:
         bad = True
     if bad:
         return _diag("padding", layer.name,
@@ -220,7 +216,7 @@ def stride(layer, network, device):
     "Stride is fixed to [2, 2]." A stride without pooling is done by the pooling unit
     (pool 1x1, stride > 1), which the importer already did if it was possible.
     """
-    want = device.convtranspose2d_stride if layer.operator == OP_CONVTRANSPOSE2D else (1, 1)
+    want = device.convtranspose2d_stride if layer.operator == Op.CONVTRANSPOSE2D else (1, 1)
     if tuple(layer.stride) != tuple(want):
         s = layer.stride
         return _diag("stride", layer.name,
@@ -238,7 +234,7 @@ def conv2d_dilation(layer, network, device):
     1 to 16, but the vendor tool (whose output this converter reproduces) implements
     dilation only for Conv1d.
     """
-    if layer.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE) and \
+    if layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR, Op.NONE) and \
             max(layer.dilation) > device.conv2d_dilation_max:
         d = layer.dilation
         return _diag("conv2d-dilation", layer.name,
@@ -258,7 +254,7 @@ def conv1d_dilation(layer, network, device):
     dilation beyond that runs on the 3x3 hardware, which needs kernel length >= 2, no
     pooling, no padding, one operand and no flattening.
     """
-    if layer.operator != OP_CONV1D:
+    if layer.operator != Op.CONV1D:
         return None
     k, d = layer.kernel_size[0], layer.dilation[0]
     if d == 1:
@@ -318,7 +314,7 @@ def groups(layer, network, device):
                      f"groups={g} must equal the input and output channels "
                      f"({layer.input_channels} in, {layer.output_channels} out)",
                      "use groups=1 or a depthwise convolution (groups = in = out channels)")
-    if layer.operator not in (OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D) or layer.flatten:
+    if layer.operator not in (Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D) or layer.flatten:
         return _diag("groups", layer.name,
                      f"groups={g} is only supported for convolutions without flattening",
                      "use groups=1")
@@ -331,7 +327,7 @@ def output_padding(layer, network, device):
     Seed: "ConvTranspose2d: ... Output padding is fixed to 1."
     """
     op = tuple(layer.output_padding)
-    if layer.operator == OP_CONVTRANSPOSE2D:
+    if layer.operator == Op.CONVTRANSPOSE2D:
         ok = all(v in device.convtranspose2d_output_padding for v in op)
     else:
         ok = op == (0, 0)
@@ -404,7 +400,7 @@ def pool_channels(layer, network, device):
     Seed: "Pooling more than 64 channels requires the use of a "fused" convolution in the
     same layer, unless the pooled dimensions are 1x1."
     """
-    if layer.operator == OP_NONE and layer.pool != (1, 1) and \
+    if layer.operator == Op.NONE and layer.pool != (1, 1) and \
             in_passes(layer, device) > device.pool_passes_max and \
             tuple(layer.pooled_dim) != (1, 1):
         return _diag("pool-channels", layer.name,
@@ -507,7 +503,7 @@ def flatten(layer, network, device):
         return None
     out = []
     hw = pixels(layer.pooled_dim)
-    if layer.operator != OP_LINEAR:
+    if layer.operator != Op.LINEAR:
         out.append(_diag("flatten", layer.name,
                          f"flattening is only available for Linear layers, not {_op(layer)}",
                          "flatten directly before a Linear (MatMul) layer"))
@@ -571,7 +567,7 @@ def eltwise_conv1d(layer, network, device):
     Seed: "Element-wise operators can be chained in-flight with pooling and 2D
     convolution"; the vendor tool rejects element-wise operations with Conv1d.
     """
-    if layer.operands > 1 and layer.operator == OP_CONV1D:
+    if layer.operands > 1 and layer.operator == Op.CONV1D:
         return _diag("eltwise-conv1d", layer.name,
                      "an element-wise operation cannot be fused with Conv1d",
                      "do the element-wise operation in its own (pass-through) layer")
@@ -602,7 +598,7 @@ def eltwise_multipass(layer, network, device):
     if passes <= 1:
         return None
     if device.eltwise_multipass_emulated and ops * passes != ops + passes and \
-            (layer.operator != OP_NONE or pools(layer)):
+            (layer.operator != Op.NONE or pools(layer)):
         return _diag("eltwise-multipass", layer.name,
                      f"a {ops}-operand element-wise operation on {layer.input_channels} "
                      f"channels ({passes} passes) cannot be fused with a convolution or "
@@ -615,7 +611,7 @@ def _eltwise_conv_bias(layer: Layer, device: Device) -> bool:
     """An element-wise operation fused with a convolution that adds a bias, on a device
     without that fusion (MAX78002)."""
     return not device.eltwise_multipass_conv_bias and layer.operands > 1 and \
-        layer.operator != OP_NONE and layer.bias is not None and \
+        layer.operator != Op.NONE and layer.bias is not None and \
         bool(np.any(np.asarray(layer.bias) != 0))
 
 
@@ -730,7 +726,7 @@ def activation(layer, network, device):
         return _diag("activation", layer.name,
                      f"activation {layer.activation!r} is not supported",
                      "use ReLU, Abs or no activation")
-    if layer.operator == OP_NONE and layer.activation is not ACT_NONE:
+    if layer.operator == Op.NONE and layer.activation is not ACT_NONE:
         return _diag("activation", layer.name,
                      "a layer without convolution cannot apply an activation",
                      "apply the activation in the previous convolution")
@@ -743,7 +739,7 @@ def passthrough(layer, network, device):
     Vendor tool: "Padding must be zero for passthrough layers", "`output_shift` must be
     zero for passthrough layers", wide output requires a convolution.
     """
-    if layer.operator != OP_NONE:
+    if layer.operator != Op.NONE:
         return None
     out = []
     if tuple(layer.padding) != (0, 0):
@@ -837,11 +833,11 @@ def weights_shape(layer, network, device):
     w = np.asarray(w)
     g = max(layer.conv_groups, 1)
     kh, kw = layer.kernel_size
-    if layer.operator == OP_CONV2D:
+    if layer.operator == Op.CONV2D:
         want = (layer.output_channels, layer.input_channels // g, kh, kw)
-    elif layer.operator == OP_CONV1D:
+    elif layer.operator == Op.CONV1D:
         want = (layer.output_channels, layer.input_channels // g, kh)
-    elif layer.operator == OP_CONVTRANSPOSE2D:
+    elif layer.operator == Op.CONVTRANSPOSE2D:
         want = (layer.input_channels, layer.output_channels // g, kh, kw)
     else:
         n_in = layer.input_channels * (pixels(layer.pooled_dim) if layer.flatten else 1)
@@ -1071,13 +1067,13 @@ def data_memory(layer, network, device):
                              f"streaming frame {lay.input_dim[0]}x{lay.input_dim[1]}x"
                              f"{in_passes(lay, device)} passes = {frame} (must be below "
                              f"2^21)", hint))
-        if lay.flatten or (lay.operator == OP_CONV1D and lay.dilation[0] > 1 and
+        if lay.flatten or (lay.operator == Op.CONV1D and lay.dilation[0] > 1 and
                            (lay.kernel_size[0] - 1) * lay.dilation[0]
                            >= device.conv1d_stretch_limit):
             out.append(_diag("data-memory", lay.name,
                              "this layer must stream (its data is too large for one memory "
                              "instance) but flattening/large dilation cannot stream", hint))
-        if not device.stream_passthrough and lay.operator == OP_NONE:
+        if not device.stream_passthrough and lay.operator == Op.NONE:
             out.append(_diag("data-memory", lay.name,
                              f"this layer must stream, and streaming layers on {device.name} "
                              "must use a convolution", "fuse it into a convolution"))

@@ -60,12 +60,9 @@ from ..errors import Ai8xError, Diagnostic
 from ..legalize.facts import same_weights
 from ..network import (
     ELTWISE_NONE,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_NONE,
     Layer,
     Network,
+    Op,
     output_layers,
 )
 from ..placement import LayerPlacement, Placement
@@ -262,7 +259,7 @@ class _Mapper:
         hwc_bytes = h * w * multipass(first.input_channels)[0] * first.operands * 4
         if (hwc_bytes > self.facts.data_instance_bytes or self.want_chw) and not self.stream \
                 and not self.fifo \
-                and first.operator != OP_CONV1D \
+                and not first.operator.one_d \
                 and first.operands == 1 and in_c <= PROCESSORS // PROCESSORS_PER_MEMORY \
                 and inputs_of(net, 0) == (INPUT,):
             self.big_data = True
@@ -303,7 +300,7 @@ class _Mapper:
                 # expects them by default (moved only if that memory is still in use);
                 # a pass-through layer writes where it reads (vendor rule,
                 # _check_passthrough_maps)
-                default = self.pmap[src] if net.layers[src].operator == OP_NONE \
+                default = self.pmap[src] if net.layers[src].operator.passthrough \
                     else _block(0, width)
                 self.tensor[src] = hint.get("output_processors", default)
                 if "output_processors" not in hint:
@@ -314,7 +311,7 @@ class _Mapper:
         if src == INPUT:
             return None
         lay = self.net.layers[src]
-        if lay.operator == OP_NONE or lay.conv_groups > 1:
+        if lay.operator.passthrough or lay.conv_groups > 1:
             return self.pmap[src]
         return None
 
@@ -744,7 +741,7 @@ def _runs_as_3x3(layer: Layer) -> bool:
     vendor rewrites its weights, seed 000 "Streaming Mode"); the kernel allocation here
     stores 1x1 kernels, so the mapper does not stream next to one."""
     return tuple(layer.kernel_size) == (1, 1) \
-        and layer.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D)
+        and layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D)
 
 
 def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
@@ -753,7 +750,7 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
     pass-through only where the device streams it; the FIFOs take 16 HWC channels)."""
     dev = facts
     first = network.layers[0]
-    if first.operator == OP_CONV1D:
+    if first.operator.one_d:
         return 0, "1-D data is not streamed automatically"
     if network.input_shape[0] > dev.fifo_channels_hwc or first.operands != 1 \
             or inputs_of(network, 0) != (INPUT,):
@@ -768,11 +765,11 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
         why = f"at most {dev.max_stream_layers} layers stream on {facts.name}"
     for ll, lay in enumerate(network.layers[:dev.max_stream_layers]):
         frame = lay.input_dim[0] * lay.input_dim[1] * multipass(lay.input_channels)[0]
-        if lay.flatten or lay.operator == OP_CONV1D or lay.dilation[0] > 1:
+        if lay.flatten or lay.operator.one_d or lay.dilation[0] > 1:
             why = f"layer `{lay.name}` (flattening, 1-D or dilated) cannot stream"
         elif _runs_as_3x3(lay):
             why = f"1x1 convolution `{lay.name}` is not streamed automatically"
-        elif lay.operator == OP_NONE and not dev.stream_passthrough:
+        elif lay.operator == Op.NONE and not dev.stream_passthrough:
             why = f"pass-through layer `{lay.name}` cannot stream on {facts.name}"
         elif frame >= dev.stream_frame_max:
             why = f"layer `{lay.name}`'s frame of {frame} exceeds the streaming limit"
@@ -873,7 +870,7 @@ def _check_passthrough_maps(network: Network, placement: Placement) -> None:
     (vendor rule); report a mapping that cannot satisfy it."""
     diags = []
     for lay, pl in zip(network.layers, placement.layers, strict=True):
-        if lay.operator != OP_NONE:
+        if lay.operator.has_weights:
             continue
         for g in range(QUADRANTS):
             inp = (pl.processor_map >> (PROCESSORS_PER_QUADRANT * g)) & 0xFFFF
