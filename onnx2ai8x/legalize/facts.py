@@ -11,8 +11,10 @@ from ..network import (
     Op,
 )
 
-CONVOLUTIONS = (Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D)
-WEIGHTED = (Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR)
+# Operator sets for the rules' `applies_to` and checks, from the operators' traits.
+CONVOLUTIONS = frozenset(op for op in Op if op.convolution)
+WEIGHTED = frozenset(op for op in Op if op.has_weights)
+NOT_1D = frozenset(op for op in Op if not op.one_d)
 
 
 def ceil_div(a: int, b: int) -> int:

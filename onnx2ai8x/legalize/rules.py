@@ -1,11 +1,12 @@
 """One named rule per hardware limit.
 
 Each rule is `(layer, network, device) -> Diagnostic | iterable of Diagnostic | None`.
-Layer rules get every layer in turn; network rules (scope "network") get `layer=None`
-and look at the whole network. A rule's docstring is the user-facing reason; its first
-line is what the README table shows. The quoted seed sentences are from the vendor guide,
-sections "Limitations of MAX78000 Networks" and "Limitations of MAX78002 Networks"
-(seed 000), unless another section is named.
+Layer rules get every layer whose operator they declare (`applies_to`) in turn; network
+rules (scope "network") get `layer=None` and look at the whole network. A rule's
+docstring is the user-facing reason; its first line is what the README table shows. The
+quoted seed sentences are from the vendor guide, sections "Limitations of MAX78000
+Networks" and "Limitations of MAX78002 Networks" (seed 000), unless another section is
+named.
 
 `index` below is the layer's position in `network.layers` (execution order).
 """
@@ -27,13 +28,13 @@ from ..network import (
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
-    OPERATOR_NAMES,
     Layer,
     Network,
     Op,
 )
 from .facts import (
     CONVOLUTIONS,
+    NOT_1D,
     WEIGHTED,
     ceil_div,
     consumers,
@@ -57,11 +58,19 @@ RuleFn = Callable[[Layer | None, Network, Device], Result]
 
 @dataclass(frozen=True)
 class Rule:
-    """A named check; `scope` is "layer" (called per layer) or "network" (once)."""
+    """A named check; `scope` is "layer" (called per layer) or "network" (once).
+
+    `applies_to` is the set of operators a layer rule checks; None: every layer, also
+    one whose operator code is no operator (such a layer gets only these rules).
+    """
 
     name: str
     fn: RuleFn
     scope: str = "layer"
+    applies_to: frozenset[Op] | None = None
+
+    def applies(self, layer: Layer) -> bool:
+        return self.applies_to is None or layer.operator in self.applies_to
 
     @property
     def reason(self) -> str:
@@ -70,6 +79,10 @@ class Rule:
     @property
     def code(self) -> str:
         return f"limit.{self.name}"
+
+
+def _only(*ops: Op) -> frozenset[Op]:
+    return frozenset(ops)
 
 
 def _diag(rule: str, where: str, message: str, hint: str) -> Diagnostic:
@@ -84,7 +97,7 @@ def _index(layer: Layer, network: Network) -> int:
 
 
 def _op(layer: Layer) -> str:
-    return OPERATOR_NAMES.get(layer.operator, str(layer.operator))
+    return layer.operator.word if isinstance(layer.operator, Op) else str(layer.operator)
 
 
 def _dims(pair: tuple[int, int], one_d: bool) -> str:
@@ -101,7 +114,7 @@ def operator_kind(layer, network, device):
     layers (upsampling), element-wise addition, subtraction, binary OR, binary XOR as well
     as fully connected layers (Linear)".
     """
-    if layer.operator not in OPERATOR_NAMES:
+    if not isinstance(layer.operator, Op):  # Layer made every known code an Op
         return _diag("operator-kind", layer.name,
                      f"operator code {layer.operator} is not a hardware operator",
                      "use Conv1d, Conv2d, ConvTranspose2d (stride 2), Linear or a "
@@ -114,7 +127,7 @@ def conv2d_kernel(layer, network, device):
 
     Seed: "Conv2d: Kernel sizes must be 1x1 or 3x3."
     """
-    if layer.operator == Op.CONV2D and tuple(layer.kernel_size) not in device.conv2d_kernels:
+    if tuple(layer.kernel_size) not in device.conv2d_kernels:
         k = layer.kernel_size
         return _diag("conv2d-kernel", layer.name,
                      f"Conv2d kernel {k[0]}x{k[1]} is not supported (1x1 or 3x3 only)",
@@ -128,8 +141,7 @@ def conv1d_kernel(layer, network, device):
 
     Seed: "Conv1d: Kernel lengths must be 1 through 9."
     """
-    if layer.operator == Op.CONV1D and not (
-            1 <= layer.kernel_size[0] <= device.conv1d_kernel_max
+    if not (1 <= layer.kernel_size[0] <= device.conv1d_kernel_max
             and layer.kernel_size[1] == 1):
         return _diag("conv1d-kernel", layer.name,
                      f"Conv1d kernel length {layer.kernel_size[0]} is not supported "
@@ -143,8 +155,7 @@ def convtranspose2d_kernel(layer, network, device):
 
     Seed: "ConvTranspose2d: Kernel sizes must be 3x3."
     """
-    if layer.operator == Op.CONVTRANSPOSE2D and \
-            tuple(layer.kernel_size) not in device.convtranspose2d_kernels:
+    if tuple(layer.kernel_size) not in device.convtranspose2d_kernels:
         k = layer.kernel_size
         return _diag("convtranspose2d-kernel", layer.name,
                      f"ConvTranspose2d kernel {k[0]}x{k[1]} is not supported (3x3 only)",
@@ -158,8 +169,6 @@ def linear_kernel(layer, network, device):
     Seed: "fully connected layers (Linear), which are implemented using 1x1 convolutions
     on 1x1 data".
     """
-    if layer.operator != Op.LINEAR:
-        return None
     if tuple(layer.kernel_size) != (1, 1) or tuple(layer.padding) != (0, 0):
         return _diag("linear-kernel", layer.name,
                      "a Linear layer must have a 1x1 kernel and no padding",
@@ -178,11 +187,9 @@ def padding(layer, network, device):
 
     Seed: "Padding can be 0, 1, or 2. Padding always uses zeros."
     """
-    if layer.operator not in CONVOLUTIONS:
-        return None
     ph, pw = layer.padding
     bad = ph not in device.paddings or pw not in device.paddings
-    if layer.operator == Op.CONV1D and pw != 0:
+    if layer.operator.one_d and pw != 0:
         bad = True
     if bad:
         return _diag("padding", layer.name,
@@ -234,8 +241,7 @@ def conv2d_dilation(layer, network, device):
     1 to 16, but the vendor tool (whose output this converter reproduces) implements
     dilation only for Conv1d.
     """
-    if layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D, Op.LINEAR, Op.NONE) and \
-            max(layer.dilation) > device.conv2d_dilation_max:
+    if max(layer.dilation) > device.conv2d_dilation_max:
         d = layer.dilation
         return _diag("conv2d-dilation", layer.name,
                      f"{_op(layer)} dilation {d[0]}x{d[1]} is not supported "
@@ -254,8 +260,6 @@ def conv1d_dilation(layer, network, device):
     dilation beyond that runs on the 3x3 hardware, which needs kernel length >= 2, no
     pooling, no padding, one operand and no flattening.
     """
-    if layer.operator != Op.CONV1D:
-        return None
     k, d = layer.kernel_size[0], layer.dilation[0]
     if d == 1:
         return None
@@ -314,7 +318,7 @@ def groups(layer, network, device):
                      f"groups={g} must equal the input and output channels "
                      f"({layer.input_channels} in, {layer.output_channels} out)",
                      "use groups=1 or a depthwise convolution (groups = in = out channels)")
-    if layer.operator not in (Op.CONV1D, Op.CONV2D, Op.CONVTRANSPOSE2D) or layer.flatten:
+    if layer.operator not in CONVOLUTIONS or layer.flatten:
         return _diag("groups", layer.name,
                      f"groups={g} is only supported for convolutions without flattening",
                      "use groups=1")
@@ -400,8 +404,7 @@ def pool_channels(layer, network, device):
     Seed: "Pooling more than 64 channels requires the use of a "fused" convolution in the
     same layer, unless the pooled dimensions are 1x1."
     """
-    if layer.operator == Op.NONE and layer.pool != (1, 1) and \
-            in_passes(layer, device) > device.pool_passes_max and \
+    if layer.pool != (1, 1) and in_passes(layer, device) > device.pool_passes_max and \
             tuple(layer.pooled_dim) != (1, 1):
         return _diag("pool-channels", layer.name,
                      f"a pooling-only layer pools {layer.input_channels} channels "
@@ -567,7 +570,7 @@ def eltwise_conv1d(layer, network, device):
     Seed: "Element-wise operators can be chained in-flight with pooling and 2D
     convolution"; the vendor tool rejects element-wise operations with Conv1d.
     """
-    if layer.operands > 1 and layer.operator == Op.CONV1D:
+    if layer.operands > 1:
         return _diag("eltwise-conv1d", layer.name,
                      "an element-wise operation cannot be fused with Conv1d",
                      "do the element-wise operation in its own (pass-through) layer")
@@ -739,8 +742,6 @@ def passthrough(layer, network, device):
     Vendor tool: "Padding must be zero for passthrough layers", "`output_shift` must be
     zero for passthrough layers", wide output requires a convolution.
     """
-    if layer.operator != Op.NONE:
-        return None
     out = []
     if tuple(layer.padding) != (0, 0):
         out.append(_diag("passthrough", layer.name,
@@ -806,8 +807,6 @@ def weight_bits_rule(layer, network, device):
     hardware supports two different flavors of 1-bit weights, either 0/-1 or +1/-1"
     (MAX78002).
     """
-    if layer.operator not in WEIGHTED:
-        return None
     q = layer.quantization
     if q not in device.weight_bits:
         what = "binary (+1/-1)" if q == -1 else f"{q}-bit"
@@ -824,8 +823,6 @@ def weights_shape(layer, network, device):
     Seed ("Number Format", "Weights: Quantization-Aware Training"): the kernel memory
     holds `quantization`-bit two's complement values (binary: +1/-1).
     """
-    if layer.operator not in WEIGHTED:
-        return None
     w = layer.weights
     if w is None:
         return _diag("weights-shape", layer.name, f"{_op(layer)} layer without weights",
@@ -1099,21 +1096,22 @@ def _as_list(result: Result) -> list[Diagnostic]:
 
 RULES: tuple[Rule, ...] = (
     Rule("operator-kind", operator_kind),
-    Rule("conv2d-kernel", conv2d_kernel),
-    Rule("conv1d-kernel", conv1d_kernel),
-    Rule("convtranspose2d-kernel", convtranspose2d_kernel),
-    Rule("linear-kernel", linear_kernel),
-    Rule("padding", padding),
+    Rule("conv2d-kernel", conv2d_kernel, applies_to=_only(Op.CONV2D)),
+    Rule("conv1d-kernel", conv1d_kernel, applies_to=_only(Op.CONV1D)),
+    Rule("convtranspose2d-kernel", convtranspose2d_kernel,
+         applies_to=_only(Op.CONVTRANSPOSE2D)),
+    Rule("linear-kernel", linear_kernel, applies_to=_only(Op.LINEAR)),
+    Rule("padding", padding, applies_to=CONVOLUTIONS),
     Rule("padding-kernel", padding_kernel),
     Rule("stride", stride),
-    Rule("conv2d-dilation", conv2d_dilation),
-    Rule("conv1d-dilation", conv1d_dilation),
+    Rule("conv2d-dilation", conv2d_dilation, applies_to=NOT_1D),
+    Rule("conv1d-dilation", conv1d_dilation, applies_to=_only(Op.CONV1D)),
     Rule("groups", groups),
     Rule("output-padding", output_padding),
     Rule("pool-size", pool_size),
     Rule("pool-stride", pool_stride),
     Rule("pool-dilation", pool_dilation),
-    Rule("pool-channels", pool_channels),
+    Rule("pool-channels", pool_channels, applies_to=_only(Op.NONE)),
     Rule("pool-last-operands", pool_last_operands),
     Rule("channels", channels),
     Rule("dimensions", dimensions),
@@ -1121,16 +1119,16 @@ RULES: tuple[Rule, ...] = (
     Rule("flatten", flatten),
     Rule("eltwise-kind", eltwise_kind),
     Rule("eltwise-operands", eltwise_operands),
-    Rule("eltwise-conv1d", eltwise_conv1d),
+    Rule("eltwise-conv1d", eltwise_conv1d, applies_to=_only(Op.CONV1D)),
     Rule("eltwise-multipass", eltwise_multipass),
     Rule("connectivity", connectivity),
     Rule("concat-alignment", concat_alignment),
     Rule("activation", activation),
-    Rule("passthrough", passthrough),
+    Rule("passthrough", passthrough, applies_to=_only(Op.NONE)),
     Rule("output-width", output_width),
     Rule("output-shift", output_shift),
-    Rule("weight-bits", weight_bits_rule),
-    Rule("weights-shape", weights_shape),
+    Rule("weight-bits", weight_bits_rule, applies_to=WEIGHTED),
+    Rule("weights-shape", weights_shape, applies_to=WEIGHTED),
     Rule("bias-channels", bias_channels),
     Rule("layer-count", layer_count, "network"),
     Rule("binary-mix", binary_mix, "network"),
@@ -1146,7 +1144,7 @@ def check(network: Network, device: Device,
     rules = tuple(rules)
     for layer in network.layers:
         for rule in rules:
-            if rule.scope == "layer":
+            if rule.scope == "layer" and rule.applies(layer):
                 yield from _as_list(rule.fn(layer, network, device))
     for rule in rules:
         if rule.scope == "network":
