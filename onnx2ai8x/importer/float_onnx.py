@@ -416,7 +416,7 @@ class _Walker:
         """The pooling-only layer breaks the pool-channels rule (it needs a convolution
         to pool that many channels)."""
         from ..devices import get_device
-        from ..legalize.rules import pool_channels
+        from ..legalize.rules.pooling import pool_channels
 
         return pool_channels(lay, None, get_device(self.device or "MAX78000")) is not None
 

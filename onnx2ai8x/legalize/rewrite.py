@@ -101,7 +101,7 @@ def _fusion_unsupported(lay: Layer, device: Device) -> bool:
         return False
     if not device.eltwise_multipass_conv_bias and lay.bias is not None \
             and bool(np.any(np.asarray(lay.bias) != 0)):
-        return True  # whatever the passes, as the vendor tool checks it (rules.py)
+        return True  # whatever the passes, as the vendor tool checks it (rules/eltwise.py)
     return passes > 1 and device.eltwise_multipass_emulated and \
         lay.operands * passes != lay.operands + passes
 
