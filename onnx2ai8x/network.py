@@ -41,13 +41,13 @@ class Op(IntEnum):
     @property
     def passthrough(self) -> bool:
         """No convolution: the layer pools and/or combines operands only."""
-        return self is Op.NONE
+        return not _TRAITS[self].has_weights
 
     @property
     def has_weights(self) -> bool:
         """The layer multiplies by weights held in kernel memory (every operator but
         pass-through)."""
-        return self is not Op.NONE
+        return _TRAITS[self].has_weights
 
     @property
     def convolution(self) -> bool:
@@ -58,28 +58,32 @@ class Op(IntEnum):
     @property
     def one_d(self) -> bool:
         """The operator works on 1-D (L, 1) data (Conv1d)."""
-        return self is Op.CONV1D
+        return _TRAITS[self].one_d
 
     @property
     def transposed(self) -> bool:
         """A transposed convolution (upsampling, stride 2, weights stored (in, out))."""
-        return self is Op.CONVTRANSPOSE2D
+        return _TRAITS[self].transposed
 
 
 @dataclass(frozen=True)
 class _OpTraits:
     word: str
     sidecar_word: str
+    has_weights: bool
     convolution: bool
+    one_d: bool = False
+    transposed: bool = False
 
 
 _TRAITS = {
-    Op.NONE: _OpTraits("passthrough", "passthrough", False),
-    Op.CONV1D: _OpTraits("conv1d", "conv1d", True),
-    Op.CONV2D: _OpTraits("conv2d", "conv2d", True),
-    Op.CONVTRANSPOSE2D: _OpTraits("convtranspose2d", "convtranspose2d", True),
+    Op.NONE: _OpTraits("passthrough", "passthrough", has_weights=False, convolution=False),
+    Op.CONV1D: _OpTraits("conv1d", "conv1d", has_weights=True, convolution=True, one_d=True),
+    Op.CONV2D: _OpTraits("conv2d", "conv2d", has_weights=True, convolution=True),
+    Op.CONVTRANSPOSE2D: _OpTraits("convtranspose2d", "convtranspose2d", has_weights=True,
+                                  convolution=True, transposed=True),
     # The vendor's sidecars spell a fully connected layer `mlp`.
-    Op.LINEAR: _OpTraits("linear", "mlp", False),
+    Op.LINEAR: _OpTraits("linear", "mlp", has_weights=True, convolution=False),
 }
 
 # The vendor's code names, kept for callers that spell operators so (tests, builders).
