@@ -12,6 +12,9 @@ from ..network import (
 )
 
 # Operator sets for the rules' `applies_to` and checks, from the operators' traits.
+# Legalize is where a layer may still carry an unknown operator code (a plain int, for
+# operator-kind to name), so the facts below and the rules for every layer compare
+# with members or test membership instead of asking an Op's traits.
 CONVOLUTIONS = frozenset(op for op in Op if op.convolution)
 WEIGHTED = frozenset(op for op in Op if op.has_weights)
 NOT_1D = frozenset(op for op in Op if not op.one_d)
