@@ -252,6 +252,11 @@ class _Part:
     index: int
 
 
+# What forward() holds that lives in accelerator memory (or becomes a layer's input):
+# indexing one of these selects part of a tensor, not part of a shape.
+_ACCELERATOR_VALUES = (_Data, _Flat, _Reshaped, _PendingPool, _Pending)
+
+
 def _fail(where: str, message: str, hint: str) -> Ai8xError:
     return Ai8xError("export.unsupported", where, message, hint)
 
@@ -260,6 +265,23 @@ def _shape(node: fx.Node) -> tuple[int, ...] | None:
     """The node's tensor shape without the batch dimension (None: not a tensor)."""
     shape = node.meta.get("ai8x.shape")
     return None if shape is None else shape[1:]
+
+
+def _index_text(index: object) -> str:
+    """A subscript as Python spells it: `:, :3` for (slice(None), slice(None, 3))."""
+    if isinstance(index, tuple):
+        return ", ".join(_index_text(i) for i in index)
+    if isinstance(index, slice):
+        parts = ["" if v is None else str(v) for v in (index.start, index.stop)]
+        text = ":".join(parts)
+        return text + (f":{index.step}" if index.step is not None else "")
+    if index is Ellipsis:
+        return "..."
+    return str(getattr(index, "name", index))
+
+
+def _args_text(args: tuple) -> str:
+    return ", ".join(str(getattr(a, "name", a)) for a in args)
 
 
 def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
@@ -669,6 +691,9 @@ class _Exporter:
                 return self._flatten(node)
             if node.target in ("split", "chunk"):
                 return self._split(node)
+            if node.target in ("narrow", "select", "index_select") and \
+                    isinstance(self.values.get(node.args[0]), _ACCELERATOR_VALUES):
+                raise self._slicing(node)
             if node.target in ("size", "contiguous", "dim"):
                 return self.values.get(node.args[0]) if node.target == "contiguous" else None
         if node.op == "call_function":
@@ -685,6 +710,9 @@ class _Exporter:
                     raise _fail(node.name, f"part {index!r} of a channel split",
                                 "index the parts one by one: p[0], p[1], ...")
                 return _Part(split, index % split.parts)
+            if node.target in (operator.getitem, torch.narrow, torch.select) and \
+                    isinstance(self.values.get(node.args[0]), _ACCELERATOR_VALUES):
+                raise self._slicing(node)
             if node.target in (operator.getitem, getattr, len):
                 return None
         if node.op == "get_attr":
@@ -692,6 +720,39 @@ class _Exporter:
         raise _fail(where, f"`{node.target}` between layers has no hardware equivalent",
                     "compute between layers only with ai8x modules, torch.cat, flatten "
                     "and view")
+
+    def _slicing(self, node: fx.Node) -> Ai8xError:
+        """Indexing or slicing accelerator data (`x[:, :3]`, `x.narrow(...)`).
+
+        No layer selects part of a tensor: a layer reads every channel its processors
+        hold, all rows and columns its counters span, from where the data was written
+        (seed 004: `processors`, `in_dim`); the network input arrives whole, loaded into
+        data memory or streamed through the FIFOs, before any layer runs.
+        """
+        src = node.args[0]
+        if isinstance(node.target, str):
+            expr = f"{src.name}.{node.target}({_args_text(node.args[1:])})"
+        elif node.target is operator.getitem:
+            expr = f"{src.name}[{_index_text(node.args[1])}]"
+        else:
+            expr = f"torch.{node.target.__name__}({src.name}, {_args_text(node.args[1:])})"
+        readers = sorted(str(u.target) for u in node.users if u.op == "call_module")
+        read_by = f", read by `{readers[0]}`" if readers else ""
+        value = self.values[src]
+        data = value.data if isinstance(value, (_Flat, _Reshaped)) else value
+        if isinstance(data, _Data) and data.sources == (-1,):
+            shape = _shape(node)
+            want = f" of shape {(1, *shape)}" if shape else ""
+            return _fail(expr, f"slicing the network input (`{expr}`{read_by}) is not "
+                         "supported: the accelerator takes the input whole, as its "
+                         "first layer's processors hold it", "slice the data on the host "
+                         f"and give the model the sliced input (an example input{want}), "
+                         "or remove the slice")
+        return _fail(expr, f"slicing a layer's output (`{expr}`{read_by}) is not "
+                     "supported: a layer reads all the channels, rows and columns its "
+                     "producer wrote", "let the producing layer compute only the part "
+                     "you need (fewer output channels), or split channels with "
+                     "x.split(c, dim=1) into an ai8x_torch element-wise module")
 
     def _split(self, node: fx.Node) -> _Split:
         """Equal channel parts of accelerator data, for one element-wise layer's operands

@@ -61,6 +61,9 @@ class Device:
     reg_ctl: int = 0
     # MAX78002 only (None/empty on MAX78000, which has neither register nor mode):
     ochan: int | None = None  # output channel count - 1 (LREG_OCHAN)
+    # The stride register's multi-pass stride field, from this bit: pool stride x
+    # operands x passes x (read gap + 1) (izer/tornadocnn.py MP_STRIDE_OFFS)
+    mp_stride_offs: int | None = None
     # Kernel memory regions for four-channel (calcx4) layers: (first word, words per
     # instance). A processor's kernel memory is four instances of 1024 words, and the
     # processors with extended memory (every 16th) have four more of 256 words above
@@ -70,6 +73,12 @@ class Device:
     # be read and written at the same time (izer/tornadocnn.py: 16384 bytes per instance,
     # datainstance_from_offs). Read-ahead needs input and output in different blocks.
     data_instance_words: int | None = None
+    # MAX78002 snoop units: their control registers (quadrant control register index,
+    # name; izer/tornadocnn.py REG_SNP1_A1 .. REG_SNP2_AM) and the CTRL bit that turns
+    # conditional execution on. Only their addresses are facts here: what they match
+    # is not described anywhere public, so the model refuses projects that use them.
+    snoop_registers: tuple[tuple[int, str], ...] = ()
+    ctl_snoop_bit: int | None = None
 
     def lreg(self, group: int, reg: int, layer: int) -> int:
         base = APB_BASE + self.cnn_base + self.group_stride * group + self.cnn_offset * 4
@@ -149,6 +158,12 @@ MAX78002 = Device(
     cnt_bits=11, pad_cnt_offs=13, pad_ena_offs=15, cnt_diff_offs=16, cnt_inc_offs=4,
     xpch_max_offs=12, wptr_inc_bits=8,
     ochan=16, mask_regions=((0, 1024), (4096, 256)), data_instance_words=4096,
+    snoop_registers=tuple(
+        (0x42020 + 12 * unit + k, f"SNP{unit + 1}_{name}") for unit in range(2)
+        for k, name in enumerate(("A1", "A2", "D1", "D2", "X1", "X2", "C1", "C2", "ACC",
+                                  "HIT", "MAX", "AM"))),
+    ctl_snoop_bit=7,
+    mp_stride_offs=4,
 )
 
 DEVICES = {"MAX78000": MAX78000, "MAX78002": MAX78002}

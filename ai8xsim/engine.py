@@ -27,7 +27,11 @@ CNNx16_n_Ly_*; value formulas as the vendor tool computes them, izer/backend/max
   time-multiplexed passes (31, tcalc); MAX78002 also counts output channels in OCHAN;
 - WPTR_BASE/TOFF/MOFF/CHOFF: output address and its offsets per time slot, per four mask
   counts and per output pass; RPTR_BASE: input word offset in every enabled processor's
-  memory.
+  memory;
+- STRIDE: stride - 1 (0-3); MAX78002 also the multi-pass stride from bit 4, pool stride x
+  operands x passes x (read gap + 1): the words from one input pixel to the next per
+  pool stride, so a read gap skips words other layers wrote in between (seed 000
+  "read_gap").
 """
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .machine import Machine, SimError
+from .machine import Machine, NotModelled, SimError
 
 MASK_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
 CTL_POOLRND = 1 << 13
@@ -93,6 +97,7 @@ class LayerRegs:
     read_ahead: bool = False  # LCTRL0 bit 17 (MAX78002)
     shift_count: int = 0  # LCTRL0 bits 26-29 (with read-ahead)
     out_count: int | None = None  # OCHAN + 1 (MAX78002)
+    read_gap: int = 0  # words skipped after each pixel's words (MAX78002 STRIDE field)
 
     @property
     def is_conv(self) -> bool:
@@ -124,7 +129,8 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         dil = ((prc >> dev.cnt_inc_offs & 0xF) + 1, (pcc >> dev.cnt_inc_offs & 0xF) + 1)
     mask = (1 << (dev.cnt_inc_offs or 4)) - 1
     pool = ((prc & mask) // dil[0] + 1, (pcc & mask) // dil[1] + 1) if pool_en else (1, 1)
-    stride = (r(dev.stride) & 0xF) + 1
+    stride_reg = r(dev.stride)
+    stride = (stride_reg & 0xF) + 1
     one_d = bool(oned >> 12 & 1)
     width = oned >> 8 & 0xF
     rows, cols, pad = _geometry(m, g0, layer, pool, dil)
@@ -155,6 +161,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
             bias = (g, pg & 0xFFF)
             break
     ew = bool(oned >> 13 & 1)
+    operands = (oned >> 18 & 0xF) + 1 if ew else 1
     return LayerRegs(
         index=layer, processors=procs, masks=masks, rows=rows, cols=cols, pad=pad,
         pool_dilation=dil,
@@ -163,7 +170,7 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         absolute=bool(post >> 26 & 1), wide=bool(lctl >> 16 & 1), kernel=kernel,
         one_d=one_d, weight_bits=bits, mask_start=mask_start, mask_last=mask_last,
         oned_start=oned >> 4 & 0xF, timeslots=(oned & 0xF) + 1,
-        operands=(oned >> 18 & 0xF) + 1 if ew else 1,
+        operands=operands,
         eltwise=(oned >> 14 & 3) if ew else None, pool_first=bool(oned >> 16 & 1),
         conv_after_eltwise=bool(oned >> 17 & 1), shift=shift, flatten=flatten,
         transposed=bool(post >> 28 & 1),
@@ -177,9 +184,26 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         read_ahead=dev.data_instance_words is not None and bool(lctl >> 17 & 1),
         shift_count=lctl >> 26 & 0xF,
         out_count=r(dev.ochan) + 1 if dev.ochan is not None else None,
+        read_gap=_read_gap(dev, stride_reg, stride, operands * passes)
+        if not flatten and not lctl >> 6 & 1 else 0,
         bias_groups=tuple((m.lreg(g, dev.post, layer) & 0xFFF)
                           if m.lreg(g, dev.post, layer) >> 12 & 1 else None
                           for g in range(4)))
+
+
+def _read_gap(dev, stride_reg: int, stride: int, words: int) -> int:
+    """Words skipped after each input pixel's `words` (operands x passes) words, from the
+    MAX78002 multi-pass stride field (pool stride x words x (gap + 1)). The stride field
+    below it holds the pool stride, or the convolution stride without pooling, so the
+    pool stride is tried first; a field that fits neither reads without a gap."""
+    if dev.mp_stride_offs is None:
+        return 0
+    field = stride_reg >> dev.mp_stride_offs
+    for pool_stride in dict.fromkeys((stride, 1)):
+        unit = pool_stride * words
+        if field and field % unit == 0:
+            return field // unit - 1
+    return 0
 
 
 def _geometry(m: Machine, g: int, layer: int, pool, dil):
@@ -207,14 +231,23 @@ def _signed(values: np.ndarray, bits: int) -> np.ndarray:
     return np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
 
 
-def _read_input(m: Machine, lr: LayerRegs, procs: list[int]) -> np.ndarray:
-    """(processors, passes, operands, rows, cols) int8 values as the layer reads them."""
+def input_processors(lr: LayerRegs) -> list[int]:
+    """The processors whose memories the layer reads (a convolution: those with a mask)."""
+    procs = [p for p in range(64) if lr.processors >> p & 1]
+    return [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
+
+
+def read_input(m: Machine, lr: LayerRegs, procs: list[int],
+               sram: np.ndarray | None = None) -> np.ndarray:
+    """(processors, passes, operands, rows, cols) int8 values as the layer reads them
+    (from `sram` instead of the machine's data memories when given)."""
     pixels = lr.rows * lr.cols
     n = len(procs)
     out = np.zeros((n, lr.passes, lr.operands, pixels), dtype=np.int64)
     words = m.dev.sram_spacing
+    sram = m.sram if sram is None else sram
     for i, p in enumerate(procs):
-        mem = m.sram[p // 4]
+        mem = sram[p // 4]
         if lr.parallel:
             # One channel per processor, four pixels per word, byte 0 first.
             idx = lr.read_base + (np.arange(pixels) // 4)[None, :] * lr.passes \
@@ -224,7 +257,7 @@ def _read_input(m: Machine, lr: LayerRegs, procs: list[int]) -> np.ndarray:
                 raise SimError(f"layer {lr.index}: input runs past the end of data memory")
             out[i, :, 0, :] = mem[idx, lane].view(np.int8)
         else:
-            base = (np.arange(pixels)[None, :, None] * lr.passes
+            base = (np.arange(pixels)[None, :, None] * lr.passes * (lr.read_gap + 1)
                     + np.arange(lr.passes)[:, None, None]) * lr.operands \
                 + np.arange(lr.operands)[None, None, :] + lr.read_base
             if base.max(initial=0) >= words:
@@ -360,14 +393,34 @@ def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
 
 
 # Register fields the functional model does not execute yet: a project that sets one gets
-# a clear "not modelled" error instead of an answer the model cannot vouch for.
+# a clear "not modelled" verdict instead of an answer the model cannot vouch for.
 _UNMODELLED_LCTL = ((30, "kernel bypass (LCTRL0 bit 30)"),)
-# The snoop units (CTRL bit 7, SNP1/SNP2 registers) watch the accelerator's memory traffic
-# and can stop the inference or branch to the next-layer field's target; which accesses
-# match and when they fire is not documented in the seeds or the vendor tool (it only
-# writes the values a test gives), so the layer sequence of such a project is unknown.
-_UNMODELLED_CTL = ((7, "conditional execution by the snoop units (CTRL bit 7)"),
-                   (21, "simple 1-bit weights"))
+_UNMODELLED_CTL = ((21, "simple 1-bit weights"),)
+
+
+def snoop_use(m: Machine) -> str | None:
+    """How the project programs the snoop units (registers written, CTRL bit), or None.
+
+    The snoop units watch the accelerator's memory traffic and can stop the inference or
+    branch to the next-layer field's target. Which accesses they match and when they fire
+    is described neither in the seeds nor in the vendor tool (it writes the 32 values a
+    test gives and states the intended layer order by hand), so the layers such a project
+    runs are unknown: any register of theirs written non-zero, or their CTRL enable, is
+    refused, whichever of the two a project sets.
+    """
+    dev = m.dev
+    names = [name for index, name in dev.snoop_registers
+             if any(m.ctl(g, index) for g in range(4))]
+    bit = dev.ctl_snoop_bit
+    enabled = bit is not None and any(m.ctl(g, dev.reg_ctl) >> bit & 1 for g in range(4))
+    if not names and not enabled:
+        return None
+    parts = []
+    if names:
+        parts.append(f"register{'s' if len(names) > 1 else ''} {', '.join(names)} written")
+    if enabled:
+        parts.append(f"CTRL bit {bit} set")
+    return "; ".join(parts)
 CTL_BINARY = 1 << 30  # MAX78002: 1-bit kernels hold +1 (bit 0) and -1 (bit 1)
 
 
@@ -419,7 +472,7 @@ def input_words(lr: LayerRegs) -> int:
     """Words of each enabled processor's memory a (non-streaming) layer reads."""
     if lr.parallel:
         return (lr.rows * lr.cols + 3) // 4 * lr.passes
-    return lr.rows * lr.cols * lr.passes * lr.operands
+    return lr.rows * lr.cols * lr.passes * lr.operands * (lr.read_gap + 1)
 
 
 def check_read_ahead(m: Machine, lr: LayerRegs, res: LayerResult, procs: list[int],
@@ -434,7 +487,7 @@ def check_read_ahead(m: Machine, lr: LayerRegs, res: LayerResult, procs: list[in
     hit = np.isin(res.memory, memories) & np.isin(res.word // size, sorted(read))
     if hit.any():
         k = int(np.argmax(hit))
-        raise SimError(
+        raise NotModelled(
             f"layer {lr.index}: read-ahead with output (data memory {int(res.memory[k])} "
             f"word {int(res.word[k])}) in a data-memory instance ({size} words) its input "
             f"is read from (word {lr.read_base} on) is not modelled yet")
@@ -446,17 +499,16 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
         empty = np.zeros(0, dtype=np.int64)
         return LayerResult(lr, empty, empty, empty, empty, (0, 0, 0))
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
-    procs_all = [p for p in range(64) if lr.processors >> p & 1]
-    procs = [p for p in procs_all if lr.masks >> p & 1] if lr.is_conv else procs_all
+    procs = input_processors(lr)
     if lr.transposed:
         # The counters span the zero-expanded frame; memory holds every other row and
         # column of it (POST.deconv_en inserts a zero after each byte and each row).
         frame = dataclasses.replace(lr, rows=lr.rows // 2, cols=lr.cols // 2)
-        small = _read_input(m, frame, procs)
+        small = read_input(m, frame, procs)
         x = np.zeros((*small.shape[:3], lr.rows, lr.cols), dtype=np.int64)
         x[..., ::2, ::2] = small
     else:
-        x = _read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
+        x = read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
     source = x
     if lr.eltwise is not None:
         if lr.pool_first:
@@ -662,6 +714,11 @@ def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
     """All layers from 0 to the layer count register (or the stop/next-layer fields);
     with `stop_after`, none after that layer (as the one-shot mode lets a debugger)."""
     dev = m.dev
+    snoop = snoop_use(m)
+    if snoop is not None:
+        raise NotModelled(f"snoop units ({snoop}): the layer order depends on snoop "
+                          "matches, and what the units match and when they stop or "
+                          "branch is not described publicly")
     ctl = m.ctl(0, dev.reg_ctl)
     last = m.ctl(0, dev.reg_lcnt_max) & 0xFF
     results = []
@@ -679,11 +736,11 @@ def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
             m.runs += 1
             return results
     elif ctl & CTL_FIFO:
-        raise SimError("FIFO input without streaming (CTRL.fifo_en) is not modelled yet")
+        raise NotModelled("FIFO input without streaming (CTRL.fifo_en) is not modelled yet")
     while layer <= last and seen < dev.max_layers:
         what = unmodelled(m, layer)
         if what is not None:
-            raise SimError(f"layer {layer}: {what} is not modelled yet")
+            raise NotModelled(f"layer {layer}: {what} is not modelled yet")
         results.append(run_layer(m, decode(m, layer)))
         seen += 1
         if stop_after is not None and layer == stop_after:

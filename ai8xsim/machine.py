@@ -23,6 +23,14 @@ class SimError(Exception):
     """The project does something the functional model cannot execute."""
 
 
+class NotModelled(SimError):
+    """The project uses a hardware feature the functional model does not execute.
+
+    Distinct from other errors: the model can then vouch for neither PASS nor FAIL, and
+    `verify` says so with its own verdict (and exit code) instead of a misleading one.
+    """
+
+
 @dataclass
 class Machine:
     dev: Device

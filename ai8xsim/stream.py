@@ -35,7 +35,7 @@ from .engine import (
     input_words,
     unmodelled,
 )
-from .machine import Machine, SimError
+from .machine import Machine, NotModelled, SimError
 
 FIFO_DATA = 0x50000008  # FIFO k's data register at FIFO_DATA + 4 k (CNN_FIFO_WRn)
 
@@ -70,7 +70,7 @@ class _Layer:
 
     def __init__(self, m: Machine, lr: LayerRegs):
         if lr.operands != 1 or lr.one_d:
-            raise SimError(f"layer {lr.index}: streaming element-wise or 1-D layers are "
+            raise NotModelled(f"layer {lr.index}: streaming element-wise or 1-D layers are "
                            "not modelled yet")
         self.lr = lr
         procs = [p for p in range(64) if lr.processors >> p & 1]
@@ -156,7 +156,7 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
     for ll in layers:
         what = unmodelled(m, ll)
         if what is not None:
-            raise SimError(f"layer {ll}: {what} is not modelled yet")
+            raise NotModelled(f"layer {ll}: {what} is not modelled yet")
         states.append(_Layer(m, decode(m, ll)))
     wraps = [(_rollover(m, states[k + 1].lr) or None) if k + 1 < len(states) else None
              for k in range(len(states))]

@@ -232,6 +232,7 @@ def convert_cmd(
                 if float_exc.code == "float.already-ai8x":
                     raise exc from None
                 raise
+    _warn(result.warnings)
     built = None
     if build:
         from .devices import get_device
@@ -264,7 +265,14 @@ def convert_cmd(
         if not quiet or not checked.passed:
             typer.echo(checked.text, err=not checked.passed)
         if not checked.passed:
-            raise typer.Exit(EXIT_INVALID)
+            raise typer.Exit(checked.exit_code)
+
+
+def _warn(warnings: tuple[str, ...]) -> None:
+    """Warnings go to stderr whatever --quiet or --json say: the output is written, but
+    the user should know what it does not follow (a sidecar that contradicts the model)."""
+    for text in warnings:
+        typer.echo(text, err=True)
 
 
 def check_cmd(
@@ -284,6 +292,7 @@ def check_cmd(
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
     result = plan(model, device, sidecar, onnx_checker=True)
+    _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
     elif not quiet:
@@ -313,6 +322,7 @@ def sidecar_cmd(
     if output is not None:
         check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
     result = plan(model, device, sidecar)
+    _warn(result.warnings)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)
     else:
@@ -453,7 +463,8 @@ def verify_cmd(
     Reads only the C project (cnn.c, weights.h, sampledata.h, sampleoutput.h, main.c),
     executes its register writes and memory loads, runs the layers, and checks the
     project's own expected output: PASS (exit 0) or FAIL with the first differing word
-    (exit 1).
+    (exit 1). A project using a feature the model does not execute (the MAX78002's snoop
+    units) gets NOT MODELLED (exit 3), never PASS or FAIL.
 
     Example: onnx2ai8x verify examples/digits/digits
 
@@ -473,7 +484,7 @@ def verify_cmd(
     elif not quiet or not result.passed:
         typer.echo(result.text)
     if not result.passed:
-        raise typer.Exit(EXIT_INVALID)
+        raise typer.Exit(result.exit_code)
 
 
 COMMANDS = {"convert": convert_cmd, "check": check_cmd, "sidecar": sidecar_cmd,

@@ -50,6 +50,8 @@ class Plan:
     sidecar_text: str
     snoop: tuple[int, ...] | None = None  # the full sidecar's global `snoop` values
     avg_pool_rounding: str | None = None  # the model's ai8x.PoolRound mode, if any
+    # where a full sidecar contradicts the model (sidecar/agreement.py), rendered
+    warnings: tuple[str, ...] = ()
 
 
 Step = Callable[[str], None]
@@ -93,13 +95,14 @@ def load_onnx(path: Path, *, onnx_checker: bool = False):
 
 
 def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = False
-           ) -> tuple[Placement, tuple[int, ...] | None]:
+           ) -> tuple[Placement, tuple[int, ...] | None, tuple[str, ...]]:
     """The mapping: the sidecar's when it is full, else inferred around its pins
-    (`fifo`: the input is to arrive through the FIFOs)."""
+    (`fifo`: the input is to arrive through the FIFOs); the full sidecar's `snoop`
+    values and its contradictions of the model, as warnings."""
     if sidecar_path is None:
         from .map.auto import auto_place
 
-        return auto_place(network, device, None, fifo=fifo), None
+        return auto_place(network, device, None, fifo=fifo), None, ()
     from .sidecar.parse import parse_dict
     from .sidecar.partial import partial_hints, read_sidecar_text
     from .sidecar.resolve import resolve_placement
@@ -108,7 +111,8 @@ def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = Fal
     if not text.is_full(len(network.layers)):
         from .map.auto import auto_place
 
-        return auto_place(network, device, partial_hints(text, network), fifo=fifo), None
+        return (auto_place(network, device, partial_hints(text, network), fifo=fifo),
+                None, ())
     sidecar = parse_dict(text.data, str(sidecar_path))
     placement = resolve_placement(sidecar, network, device.name)
     from .map.memory_check import check_sidecar_placement
@@ -117,7 +121,11 @@ def _place(network: Network, device, sidecar_path: Path | None, fifo: bool = Fal
     if problems:
         raise Ai8xError.many([dataclasses.replace(d, where=f"{sidecar_path}: {d.where}")
                               for d in problems])
-    return placement, (tuple(sidecar.snoop) if sidecar.snoop is not None else None)
+    from .sidecar.agreement import model_contradictions
+
+    warnings = tuple(w.render() for w in model_contradictions(sidecar, network))
+    return (placement, tuple(sidecar.snoop) if sidecar.snoop is not None else None,
+            warnings)
 
 
 def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
@@ -150,7 +158,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
     notes = inserted_layers(network, rewritten)
     network = legalize(rewritten, device)
     step("map")
-    placement, snoop = _place(network, device, sidecar_path, fifo)
+    placement, snoop, warnings = _place(network, device, sidecar_path, fifo)
     # Kernel and bias memory, allocated once (the automatic mapper already did, with its
     # check); the estimate, the report and the project read this allocation.
     if attached(network, placement) is None:
@@ -163,7 +171,7 @@ def plan(model_path: Path, device_name: str, sidecar_path: Path | None,
                 sidecar_text=write_sidecar(network, placement, device, None,
                                            implied_flags(placement, read.avg_pool_rounding)),
                 snoop=snoop,
-                avg_pool_rounding=read.avg_pool_rounding)
+                avg_pool_rounding=read.avg_pool_rounding, warnings=warnings)
 
 
 def default_sample(network: Network) -> np.ndarray:
@@ -222,6 +230,7 @@ class ConvertResult:
     summary: str
     report_json: str
     board: str  # the SDK board the project is set up for
+    warnings: tuple[str, ...] = ()  # Plan.warnings
 
 
 @contextmanager
@@ -252,10 +261,11 @@ def progress_steps(enabled: bool) -> Iterator[Step]:
 
 
 def _sample_for(request: ConvertRequest, network: Network) -> np.ndarray:
-    from .runner import fit_to_input, load_sample
+    from .runner import check_sample_shape, fit_to_input, load_sample
 
     if request.sample_input is None:
         return default_sample(network)
+    check_sample_shape(request.sample_input, (1, *network.input_shape), one=True)
     sample = load_sample(request.sample_input)
     rank = len(network.input_shape) + 1
     x = fit_to_input(sample, rank, str(request.sample_input))
@@ -329,4 +339,5 @@ def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.project import project_board
 
     return ConvertResult(summary=result.summary, report_json=result.report_json,
-                         board=project_board(result.device, options.board))
+                         board=project_board(result.device, options.board),
+                         warnings=result.warnings)

@@ -158,6 +158,10 @@ class Device:
     eltwise_operands_max: int
     eltwise_multipass_emulated: bool  # MAX78000: >2 passes x >2 operands needs pass-through
     eltwise_multipass_conv_bias: bool  # MAX78002 cannot add bias to such layers
+    # A single-pass layer may read data written with a gap (`read_gap`, seed 000/004:
+    # "On MAX78002 only, when multi-pass is not used"); the tool refuses it with more
+    # than one input pass (izer SUPPORT_MULTIPASS_STRIDE / _READ_STRIDE).
+    read_gap: bool
 
     # --- numerics ---
     weight_bits: tuple[int, ...]  # -1 is binary (+1/-1) weights
@@ -342,7 +346,7 @@ MAX78000 = Device(
     pool_last_operands_max=2,
     flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
-    eltwise_multipass_emulated=True, eltwise_multipass_conv_bias=True,
+    eltwise_multipass_emulated=True, eltwise_multipass_conv_bias=True, read_gap=False,
     weight_bits=(1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
@@ -398,7 +402,7 @@ MAX78002 = Device(
     pool_last_operands_max=2,
     flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
-    eltwise_multipass_emulated=False, eltwise_multipass_conv_bias=False,
+    eltwise_multipass_emulated=False, eltwise_multipass_conv_bias=False, read_gap=True,
     weight_bits=(-1, 1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 EXIT_OK = 0
 EXIT_INVALID = 1  # invalid model, sidecar, or a device limit exceeded
 EXIT_USAGE = 2  # bad command line, missing file
+EXIT_NOT_MODELLED = 3  # verify: the project uses a feature the accelerator model does not execute
 
 
 # Bounds on what one error prints (issue 15: a value quoted from a hostile input, such as

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .devices import PROCESSORS, get_device
-from .map.hw import multipass, popcount
+from .map.hw import multipass, popcount, streams_1x1_as_3x3
 from .map.latency import execution_order
 from .map.memory_check import (
     buffers,
@@ -100,7 +100,9 @@ def summarize(network: Network, placement: Placement, device: object | None,
     startup = cycles[0] if cycles else 0
     per_layer = dict(zip(order, cycles[1:], strict=False))
     maps = [(pl.processor_map, pl.output_processor_map) for pl in placement.layers]
-    _, used = place_kernels(network, maps, facts)
+    as_3x3 = frozenset(ll for ll in range(len(network.layers))
+                       if streams_1x1_as_3x3(network, placement, ll))
+    _, used = place_kernels(network, maps, facts, as_3x3=as_3x3)
 
     rows = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
@@ -113,7 +115,7 @@ def summarize(network: Network, placement: Placement, device: object | None,
             out_shape=_shape(lay.output_channels, lay.output_dim),
             processors=popcount(pl.processor_map), passes=passes,
             processor_map=f"0x{pl.processor_map:016x}",
-            kernel_columns=kernel_columns(lay, pl.output_processor_map),
+            kernel_columns=kernel_columns(lay, pl.output_processor_map, as_3x3=ll in as_3x3),
             weight_bytes=wbytes, data_in_bytes=input_bytes(network, ll, pl.big_data),
             data_out_bytes=output_bytes(lay), in_offset=pl.in_offset,
             out_offset=pl.out_offset, cycles=int(per_layer.get(ll, 0)),

@@ -18,9 +18,10 @@ def _bad_sample(path: Path, message: str, hint: str = "save the sample with nump
     return Ai8xError("usage.bad-input", str(path), message, hint, exit_code=EXIT_USAGE)
 
 
-def _checked_header(path: Path) -> None:
+def _checked_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
     """Read the .npy header and check what it declares against the file before numpy
-    allocates anything (a header may declare 10**12 values in a 100-byte file)."""
+    allocates anything (a header may declare 10**12 values in a 100-byte file); the
+    declared shape and dtype."""
     from numpy.lib import format as npy
 
     try:
@@ -64,6 +65,28 @@ def _checked_header(path: Path) -> None:
                           f"({count * dtype.itemsize} bytes), the file holds "
                           f"{size - offset} bytes of data", "the file is damaged or "
                           "truncated; save the sample again with numpy.save")
+    return tuple(shape), dtype
+
+
+def check_sample_shape(path: Path, input_shape: tuple, *, one: bool = False) -> None:
+    """Refuse a sample whose declared shape does not fit the model's input (`input_shape`
+    with the batch dimension; symbolic dimensions match anything) from its header, before
+    its values are read: a hostile 48 MB sample was read, checked and converted to int64
+    before its shape was compared (15 s under load). `one`: a single sample (the
+    known-answer test), not a batch."""
+    shape, _ = _checked_header(Path(path))
+    fitted = fitted_shape(shape, len(input_shape))
+    if fitted is None:
+        raise _rank_error(shape, len(input_shape), str(path))
+    if one and fitted[0] != 1:
+        raise Ai8xError("usage.bad-input", str(path),
+                        f"the sample holds a batch of {fitted[0]}; the known-answer test "
+                        "takes one sample", "save a single sample", exit_code=EXIT_USAGE)
+    want = tuple(input_shape[1:])
+    if all(isinstance(d, int) for d in want) and fitted[1:] != want:
+        raise Ai8xError("usage.bad-input", str(path),
+                        f"the sample has shape {fitted[1:]}, the model takes {want}",
+                        "pass a sample of the model's input shape", exit_code=EXIT_USAGE)
 
 
 def load_sample(path: Path) -> np.ndarray:
@@ -99,9 +122,15 @@ def load_sample(path: Path) -> np.ndarray:
 def run_file(model: Path, input_path: Path) -> tuple[list[str], list[np.ndarray]]:
     """Run `model` on the sample in `input_path`; return output names and arrays."""
 
-    _checked_header(Path(input_path))  # before anything allocates what the header says
-    sample = _float_input(model, input_path)
+    # before anything allocates what the header says
+    _, dtype = _checked_header(Path(input_path))
+    sample = _float_input(model, input_path) if dtype.kind == "f" else None
     if sample is None:
+        # (a float sample mapped by the float model's input mapping has that model's
+        # layout, checked there; an unreadable model is reported by _session below)
+        declared = _declared_input_shape(model)
+        if declared is not None:
+            check_sample_shape(input_path, declared)
         sample = load_sample(input_path)
     session = _session(model)
     inputs = session.get_inputs()
@@ -130,16 +159,28 @@ def run_file(model: Path, input_path: Path) -> tuple[list[str], list[np.ndarray]
     return [o.name for o in session.get_outputs()], list(outputs)
 
 
+def _declared_input_shape(model: Path) -> tuple | None:
+    """The model's one graph input shape as the file declares it (symbolic dimensions
+    as their names), or None when the file does not say (checked later by onnxruntime)."""
+    from . import onnxpb
+
+    try:
+        graph = onnxpb.load(Path(model)).graph
+        weights = {t.name for t in graph.initializer}
+        inputs = [i for i in graph.input if i.name not in weights]
+        if len(inputs) != 1:
+            return None
+        dims = inputs[0].type.tensor_type.shape.dim
+        return tuple(d.dim_value if d.HasField("dim_value") else d.dim_param or "?"
+                     for d in dims) or None
+    except Exception:  # noqa: BLE001 - an unreadable model is reported by _session
+        return None
+
+
 def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
     """Float samples for a model quantized from float ONNX, mapped to int8 exactly as
     the quantizer did (its input mapping is in the model's metadata); None otherwise.
     Integer arrays are taken as the int8 the accelerator reads."""
-    try:
-        raw = np.load(input_path, allow_pickle=False)
-    except (OSError, ValueError):
-        return None  # load_sample reports it
-    if raw.dtype.kind != "f":
-        return None
     from .quantize.mapping import model_mapping
 
     try:
@@ -147,6 +188,12 @@ def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
     except Exception:  # noqa: BLE001 - an unreadable model is reported by _session
         return None
     if mapping is None:
+        return None  # the values are read once, by load_sample
+    try:
+        raw = np.load(input_path, allow_pickle=False)
+    except (OSError, ValueError):
+        return None  # load_sample reports it
+    if raw.dtype.kind != "f":
         return None
     if not np.all(np.isfinite(raw)):
         raise Ai8xError("usage.bad-input", str(input_path), "the sample holds NaN or "
@@ -181,15 +228,26 @@ def fit_to_input(sample: np.ndarray, rank: int, where: str) -> np.ndarray:
     Accepts (C,H,W) / (C,L) samples, the vendor's (C,L,1) form of 1-D samples, and
     batched arrays.
     """
-    x = sample
-    if rank == 3 and x.ndim in (3, 4) and x.shape[-1] == 1:
-        x = x[..., 0]  # the vendor holds 1-D samples as (C, L, 1)
-    if x.ndim == rank - 1:
-        x = x[np.newaxis]
-    if x.ndim != rank:
-        raise Ai8xError("usage.bad-input", where,
-                        f"the sample has shape {tuple(sample.shape)} but the model takes "
-                        f"{rank - 1}-D samples (plus a batch dimension)",
-                        "store the sample as (C, H, W) for 2-D or (C, L) for 1-D models",
-                        exit_code=EXIT_USAGE)
-    return np.ascontiguousarray(x.astype(np.int8))
+    fitted = fitted_shape(sample.shape, rank)
+    if fitted is None:
+        raise _rank_error(sample.shape, rank, where)
+    return np.ascontiguousarray(sample.reshape(fitted).astype(np.int8))
+
+
+def fitted_shape(shape: tuple[int, ...], rank: int) -> tuple[int, ...] | None:
+    """The shape `fit_to_input` gives a sample of `shape` for a model input of `rank`
+    dimensions (batch first), or None when it does not fit."""
+    s = tuple(int(d) for d in shape)
+    if rank == 3 and len(s) in (3, 4) and s[-1] == 1:
+        s = s[:-1]  # the vendor holds 1-D samples as (C, L, 1)
+    if len(s) == rank - 1:
+        s = (1, *s)
+    return s if len(s) == rank else None
+
+
+def _rank_error(shape: tuple, rank: int, where: str) -> Ai8xError:
+    return Ai8xError("usage.bad-input", where,
+                     f"the sample has shape {tuple(shape)} but the model takes "
+                     f"{rank - 1}-D samples (plus a batch dimension)",
+                     "store the sample as (C, H, W) for 2-D or (C, L) for 1-D models",
+                     exit_code=EXIT_USAGE)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import EXIT_USAGE, Ai8xError
+from .errors import EXIT_INVALID, EXIT_NOT_MODELLED, EXIT_OK, EXIT_USAGE, Ai8xError
 from .fsutil import write_dir_atomic
 
 
@@ -22,13 +22,24 @@ class VerifyResult:
     passed: bool
     text: str
     data: dict
+    # PASS/FAIL/ERROR, or NOT MODELLED when the project uses a feature the model does
+    # not execute (it vouches for neither answer; its own exit code tells scripts so)
+    verdict: str = "PASS"
+
+    @property
+    def exit_code(self) -> int:
+        if self.passed:
+            return EXIT_OK
+        return EXIT_NOT_MODELLED if self.verdict == "NOT MODELLED" else EXIT_INVALID
 
 
-def _references(model: Path, device: str, sample: np.ndarray,
-                failed: bool) -> list[np.ndarray] | tuple[int, ...]:
-    """Every layer's reference output on the sample as layer 0 read it; when layer 0 read
-    a different number of values than the model's input holds, the model's input shape
-    if the project failed (its layer 0 is then the first wrong layer), else an error."""
+def _references(model: Path, outcome, failed: bool) -> list[np.ndarray] | tuple[int, ...]:
+    """Every layer's reference output on the project's sample (`outcome`: the project
+    run by ai8xsim). The sample is taken as layer 0 read it; when layer 0 reads fewer
+    rows (or columns) than the model's input, from the data memory that holds it, over
+    the model's frame. When neither fits the model's input: the model's input shape if
+    the project failed (its layer 0 is then the first wrong layer), else an error."""
+    from ai8xsim.verify import held_input, input_tensor
     from custom_ops.numpy_ref import run_network
 
     from .convert import load_onnx
@@ -39,24 +50,41 @@ def _references(model: Path, device: str, sample: np.ndarray,
 
     # the layers the project runs: the conversion's rewrites included (pass-through
     # element-wise layers and copies), so layer k of the reference is layer k there
-    dev = get_device(device)
+    dev = get_device(outcome.device)
     network = legalize(rewrite(read_model_full(load_onnx(model)).network, dev), dev)
-    channels = network.input_shape[0]
+    shape = tuple(network.input_shape)
+    frame = (shape[1], shape[2] if len(shape) > 2 else 1)
+    read = input_tensor(outcome)
+    x = None
+    for sample in (read, held_input(outcome, *frame)):
+        x = _as_model_input(sample, shape)
+        if x is not None:
+            break
+    if x is None:
+        if failed:
+            return shape
+        size = 0 if read is None else read.size
+        raise Ai8xError("verify.sample", str(model),
+                        f"the project's input has {size} values, the model's input "
+                        f"is {shape}",
+                        "pass the model the project was generated from")
+    return run_network(network, x, outputs=list(range(len(network.layers))))
+
+
+def _as_model_input(sample: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """`sample` ((C, H, W) in the hardware's channel order) as the model's input, or
+    None when its values do not fit that shape."""
+    if sample is None:
+        return None
+    channels = shape[0]
     if sample.ndim == 3 and channels < sample.shape[0] \
-            and sample.shape[1:] == tuple(network.input_shape[1:]):
+            and sample.size // sample.shape[0] * channels == int(np.prod(shape)):
         # The last input pass may leave processors without a channel: layer 0 reads
         # them all, the model has only the leading channels.
         sample = sample[:channels]
-    try:
-        x = sample.reshape(network.input_shape)
-    except ValueError:
-        if failed:
-            return tuple(network.input_shape)
-        raise Ai8xError("verify.sample", str(model),
-                        f"the project's input has {sample.size} values, the model's input "
-                        f"is {tuple(network.input_shape)}",
-                        "pass the model the project was generated from") from None
-    return run_network(network, x, outputs=list(range(len(network.layers))))
+    if sample.size != int(np.prod(shape)):
+        return None
+    return sample.reshape(shape)
 
 
 def verify(project: Path, *, model: Path | None = None, stop_after: int | None = None,
@@ -80,6 +108,11 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
     data: dict = {"project": str(project), "device": outcome.device,
                   "layers": len(outcome.layers)}
     if stop_after is not None:
+        if outcome.unmodelled is not None:
+            raise Ai8xError("verify.not-modelled", str(project),
+                            f"not modelled: {outcome.unmodelled}",
+                            "see `onnx2ai8x verify --help` for what the model covers",
+                            exit_code=EXIT_NOT_MODELLED)
         if outcome.error:
             raise Ai8xError("verify.unsupported", str(project), outcome.error,
                             "see `onnx2ai8x verify --help` for what the model covers")
@@ -108,7 +141,7 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
     if model is not None and not outcome.error and outcome.layers:
         sample = input_tensor(outcome)
         if sample is not None:
-            refs = _references(model, outcome.device, sample, bool(outcome.mismatches))
+            refs = _references(model, outcome, bool(outcome.mismatches))
             if isinstance(refs, tuple):
                 misread = (sample.shape, refs)
             else:
@@ -124,8 +157,8 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
     if model is not None and outcome.mismatches and bad is None and misread is None:
         text += ("\n  every layer equals the reference run on the input as the accelerator "
                  "read it: the input loading (or the known answer itself) differs")
-    data.update(passed=outcome.passed, error=outcome.error,
-                checked_words=outcome.checked_words,
+    data.update(passed=outcome.passed, error=outcome.error, verdict=outcome.verdict,
+                not_modelled=outcome.unmodelled, checked_words=outcome.checked_words,
                 mismatches=len(outcome.mismatches))
     if outcome.note:
         data["note"] = outcome.note
@@ -136,7 +169,7 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
     if bad is not None:
         data["first_bad_layer"] = {"layer": bad.layer, "address": bad.address,
                                    "expected": bad.expected, "actual": bad.actual}
-    return VerifyResult(outcome.passed, text, data)
+    return VerifyResult(outcome.passed, text, data, outcome.verdict)
 
 
 def to_json(result: VerifyResult) -> str:

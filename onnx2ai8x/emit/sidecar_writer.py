@@ -110,6 +110,10 @@ def _explain(network: Network, placement: Placement, ll: int) -> list[str]:
     if pl.write_gap:
         notes.append(f"write_gap {pl.write_gap}: output interleaved with the other "
                      "element-wise operand(s) or concatenated part(s) a later layer reads")
+    if pl.input_skip:
+        notes.append(f"read_gap {pl.input_skip}: reads its input where it was written "
+                     "interleaved for a later layer, skipping the other operands' words "
+                     "(no copy needed)")
     seqs = pl.in_sequences
     if seqs is not None and len(seqs) > 1 and lay.eltwise == ELTWISE_NONE:
         notes.append("concatenated inputs sit side by side so this layer reads them as one"
@@ -214,6 +218,8 @@ def write_sidecar(network: Network, placement: Placement, device: object | None 
             entry.append(("output_processors", _mask(pl.output_processor_map)))
         if pl.write_gap:
             entry.append(("write_gap", str(pl.write_gap)))
+        if pl.input_skip:
+            entry.append(("read_gap", str(pl.input_skip)))
         if pl.big_data:
             entry.append(("data_format", "CHW"))
         if pl.streaming:

@@ -57,6 +57,23 @@ def in_passes(layer: Layer, device: Device) -> int:
     return max(1, ceil_div(layer.input_channels, device.channels_per_pass))
 
 
+def reads_gapped(network: Network, reader: int, src: int, device: Device) -> bool:
+    """Can layer `reader` read the output of layer `src` where it lies when `src` is
+    written with a gap (an element-wise operand, or one part of a concatenation of more
+    than 64 channels, both written interleaved, one word per pixel each)?
+
+    Only with `read_gap` (seed 000/004: "On MAX78002 only, when multi-pass is not used
+    ... allows a layer to directly consume data produced by a layer with `write_gap`
+    without the need for intermediate layers"): `src` must be the reader's only input,
+    read in one pass with the dimensions it was written with (a flattening layer reads
+    its input as passes of one pixel each, so it is left out).
+    """
+    lay = network.layers[reader]
+    return device.read_gap and src >= 0 and producers(network, reader) == (src,) \
+        and lay.operands == 1 and not lay.flatten and in_passes(lay, device) == 1 \
+        and tuple(lay.input_dim) == tuple(network.layers[src].output_dim)
+
+
 def out_passes(layer: Layer, device: Device) -> int:
     return max(1, ceil_div(layer.output_channels, device.channels_per_pass))
 

@@ -11,18 +11,23 @@ one layer; each becomes the layer sequence the vendor's own sidecars use for the
   convolution then reads (`rules.eltwise_multipass`; the vendor's effnet2 /
   MobileNet-v2 sidecars write every residual add as `operation: none, eltwise: add`).
 * An element-wise operand that another layer also reads: element-wise operands are
-  written interleaved (`write_gap`), which no other layer can read, so the element-wise
+  written interleaved (`write_gap`). On the MAX78002 a single-pass layer reads such data
+  where it lies, skipping the other operands' words (`read_gap`, seed 000/004; the
+  vendor's pascalvoc-fpndetector sidecar reads every 64-channel residual operand so,
+  `facts.reads_gapped`); where some other reader cannot (the MAX78000, more than 64
+  channels, a second element-wise layer or concatenation reading it), the element-wise
   layer reads a pass-through copy of it written right after the producer (the vendor's
-  ResNet sidecars: "re-form data with gap").
+  ResNet sidecars: "re-form data with gap"; its fpndetector's 128-channel
+  "gapped version" layers).
 
 The same holds for a concatenation of more than 64 channels (more than one input pass):
 its parts are written interleaved too, one word per pixel each (seed 004 `write_gap`,
 "... or to concatenate multiple inputs to form data with more than 64 channels"). A part
 that another layer also reads (the large U-Net's encoder output, read by the bottleneck
 and concatenated with the upsampled decoder data) is therefore copied by a pass-through
-layer, placed where the vendor's camvid-unet-large sidecar places it: right before the
-next part's producer (or the concatenation), so the copy lives only as long as the
-interleaved group.
+layer unless every other reader reads it with `read_gap` as above, placed where the
+vendor's camvid-unet-large sidecar places it: right before the next part's producer (or
+the concatenation), so the copy lives only as long as the interleaved group.
 
 A pass-through layer computes nothing the fused layer did not: the element-wise result
 is 8-bit in either form (seed 004), so the reference and the known answer are unchanged.
@@ -35,7 +40,7 @@ import numpy as np
 
 from ..devices import Device
 from ..network import ACT_NONE, ELTWISE_NONE, Layer, Network, Op, unique_name
-from .facts import in_passes, pools
+from .facts import in_passes, pools, reads_gapped
 
 INPUT = -1
 NEW = -2  # the inserted layer, in insert_layer's arguments
@@ -134,11 +139,11 @@ def split_multipass_eltwise(network: Network, device: Device) -> Network:
     return network
 
 
-def copy_shared_operands(network: Network) -> Network:
+def copy_shared_operands(network: Network, device: Device) -> Network:
     """Give each element-wise layer a pass-through copy of an operand that another
-    layer also reads (see the module doc string)."""
+    layer also reads and cannot read in place (see the module doc string)."""
     return _copy_shared_sources(
-        network, lambda lay: lay.eltwise != ELTWISE_NONE,
+        network, device, lambda lay: lay.eltwise != ELTWISE_NONE,
         lambda srcs, shared, ll: shared + 1)
 
 
@@ -156,16 +161,17 @@ def copy_shared_concat_parts(network: Network, device: Device) -> Network:
     # the copy goes right before the first part written after `shared`, else before the
     # concatenation: the interleaved group starts with the copy
     return _copy_shared_sources(
-        network,
+        network, device,
         lambda lay: lay.eltwise == ELTWISE_NONE and in_passes(lay, device) >= 2,
         lambda srcs, shared, ll: min([s for s in srcs if s > shared] + [ll]))
 
 
-def _copy_shared_sources(network: Network, applies, insert_at) -> Network:
+def _copy_shared_sources(network: Network, device: Device, applies, insert_at) -> Network:
     """The one copy walk of both rewrites: for each layer of several sources that
     `applies` selects, the first source (not the network input) that another layer also
-    reads gets a pass-through copy inserted at `insert_at(sources, shared, layer)`, and
-    the layer reads the copy instead."""
+    reads, and not every such reader with `read_gap` (`facts.reads_gapped`), gets a
+    pass-through copy inserted at `insert_at(sources, shared, layer)`, and the layer
+    reads the copy instead."""
     ll = 0
     while ll < len(network.layers):
         lay = network.layers[ll]
@@ -174,8 +180,8 @@ def _copy_shared_sources(network: Network, applies, insert_at) -> Network:
             ll += 1
             continue
         readers = _readers(network)
-        shared = next((s for s in srcs if s != INPUT and readers.get(s, set()) - {ll}),
-                      None)
+        shared = next((s for s in srcs if s != INPUT and _needs_copy(
+            network, device, s, readers.get(s, set()) - {ll})), None)
         if shared is None:
             ll += 1
             continue
@@ -187,6 +193,12 @@ def _copy_shared_sources(network: Network, applies, insert_at) -> Network:
             ll: tuple(NEW if s == shared else s for s in srcs)})
         ll += 1  # the layer moved one on; look at it again
     return network
+
+
+def _needs_copy(network: Network, device: Device, src: int, others: set[int]) -> bool:
+    """Layer `src`, written interleaved for a combining layer, is also read by `others`,
+    and not every one of them can read it there (`facts.reads_gapped`)."""
+    return bool(others) and not all(reads_gapped(network, k, src, device) for k in others)
 
 
 def inserted_layers(before: Network, after: Network) -> tuple[str, ...]:
@@ -210,5 +222,5 @@ def inserted_layers(before: Network, after: Network) -> tuple[str, ...]:
 def rewrite(network: Network, device: Device) -> Network:
     """Every rewrite, in order (unfusing may create the operand sharing the copies
     resolve)."""
-    network = copy_shared_operands(split_multipass_eltwise(network, device))
+    network = copy_shared_operands(split_multipass_eltwise(network, device), device)
     return copy_shared_concat_parts(network, device)

@@ -24,24 +24,30 @@ Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory
   layer (live ranges), in the byte lanes (processors) they use.
 * Element-wise operands are written interleaved (`write_gap` = operands - 1, operand k
   at base + 4k: "each machine fetch gathers one operand", seed 004 "Residual
-  Connections"). Concatenated inputs sit on consecutive processor blocks at one offset
-  (single pass) or in consecutive passes at consecutive offsets (multi-pass), so the
-  consumer sees them contiguous.
+  Connections"). Another layer reading one operand alone (a residual block's first
+  convolution) reads it there with `read_gap` = write_gap on the MAX78002 (seed 000
+  "read_gap"; legalize/rewrite.py gives it a copy where it cannot). Concatenated inputs
+  sit on consecutive processor blocks at one offset (single pass) or in consecutive
+  passes at consecutive offsets (multi-pass), so the consumer sees them contiguous.
 * Streaming ("Streaming Mode", "FIFOs"). When the data still does not fit (HWC and
   CHW tried), the first k layers stream, for the smallest k that fits (at most the
   device's streaming layer count, each streaming layer read only by the next one, none
-  flattening, 1-D, dilated or a 1x1 convolution, nor followed by one): the
-  input arrives through the FIFOs into a circular buffer and every streaming layer reads
-  a circular buffer its producer writes, so those buffers hold a few rows instead of
-  whole frames. All streaming layers run at once, so their buffers and the last
-  streaming layer's (whole) output are live together. Each buffer is exactly the
-  rollover the project programs (`memory_check.stream_rollovers`), one word longer,
+  flattening, 1-D or dilated): the input arrives through the FIFOs into a circular
+  buffer and every streaming layer reads a circular buffer its producer writes, so
+  those buffers hold a few rows instead of whole frames. All streaming layers run at
+  once, so their buffers and the last streaming layer's (whole) output are live
+  together. Each buffer is exactly the rollover the project programs
+  (`memory_check.stream_rollovers`), one word longer,
   and streaming buffers never share a memory instance at overlapping offsets: the
   vendor tests ranges with both ends inclusive and by instance, not by byte lane. The
   input is HWC on the FIFO processors (0-3 of each quadrant, at most 16 channels). The
   result must pass the checker's streaming rules and register limits, else the next k
   is tried. The project then loads the input through the FIFO (`--fifo` is implied; a
-  placement says so by its first layer streaming).
+  placement says so by its first layer streaming). Streaming has no 1x1 path: a 1x1
+  convolution that streams, or reads the last streaming layer's output, runs as a 3x3
+  one with padding 1 (hw.runs_1x1_as_3x3; the vendor tool does the same, e.g. for its
+  face-ID 112x112 sidecar), so the mapper counts its kernels at nine bytes each and a
+  streaming one's padding as 1 (MAX78000: the last streaming layer must be padded).
 """
 from __future__ import annotations
 
@@ -57,16 +63,14 @@ from ..devices import (
     get_device,
 )
 from ..errors import Ai8xError, Diagnostic
-from ..legalize.facts import same_weights
+from ..legalize.facts import reads_gapped, same_weights
 from ..network import (
     ELTWISE_NONE,
-    Layer,
     Network,
-    Op,
     output_layers,
 )
 from ..placement import LayerPlacement, Placement
-from .hw import ffs, multipass, popcount
+from .hw import ffs, multipass, popcount, runs_1x1_as_3x3
 from .memory_check import (
     INPUT,
     check_placement,
@@ -187,10 +191,17 @@ class _Mapper:
             return self.net.input_shape[0]
         return self.net.layers[src].output_channels
 
+    def columns(self, ll: int) -> int:
+        """Kernel-memory columns of layer ll per input processor, as the hardware stores
+        its kernels (a 1x1 convolution next to the streaming layers as 3x3 ones)."""
+        lay = self.net.layers[ll]
+        return kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1,
+                              as_3x3=runs_1x1_as_3x3(self.facts, lay, ll, ll <= self.stream
+                                                     and self.stream > 0))
+
     def kernel_cost(self, ll: int, pmap: int) -> int:
         """Lowest column end at which layer ll's kernels fit on `pmap` (big if none)."""
-        lay = self.net.layers[ll]
-        length = kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1)
+        length = self.columns(ll)
         if length == 0:
             return 0
         procs = [p for p in range(PROCESSORS) if pmap >> p & 1]
@@ -204,8 +215,7 @@ class _Mapper:
         twin = self.twin[ll]
         if twin is not None and self.pmap[twin] == self.pmap[ll]:
             return  # the twin's kernels serve this layer too
-        lay = self.net.layers[ll]
-        length = kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1)
+        length = self.columns(ll)
         if length == 0:
             return
         end = self.kernel_cost(ll, self.pmap[ll])
@@ -239,14 +249,13 @@ class _Mapper:
         without kernels (a pass-through copy) the next layer with kernels that reads the
         same data or ll's output on as many processors (a copy keeps its processors, so
         the block must suit the layers reading it)."""
-        lay = self.net.layers[ll]
-        if kernel_columns(lay, (1 << multipass(lay.output_channels)[1]) - 1):
+        if self.columns(ll):
             return ll
         data = {*inputs_of(self.net, ll), ll}
         for k in range(ll + 1, self.n):
             nxt = self.net.layers[k]
             if data & set(inputs_of(self.net, k)) and multipass(nxt.input_channels)[1] == width \
-                    and kernel_columns(nxt, (1 << multipass(nxt.output_channels)[1]) - 1):
+                    and self.columns(k):
                 return k
         return ll
 
@@ -485,14 +494,16 @@ class _Mapper:
                 # the vendor checks streaming buffers by memory instance
                 lane = lanes(self.tensor[src], True)
             out.append(_Group((src,), lane, size, below, born, die, "single"))
-        # A member of an interleaved group read by another layer too cannot be read
-        # with a gap on these devices.
+        # A member of an interleaved group that another layer also reads: that layer
+        # reads it in place, skipping the other members' words, where the device can
+        # (`read_gap`, legalize.facts.reads_gapped); otherwise it needs a copy.
         for gi, g in enumerate(out):
             if g.layout != "interleave":
                 continue
             for ll in range(n):
                 srcs = inputs_of(net, ll)
-                if len(srcs) == 1 and srcs[0] in g.members:
+                if len(srcs) == 1 and srcs[0] in g.members \
+                        and not reads_gapped(net, ll, srcs[0], self.facts):
                     raise _fail(net, ll, "map.shared-operand",
                                 f"the output of `{net.layers[srcs[0]].name}` is written "
                                 "with gaps (an element-wise operand, or part of a "
@@ -708,18 +719,24 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
         # A layer reads where its (first) input was written: for a concatenation laid
         # out in sequence that is the group's start (its first member), and a layer
         # reading one member alone (a U-Net skip's next encoder stage) reads that
-        # member's own place. Element-wise operands are read interleaved from the start.
+        # member's own place. Element-wise operands are read interleaved from the start;
+        # a layer reading one interleaved member alone reads it at its own place,
+        # skipping the other members' words (`read_gap`, seed 000/004).
         in_offset = out_off[first_src]
         gi = owner[first_src]
+        skip = 0
         if groups[gi].layout == "interleave":
-            in_offset = offsets[gi] + groups[gi].below
+            if len(srcs) == 1:
+                skip = len(groups[gi].members) - 1
+            else:
+                in_offset = offsets[gi] + groups[gi].below
         layers.append(LayerPlacement(
             processor_map=mapper.pmap[ll], output_processor_map=mapper.tensor[ll],
             in_offset=in_offset, out_offset=out_off[ll], write_gap=gap[ll],
             big_data=mapper.big_data and ll == 0, output_layer=ll in outputs,
             streaming=ll < mapper.stream,
             next_sequence=ll + 1 if ll < n - 1 else -1, prev_sequence=ll - 1,
-            in_sequences=seqs))
+            in_sequences=seqs, input_skip=skip))
     placement = Placement(network=network, device=facts, layers=tuple(layers),
                           final_layer=n - 1)
     _check_passthrough_maps(network, placement)
@@ -734,14 +751,6 @@ def _fifo_map(channels: int) -> int:
         quad, slot = divmod(c, PROCESSORS_PER_MEMORY)
         out |= 1 << (PROCESSORS_PER_QUADRANT * quad + slot)
     return out
-
-
-def _runs_as_3x3(layer: Layer) -> bool:
-    """A 1x1 convolution next to a streaming layer runs on the 3x3 kernel hardware (the
-    vendor rewrites its weights, seed 000 "Streaming Mode"); the kernel allocation here
-    stores 1x1 kernels, so the mapper does not stream next to one."""
-    return tuple(layer.kernel_size) == (1, 1) \
-        and layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D)
 
 
 def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
@@ -767,9 +776,7 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
         frame = lay.input_dim[0] * lay.input_dim[1] * multipass(lay.input_channels)[0]
         if lay.flatten or lay.operator.one_d or lay.dilation[0] > 1:
             why = f"layer `{lay.name}` (flattening, 1-D or dilated) cannot stream"
-        elif _runs_as_3x3(lay):
-            why = f"1x1 convolution `{lay.name}` is not streamed automatically"
-        elif lay.operator == Op.NONE and not dev.stream_passthrough:
+        elif lay.operator.passthrough and not dev.stream_passthrough:
             why = f"pass-through layer `{lay.name}` cannot stream on {facts.name}"
         elif frame >= dev.stream_frame_max:
             why = f"layer `{lay.name}`'s frame of {frame} exceeds the streaming limit"
@@ -802,14 +809,11 @@ def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
     for k in range(1, limit + 1) if only is None else (only,):
         tried = k
         final = network.layers[k - 1]
-        if not dev.stream_nonpadded_final and 0 in final.padding:
+        # a 1x1 convolution streams as a 3x3 one with padding 1 (hw.runs_1x1_as_3x3)
+        padding = (1, 1) if runs_1x1_as_3x3(facts, final, k - 1, True) else final.padding
+        if not dev.stream_nonpadded_final and 0 in padding:
             last = _fail(network, k - 1, "map.streaming", "the last streaming layer must "
                          f"be padded on {facts.name}", "pad it, or stream another count")
-            continue
-        if k < len(network.layers) and _runs_as_3x3(network.layers[k]):
-            last = _fail(network, k, "map.streaming", "a 1x1 convolution right after the "
-                         "streaming layers is not placed automatically",
-                         "stream another count of layers")
             continue
         mapper = _Mapper(network, facts, stream_hints, stream=k)
         mapper.map_processors()

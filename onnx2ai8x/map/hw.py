@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device, get_device
-from ..network import Network, Op
+from ..network import Layer, Network, Op
 from ..options import EmitOptions
 from ..placement import Placement
 
@@ -59,15 +59,20 @@ def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
     EMULATE_1X1_STREAMING); the register values and the kernel packing (map/kernels.py)
     both read it from here. Streaming reaches the first `max_stream_layers` layers and
     the one after."""
-    device = get_device(placement.device)
+    pl = placement.layers[ll]
+    prev = pl.prev_sequence
+    return runs_1x1_as_3x3(get_device(placement.device), network.layers[ll], ll,
+                           pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
+
+
+def runs_1x1_as_3x3(device: Device, layer: Layer, ll: int, near_streaming: bool) -> bool:
+    """streams_1x1_as_3x3 before a placement exists: `near_streaming` says whether layer
+    `ll` streams or reads a streaming layer's output (the automatic mapper knows which
+    layers it streams before it has a Placement)."""
     if not device.emulate_1x1_streaming or ll > device.max_stream_layers:
         return False
-    lay, pl = network.layers[ll], placement.layers[ll]
-    if tuple(lay.kernel_size) != (1, 1) or lay.operator not in (Op.CONV2D,
-                                                                Op.CONVTRANSPOSE2D):
-        return False
-    prev = pl.prev_sequence
-    return bool(pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
+    return bool(near_streaming) and tuple(layer.kernel_size) == (1, 1) \
+        and layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D)
 
 
 @dataclass(frozen=True)

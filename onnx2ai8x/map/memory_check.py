@@ -144,13 +144,15 @@ def input_bytes(network: Network, ll: int, big_data: bool) -> int:
     return h * w * passes * lay.operands * (1 if big_data else 4)
 
 
-def kernel_columns(layer: Layer, output_processor_map: int) -> int:
+def kernel_columns(layer: Layer, output_processor_map: int, *, as_3x3: bool = False) -> int:
     """Kernel-memory columns the layer takes in each of its input processors.
 
     Kernels per processor: one per output processor column (from the first to the last
     output processor, plus the columns skipped inside the first instance) per output pass
     and per input pass; a flattened layer holds one row per input pixel and pass. Packed
     into 72-bit columns with narrow weights padded to whole bytes (izer/kernels.py).
+    `as_3x3`: a 1x1 convolution next to streaming, stored as 3x3 kernels
+    (hw.runs_1x1_as_3x3), nine times the bytes.
     """
     if layer.weights is None or layer.operator.passthrough:
         return 0
@@ -164,7 +166,7 @@ def kernel_columns(layer: Layer, output_processor_map: int) -> int:
     if layer.flatten:
         rows = layer.input_channels * layer.pooled_dim[0] * layer.pooled_dim[1] // thresh_in
         kc = kc * rows - (passes_out * popcount(omap) - layer.output_channels) * rows
-    ksize = layer.kernel_size[0] * layer.kernel_size[1]
+    ksize = 3 * 3 if as_3x3 else layer.kernel_size[0] * layer.kernel_size[1]
     bits = abs(layer.quantization) or 8
     qfactor = 8 // bits
     res = (kc % qfactor) * ksize * (qfactor - 1)
@@ -172,17 +174,19 @@ def kernel_columns(layer: Layer, output_processor_map: int) -> int:
 
 
 def place_kernels(network: Network, maps: list[tuple[int, int]], facts: Device,
-                  order: list[int] | None = None) -> tuple[list[int | None], list[int]]:
+                  order: list[int] | None = None, as_3x3: frozenset[int] = frozenset()
+                  ) -> tuple[list[int | None], list[int]]:
     """Greedy kernel-memory layout: each layer at the lowest column free in all of its
     input processors (the vendor also gives a layer one column range across its
-    processors). Returns (first column per layer or None if it does not fit, columns
+    processors); the layers in `as_3x3` store 1x1 kernels as 3x3 ones (next to
+    streaming). Returns (first column per layer or None if it does not fit, columns
     used per processor)."""
     used = [0] * PROCESSORS  # next free column per processor (layers never share columns)
     busy: list[list[tuple[int, int]]] = [[] for _ in range(PROCESSORS)]
     start: list[int | None] = [None] * len(network.layers)
     for ll in order if order is not None else range(len(network.layers)):
         pmap, omap = maps[ll]
-        length = kernel_columns(network.layers[ll], omap)
+        length = kernel_columns(network.layers[ll], omap, as_3x3=ll in as_3x3)
         if length == 0:
             start[ll] = 0
             continue
@@ -382,10 +386,54 @@ def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
                                     "data offsets must be multiples of 4 (one word)",
                                     "round `in_offset`/`out_offset` to a multiple of 4"))
     diags += _check_liveness(network, placement)
+    diags += read_gap_supported(network, placement) + read_as_written(network, placement)
     diags += _check_streaming(network, placement, facts)
     # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py),
     # the placement's own allocation when it carries one.
     return diags + try_allocate(network, placement)[1]
+
+
+def read_gap_supported(network: Network, placement: Placement) -> list[Diagnostic]:
+    """A layer may skip words while it reads (`read_gap`) only on the MAX78002 and only
+    when it reads its input in one pass, i.e. 64 channels or fewer (seed 000 "read_gap";
+    the vendor tool refuses it otherwise)."""
+    facts = placement.device
+    diags = []
+    for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
+        if not pl.input_skip:
+            continue
+        passes = multipass(lay.input_channels)[0]
+        if not facts.read_gap or passes > 1:
+            why = f"{facts.name} has no read gap" if not facts.read_gap else \
+                f"its {lay.input_channels} input channels are read in {passes} passes"
+            diags.append(Diagnostic(
+                "map.read-gap", _where(network, ll),
+                f"the layer reads with read_gap {pl.input_skip}, but {why}",
+                "let a pass-through layer copy the input without gaps (seed 004, "
+                "Residual Connections) and read the copy"))
+    return diags
+
+
+def read_as_written(network: Network, placement: Placement) -> list[Diagnostic]:
+    """A layer reading one layer's output where it was written must read it the way it
+    was written: data written with gaps (`write_gap`, interleaved with other operands or
+    concatenated parts) is read with the same `read_gap`, else the layer reads the other
+    operands' words as its own pixels (seed 000 "write_gap", "read_gap")."""
+    diags = []
+    for ll, pl in enumerate(placement.layers):
+        srcs = inputs_of(network, ll)
+        if len(srcs) != 1 or srcs[0] < 0 or pl.streaming:
+            continue
+        src = placement.layers[srcs[0]]
+        if pl.in_offset != src.out_offset or pl.input_skip == src.write_gap:
+            continue
+        name = network.layers[srcs[0]].name
+        diags.append(Diagnostic(
+            "map.read-gap", _where(network, ll),
+            f"reads the output of `{name}`, written with write_gap {src.write_gap}, with "
+            f"read_gap {pl.input_skip}", f"read it with read_gap {src.write_gap} (MAX78002, "
+            f"one input pass), or copy `{name}` with a pass-through layer and read the copy"))
+    return diags
 
 
 def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
@@ -568,6 +616,9 @@ def streaming_output_clear(network: Network, placement: Placement) -> list[Diagn
     last, lay = placement.layers[k - 1], network.layers[k - 1]
     h, w = lay.output_dim
     end = last.out_offset + (h * w + output_pad(lay)) * 4 * lay.output_width // 8
+    if last.write_gap:
+        # written interleaved (an element-wise operand): the slots spread further
+        end += (end - last.out_offset - 4) * last.write_gap
     inst = instances(last.output_processor_map)
     diags = []
     for other, obuf, oinst in _stream_buffers(network, placement):
@@ -588,7 +639,7 @@ def streaming_output_clear(network: Network, placement: Placement) -> list[Diagn
 
 # The rules a sidecar's own placement is held to before anything is emitted: what the
 # vendor tool, too, refuses for any mapping (each function's docstring is the reason).
-SIDECAR_RULES = (streaming_output_clear,)
+SIDECAR_RULES = (streaming_output_clear, read_gap_supported)
 
 
 def check_sidecar_placement(network: Network, placement: Placement) -> list[Diagnostic]:

@@ -619,10 +619,28 @@ def test_a_condition_on_the_input_shape_is_decided_for_the_example(tmp_path):
     net, _ = to_network(model, torch.zeros(1, 3, 8, 8))
     assert [lay.name for lay in net.layers] == ["a", "b"]
     # for a 6-channel example the branch is taken: layer a reads a slice of the input,
-    # which the accelerator cannot hold
+    # which the accelerator cannot take
     d = _error(_Wrap(_six_channel_guard, a=_conv(3, 4), b=_conv(4, 4)), tmp_path,
                shape=(1, 6, 8, 8))
-    assert d.where == "a" and "not a tensor the accelerator holds" in d.message
+    assert d.where == "x[:, 0:3, :, :]"
+    assert d.message.startswith("slicing the network input (`x[:, 0:3, :, :]`, read by "
+                                "`a`) is not supported")
+    assert "slice the data on the host" in d.hint and "(1, 3, 8, 8)" in d.hint
+
+
+def test_slicing_accelerator_data_names_the_expression_and_the_fix(tmp_path):
+    """Rows of the input, narrow() on the input, channels of a layer's output: each
+    refused with the expression, what is unsupported and a fix."""
+    d = _error(_Wrap(lambda s, x: s.a(x[:, :, 2:6]), a=_conv()), tmp_path)
+    assert d.where == "x[:, :, 2:6]" and "slicing the network input" in d.message
+    assert "(1, 3, 4, 8)" in d.hint
+    d = _error(_Wrap(lambda s, x: s.a(x.narrow(1, 0, 3)), a=_conv()), tmp_path,
+               shape=(1, 4, 8, 8))
+    assert d.where == "x.narrow(1, 0, 3)" and "slicing the network input" in d.message
+    d = _error(_Wrap(lambda s, x: s.b(s.a(x)[:, :2]), a=_conv(3, 4), b=_conv(2)), tmp_path)
+    assert d.where == "a[:, :2]"
+    assert d.message.startswith("slicing a layer's output (`a[:, :2]`, read by `b`)")
+    assert "fewer output channels" in d.hint
 
 
 def test_reshapes_the_hardware_cannot_do_are_refused(tmp_path):

@@ -6,9 +6,9 @@ Each feature runs on the smallest golden case that uses it (the project converte
 the case's own sidecar, register-exact with the vendor's C): the register bit must be set
 in the project and its known answer must pass. A second test per feature changes one
 register (or moves data together with its pointer) in the generated C and checks that the
-model follows the register, so a model that ignored the field would be caught. The two
-allow-listed exceptions (tests/golden/test_golden_verify.py) get their evidence
-recomputed here.
+model follows the register, so a model that ignored the field would be caught. Two
+entries of the allow-list (tests/ai8xsim/exceptions.py) get their evidence recomputed
+here.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 
 from ai8xsim import engine
 from ai8xsim.device import MAX78002
-from ai8xsim.verify import execute
+from ai8xsim.verify import FAIL, NOT_MODELLED, execute
 from tests.conftest import GOLDEN
 from tests.golden import pipeline
 
@@ -121,7 +121,7 @@ def test_depthwise_without_broadcast_follows_time_slot_offset(projects, tmp_path
     _passes(project)
     _set_register(project, toffs, 0)
     outcome = execute(project)
-    assert not outcome.passed and outcome.error is None and outcome.mismatches
+    assert outcome.verdict == FAIL and outcome.mismatches
 
 
 def test_calcx4_bias_address_counts_words(projects, tmp_path) -> None:
@@ -150,8 +150,8 @@ def test_read_ahead_shift_count_is_checked(projects, tmp_path) -> None:
     assert value >> 26 & 0xF == 1  # 5 passes, time-multiplexed: (5 - 1) // 4
     _set_register(project, lctl, value & ~(0xF << 26) | 4 << 26)
     outcome = execute(project)
-    assert outcome.error is not None and "not modelled yet" in outcome.error
-    assert "shift count 4" in outcome.error and "not 1" in outcome.error
+    assert outcome.verdict == NOT_MODELLED and "not modelled yet" in outcome.unmodelled
+    assert "shift count 4" in outcome.unmodelled and "not 1" in outcome.unmodelled
 
 
 def test_read_ahead_needs_separate_instances(projects, tmp_path) -> None:
@@ -163,8 +163,9 @@ def test_read_ahead_needs_separate_instances(projects, tmp_path) -> None:
     wptr = _lreg(0, MAX78002.wptr_base, 1)
     _set_register(project, wptr, regs[wptr] & ~0x7FFF | 0x2400)
     outcome = execute(project)
-    assert outcome.error is not None and "read-ahead with output" in outcome.error \
-        and "not modelled yet" in outcome.error
+    assert outcome.verdict == NOT_MODELLED
+    assert "read-ahead with output" in outcome.unmodelled \
+        and "not modelled yet" in outcome.unmodelled
 
 
 def test_time_multiplexing_without_read_ahead_is_refused(projects, tmp_path) -> None:
@@ -175,17 +176,10 @@ def test_time_multiplexing_without_read_ahead_is_refused(projects, tmp_path) -> 
         if lctl in regs:
             _set_register(project, lctl, regs[lctl] & ~(1 << 17))
     outcome = execute(project)
-    assert outcome.error is not None and "without read-ahead" in outcome.error
+    assert outcome.verdict == NOT_MODELLED and "without read-ahead" in outcome.unmodelled
 
 
-def test_snoop_stays_unmodelled(projects) -> None:
-    outcome = execute(projects("ai87-suite-snoop2-count"))
-    assert not outcome.passed
-    assert outcome.error is not None and "snoop" in outcome.error \
-        and "not modelled yet" in outcome.error
-
-
-# ---- evidence for the hardware exceptions of tests/golden/test_golden_verify.py
+# ---- evidence for two entries of the allow-list, tests/ai8xsim/exceptions.py
 
 def _expected_words(name: str) -> dict[int, int]:
     with gzip.open(GOLDEN / name / "expected.json.gz", "rt") as handle:
@@ -233,7 +227,7 @@ def test_multilayer_eltwise_known_answer_splits_channels(projects) -> None:
     assert not any(as_words(fetched)[a] == w for a, w in expected.items())
     # and the full project on the model gives the fetched reading
     full = execute(projects(name))
-    assert not full.passed and full.error is None
+    assert full.verdict == FAIL
 
 
 def _kernel_words(m, layer: int) -> set[tuple[int, int]]:
@@ -265,20 +259,61 @@ def test_nopad_multipass5_kernels_overlap(projects) -> None:
     assert {p for p, _ in shared} == {0, 1, 2}
     assert {w for _, w in shared} == set(range(1024, 1104))
     full = execute(project)
-    assert not full.passed and full.error is None
+    assert full.verdict == FAIL
 
 
 def test_model_reference_agrees_on_multipass_depthwise(projects) -> None:
     """`verify --model` compares each layer with the reference channel by channel: a
     two-pass depthwise layer (111 channels on 56 processors, the last pass one processor
     short) must report no bad layer when its known answer passes."""
-    from ai8xsim.verify import first_bad_layer, input_tensor
+    from ai8xsim.verify import first_bad_layer
     from onnx2ai8x.verification import _references
 
     project = projects("ai87-suite-depthwise-nopool-c")
     outcome = execute(project)
     assert outcome.passed
     model = next(project.glob("*.onnx"))
-    refs = _references(model, outcome.device, input_tensor(outcome), failed=False)
+    refs = _references(model, outcome, failed=False)
     assert refs[0].shape[0] == 111
     assert first_bad_layer(outcome, refs) is None
+
+
+def test_model_reference_runs_on_the_whole_frame(projects, tmp_path) -> None:
+    """ai87-suite-depthwise-nopool-110: layer 0 pools 3x3 with stride 2 over an 8 x 9
+    frame, so its registers read only rows 0-6. `verify --model` runs the reference on
+    the sample as the project holds it (all 8 rows, read from data memory the way layer
+    0 reads), which is the case's own sample."""
+    from ai8xsim.verify import first_bad_layer, held_input
+    from onnx2ai8x.verification import _references, verify
+
+    name = "ai87-suite-depthwise-nopool-110"
+    project = projects(name)
+    outcome = execute(project)
+    assert outcome.passed and outcome.layers[0].regs.rows == 7
+    sample = np.load(GOLDEN / name / "sample.npy")
+    assert sample.shape == (110, 8, 9)
+    assert np.array_equal(held_input(outcome, 8, 9)[:110], sample)
+    model = next(project.glob("*.onnx"))
+    refs = _references(model, outcome, failed=False)
+    assert first_bad_layer(outcome, refs) is None
+    result = verify(project, model=model)
+    assert result.passed and "first_bad_layer" not in result.data
+    # an input word of row 6 (read by layer 0) changed in the project: the known answer
+    # fails, and every layer still equals the reference run on the input as held, which
+    # is what verify says
+    changed = _copy(project, tmp_path)
+    path = changed / "sampledata.h"
+    text = path.read_text()
+    # SAMPLE_INPUT_0 is data memory 0 (processors 0-3), HWC with two passes a pixel:
+    # word 2 * 54 is pixel 54 (row 6, column 0), first pass
+    words = list(re.finditer(r"0x[0-9a-f]{8}", text[text.index("SAMPLE_INPUT_0"):]))
+    target = words[2 * 6 * 9]
+    offset = text.index("SAMPLE_INPUT_0")
+    value = 0x7F7F7F7F  # channels 0-3 of that pixel at the maximum: the max pool keeps it
+    assert int(target.group(0), 16) != value
+    path.write_text(text[:offset + target.start()] + f"0x{value:08x}"
+                    + text[offset + target.end():])
+    bad = verify(changed, model=model)
+    assert not bad.passed and "first_bad_layer" not in bad.data
+    assert "every layer equals the reference run on the input as the accelerator read it" \
+        in bad.text

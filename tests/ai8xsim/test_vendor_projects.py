@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from ai8xsim.verify import execute, render
+from tests.ai8xsim.exceptions import Kind, judge
 from tests.conftest import GOLDEN, all_cases
-from tests.golden.test_golden_verify import HARDWARE_EXCEPTIONS, SIDECAR_EXCEPTIONS
 
 SYNTH = Path(os.environ.get("ONNX2AI8X_VENDOR_SYNTH", "/tmp/vendor/synth"))
 PYTHON = Path(os.environ.get("ONNX2AI8X_VENDOR_PYTHON", "/tmp/vendor/venv/bin/python"))
@@ -32,17 +32,6 @@ CHOICE = os.environ.get("ONNX2AI8X_VENDOR_PROJECTS", "")
 
 # vendor_args that only add console output to the vendor run
 QUIET = {"--verbose", "--display-checkpoint"}
-
-# name -> why the vendor tool's own project cannot give its known answer on the hardware
-VENDOR_DEFECTS = {
-    # Layer 0 reads three HWC channels on processors 0, 16 and 32, which FIFOs 0, 1 and 2
-    # feed (seed 000: "four dedicated FIFOs connected to processors 0-3, 16-19, 32-35, and
-    # 48-51"). The vendor's load_input writes every pixel's three channels as one word to
-    # FIFO 0 only (processors 0-3): processors 16 and 32 never get their channel. The
-    # project onnx2ai8x writes for this sidecar feeds FIFO p // 16 and passes.
-    "ai85-suite-fifostream-group-notvga64x48-hwc": "vendor feeds FIFO 0 only; processors "
-                                                   "16 and 32 read FIFOs 1 and 2",
-}
 
 
 def spread(cases: list[str]) -> list[str]:
@@ -123,18 +112,9 @@ def test_vendor_project_passes_verify(name: str, tmp_path: Path, vendor_tool) ->
     if project is None:
         # The vendor tool refusing or crashing on its own case is not a verdict on verify.
         pytest.skip(f"vendor tool did not write a project: {log.splitlines()[-1:]}")
-    outcome = execute(project)
-    if outcome.error and "not modelled yet" in outcome.error:
-        pytest.xfail(outcome.error)
-    # SIDECAR_EXCEPTIONS: the vendor's placement for the case is at fault, so its own
-    # project (written from that placement) fails the same way ours does
-    for listed in (HARDWARE_EXCEPTIONS, SIDECAR_EXCEPTIONS, VENDOR_DEFECTS):
-        if name in listed:
-            assert outcome.error is None and not outcome.passed, \
-                f"{name} passes now: remove it from the list"
-            pytest.xfail(listed[name])
-    assert outcome.passed, render(outcome)
-    assert outcome.checked_words > 0
+    # the vendor's own project: allow-listed as Kind.VENDOR where its placement, its
+    # loader or the hardware is at fault, or it uses a feature the model does not execute
+    judge(name, Kind.VENDOR, execute(project))
 
 
 @pytest.mark.parametrize(("name", "extra"), VARIANTS,

@@ -8,9 +8,11 @@ import pytest
 
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.map.auto import auto_place
+from onnx2ai8x.map.hw import streams_1x1_as_3x3
 from onnx2ai8x.map.memory_check import (
     buffers,
     check_placement,
+    kernel_columns,
     output_bytes,
     stream_rollovers,
 )
@@ -194,17 +196,56 @@ def test_buffers_of_the_streaming_part():
     assert bufs[1].streaming and not bufs[2].streaming and bufs[1].dies == 2
 
 
-def test_no_streaming_next_to_a_1x1_convolution():
-    """Next to a streaming layer a 1x1 convolution runs on the 3x3 kernel hardware; the
-    mapper does not choose that, and says why when nothing else fits."""
+def _stored_columns(net: Network, placement: Placement, ll: int) -> int:
+    """Kernel-memory columns layer ll's allocated kernels take per input processor
+    (a column holds one 3x3 kernel, or nine 1x1 ones)."""
+    from onnx2ai8x.map.weights import attached
+
+    owners = attached(net, placement).kernels.owners
+    return max(int((owners[p] == ll).sum()) for p in range(owners.shape[0]))
+
+
+def _columns(lay, as_3x3: bool) -> int:
+    return kernel_columns(lay, (1 << lay.output_channels) - 1, as_3x3=as_3x3)
+
+
+@pytest.mark.parametrize("device,dim", [("MAX78000", 128), ("MAX78002", 160)])
+def test_a_1x1_convolution_reads_the_streaming_layers(device, dim):
+    """Streaming has no 1x1 path: the 1x1 convolution reading the last streaming layer's
+    output runs on the 3x3 hardware (weight in the centre, padding 1), as the vendor's
+    faceid_112 sidecar has it; the mapper places it so and the kernel memory holds
+    3x3 kernels for it (the 1x1 after it, not next to streaming, keeps 1-byte ones)."""
+    net = big_input(dim=dim)  # c0's output does not fit a data memory instance
+    c2 = conv("c2", 32, 64, dim // 2, (1,), k=1, pool=2)
+    c3 = conv("c3", 64, 10, dim // 4, (2,), k=1, pool=2)
+    net = dataclasses.replace(net, layers=(*net.layers[:2], c2, c3), device=device)
+    placement = auto_place(net, device)
+    assert [pl.streaming for pl in placement.layers] == [True, True, False, False]
+    assert check_placement(net, placement) == []
+    assert [streams_1x1_as_3x3(net, placement, ll) for ll in range(4)] \
+        == [False, False, True, False]
+    # 64 kernels per processor: 64 columns of 3x3, 8 of 1x1 ones (nine to a column)
+    assert _stored_columns(net, placement, 2) == _columns(c2, True) == 64
+    assert _stored_columns(net, placement, 3) == _columns(c3, False) == 2
+
+
+def test_a_1x1_convolution_streams_as_3x3():
+    """A 1x1 convolution whose frame does not fit streams too (as a 3x3 one with padding
+    1, so it also satisfies the MAX78000's padded last streaming layer)."""
     net = big_input()
-    c2 = conv("c2", 32, 64, 64, (1,), k=1, pool=2)
-    net = dataclasses.replace(net, layers=(*net.layers[:2], c2, net.layers[3]))
-    with pytest.raises(Ai8xError) as err:
-        auto_place(net, "MAX78000")
-    d = err.value.diagnostics[0]
-    assert d.code == "map.streaming" and d.where == "layer `c2`"
-    assert "1x1 convolution" in d.message and "more cannot stream" in d.message
+    c1 = conv("c1", 16, 16, 128, (0,), k=1)  # 16x128x128 out: needs to stream
+    c2 = conv("c2", 16, 32, 128, (1,), pool=2)
+    c3 = conv("c3", 32, 10, 64, (2,), k=1, pool=2)
+    net = dataclasses.replace(net, layers=(net.layers[0], c1, c2, c3))
+    assert output_bytes(c1) > INSTANCE
+    placement = auto_place(net, "MAX78000")
+    assert [pl.streaming for pl in placement.layers] == [True, True, True, False]
+    assert check_placement(net, placement) == []
+    # c3 reads the last streaming layer: 3x3 hardware too
+    assert [streams_1x1_as_3x3(net, placement, ll) for ll in range(4)] \
+        == [False, True, False, True]
+    assert _stored_columns(net, placement, 1) == _columns(c1, True) == 16
+    assert _stored_columns(net, placement, 3) == _columns(c3, True) == 10
 
 
 def test_a_given_number_of_layers_streams():
@@ -232,3 +273,31 @@ def test_fifo_option_puts_the_input_on_fifo_processors(channels, dim, want):
     # without the option a 15-channel input is packed from processor 0
     if channels == 15:
         assert auto_place(net, "MAX78000").layers[0].processor_map == 0x7FFF
+
+
+def test_a_1x1_convolution_may_end_the_streaming_part():
+    """MAX78000: the last streaming layer must be padded; a 1x1 convolution streams as
+    a 3x3 one with padding 1, so it may be last. Here an unpadded 3x3 layer and two 1x1
+    layers must all stream (their inputs exceed an instance), the second 1x1 ends the
+    streaming part: the legalizer accepts it and the mapper places it."""
+    from onnx2ai8x.devices import get_device
+    from onnx2ai8x.legalize import diagnose
+
+    c0 = dataclasses.replace(conv("c0", 3, 8, 128, (-1,)), padding=(0, 0),
+                             output_dim=(126, 126), pooled_dim=(128, 128))
+    c1 = conv("c1", 8, 8, 126, (0,), k=1)
+    c2 = conv("c2", 8, 8, 126, (1,), k=1, pool=2)
+    net = Network(layers=(c0, c1, c2), input_shape=(3, 128, 128), device="MAX78000",
+                  name="unpadded")
+    assert output_bytes(c1) > INSTANCE and output_bytes(c2) <= INSTANCE
+    assert not [d for d in diagnose(net, get_device("MAX78000"))
+                if d.code == "limit.data-memory"]
+    placement = auto_place(net, "MAX78000")
+    assert [pl.streaming for pl in placement.layers] == [True, True, True]
+    assert check_placement(net, placement) == []
+    # a 3x3 unpadded layer in its place cannot end it
+    c2_3x3 = dataclasses.replace(conv("c2", 8, 8, 126, (1,), pool=2), padding=(0, 0),
+                                 output_dim=(61, 61))
+    bad = dataclasses.replace(net, layers=(c0, c1, c2_3x3))
+    assert [d for d in diagnose(bad, get_device("MAX78000"))
+            if d.code == "limit.data-memory" and "padding" in d.message]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...devices import Device
+from ...map.hw import runs_1x1_as_3x3
 from ...network import Layer, Network, Op
 from ..facts import (
     CONVOLUTIONS,
@@ -214,8 +215,9 @@ def data_memory(layer, network, device):
                             "must use a convolution", "fuse it into a convolution"))
     if not device.stream_nonpadded_final:
         window = range(prefix - 1, min(device.max_stream_layers, len(layers)))
-        if not any(max(layers[i].padding) > 0 and layers[i].operator in CONVOLUTIONS
-                   for i in window):
+        # a streaming 1x1 convolution runs as a 3x3 one with padding 1 (map/hw.py)
+        if not any((max(layers[i].padding) > 0 or runs_1x1_as_3x3(device, layers[i], i, True))
+                   and layers[i].operator in CONVOLUTIONS for i in window):
             lay = layers[prefix - 1]
             out.append(diag("data-memory", lay.name,
                             "the final streaming layer must use padding, and no layer that "
