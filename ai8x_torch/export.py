@@ -66,13 +66,9 @@ from onnx2ai8x.network import (
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
     Layer,
     Network,
+    Op,
     unique_name,
 )
 
@@ -435,7 +431,7 @@ class _Exporter:
         c = p.shape[0]
         dims = _dims(p.shape)
         sources = p.sources
-        lay = Layer(name=self._unique(p.name), operator=OP_NONE, input_channels=c,
+        lay = Layer(name=self._unique(p.name), operator=Op.NONE, input_channels=c,
                     output_channels=c, input_dim=dims, pooled_dim=dims, output_dim=dims,
                     eltwise=_ELTWISE_CODES[p.module.op_name], operands=p.count,
                     quantization=0, in_sequences=self._seq(_Data(sources, p.shape)))
@@ -530,7 +526,7 @@ class _Exporter:
             if module.activation is not None:
                 raise _fail(name, "a pooling-only layer cannot have an activation",
                             "remove the activation")
-            lay = Layer(operator=OP_NONE, output_channels=in_ch, output_dim=pooled,
+            lay = Layer(operator=Op.NONE, output_channels=in_ch, output_dim=pooled,
                         quantization=0, **fields)
             return self._append(lay, out_shape)
         try:
@@ -539,14 +535,14 @@ class _Exporter:
             raise _fail(name, str(exc), "call ai8x_torch.quantize_model(model) before "
                         "exporting, or load a quantized (-q) checkpoint") from None
         if isinstance(op, nn.Linear) or as_linear:
-            operator_code = OP_LINEAR
+            operator_code = Op.LINEAR
             kernel, padding, stride, dilation, groups = (1, 1), (0, 0), (1, 1), (1, 1), 1
             out_ch, out_dim = hw["weights"].shape[0], (1, 1)
             if as_linear:
                 hw = {**hw, "weights": hw["weights"].reshape(out_ch, -1)}
         else:
-            operator_code = {nn.Conv1d: OP_CONV1D, nn.Conv2d: OP_CONV2D,
-                             nn.ConvTranspose2d: OP_CONVTRANSPOSE2D}[type(op)]
+            operator_code = {nn.Conv1d: Op.CONV1D, nn.Conv2d: Op.CONV2D,
+                             nn.ConvTranspose2d: Op.CONVTRANSPOSE2D}[type(op)]
             kernel = _pair(op.kernel_size, one_d)
             padding = _pair(op.padding, one_d)
             if one_d:
@@ -557,7 +553,7 @@ class _Exporter:
             out_ch = op.out_channels
             out_dim = _dims(out_shape)
         output_padding = (0, 0)
-        if operator_code == OP_CONVTRANSPOSE2D:
+        if operator_code == Op.CONVTRANSPOSE2D:
             output_padding = _pair(op.output_padding, False)
         lay = Layer(operator=operator_code, output_channels=out_ch, output_dim=out_dim,
                     kernel_size=kernel, padding=padding, stride=stride, dilation=dilation,

@@ -23,14 +23,9 @@ from onnx2ai8x.network import (
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
-    OPERATOR_NAMES,
     Layer,
     Network,
+    Op,
 )
 from onnx2ai8x.network import (
     output_layers as network_output_layers,
@@ -89,7 +84,7 @@ def output_layers(network: Network) -> list[int]:
 
 
 def _is_1d(lay: Layer) -> bool:
-    return lay.operator == OP_CONV1D
+    return lay.operator.one_d
 
 
 def _reshape(g: _Graph, t: _Tensor, shape: tuple[int, ...], name: str) -> _Tensor:
@@ -279,7 +274,7 @@ class _LayerBuilder:
         lay, g = self.lay, self.g
         w = self.weights()
         wname = f"{lay.name}.weight"
-        if lay.operator == OP_LINEAR or (lay.operator == OP_CONV2D and lay.flatten):
+        if lay.operator == Op.LINEAR or (lay.operator == Op.CONV2D and lay.flatten):
             k_in = int(np.prod(t.shape))
             w2 = w.reshape(w.shape[0], -1)
             if w2.shape[1] != k_in:
@@ -290,8 +285,8 @@ class _LayerBuilder:
             g.const(wname, w2.T, TensorProto.INT8)
             acc = g.node("MatMulInteger", [flat, wname], lay.name)
             shape: tuple[int, ...] = (w2.shape[0],)
-        elif lay.operator in (OP_CONV2D, OP_CONV1D):
-            nd = 1 if lay.operator == OP_CONV1D else 2
+        elif lay.operator in (Op.CONV2D, Op.CONV1D):
+            nd = 1 if lay.operator.one_d else 2
             want = lay.input_channels // max(lay.conv_groups, 1)
             if w.ndim != 2 + nd or w.shape[1] * lay.conv_groups != t.shape[0] \
                     or w.shape[1] != want:
@@ -307,7 +302,7 @@ class _LayerBuilder:
             shape = (w.shape[0], *(
                 (t.shape[1 + a] + 2 * lay.padding[a] - lay.dilation[a] * (w.shape[2 + a] - 1)
                  - 1) // lay.stride[a] + 1 for a in range(nd)))
-        elif lay.operator == OP_CONVTRANSPOSE2D:
+        elif lay.operator == Op.CONVTRANSPOSE2D:
             acc, shape = self.conv_transpose(t, w)
         else:
             raise self.fail("layer.operator", f"unknown operator {lay.operator}",
@@ -403,7 +398,7 @@ class _LayerBuilder:
     def build(self, produced: Mapping[int, _Tensor]) -> _Tensor:
         lay = self.lay
         ops = [self.shape_input(o, k) for k, o in enumerate(self.gather(produced))]
-        has_conv = lay.operator != OP_NONE
+        has_conv = lay.operator.has_weights
         wide_pass = lay.output_width == 32 and not has_conv
         multi = len(ops) > 1
         if multi and not lay.pool_first:
@@ -415,7 +410,7 @@ class _LayerBuilder:
             cur = ops[0]
         if has_conv:
             cur = self.numerics(self.compute(cur))
-            if lay.operator == OP_LINEAR or (lay.operator == OP_CONV2D and lay.flatten):
+            if lay.operator == Op.LINEAR or (lay.operator == Op.CONV2D and lay.flatten):
                 cur = _reshape(self.g, cur, (cur.shape[0], 1, 1), self.role("unflatten"))
         elif self.main is None:
             self.main = self.g.node("Identity", [cur.name], lay.name)
@@ -459,7 +454,7 @@ def _unwritten_fields(lay: Layer) -> dict[str, str]:
             meta["ai8x.weight_bits"] = str(int(lay.quantization))
     if lay.flatten:
         meta["ai8x.flatten"] = "true"
-    if lay.operator == OP_CONV1D and not lay.pool_average and lay.pool[0] > 1 \
+    if lay.operator.one_d and not lay.pool_average and lay.pool[0] > 1 \
             and lay.pool_dilation[0] > 1:
         # 1-D max pooling reads an undilated window (the vendor's arithmetic), so the
         # MaxPool node cannot show the dilation the layer is configured with.
@@ -506,7 +501,7 @@ def build_proto(network: Network, *, layer_metadata: Mapping[str, Mapping[str, s
         lb = _LayerBuilder(g, i, lay, avg_pool_rounding)
         out = lb.build(produced)
         main = lb.main_node()
-        meta = {"ai8x.layer_index": str(i), "ai8x.operator": OPERATOR_NAMES[lay.operator]}
+        meta = {"ai8x.layer_index": str(i), "ai8x.operator": lay.operator.word}
         meta.update(_unwritten_fields(lay))
         if layer_metadata and lay.name in layer_metadata:
             meta.update(layer_metadata[lay.name])

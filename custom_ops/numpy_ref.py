@@ -17,13 +17,9 @@ from onnx2ai8x.network import (
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
     Layer,
     Network,
+    Op,
 )
 from onnx2ai8x.network import (
     output_layers as network_output_layers,
@@ -161,15 +157,15 @@ def _conv(x: np.ndarray, w: np.ndarray, stride, pad, dilation, groups: int) -> n
 def _layer_compute(x: np.ndarray, lay: Layer) -> np.ndarray:
     """The conv/linear part: integer accumulator including the bias."""
     w = np.asarray(lay.weights, dtype=np.int64)
-    if lay.operator == OP_LINEAR or (lay.operator == OP_CONV2D and lay.flatten):
+    if lay.operator == Op.LINEAR or (lay.operator == Op.CONV2D and lay.flatten):
         vec = x.reshape(-1)
         acc = w.reshape(w.shape[0], -1) @ vec
         acc = acc.reshape(-1, 1, 1)
-    elif lay.operator == OP_CONV2D:
+    elif lay.operator == Op.CONV2D:
         acc = _conv(x, w, lay.stride, lay.padding, lay.dilation, lay.conv_groups)
-    elif lay.operator == OP_CONV1D:
+    elif lay.operator == Op.CONV1D:
         acc = _conv(x, w, lay.stride[:1], lay.padding[:1], lay.dilation[:1], lay.conv_groups)
-    elif lay.operator == OP_CONVTRANSPOSE2D:
+    elif lay.operator == Op.CONVTRANSPOSE2D:
         # Vendor: zero insertion by the stride, flipped kernel with in/out swapped (its
         # izer/checkpoint.py), padding d*(k-1)-p each side plus output_padding at the end.
         wt = np.flip(w, axis=(2, 3)).swapaxes(0, 1).reshape(
@@ -212,7 +208,7 @@ def run_network(network: Network, x: np.ndarray, *, avg_pool_rounding: bool = Fa
     for i, lay in enumerate(network.layers):
         seqs = lay.in_sequences if lay.in_sequences is not None else (i - 1,)
         parts = [data[s] for s in seqs]
-        one_d = lay.operator == OP_CONV1D
+        one_d = lay.operator.one_d
         in_shape = (lay.input_dim[0],) if one_d else tuple(lay.input_dim)
         if len(parts) > 1 and len({p.shape[1:] for p in parts}) == 1:
             joined = np.concatenate(parts, axis=0)
@@ -221,7 +217,7 @@ def run_network(network: Network, x: np.ndarray, *, avg_pool_rounding: bool = Fa
         else:
             joined = parts[0]
         ops = [op.reshape(-1, *in_shape) for op in np.split(joined, lay.operands, axis=0)]
-        wide = lay.output_width == 32 and lay.operator == OP_NONE
+        wide = lay.output_width == 32 and lay.operator.passthrough
         if lay.operands > 1 and not lay.pool_first:
             ops = [_eltwise(ops, lay, wide)]
         ops = [_pool1d(op, lay) if one_d else _pool2d(op, lay, rounding) for op in ops]
@@ -229,7 +225,7 @@ def run_network(network: Network, x: np.ndarray, *, avg_pool_rounding: bool = Fa
             cur = _eltwise(ops, lay, wide)
         else:
             cur = ops[0]
-        if lay.operator != OP_NONE:
+        if lay.operator.has_weights:
             cur = _output_stage(_layer_compute(cur, lay), lay)
         data[i] = cur
     if outputs is None:

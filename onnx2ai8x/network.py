@@ -9,17 +9,88 @@ from __future__ import annotations
 
 from collections.abc import Container
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
-# Operator codes of the vendor's resolved configuration.
-OP_NONE = 0  # passthrough
-OP_CONV1D = 1
-OP_CONV2D = 2
-OP_CONVTRANSPOSE2D = 3
-OP_LINEAR = 4
-OPERATOR_NAMES = {OP_NONE: "passthrough", OP_CONV1D: "conv1d", OP_CONV2D: "conv2d",
-                  OP_CONVTRANSPOSE2D: "convtranspose2d", OP_LINEAR: "linear"}
+
+class Op(IntEnum):
+    """A hardware operator. The values are the vendor's operator codes (its resolved
+    configuration, golden `case.json`), so an `Op` compares equal to the vendor's int.
+
+    The traits below are what the stages ask of an operator; a new operator is a new
+    member plus its row in `_TRAITS`.
+    """
+
+    NONE = 0  # pass-through: pooling and/or element-wise only, no weights
+    CONV1D = 1
+    CONV2D = 2
+    CONVTRANSPOSE2D = 3
+    LINEAR = 4
+
+    @property
+    def word(self) -> str:
+        """The operator's name in reports, messages and the ONNX metadata."""
+        return _TRAITS[self].word
+
+    @property
+    def sidecar_word(self) -> str:
+        """The word the sidecar writer uses for `op:` (the vendor's YAML spelling)."""
+        return _TRAITS[self].sidecar_word
+
+    @property
+    def passthrough(self) -> bool:
+        """No convolution: the layer pools and/or combines operands only."""
+        return not _TRAITS[self].has_weights
+
+    @property
+    def has_weights(self) -> bool:
+        """The layer multiplies by weights held in kernel memory (every operator but
+        pass-through)."""
+        return _TRAITS[self].has_weights
+
+    @property
+    def convolution(self) -> bool:
+        """A kernel slides over the data (Conv1d, Conv2d, ConvTranspose2d): padding and
+        depthwise groups apply."""
+        return _TRAITS[self].convolution
+
+    @property
+    def one_d(self) -> bool:
+        """The operator works on 1-D (L, 1) data (Conv1d)."""
+        return _TRAITS[self].one_d
+
+    @property
+    def transposed(self) -> bool:
+        """A transposed convolution (upsampling, stride 2, weights stored (in, out))."""
+        return _TRAITS[self].transposed
+
+
+@dataclass(frozen=True)
+class _OpTraits:
+    word: str
+    sidecar_word: str
+    has_weights: bool
+    convolution: bool
+    one_d: bool = False
+    transposed: bool = False
+
+
+_TRAITS = {
+    Op.NONE: _OpTraits("passthrough", "passthrough", has_weights=False, convolution=False),
+    Op.CONV1D: _OpTraits("conv1d", "conv1d", has_weights=True, convolution=True, one_d=True),
+    Op.CONV2D: _OpTraits("conv2d", "conv2d", has_weights=True, convolution=True),
+    Op.CONVTRANSPOSE2D: _OpTraits("convtranspose2d", "convtranspose2d", has_weights=True,
+                                  convolution=True, transposed=True),
+    # The vendor's sidecars spell a fully connected layer `mlp`.
+    Op.LINEAR: _OpTraits("linear", "mlp", has_weights=True, convolution=False),
+}
+
+# The vendor's code names, kept for callers that spell operators so (tests, builders).
+OP_NONE, OP_CONV1D, OP_CONV2D = Op.NONE, Op.CONV1D, Op.CONV2D
+OP_CONVTRANSPOSE2D, OP_LINEAR = Op.CONVTRANSPOSE2D, Op.LINEAR
+OPERATOR_NAMES = {op: op.word for op in Op}
+_OP_CODES = frozenset(int(op) for op in Op)
 
 ACT_NONE = None
 ACT_RELU = 1
@@ -41,7 +112,8 @@ class Layer:
     """One hardware layer (pool -> element-wise -> conv/linear -> shift -> activation)."""
 
     name: str
-    operator: int
+    # An Op; an int that is no operator code stays as given, for legalize to name it.
+    operator: Op | int
     input_channels: int
     output_channels: int
     input_dim: tuple[int, int]
@@ -77,9 +149,14 @@ class Layer:
     # The hardware's 8-bit bias values as stored in bias memory, or None.
     bias_hw: np.ndarray | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        # Readers hand over the vendor's int codes; the stages ask the Op for its traits.
+        if not isinstance(self.operator, Op) and self.operator in _OP_CODES:
+            object.__setattr__(self, "operator", Op(self.operator))
+
     @property
     def operator_name(self) -> str:
-        return OPERATOR_NAMES[self.operator]
+        return Op(self.operator).word
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,7 +19,7 @@ from .map.kernels import FREE
 from .map.latency import execution_order
 from .map.memory_check import buffers, input_bytes, output_bytes
 from .map.weights import weights_of
-from .network import OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE, Layer, Network
+from .network import Layer, Network, Op
 from .placement import Placement
 
 
@@ -69,13 +69,13 @@ class Report:
 
 def layer_macs(layer: Layer) -> int:
     """Multiply-accumulates of one layer (0 for passthrough/element-wise only)."""
-    if layer.operator == OP_NONE or layer.weights is None:
+    if layer.operator.passthrough or layer.weights is None:
         return 0
-    if layer.operator == OP_LINEAR:
+    if layer.operator == Op.LINEAR:
         return int(layer.weights.size)
     kernel = layer.kernel_size[0] * layer.kernel_size[1]
     per_group_in = layer.input_channels // max(1, layer.conv_groups)
-    if layer.operator == OP_CONVTRANSPOSE2D:
+    if layer.operator.transposed:
         # every input pixel meets every kernel tap once
         pixels = layer.pooled_dim[0] * layer.pooled_dim[1]
         return pixels * layer.output_channels * per_group_in * kernel

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from ..errors import Ai8xError
 from ..map.hw import HwNetwork
-from ..network import OP_NONE
 from ..options import EmitOptions
 
 ARM_MAIN = "main.c"
@@ -67,7 +66,7 @@ def fast_fifo_convolution(hw: HwNetwork) -> str | None:
     """The layer fed by the fast FIFO must compute (a convolution or linear layer), not pass
     its input through."""
     lay = hw.network.layers[hw.start_layer]
-    return "the layer is a pass-through" if lay.operator == OP_NONE else None
+    return "the layer is a pass-through" if lay.operator.passthrough else None
 
 
 FAST_FIFO_RULES = (fast_fifo_needs_riscv, fast_fifo_channels, fast_fifo_processors,

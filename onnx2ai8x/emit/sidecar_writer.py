@@ -22,18 +22,12 @@ from ..network import (
     ACT_RELU,
     ELTWISE_NAMES,
     ELTWISE_NONE,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
     Layer,
     Network,
+    Op,
 )
 from ..placement import Placement
 
-_OPS = {OP_NONE: "passthrough", OP_CONV1D: "conv1d", OP_CONV2D: "conv2d",
-        OP_CONVTRANSPOSE2D: "convtranspose2d", OP_LINEAR: "mlp"}
 _ACTS = {ACT_RELU: "ReLU", ACT_ABS: "Abs"}
 
 def _mask(x: int) -> str:
@@ -63,19 +57,19 @@ def _procs(x: int) -> str:
 
 def _geometry(lay: Layer) -> list[tuple[str, str]]:
     """The operation keys of one layer (what it computes)."""
-    one_d = lay.operator == OP_CONV1D
-    keys: list[tuple[str, str]] = [("op", _OPS[lay.operator])]
-    if lay.operator == OP_CONV2D:
+    one_d = lay.operator.one_d
+    keys: list[tuple[str, str]] = [("op", lay.operator.sidecar_word)]
+    if lay.operator == Op.CONV2D:
         keys.append(("kernel_size", f"{lay.kernel_size[0]}x{lay.kernel_size[1]}"))
-    elif lay.operator == OP_CONV1D:
+    elif lay.operator == Op.CONV1D:
         keys.append(("kernel_size", str(lay.kernel_size[0])))
-    if lay.operator in (OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D):
+    if lay.operator.convolution:
         keys.append(("pad", str(lay.padding[0])))
     if lay.dilation != (1, 1):
         keys.append(("dilation", _pair(lay.dilation, one_d)))
     if lay.conv_groups > 1:
         keys.append(("groups", str(lay.conv_groups)))
-    if lay.operator == OP_CONVTRANSPOSE2D and lay.output_padding != (1, 1):
+    if lay.operator.transposed and lay.output_padding != (1, 1):
         keys.append(("output_pad", str(lay.output_padding[0])))
     pooled = lay.pool != (1, 1) or lay.pool_stride != (1, 1)
     if pooled:
@@ -93,7 +87,7 @@ def _geometry(lay: Layer) -> list[tuple[str, str]]:
         keys.append(("flatten", "true"))
     if lay.activation in _ACTS:
         keys.append(("activate", _ACTS[lay.activation]))
-    if lay.weights is not None and lay.operator != OP_NONE:
+    if lay.weights is not None and lay.operator.has_weights:
         q = lay.quantization or 8
         if q != 8:
             keys.append(("quantization", "binary" if q == -1 else str(q)))

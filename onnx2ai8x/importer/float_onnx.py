@@ -31,13 +31,9 @@ from ..network import (
     ACT_RELU,
     ELTWISE_ADD,
     ELTWISE_SUB,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
     Layer,
     Network,
+    Op,
     unique_name,
 )
 
@@ -404,10 +400,10 @@ class _Walker:
         nd = len(in_shape) - 1
         if nd == 0:
             w = np.eye(c)
-            fields.update(operator=OP_LINEAR, output_channels=c, output_dim=(1, 1))
+            fields.update(operator=Op.LINEAR, output_channels=c, output_dim=(1, 1))
         else:
             w = np.eye(c).reshape(c, c, *([1] * nd))
-            fields.update(operator=OP_CONV1D if nd == 1 else OP_CONV2D, output_channels=c,
+            fields.update(operator=Op.CONV1D if nd == 1 else Op.CONV2D, output_channels=c,
                           output_dim=_dims(in_shape), kernel_size=(1, 1))
         base = _layer_name(node)
         fields["name"] = f"{base}_identity"
@@ -420,7 +416,7 @@ class _Walker:
         """The pooling-only layer breaks the pool-channels rule (it needs a convolution
         to pool that many channels)."""
         from ..devices import get_device
-        from ..legalize.rules import pool_channels
+        from ..legalize.rules.pooling import pool_channels
 
         return pool_channels(lay, None, get_device(self.device or "MAX78000")) is not None
 
@@ -450,7 +446,7 @@ class _Walker:
             in_shape = v.operands[0].shape
             fields = self._pool_fields(v.pool, in_shape)
             dims_in = _dims(in_shape)
-            lay = Layer(name=self.unique(v.node), operator=OP_NONE,
+            lay = Layer(name=self.unique(v.node), operator=Op.NONE,
                         input_channels=in_shape[0], output_channels=in_shape[0],
                         input_dim=dims_in, output_dim=fields["pooled_dim"],
                         eltwise=v.kind, operands=len(sources), quantization=0,
@@ -462,7 +458,7 @@ class _Walker:
         assert isinstance(v, _Cat)
         sources = tuple(self.act(p, v.node).src for p in v.parts)
         dims = _dims(v.shape)
-        lay = Layer(name=self.unique(v.node), operator=OP_NONE, input_channels=v.shape[0],
+        lay = Layer(name=self.unique(v.node), operator=Op.NONE, input_channels=v.shape[0],
                     output_channels=v.shape[0], input_dim=dims, pooled_dim=dims,
                     output_dim=dims, quantization=0, in_sequences=self.seq(sources))
         out = self.append(lay, FloatLayer(v.tensor, (1, 1), None, (v.node,)), v.shape)
@@ -483,7 +479,7 @@ class _Walker:
         extra = {}
         if elt is not None:
             extra = {"eltwise": elt.kind, "operands": len(elt.operands), "pool_first": False}
-        return Layer(name=self.unique(v.node), operator=OP_NONE, input_channels=in_shape[0],
+        return Layer(name=self.unique(v.node), operator=Op.NONE, input_channels=in_shape[0],
                      output_channels=in_shape[0], input_dim=_dims(in_shape),
                      output_dim=fields["pooled_dim"], quantization=0,
                      in_sequences=self.seq(sources), **fields, **extra)
@@ -536,7 +532,7 @@ class _Walker:
     def copy(self, a: _Act, node) -> _Act:
         """A pass-through layer that copies `a` (same scale)."""
         dims = _dims(a.shape)
-        lay = Layer(name=self.unique(f"{_layer_name(node)}_copy"), operator=OP_NONE,
+        lay = Layer(name=self.unique(f"{_layer_name(node)}_copy"), operator=Op.NONE,
                     input_channels=a.shape[0], output_channels=a.shape[0], input_dim=dims,
                     pooled_dim=dims, output_dim=dims, quantization=0,
                     in_sequences=self.seq((a.src,)))
@@ -751,10 +747,10 @@ class _Walker:
             out_sp = tuple((spatial[a] - 1) * strides[a] - 2 * padding[a] +
                            dil[a] * (kernel[a] - 1) + op_pad[a] + 1 for a in range(2))
             extra = {"output_padding": op_pad}
-            operator = OP_CONVTRANSPOSE2D
+            operator = Op.CONVTRANSPOSE2D
         else:
             extra = {}
-            operator = OP_CONV1D if nd == 1 else OP_CONV2D
+            operator = Op.CONV1D if nd == 1 else Op.CONV2D
             out_sp = tuple((spatial[a] + 2 * padding[a] - dil[a] * (kernel[a] - 1) - 1)
                            // strides[a] + 1 for a in range(nd))
             if strides[:nd] != (1,) * nd and (nd == 1 or strides[0] == strides[1]):
@@ -819,7 +815,7 @@ class _Walker:
             self.rewrites.append(f"{node.name or node.output[0]}: dense weights reordered "
                                  "from the transposed (channels-last) flatten")
         out = w.shape[0]
-        fields.update(operator=OP_LINEAR, output_channels=out, output_dim=(1, 1),
+        fields.update(operator=Op.LINEAR, output_channels=out, output_dim=(1, 1),
                       name=_layer_name(node))
         bias = np.zeros(out) if b is None else np.broadcast_to(b, (out,)).astype(np.float64)
         self.set(node, _Draft(fields, w.astype(np.float64), bias.copy(), 0, (out,),

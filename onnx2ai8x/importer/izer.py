@@ -15,7 +15,7 @@ from pathlib import Path
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_bytes_atomic
-from ..network import OP_CONVTRANSPOSE2D, OP_NONE, Network
+from ..network import Network
 from ..sidecar import Sidecar, parse_file
 from ..sidecar.resolve import Resolved, resolve, to_network
 from .checkpoint import Checkpoint, read_checkpoint
@@ -46,9 +46,9 @@ def _input_shape(sample: Path | str | Sequence[int] | None, sidecar: Sidecar,
                         "pass --sample <input.npy> (the vendor's sample_<dataset>.npy), or "
                         "give the first layer `in_dim`", exit_code=EXIT_USAGE)
     channels = first.in_channels
-    if channels is None and first.operator != OP_NONE and checkpoint.layers:
+    if channels is None and first.operator.has_weights and checkpoint.layers:
         w = checkpoint.layers[0].weight
-        channels = w.shape[0] if first.operator == OP_CONVTRANSPOSE2D \
+        channels = w.shape[0] if first.operator.transposed \
             else w.shape[1] * first.conv_groups
         channels *= first.operands
     if channels is None:

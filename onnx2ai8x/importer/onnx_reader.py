@@ -34,14 +34,9 @@ from ..network import (
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
-    OPERATOR_NAMES,
     Layer,
     Network,
+    Op,
 )
 from ..onnxpb import ModelProto, NodeProto, TensorProto
 from .shapes import infer_shapes
@@ -64,7 +59,7 @@ _FOLDABLE_OPS = frozenset({
     "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "ConstantOfShape", "Concat",
     "Slice", "Cast", "Range", "Expand", "Size", "Equal", "Where", "Div", "Floor",
 })
-_OPERATOR_CODES = {name: code for code, name in OPERATOR_NAMES.items()}
+_OPERATOR_CODES = {op.word: op for op in Op}
 
 
 @dataclass(frozen=True)
@@ -603,24 +598,24 @@ class _LayerReader:
         out_shape = self.shape(self.final, self.main or self.g.nodes[-1])
         f["output_channels"] = out_shape[0]
         f["output_dim"] = _dims_of(out_shape)
-        if operator == OP_CONV1D or (operator == OP_NONE and len(out_shape) == 2):
+        if operator.one_d or (operator.passthrough and len(out_shape) == 2):
             f["output_dim"] = (out_shape[1], 1)
         if "ai8x.flatten" in meta:
             f["flatten"] = meta["ai8x.flatten"].lower() in ("1", "true")
-        if "ai8x.pool_dilation" in meta and operator == OP_CONV1D:
+        if "ai8x.pool_dilation" in meta and operator.one_d:
             f["pool_dilation"] = (_meta_int(meta, "ai8x.pool_dilation", self.g.name), 1)
         return Layer(**f), meta
 
-    def read_operator(self, conv: NodeProto | None, meta: Mapping[str, str]) -> int:
+    def read_operator(self, conv: NodeProto | None, meta: Mapping[str, str]) -> Op:
         if conv is None:
-            structural = OP_NONE
+            structural = Op.NONE
         elif conv.op_type == "MatMulInteger":
-            structural = OP_LINEAR
+            structural = Op.LINEAR
         elif self._zero_insertion(conv) is not None:
-            structural = OP_CONVTRANSPOSE2D
+            structural = Op.CONVTRANSPOSE2D
         else:
             k = _attrs(conv).get("kernel_shape") or self.const(conv.input[1], conv).shape[2:]
-            structural = OP_CONV1D if len(k) == 1 else OP_CONV2D
+            structural = Op.CONV1D if len(k) == 1 else Op.CONV2D
         named = meta.get("ai8x.operator")
         if named is None:
             return structural
@@ -628,12 +623,12 @@ class _LayerReader:
             raise self.fail(self.main, f"unknown `ai8x.operator` {named!r}",
                             f"use one of {', '.join(sorted(_OPERATOR_CODES))}")
         code = _OPERATOR_CODES[named]
-        compatible = {OP_NONE: (OP_NONE,), OP_LINEAR: (OP_LINEAR, OP_CONV2D),
-                      OP_CONV1D: (OP_CONV1D,), OP_CONV2D: (OP_CONV2D, OP_CONVTRANSPOSE2D),
-                      OP_CONVTRANSPOSE2D: (OP_CONVTRANSPOSE2D,)}[structural]
+        compatible = {Op.NONE: (Op.NONE,), Op.LINEAR: (Op.LINEAR, Op.CONV2D),
+                      Op.CONV1D: (Op.CONV1D,), Op.CONV2D: (Op.CONV2D, Op.CONVTRANSPOSE2D),
+                      Op.CONVTRANSPOSE2D: (Op.CONVTRANSPOSE2D,)}[structural]
         if code not in compatible:
             raise self.fail(self.main, f"`ai8x.operator` says {named} but the nodes form "
-                            f"a {OPERATOR_NAMES[structural]} layer",
+                            f"a {structural.word} layer",
                             "re-export the model; the metadata does not match the graph")
         return code
 
@@ -761,7 +756,7 @@ class _LayerReader:
             f["weights"] = w.T.copy()
             f["flatten"] = _dims_of(src_shape) != (1, 1)
             f["input_channels"] = src_shape[0]
-            if operator == OP_CONV2D:
+            if operator == Op.CONV2D:
                 f["weights"] = f["weights"].reshape(*f["weights"].shape, 1, 1)
                 f["flatten"] = True
         else:
@@ -774,7 +769,7 @@ class _LayerReader:
             group = int(a.get("group", 1))
             if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
                 raise self.fail(conv, "auto_pad is not supported", "give explicit pads")
-            if operator == OP_CONVTRANSPOSE2D:
+            if operator.transposed:
                 self._conv_transpose(f, conv, w, k, dil, pads, group)
             else:
                 if pads[:nd] != pads[nd:]:

@@ -6,17 +6,18 @@ import numpy as np
 from ..devices import Device
 from ..network import (
     ELTWISE_NONE,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
     Layer,
     Network,
+    Op,
 )
 
-CONVOLUTIONS = (OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D)
-WEIGHTED = (OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D, OP_LINEAR)
+# Operator sets for the rules' `applies_to` and checks, from the operators' traits.
+# Legalize is where a layer may still carry an unknown operator code (a plain int, for
+# operator-kind to name), so the facts below and the rules for every layer compare
+# with members or test membership instead of asking an Op's traits.
+CONVOLUTIONS = frozenset(op for op in Op if op.convolution)
+WEIGHTED = frozenset(op for op in Op if op.has_weights)
+NOT_1D = frozenset(op for op in Op if not op.one_d)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -37,9 +38,9 @@ def consumers(network: Network, index: int) -> tuple[int, ...]:
 
 def is_1d(layer: Layer) -> bool:
     """1-D data: Conv1d, or a layer without convolution on (L, 1) data."""
-    if layer.operator == OP_CONV1D:
+    if layer.operator == Op.CONV1D:
         return True
-    return layer.operator == OP_NONE and layer.input_dim[1] == 1 and layer.output_dim[1] == 1
+    return layer.operator == Op.NONE and layer.input_dim[1] == 1 and layer.output_dim[1] == 1
 
 
 def is_eltwise(layer: Layer) -> bool:
@@ -79,7 +80,7 @@ def out_passes(layer: Layer, device: Device) -> int:
 
 def kernel_taps(layer: Layer) -> int:
     """Weights per kernel as the hardware stores it (1x1 linear, k for Conv1d)."""
-    if layer.operator == OP_CONV1D:
+    if layer.operator == Op.CONV1D:
         return layer.kernel_size[0]
     return layer.kernel_size[0] * layer.kernel_size[1]
 
@@ -108,17 +109,17 @@ def output_shape(layer: Layer) -> tuple[int, int] | None:
     ph, pw = layer.pooled_dim
     if layer.flatten:
         return (1, 1)
-    if layer.operator == OP_NONE:
+    if layer.operator == Op.NONE:
         return (ph, pw)
     kh, kw = layer.kernel_size
     (dh, dw), (padh, padw) = layer.dilation, layer.padding
     (sh, sw) = layer.stride
-    if layer.operator == OP_CONVTRANSPOSE2D:
+    if layer.operator == Op.CONVTRANSPOSE2D:
         oph, opw = layer.output_padding
         return ((ph - 1) * sh - 2 * padh + dh * (kh - 1) + oph + 1,
                 (pw - 1) * sw - 2 * padw + dw * (kw - 1) + opw + 1)
     oh = (ph - dh * (kh - 1) - 1 + 2 * padh) // sh + 1
-    if layer.operator == OP_CONV1D:
+    if layer.operator == Op.CONV1D:
         return (oh, 1)
     return (oh, (pw - dw * (kw - 1) - 1 + 2 * padw) // sw + 1)
 

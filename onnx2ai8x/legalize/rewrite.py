@@ -39,7 +39,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..devices import Device
-from ..network import ACT_NONE, ELTWISE_NONE, OP_NONE, Layer, Network, unique_name
+from ..network import ACT_NONE, ELTWISE_NONE, Layer, Network, Op, unique_name
 from .facts import in_passes, pools, reads_gapped
 
 INPUT = -1
@@ -92,7 +92,7 @@ def _passthrough(lay: Layer, name: str, channels: int, dims: tuple[int, int],
                  eltwise: int = ELTWISE_NONE, operands: int = 1,
                  pool_fields: dict | None = None) -> Layer:
     """A pass-through layer (no weights, no shift, no activation)."""
-    return Layer(name=name, operator=OP_NONE, input_channels=channels,
+    return Layer(name=name, operator=Op.NONE, input_channels=channels,
                  output_channels=channels, input_dim=dims, pooled_dim=pooled,
                  output_dim=pooled, eltwise=eltwise, operands=operands,
                  activation=ACT_NONE, quantization=0, in_sequences=in_sequences,
@@ -102,11 +102,11 @@ def _passthrough(lay: Layer, name: str, channels: int, dims: tuple[int, int],
 def _fusion_unsupported(lay: Layer, device: Device) -> bool:
     """The fused element-wise + convolution breaks `rules.eltwise_multipass`."""
     passes = in_passes(lay, device)
-    if lay.operands <= 1 or lay.operator == OP_NONE:
+    if lay.operands <= 1 or lay.operator.passthrough:
         return False
     if not device.eltwise_multipass_conv_bias and lay.bias is not None \
             and bool(np.any(np.asarray(lay.bias) != 0)):
-        return True  # whatever the passes, as the vendor tool checks it (rules.py)
+        return True  # whatever the passes, as the vendor tool checks it (rules/eltwise.py)
     return passes > 1 and device.eltwise_multipass_emulated and \
         lay.operands * passes != lay.operands + passes
 

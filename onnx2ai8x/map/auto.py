@@ -65,8 +65,6 @@ from ..errors import Ai8xError, Diagnostic
 from ..legalize.facts import reads_gapped, same_weights
 from ..network import (
     ELTWISE_NONE,
-    OP_CONV1D,
-    OP_NONE,
     Network,
     output_layers,
 )
@@ -269,7 +267,7 @@ class _Mapper:
         hwc_bytes = h * w * multipass(first.input_channels)[0] * first.operands * 4
         if (hwc_bytes > self.facts.data_instance_bytes or self.want_chw) and not self.stream \
                 and not self.fifo \
-                and first.operator != OP_CONV1D \
+                and not first.operator.one_d \
                 and first.operands == 1 and in_c <= PROCESSORS // PROCESSORS_PER_MEMORY \
                 and inputs_of(net, 0) == (INPUT,):
             self.big_data = True
@@ -310,7 +308,7 @@ class _Mapper:
                 # expects them by default (moved only if that memory is still in use);
                 # a pass-through layer writes where it reads (vendor rule,
                 # _check_passthrough_maps)
-                default = self.pmap[src] if net.layers[src].operator == OP_NONE \
+                default = self.pmap[src] if net.layers[src].operator.passthrough \
                     else _block(0, width)
                 self.tensor[src] = hint.get("output_processors", default)
                 if "output_processors" not in hint:
@@ -321,7 +319,7 @@ class _Mapper:
         if src == INPUT:
             return None
         lay = self.net.layers[src]
-        if lay.operator == OP_NONE or lay.conv_groups > 1:
+        if lay.operator.passthrough or lay.conv_groups > 1:
             return self.pmap[src]
         return None
 
@@ -759,7 +757,7 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
     pass-through only where the device streams it; the FIFOs take 16 HWC channels)."""
     dev = facts
     first = network.layers[0]
-    if first.operator == OP_CONV1D:
+    if first.operator.one_d:
         return 0, "1-D data is not streamed automatically"
     if network.input_shape[0] > dev.fifo_channels_hwc or first.operands != 1 \
             or inputs_of(network, 0) != (INPUT,):
@@ -774,9 +772,9 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
         why = f"at most {dev.max_stream_layers} layers stream on {facts.name}"
     for ll, lay in enumerate(network.layers[:dev.max_stream_layers]):
         frame = lay.input_dim[0] * lay.input_dim[1] * multipass(lay.input_channels)[0]
-        if lay.flatten or lay.operator == OP_CONV1D or lay.dilation[0] > 1:
+        if lay.flatten or lay.operator.one_d or lay.dilation[0] > 1:
             why = f"layer `{lay.name}` (flattening, 1-D or dilated) cannot stream"
-        elif lay.operator == OP_NONE and not dev.stream_passthrough:
+        elif lay.operator.passthrough and not dev.stream_passthrough:
             why = f"pass-through layer `{lay.name}` cannot stream on {facts.name}"
         elif frame >= dev.stream_frame_max:
             why = f"layer `{lay.name}`'s frame of {frame} exceeds the streaming limit"
@@ -874,7 +872,7 @@ def _check_passthrough_maps(network: Network, placement: Placement) -> None:
     (vendor rule); report a mapping that cannot satisfy it."""
     diags = []
     for lay, pl in zip(network.layers, placement.layers, strict=True):
-        if lay.operator != OP_NONE:
+        if lay.operator.has_weights:
             continue
         for g in range(QUADRANTS):
             inp = (pl.processor_map >> (PROCESSORS_PER_QUADRANT * g)) & 0xFFFF

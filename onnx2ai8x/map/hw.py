@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device
-from ..network import OP_CONV2D, OP_CONVTRANSPOSE2D, OP_NONE, Layer, Network
+from ..network import Layer, Network, Op
 from ..options import EmitOptions
 from ..placement import Placement
 
@@ -72,7 +72,7 @@ def runs_1x1_as_3x3(device: Device, layer: Layer, ll: int, near_streaming: bool)
     if not device.emulate_1x1_streaming or ll > device.max_stream_layers:
         return False
     return bool(near_streaming) and tuple(layer.kernel_size) == (1, 1) \
-        and layer.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D)
+        and layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D)
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
                 ksize = (k + (k - 1) * (dil - 1), 1)
             else:
                 # Long dilation: Conv2d hardware, rows of `dilation` columns, pad 1.
-                op = OP_CONV2D
+                op = Op.CONV2D
                 in_dim = ((lay.input_dim[0] + dil - 1) // dil, dil)
                 pooled = in_dim
                 pad = (1, 1)
@@ -182,9 +182,9 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
                 out_pad = in_dim[0] * in_dim[1] - lay.output_dim[0]
                 if k == 3:
                     out_ignore = 4 * dil * out_expand
-        if op == OP_NONE:
+        if op.passthrough:
             tram_max = 1
-        elif op == OP_CONVTRANSPOSE2D:
+        elif op == Op.CONVTRANSPOSE2D:
             # PyTorch's transposed-convolution padding is the complement of the hardware's.
             pad = (ksize[0] - 1 - pad[0], ksize[1] - 1 - pad[1])
             tram_max = max(0, (pooled[1] - 1) * lay.stride[1] + 1 + lay.output_padding[1]

@@ -38,13 +38,9 @@ import numpy as np
 from ..devices import Device
 from ..errors import Ai8xError
 from ..network import (
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
     Layer,
     Network,
+    Op,
 )
 from ..placement import Placement
 from .hw import ffs, fls, multipass, popcount, streams_1x1_as_3x3
@@ -118,21 +114,21 @@ def hardware_kernel(layer: Layer, mem: Device, *, as_3x3: bool = False
     with the taps in the centre column (seed 000, "Conv1d dilation"). `as_3x3` (see
     streams_1x1_as_3x3): a 1x1 kernel becomes a 3x3 one with the weight in the centre.
     """
-    if layer.weights is None or layer.operator == OP_NONE:
+    if layer.weights is None or layer.operator.passthrough:
         return None
     w = np.asarray(layer.weights, dtype=np.int64)
     ks = (int(layer.kernel_size[0]), int(layer.kernel_size[1]))
-    if as_3x3 and ks == (1, 1) and layer.operator in (OP_CONV2D, OP_CONVTRANSPOSE2D):
-        rows = w.swapaxes(0, 1) if layer.operator == OP_CONVTRANSPOSE2D else w
+    if as_3x3 and ks == (1, 1) and layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D):
+        rows = w.swapaxes(0, 1) if layer.operator.transposed else w
         k = np.zeros((rows.shape[0] * rows.shape[1], 3, 3), dtype=np.int64)
         k[:, 1, 1] = rows.reshape(-1)
         return k, (3, 3)
-    if layer.operator == OP_LINEAR:
+    if layer.operator == Op.LINEAR:
         return w.reshape(-1, 1, 1), (1, 1)
-    if layer.operator == OP_CONVTRANSPOSE2D:
+    if layer.operator.transposed:
         w = np.flip(w, axis=(2, 3)).swapaxes(0, 1)
         return w.reshape(-1, ks[0], ks[1]), ks
-    if layer.operator == OP_CONV1D:
+    if layer.operator.one_d:
         k = w.reshape(-1, ks[0])
         dil = int(layer.dilation[0])
         if dil > 1:

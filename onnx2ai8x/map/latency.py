@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..network import OP_CONVTRANSPOSE2D, OP_NONE, Network
+from ..network import Network
 from ..options import EmitOptions
 from ..placement import Placement
 from .hw import derive, ffs, fls, popcount
@@ -103,7 +103,7 @@ def layer_timings(network: Network, placement: Placement,
         pooled = h.pooled_dim
         out_dim = lay.output_dim if op == lay.operator else h.pooled_dim
         in_dim = h.input_dim
-        if op == OP_NONE:
+        if op.passthrough:
             out_chan = lay.output_channels
         else:
             count = kernel_count(network, placement, ll, h.in_expand, h.out_expand,
@@ -114,17 +114,17 @@ def layer_timings(network: Network, placement: Placement,
             in_dim = (in_dim[0] * lay.pool[0], in_dim[1] * lay.pool[1])
             out_chan = count // (h.in_expand * px)
             out_dim = (out_dim[0] * pooled[0], out_dim[1] * pooled[1])
-        if lay.operator == OP_CONVTRANSPOSE2D:
+        if lay.operator.transposed:
             pooled = (pooled[0] * lay.stride[0], pooled[1] * lay.stride[1])
         pooling = lay.pool[0] > 1 or lay.pool[1] > 1
         passes = h.in_expand
-        if device.two_pass_passthrough and op == OP_NONE and h.out_expand > 1 and pooling:
+        if device.two_pass_passthrough and op.passthrough and h.out_expand > 1 and pooling:
             passes = 2 * h.in_expand - 1
         # Passthrough time slots: output words per quadrant (izer/backend, "tscnt").
         slots = 0
         for g in hw.groups_used:
             pop = popcount(device.in_quadrant(pl.processor_map, g))
-            if op == OP_NONE:
+            if op.passthrough:
                 if pop:
                     slots = max(slots, (pop * lay.output_width // 8 - 1) // 4)
             elif lay.conv_groups > 1:
@@ -142,7 +142,7 @@ def layer_timings(network: Network, placement: Placement,
             input_channels=lay.input_channels, input_dim=in_dim, pool=lay.pool,
             pooled_dim=pooled, passes=passes, output_channels=out_chan, output_dim=out_dim,
             kernel_size=h.kernel_size, padding=h.padding, operands=lay.operands,
-            pool_first=lay.pool_first, passthrough=op == OP_NONE, timeslots=slots,
+            pool_first=lay.pool_first, passthrough=op.passthrough, timeslots=slots,
             flatten=hw_flatten, streaming=pl.streaming, kernel_offset=koffs)
     return out
 

@@ -28,7 +28,7 @@ from ..devices import (
     Device,
 )
 from ..errors import Diagnostic
-from ..network import OP_CONV1D, OP_CONV2D, OP_NONE, Layer, Network, output_layers
+from ..network import Layer, Network, Op, output_layers
 from ..placement import Placement
 from .hw import ffs, fls, multipass, popcount
 from .weights import try_allocate
@@ -88,7 +88,7 @@ def last_use(network: Network) -> dict[int, int]:
 def output_pad(layer: Layer) -> int:
     """Extra output words of a long-dilation Conv1d run on the Conv2d hardware."""
     dil, k = layer.dilation[0], layer.kernel_size[0]
-    if layer.operator == OP_CONV1D and dil > 1 and (k - 1) * dil >= 9:
+    if layer.operator.one_d and dil > 1 and (k - 1) * dil >= 9:
         rows = (layer.input_dim[0] + dil - 1) // dil
         return rows * dil - layer.output_dim[0]
     return 0
@@ -97,7 +97,7 @@ def output_pad(layer: Layer) -> int:
 def output_ignore(layer: Layer) -> int:
     """Bytes a long-dilation 3-tap Conv1d writes below its `out_offset` (vendor rule)."""
     dil, k = layer.dilation[0], layer.kernel_size[0]
-    if layer.operator == OP_CONV1D and dil > 1 and (k - 1) * dil >= 9 and k == 3:
+    if layer.operator.one_d and dil > 1 and (k - 1) * dil >= 9 and k == 3:
         return 4 * dil * multipass(layer.output_channels)[0]
     return 0
 
@@ -117,7 +117,7 @@ def in_place_margin(network: Network, ll: int, big_data: bool = False) -> int | 
     lay = network.layers[ll]
     srcs = inputs_of(network, ll)
     k, p = lay.kernel_size[0], lay.padding[0]
-    if lay.operator != OP_CONV2D or len(srcs) != 1 or lay.operands != 1 or lay.flatten \
+    if lay.operator != Op.CONV2D or len(srcs) != 1 or lay.operands != 1 or lay.flatten \
             or big_data or lay.stride != (1, 1) or lay.dilation != (1, 1) \
             or lay.pool != (1, 1) or lay.output_width != 8 or lay.conv_groups != 1 \
             or tuple(lay.kernel_size) != (k, k) or tuple(lay.padding) != (p, p) \
@@ -154,7 +154,7 @@ def kernel_columns(layer: Layer, output_processor_map: int, *, as_3x3: bool = Fa
     `as_3x3`: a 1x1 convolution next to streaming, stored as 3x3 kernels
     (hw.runs_1x1_as_3x3), nine times the bytes.
     """
-    if layer.weights is None or layer.operator == OP_NONE:
+    if layer.weights is None or layer.operator.passthrough:
         return 0
     omap = output_processor_map or (1 << multipass(layer.output_channels)[1]) - 1
     passes_in, thresh_in = multipass(layer.input_channels)

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..network import ACT_ABS, ACT_RELU, OP_NONE, Layer
+from ..network import ACT_ABS, ACT_RELU, Layer
 
 BITS = (1, 2, 4, 8)
 _TOL = 1e-6
@@ -85,7 +85,7 @@ def recover(fm) -> tuple[tuple[Layer, ...], float, tuple[float, ...]] | None:
     for i, lay in enumerate(net.layers):
         src = (lay.in_sequences or (i - 1,))[0]
         u_in = u if src < 0 else units[src]
-        if lay.operator == OP_NONE:
+        if lay.operator.passthrough:
             layers.append(lay)
             units.append(u_in)
             continue

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import EXIT_USAGE, Ai8xError
-from ..network import ACT_ABS, ACT_RELU, OP_NONE, OPERATOR_NAMES, Layer, Network
+from ..network import ACT_ABS, ACT_RELU, Layer, Network
 from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS, tensor_range
 from .mapping import KEY_OUTPUT_SCALES, InputMapping
 
@@ -280,7 +280,7 @@ def _calibrated(fm, x: np.ndarray, views: list, options: QuantOptions
         g = fm.groups[i]
         src = _sources(i, lay)[0]
         s_x = scale[fm.input_group] if src < 0 else out_scale[src]
-        if lay.operator == OP_NONE:
+        if lay.operator.passthrough:
             layers.append(lay)
             out_scale.append(s_x)
             continue
@@ -390,8 +390,8 @@ def _layer_reports(fm, layers, views, q_outs, out_scale) -> list[LayerReport]:
                 hi = 127 * out_scale[i]
                 clipped = float(np.mean((ref > hi * (1 + 1e-6)) | (ref < lo * (1 + 1e-6))))
         reports.append(LayerReport(
-            index=i, name=lay.name, operator=OPERATOR_NAMES[lay.operator], nodes=info.nodes,
-            weight_bits=0 if lay.operator == OP_NONE else int(lay.quantization),
+            index=i, name=lay.name, operator=lay.operator.word, nodes=info.nodes,
+            weight_bits=0 if lay.operator.passthrough else int(lay.quantization),
             output_shift=int(lay.output_shift), output_width=int(lay.output_width),
             range=float(127 * out_scale[i]) if lay.output_width == 8 else float(
                 np.max(np.abs(views[i])) if views[i] is not None else 0.0),

@@ -22,11 +22,7 @@ from ..network import (
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
+    Op,
 )
 from ..safeyaml import check_bounds
 from .model import DATA_BUFFER, INPUT, STOP, DataBuffer, Pair, Sidecar, SidecarLayer, Unload
@@ -62,22 +58,22 @@ SYNONYMS = (
 # operation values (lower case) -> (operator, element-wise op); element-wise operations
 # are passthrough layers with two operands by default (seed 004, `operation` table).
 OPERATIONS = {
-    "conv1d": (OP_CONV1D, ELTWISE_NONE),
-    "conv2d": (OP_CONV2D, ELTWISE_NONE),
-    "convtranspose2d": (OP_CONVTRANSPOSE2D, ELTWISE_NONE),
-    "none": (OP_NONE, ELTWISE_NONE),
-    "passthrough": (OP_NONE, ELTWISE_NONE),
-    "linear": (OP_LINEAR, ELTWISE_NONE),
-    "fc": (OP_LINEAR, ELTWISE_NONE),
-    "mlp": (OP_LINEAR, ELTWISE_NONE),
-    "add": (OP_NONE, ELTWISE_ADD),
-    "sub": (OP_NONE, ELTWISE_SUB),
-    "or": (OP_NONE, ELTWISE_OR),
-    "bitwiseor": (OP_NONE, ELTWISE_OR),
-    "bitwise_or": (OP_NONE, ELTWISE_OR),
-    "xor": (OP_NONE, ELTWISE_XOR),
-    "bitwisexor": (OP_NONE, ELTWISE_XOR),
-    "bitwise_xor": (OP_NONE, ELTWISE_XOR),
+    "conv1d": (Op.CONV1D, ELTWISE_NONE),
+    "conv2d": (Op.CONV2D, ELTWISE_NONE),
+    "convtranspose2d": (Op.CONVTRANSPOSE2D, ELTWISE_NONE),
+    "none": (Op.NONE, ELTWISE_NONE),
+    "passthrough": (Op.NONE, ELTWISE_NONE),
+    "linear": (Op.LINEAR, ELTWISE_NONE),
+    "fc": (Op.LINEAR, ELTWISE_NONE),
+    "mlp": (Op.LINEAR, ELTWISE_NONE),
+    "add": (Op.NONE, ELTWISE_ADD),
+    "sub": (Op.NONE, ELTWISE_SUB),
+    "or": (Op.NONE, ELTWISE_OR),
+    "bitwiseor": (Op.NONE, ELTWISE_OR),
+    "bitwise_or": (Op.NONE, ELTWISE_OR),
+    "xor": (Op.NONE, ELTWISE_XOR),
+    "bitwisexor": (Op.NONE, ELTWISE_XOR),
+    "bitwise_xor": (Op.NONE, ELTWISE_XOR),
 }
 ELTWISE_VALUES = {"add": ELTWISE_ADD, "sub": ELTWISE_SUB, "or": ELTWISE_OR, "xor": ELTWISE_XOR}
 ACTIVATIONS = {"relu": ACT_RELU, "abs": ACT_ABS, "none": None}
@@ -546,7 +542,7 @@ def _activation(rd: _LayerReader, v: dict) -> None:
 
 def _operation(rd: _LayerReader, v: dict) -> None:
     """The operation, and the defaults it implies (padding, kernel, operands)."""
-    operator, eltwise, operands = OP_CONV2D, ELTWISE_NONE, 1
+    operator, eltwise, operands = Op.CONV2D, ELTWISE_NONE, 1
     padding: Pair = (1, 1)
     kernel: Pair = DEFAULT_2D_KERNEL
     op_key = next((k for k in ("convolution", "operation", "operator", "op") if rd.has(k)),
@@ -557,11 +553,11 @@ def _operation(rd: _LayerReader, v: dict) -> None:
             raise rd.fail(op_key, f"`{op_key}` is {rd.data[op_key]!r}, not an operation",
                           _suggest(word, tuple(OPERATIONS)))
         operator, eltwise = OPERATIONS[word]
-        if operator == OP_NONE:
+        if operator.passthrough:
             padding = (0, 0)
         if eltwise != ELTWISE_NONE:
             operands = 2
-        if operator == OP_LINEAR:
+        if operator == Op.LINEAR:
             kernel, padding = (1, 1), (0, 0)
     v.update(operator=operator, eltwise=eltwise, operands=operands, padding=padding,
              pad_given=False, kernel_size=kernel, operator_given=op_key is not None)
@@ -577,7 +573,7 @@ def _dilation(rd: _LayerReader, v: dict) -> None:
     v["dilation"] = (1, 1)
     if rd.has("dilation"):
         v["dilation"] = rd.pair("dilation")
-        if v["operator"] == OP_NONE:
+        if v["operator"].passthrough:
             raise rd.fail("dilation", "`dilation` needs a convolution; this layer has none",
                           "remove `dilation` or set `operation: conv1d/conv2d`")
 
@@ -623,20 +619,20 @@ def _kernel_size(rd: _LayerReader, v: dict) -> None:
     operator = v["operator"]
     v["kernel_given"] = rd.has("kernel_size")
     if not rd.has("kernel_size"):
-        if operator == OP_CONV1D:
+        if operator.one_d:
             v["kernel_size"] = DEFAULT_1D_KERNEL
         return
     given = rd.data["kernel_size"]
-    if operator == OP_LINEAR:
+    if operator == Op.LINEAR:
         raise rd.fail("kernel_size", "a linear layer has no `kernel_size` (it is 1x1)",
                       "remove `kernel_size`")
     text = str(given).lower().replace(" ", "")
-    if operator == OP_CONV2D:
+    if operator == Op.CONV2D:
         if text not in ("1x1", "3x3"):
             raise rd.fail("kernel_size", f"`kernel_size` is {given!r}; "
                           "Conv2d supports 1x1 or 3x3")
         v["kernel_size"] = (int(text[0]), int(text[2]))
-    elif operator == OP_CONVTRANSPOSE2D:
+    elif operator == Op.CONVTRANSPOSE2D:
         if text != "3x3":
             raise rd.fail("kernel_size", f"`kernel_size` is {given!r}; "
                           "ConvTranspose2d supports 3x3 only")
@@ -664,7 +660,7 @@ def _stride(rd: _LayerReader, v: dict) -> None:
     if v["pooling"] and val != 1:
         raise rd.fail("stride", "a layer that pools must use `stride: 1`",
                       "stride with `pool_stride` instead")
-    if v["operator"] == OP_CONVTRANSPOSE2D and val != 2:
+    if v["operator"].transposed and val != 2:
         raise rd.fail("stride", f"ConvTranspose2d always uses stride 2, not {val}",
                       "remove `stride`")
     v["stride"] = (val, val)
@@ -715,7 +711,7 @@ def _output_pad(rd: _LayerReader, v: dict) -> None:
         out_pad = rd.int("output_pad", 0)
         v["output_padding"] = (out_pad, out_pad)
     else:
-        v["output_padding"] = (1, 1) if v["operator"] == OP_CONVTRANSPOSE2D else (0, 0)
+        v["output_padding"] = (1, 1) if v["operator"].transposed else (0, 0)
 
 
 def _weight_source(rd: _LayerReader, v: dict) -> None:
@@ -775,16 +771,16 @@ def _one_dimensional(rd: _LayerReader, v: dict) -> None:
     transposed convolution always strides 2; `pool_first: false` needs both pooling and
     an element-wise operation."""
     operator = v["operator"]
-    if operator == OP_CONV1D:
+    if operator.one_d:
         v["padding"] = (v["padding"][0], 0)
         v["pool"] = (v["pool"][0], 1)
         v["pool_stride"] = (v["pool_stride"][0], 1) if v["pool_stride"] else None
         v["stride"] = (v["stride"][0], 1)
         v["dilation"] = (v["dilation"][0], 1)
         v["pool_dilation"] = (v["pool_dilation"][0], 1)
-    elif operator == OP_NONE:
+    elif operator == Op.NONE:
         v["kernel_size"] = (1, 1)
-    elif operator == OP_CONVTRANSPOSE2D:
+    elif operator == Op.CONVTRANSPOSE2D:
         v["stride"] = (2, 2)
     if not v["pool_first"] and (v["operands"] == 1 or v["pool"] == (1, 1)):
         raise rd.fail("pool_first", "`pool_first: false` only matters with both pooling and "
@@ -815,10 +811,9 @@ def _apply_shared_padding_quirk(layers: list[SidecarLayer]) -> list[SidecarLayer
     from dataclasses import replace
 
     def uses_shared(lay: SidecarLayer) -> bool:
-        return not lay.pad_given and lay.operator in (OP_CONV1D, OP_CONV2D,
-                                                      OP_CONVTRANSPOSE2D)
+        return not lay.pad_given and lay.operator.convolution
 
-    if not any(uses_shared(lay) and lay.operator == OP_CONV1D for lay in layers):
+    if not any(uses_shared(lay) and lay.operator.one_d for lay in layers):
         return layers
     return [replace(lay, padding=(lay.padding[0], 0)) if uses_shared(lay) else lay
             for lay in layers]

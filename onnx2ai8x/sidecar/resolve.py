@@ -25,12 +25,9 @@ from ..network import (
     ACTIVATION_NAMES,
     ELTWISE_NAMES,
     ELTWISE_NONE,
-    OP_CONV1D,
-    OP_CONVTRANSPOSE2D,
-    OP_NONE,
-    OPERATOR_NAMES,
     Layer,
     Network,
+    Op,
 )
 from ..placement import LayerPlacement, Placement
 from .model import DATA_BUFFER, INPUT, Sidecar, SidecarLayer
@@ -96,7 +93,7 @@ class ResolvedLayer:
 
     @property
     def operator_name(self) -> str:
-        return OPERATOR_NAMES[self.operator]
+        return Op(self.operator).word
 
     @property
     def eltwise_name(self) -> str:
@@ -175,7 +172,7 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
     in_ch = [0] * n
     out_ch = [0] * n
     needs = [i for i, lay in enumerate(sidecar.layers)
-             if lay.operator != OP_NONE and not lay.bypass and lay.weight_source is None]
+             if lay.operator.has_weights and not lay.bypass and lay.weight_source is None]
     _check_weight_count(sidecar, weights, needs)
     for i, ck in zip(needs, weights, strict=False):
         lay = sidecar.layers[i]
@@ -190,7 +187,7 @@ def _assign_weights(sidecar: Sidecar, weights: Sequence[CheckpointLayer],
         assigned[i] = ck
     for i, lay in enumerate(sidecar.layers):
         src = lay.weight_source
-        if src is None or lay.operator == OP_NONE or lay.bypass:
+        if src is None or lay.operator.passthrough or lay.bypass:
             continue
         if not 0 <= src < n or assigned[src] is None or sidecar.layers[src].weight_source \
                 is not None:
@@ -274,7 +271,7 @@ def _weight_channels(sidecar: Sidecar, lay, ck: CheckpointLayer) -> tuple[int, i
     """(input, output) channels the layer's weights give."""
     w = ck.weight
     groups = lay.conv_groups
-    if lay.operator == OP_CONVTRANSPOSE2D:
+    if lay.operator.transposed:
         if w.ndim != 4:
             raise _fail(sidecar, lay, "operation", "sidecar.checkpoint-mismatch",
                         f"ConvTranspose2d needs 4-D weights, checkpoint layer `{ck.name}` "
@@ -491,7 +488,7 @@ def _walk_dimensions(w: _Walk) -> None:
     for i, q in enumerate(quant):
         if q is None:
             lay = layers[i]
-            quant[i] = 8 if not lay.bypass and lay.operator != OP_NONE else 0
+            quant[i] = 8 if not lay.bypass and lay.operator.has_weights else 0
     auto_dim[0] = (shape[1], shape[2])
     in_dim[0] = layers[0].in_dim or auto_dim[0]
     if in_off[0] is None:
@@ -567,11 +564,11 @@ def _output_dim(w: _Walk, ll: int) -> None:
     op = lay.operator
     ps, pd = lay.pool_stride, lay.pool_dilation
     pool = pools[ll]
-    two_d = op != OP_CONV1D and (op != OP_NONE or idim[1] != 1)
+    two_d = not op.one_d and (op.has_weights or idim[1] != 1)
     if two_d:
         if ps[0] != ps[1]:
             raise _fail(sidecar, lay, "pool_stride", "sidecar.value",
-                        f"{OPERATOR_NAMES[op]} needs a square pool stride, not "
+                        f"{op.word} needs a square pool stride, not "
                         f"{ps[0]}x{ps[1]}", "give one number for `pool_stride`")
         pdim = ((idim[0] + ps[0] - pool[0] - pd[0] + 1) // ps[0],
                 (idim[1] + ps[1] - pool[1] - pd[1] + 1) // ps[1])
@@ -590,18 +587,18 @@ def _output_dim(w: _Walk, ll: int) -> None:
         if st[0] != st[1]:
             raise _fail(sidecar, lay, "stride", "sidecar.value",
                         "the stride must be the same in both dimensions")
-        if op != OP_CONVTRANSPOSE2D and st[0] != 1:
+        if not op.transposed and st[0] != 1:
             raise _fail(sidecar, lay, "stride", "sidecar.value",
-                        f"{OPERATOR_NAMES[op]} supports stride 1 only (got {st[0]})",
+                        f"{op.word} supports stride 1 only (got {st[0]})",
                         "downsample with `pool_stride` (pooling 1x1 with a stride)")
-        if op == OP_CONVTRANSPOSE2D:
+        if op.transposed:
             odim = tuple((pdim[a] - 1) * st[a] - 2 * pad[a] + dil[a] * (k[a] - 1)
                          + lay.output_padding[a] + 1 for a in (0, 1))
         else:
             odim = tuple((pdim[a] - dil[a] * (k[a] - 1) - 1 + 2 * pad[a]) // st[a] + 1
                          for a in (0, 1))
         if lay.flatten:
-            if op == OP_NONE or pool != (1, 1):
+            if op.passthrough or pool != (1, 1):
                 raise _fail(sidecar, lay, "flatten", "sidecar.value",
                             "`flatten` cannot be combined with pooling or a passthrough "
                             "layer", "pool in the layer before, or remove `flatten`")
@@ -625,7 +622,7 @@ def _output_dim(w: _Walk, ll: int) -> None:
     if pad[0] >= 3:
         raise _fail(sidecar, lay, "pad", "sidecar.value",
                     f"`pad` {pad[0]} is not supported (0, 1 or 2)", "use `pad` 0 to 2")
-    if op == OP_NONE and (pad[0] > 0 or pad[1] > 0):
+    if op.passthrough and (pad[0] > 0 or pad[1] > 0):
         raise _fail(sidecar, lay, "pad", "sidecar.value",
                     "padding needs a convolution; this layer has none", "set `pad: 0`")
     if pad[0] >= k[0] or pad[1] >= k[1]:
@@ -643,11 +640,11 @@ def _output_dim(w: _Walk, ll: int) -> None:
                     f"(kernel {k[0]}x{k[1]}, pad {pad[0]})",
                     "use a smaller kernel or more padding")
     out_dim[ll] = odim  # type: ignore[assignment]
-    if lay.activation is not None and op == OP_NONE:
+    if lay.activation is not None and op.passthrough:
         raise _fail(sidecar, lay, "activate", "sidecar.value",
                     "a passthrough layer cannot have an activation",
                     "remove `activate`, or give the layer a convolution")
-    if lay.buffer_shift is not None and op != OP_NONE:
+    if lay.buffer_shift is not None and op.has_weights:
         raise _fail(sidecar, lay, "buffer_shift", "sidecar.value",
                     "`buffer_shift` works in passthrough layers only",
                     "set `operation: passthrough`")
@@ -700,7 +697,7 @@ def _check_layer_values(w: _Walk) -> None:
             continue
         lay = layers[ll]
         q = quant[ll]
-        if lay.operator != OP_NONE and not lay.bypass:
+        if lay.operator.has_weights and not lay.bypass:
             s = shift[ll]
             if s is not None and not -15 <= s <= 15:
                 implicit = 8 - abs(q)
@@ -709,7 +706,7 @@ def _check_layer_values(w: _Walk) -> None:
                             f"{15 - implicit}; this layer's is {s - implicit}",
                             "choose a shift in that range (the implicit shift is "
                             f"{implicit})")
-        elif lay.operator == OP_NONE and shift[ll]:
+        elif lay.operator == Op.NONE and shift[ll]:
             raise _fail(sidecar, lay, "output_shift", "sidecar.value",
                         "a passthrough layer cannot shift its output",
                         "remove `output_shift`")
@@ -799,7 +796,7 @@ def to_network(resolved: Resolved) -> Network:
             bias_hw=lay.bias_hw))
     c, h, w = resolved.input_shape
     first = resolved.layers[resolved.first_layer_used]
-    one_d = w == 1 and first.operator == OP_CONV1D
+    one_d = w == 1 and first.operator.one_d
     outputs = tuple(i for i, lay in enumerate(resolved.layers) if lay.output_layer)
     return Network(layers=tuple(out), input_shape=(c, h) if one_d else (c, h, w),
                    device=resolved.device.name, name=resolved.sidecar.arch,

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from ...devices import Device
 from ...map.hw import HwNetwork, ffs, fls, popcount
-from ...network import OP_NONE
+from ...network import Op
 from .writes import WeightMemoryMap
 
 
@@ -49,7 +49,7 @@ def _local_source(hw: HwNetwork, ll: int) -> bool:
                 gap = ffs(gmap & ~((1 << (p + 1)) - 1)) - p - 1
                 gap_min, gap_max = min(gap, gap_min), max(gap, gap_max)
                 p += gap + 1
-            if gap_min != gap_max or (gap_max > 0 and hw.layers[ll].operator == OP_NONE):
+            if gap_min != gap_max or (gap_max > 0 and hw.layers[ll].operator.passthrough):
                 return True
     return False
 
@@ -62,7 +62,7 @@ def _tscnt_max(hw: HwNetwork, ll: int) -> int:
     best = 0
     for group in hw.groups_used:
         pop = popcount(dev.in_quadrant(pmap, group))
-        if hw.layers[ll].operator == OP_NONE:
+        if hw.layers[ll].operator.passthrough:
             if pop:
                 best = max(best, (pop * width // 8 - 1) // 4)
         elif lay.conv_groups > 1:
@@ -81,13 +81,13 @@ def layer_context(hw: HwNetwork, mem: WeightMemoryMap, ll: int) -> LayerContext:
     if lay.flatten:
         flatten_prod = h.in_expand * h.pooled_dim[0] * h.pooled_dim[1] - 1
         in_exp = flatten_prod & 0x0F  # the rest goes to the post-processing register
-    elif h.operator == OP_NONE and h.emulate_eltwise:
+    elif h.operator == Op.NONE and h.emulate_eltwise:
         in_exp = 0
     else:
         in_exp = h.in_expand - 1
     quant = abs(lay.quantization) if not pl.bypass else 8
     kl = koffs = oned_sad = 0
-    if h.operator != OP_NONE:
+    if h.operator.has_weights:
         kc = mem.kernel_count[ll] if not pl.bypass else lay.output_channels // lay.conv_groups
         kl = (kc - 1) * quant
         if ll == hw.start_layer and h.calcx4:

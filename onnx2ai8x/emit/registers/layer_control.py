@@ -14,11 +14,7 @@ from ...network import (
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
-    OP_CONV1D,
-    OP_CONV2D,
-    OP_CONVTRANSPOSE2D,
-    OP_LINEAR,
-    OP_NONE,
+    Op,
 )
 from .layer_common import LayerContext
 from .writes import WeightMemoryMap
@@ -46,7 +42,7 @@ def layer_control(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext, group:
         val |= 1 << 29
     if lay.output_width != 8:
         val |= 1 << 16
-    if h.operator != OP_NONE and group == hw.groups_used[0] and lay.conv_groups == 1:
+    if h.operator.has_weights and group == hw.groups_used[0] and lay.conv_groups == 1:
         # The first quadrant collects partial sums from every other quadrant taking part,
         # and from the quadrant that holds the bias.
         sources = 0
@@ -59,7 +55,7 @@ def layer_control(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext, group:
         val |= sources << 12
     if pl.read_ahead and dev.regs.rd_ahead_offs is not None:
         val |= 1 << dev.regs.rd_ahead_offs
-    if dev.regs.cprime_max_offs is not None and h.operator != OP_NONE:
+    if dev.regs.cprime_max_offs is not None and h.operator.has_weights:
         val |= (h.kernel_size[0] - 1) << dev.regs.rprime_max_offs
         val |= (h.kernel_size[1] - 1) << dev.regs.cprime_max_offs
     if pl.read_ahead and dev.regs.shift_cnt_offs is not None:
@@ -83,7 +79,7 @@ def layer_control2(hw: HwNetwork, ctx: LayerContext) -> int:
     omap = pl.output_processor_map
     first = ffs(omap) & ~(dev.processors_per_memory - 1)
     val = (fls(omap) - first) * ctx.quant << dev.regs.xpch_max_offs | ctx.in_exp
-    if h.operator != OP_NONE:
+    if h.operator.has_weights:
         skip = h.out_expand * (pl.write_gap + 1) - 1
     else:
         skip = pl.write_gap
@@ -96,10 +92,10 @@ def mask_registers(hw: HwNetwork, ctx: LayerContext) -> list[tuple[int, int]]:
     h = hw.layers[ctx.ll]
     kl, koffs = ctx.mask_count, ctx.mask_offset
     if dev.regs.mcnt1 is not None:
-        if h.operator != OP_NONE:
+        if h.operator.has_weights:
             return [(dev.regs.mcnt1, kl + koffs), (dev.regs.mcnt2, koffs)]
         return [(dev.regs.mcnt2, (h.out_expand - 1) * 8)]
-    if h.operator != OP_NONE:
+    if h.operator.has_weights:
         val = koffs << dev.regs.mcnt_sad_offs | (kl + koffs) << dev.regs.mcnt_max_offs
     elif h.emulate_eltwise:
         val = 0
@@ -115,7 +111,7 @@ def output_channels(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext) -> i
     h = hw.layers[ll]
     if hw.placement.layers[ll].bypass:
         return lay.output_channels - 1
-    if h.operator != OP_NONE and lay.conv_groups == 1:
+    if h.operator.has_weights and lay.conv_groups == 1:
         val = mem.kernel_out_channels[ll] - 1
         return val // 4 if h.calcx4 else val
     if lay.conv_groups > 1:
@@ -129,10 +125,10 @@ def one_d(hw: HwNetwork, ctx: LayerContext) -> int:
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
     val = ctx.tscnt_max
-    if h.operator == OP_CONV1D:
+    if h.operator.one_d:
         val |= h.kernel_size[0] << 8 | 1 << 12
-    elif (h.operator in (OP_CONV2D, OP_LINEAR) and h.kernel_size == (1, 1)) \
-            or (h.operator == OP_NONE and lay.operands == 1):
+    elif (h.operator in (Op.CONV2D, Op.LINEAR) and h.kernel_size == (1, 1)) \
+            or (h.operator.passthrough and lay.operands == 1):
         val |= 1 << 8
     if lay.operands > 1:
         if lay.eltwise not in ELTWISE_CODE:
@@ -142,7 +138,7 @@ def one_d(hw: HwNetwork, ctx: LayerContext) -> int:
         val |= 1 << 13 | ELTWISE_CODE[lay.eltwise] << 14 | (lay.operands - 1) << 18
         if (lay.pool[0] > 1 or lay.pool[1] > 1) and lay.pool_first:
             val |= 1 << 16
-        if h.operator != OP_NONE:
+        if h.operator.has_weights:
             val |= 1 << 17
     return val | ctx.oned_sad << 4
 
@@ -168,13 +164,13 @@ def post_processing(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext,
         val |= 1 << 12 | (offs // 4 if h.calcx4 else offs)
     elif offs is not None and lay.conv_groups > 1:
         val |= 1 << 12 | (offs // 4 if h.broadcast else offs)
-    if h.operator == OP_NONE:
+    if h.operator.passthrough:
         val |= (3 if lay.operands == 1 else 1) << 24
     if lay.activation == ACT_ABS:
         val |= 1 << 26
     if ctx.flatten_prod >= 16:
         val |= 1 << 27 | (ctx.flatten_prod >> 4) << 18
-    if h.operator == OP_CONVTRANSPOSE2D:
+    if h.operator.transposed:
         val |= 1 << 28
     if lay.conv_groups > 1:
         val |= 1 << 30 | 1 << 24
@@ -191,6 +187,6 @@ def enables(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
     dev = hw.dev
     pl = hw.placement.layers[ll]
     val = dev.in_quadrant(pl.processor_map, group)
-    if hw.layers[ll].operator != OP_NONE and not pl.bypass:
+    if hw.layers[ll].operator.has_weights and not pl.bypass:
         val = val << 16 | val
     return val

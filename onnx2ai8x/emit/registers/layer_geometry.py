@@ -5,7 +5,7 @@ _PRCNT, _PCCNT, _STRIDE, _WPTR_*, _RPTR_BASE, _TPTR, _NXTLYR).
 from __future__ import annotations
 
 from ...map.hw import HwNetwork, ffs, popcount
-from ...network import OP_CONV1D, OP_CONV2D, OP_CONVTRANSPOSE2D, OP_LINEAR, OP_NONE
+from ...network import Op
 from .layer_common import LayerContext
 
 
@@ -28,10 +28,10 @@ def _in_rows_cols(hw: HwNetwork, ll: int) -> tuple[int, int]:
     h = hw.layers[ll]
     if lay.flatten:
         return lay.pool[0], lay.pool[1]
-    if h.operator == OP_CONVTRANSPOSE2D:
+    if h.operator.transposed:
         # Zero insertion makes the transposed convolution read `stride` times the input.
         return lay.stride[0] * h.input_dim[0], lay.stride[1] * h.input_dim[1]
-    if h.operator == OP_NONE and h.emulate_eltwise:
+    if h.operator.passthrough and h.emulate_eltwise:
         return h.input_dim[0] * h.in_expand, h.input_dim[1]
     return h.input_dim[0], h.input_dim[1]
 
@@ -53,7 +53,7 @@ def row_count(hw: HwNetwork, ll: int) -> int:
         return val + 2 * h.padding[0]
     diff = _last_fetch_diff(in_row, lay.pool[0], lay.pool_dilation[0], lay.pool_stride[0])
     val = in_row - diff
-    if h.operator == OP_CONV1D:
+    if h.operator.one_d:
         diff = 1
     else:
         diff = _last_fetch_diff(in_col, lay.pool[1], lay.pool_dilation[1], lay.pool_stride[1])
@@ -92,7 +92,7 @@ def pool_count(hw: HwNetwork, ll: int, axis: int) -> int:
 def stride(hw: HwNetwork, ll: int) -> int:
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
-    if h.operator == OP_CONVTRANSPOSE2D:
+    if h.operator.transposed:
         val = 0
     elif lay.pool_stride[0] > 1:
         val = lay.pool_stride[0] - 1
@@ -115,7 +115,7 @@ def write_pointer(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
     if ctx.local_source:
         instance = ffs(omap >> group * dev.processors_per_memory) & ~(dev.processors_per_memory - 1)
         return val | (instance + group * dev.processors_per_memory) * dev.data_instance_stride_words
-    if h.operator != OP_NONE and lay.conv_groups > 1 and not h.broadcast:
+    if h.operator.has_weights and lay.conv_groups > 1 and not h.broadcast:
         first_group = ffs(pl.processor_map) // dev.processors_per_quadrant
         if group - first_group < 0:
             return 0
@@ -124,7 +124,7 @@ def write_pointer(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
             wptr -= ffs(pl.processor_map) % dev.processors_per_quadrant
         return val | (wptr // dev.processors_per_memory) << dev.regs.write_ptr_shift
     group_bits = omap & dev.quadrant_bits(group)
-    if h.operator != OP_NONE:
+    if h.operator.has_weights:
         instance = ffs(omap) & ~(dev.processors_per_memory - 1)
     elif group_bits > 0:
         instance = ffs(group_bits) & ~(dev.processors_per_memory - 1)
@@ -137,13 +137,13 @@ def write_pointer(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
 def write_pointer_timeslot(hw: HwNetwork, ll: int) -> int:
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
-    if h.operator in (OP_CONV2D, OP_LINEAR):
+    if h.operator in (Op.CONV2D, Op.LINEAR):
         if h.kernel_size == (1, 1) and lay.conv_groups == 1:
             return 1
         if lay.conv_groups > 1 and not h.broadcast:
             return hw.dev.data_instance_stride_words * 4
         return 0
-    if h.operator == OP_NONE:
+    if h.operator.passthrough:
         pmap = hw.placement.layers[ll].processor_map
         if popcount(pmap) > 4 or (lay.operands > 1 and h.in_expand > 1):
             return hw.dev.data_instance_stride_words * 4
@@ -153,7 +153,7 @@ def write_pointer_timeslot(hw: HwNetwork, ll: int) -> int:
 
 def write_pointer_mask(hw: HwNetwork, ll: int) -> int | None:
     """Mask offset register (None: not written for passthrough layers)."""
-    if hw.layers[ll].operator == OP_NONE:
+    if hw.layers[ll].operator.passthrough:
         return None
     return 1 << hw.dev.regs.write_ptr_shift
 
@@ -173,7 +173,7 @@ def tram_pointer_max(hw: HwNetwork, ctx: LayerContext) -> int:
     ll = ctx.ll
     h = hw.layers[ll]
     streaming = hw.placement.layers[ll].streaming
-    if h.operator == OP_CONV1D or (h.operator in (OP_CONV2D, OP_LINEAR)
+    if h.operator.one_d or (h.operator in (Op.CONV2D, Op.LINEAR)
                                    and h.kernel_size == (1, 1)
                                    and (ll == 0 or not streaming)):
         if ctx.flatten_prod >= 16:
