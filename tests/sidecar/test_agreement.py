@@ -62,6 +62,7 @@ def test_contradicting_sidecar_warns_and_the_model_is_followed(tmp_path: Path) -
 def test_vendor_autoencoder_sidecar(tmp_path: Path) -> None:
     """The vendor's own example of the contradiction (needs the vendor repositories)."""
     from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import get_device
     from tests.map import vendor_zoo as vz
     from tests.map.test_vendor_zoo_automap import export
 
@@ -71,7 +72,7 @@ def test_vendor_autoencoder_sidecar(tmp_path: Path) -> None:
     model = export(arch, tmp_path)
     sidecar = tmp_path / "ai85-autoencoder.yaml"
     sidecar.write_text(vz.show("networks/ai85-autoencoder.yaml", vz.SYNTHESIS_MIRROR))
-    warnings = plan(model, arch.device, sidecar).warnings
+    warnings = plan(model, get_device(arch.device), sidecar).warnings
     assert len(warnings) == 1, warnings
     assert "layer 3" in warnings[0] and "`activate: ReLU`" in warnings[0]
     assert "(linear) applies no activation; onnx2ai8x follows the model" in warnings[0]
