@@ -3,6 +3,7 @@ sequence the vendor's sidecars use, the same numbers as the model, and a placeme
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,23 +219,14 @@ def test_unfused_eltwise_project_passes_verify_against_its_model(tmp_path) -> No
     the unfused element-wise layer included (the model alone breaks the multi-pass
     element-wise limit; before, the reference stopped with limit.eltwise-multipass
     after a project had been written)."""
-    import subprocess
-    import sys
 
-    from custom_ops.builder import build_model
     from onnx2ai8x.errors import Ai8xError
 
     net = mbconv(True)
     with pytest.raises(Ai8xError) as info:
         legalize(net, MAX78002)
     assert info.value.code == "limit.eltwise-multipass"
-    model = tmp_path / "mbconv.onnx"
-    model.write_bytes(build_model(net).SerializeToString())
-    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",
-                           "MAX78002", "-o", str(tmp_path / "p"), "--verify"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "PASS" in proc.stdout + proc.stderr
+    _convert_and_verify(net, tmp_path / "mbconv.onnx", tmp_path / "p")
 
 
 def test_shared_concatenation_part_is_read_in_place_on_max78002(tmp_path) -> None:
@@ -242,10 +234,7 @@ def test_shared_concatenation_part_is_read_in_place_on_max78002(tmp_path) -> Non
     needs it, skipping the other part's words (`read_gap`, seed 000): no copy, and the
     known answer of the unchanged model is what the virtual accelerator computes."""
     import json
-    import subprocess
-    import sys
 
-    from custom_ops.builder import build_model
 
     net = dataclasses.replace(skip112(), device="MAX78002")
     assert rewrite(net, get_device("MAX78002")).layers == net.layers
@@ -257,12 +246,22 @@ def test_shared_concatenation_part_is_read_in_place_on_max78002(tmp_path) -> Non
     assert dec.in_offset == up.out_offset and enc.out_offset == up.out_offset + 4
     assert (bneck.in_offset, bneck.input_skip) == (enc.out_offset, 1)
     assert (up.input_skip, dec.input_skip) == (0, 0)
-    model = tmp_path / "skip112.onnx"
+    _convert_and_verify(net, tmp_path / "skip112.onnx", tmp_path / "p")
+    assert json.loads((tmp_path / "p" / "report.json").read_text())["notes"] == []
+    assert "read_gap: 1" in (tmp_path / "p" / "skip112.yaml").read_text()
+
+
+def _convert_and_verify(net: Network, model: Path, out: Path) -> None:
+    """Build `net` as ai8x-ONNX, convert it for the MAX78002 with --verify: the project's
+    known answer (from the model) must be what the virtual accelerator computes."""
+    import subprocess
+    import sys
+
+    from custom_ops.builder import build_model
+
     model.write_bytes(build_model(net).SerializeToString())
     proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",
-                           "MAX78002", "-o", str(tmp_path / "p"), "--verify"],
+                           "MAX78002", "-o", str(out), "--verify"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PASS" in proc.stdout + proc.stderr
-    assert json.loads((tmp_path / "p" / "report.json").read_text())["notes"] == []
-    assert "read_gap: 1" in (tmp_path / "p" / "skip112.yaml").read_text()
