@@ -64,6 +64,11 @@ class Device:
     # The stride register's multi-pass stride field, from this bit: pool stride x
     # operands x passes x (read gap + 1) (izer/tornadocnn.py MP_STRIDE_OFFS)
     mp_stride_offs: int | None = None
+    # A streaming layer 0 reads its bias this many bytes past its bias address: the
+    # vendor tool stores a spare zero byte there on the MAX78000 ("work around a problem
+    # on AI85", izer/kbias.py, for devices without SUPPORT_STREAM_BIAS; seed 000
+    # "Streaming Mode": bias values of streaming layers may not be added correctly).
+    stream0_bias_skew: int = 0
     # Kernel memory regions for four-channel (calcx4) layers: (first word, words per
     # instance). A processor's kernel memory is four instances of 1024 words, and the
     # processors with extended memory (every 16th) have four more of 256 words above
@@ -145,7 +150,7 @@ MAX78000 = Device(
     bram_offset=0x8000, mram_offset=0x80000, sram_offset=0x300000, bias_bytes=512,
     mask_offs=1024, sram_words=8192, write_ptr_shift=13,
     cnt_bits=10, pad_cnt_offs=16, pad_ena_offs=None, cnt_diff_offs=None, cnt_inc_offs=None,
-    xpch_max_offs=8, wptr_inc_bits=4,
+    xpch_max_offs=8, wptr_inc_bits=4, stream0_bias_skew=1,
 )
 
 MAX78002 = Device(

@@ -19,6 +19,8 @@ The non-streaming layers then run as usual.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .engine import (
@@ -157,7 +159,11 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
         what = unmodelled(m, ll)
         if what is not None:
             raise NotModelled(f"layer {ll}: {what} is not modelled yet")
-        states.append(_Layer(m, decode(m, ll)))
+        lr = decode(m, ll)
+        if ll == 0 and lr.bias is not None and m.dev.stream0_bias_skew:
+            g, addr = lr.bias
+            lr = dataclasses.replace(lr, bias=(g, addr + m.dev.stream0_bias_skew))
+        states.append(_Layer(m, lr))
     wraps = [(_rollover(m, states[k + 1].lr) or None) if k + 1 < len(states) else None
              for k in range(len(states))]
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & 1 << 13)
