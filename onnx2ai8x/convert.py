@@ -133,6 +133,10 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
          step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False) -> Plan:
     """Import, legalize and map; no files are written (`onnx_checker`: see load_onnx;
     `fifo`: the user asked for FIFO input, so an inferred mapping puts it there)."""
+    if not isinstance(device, Device):
+        # a caller's mistake, not a user's: the stages read device facts, never names
+        raise TypeError(f"plan() takes a Device (onnx2ai8x.devices.get_device(name)), "
+                        f"not {device!r}")
     from .emit.sidecar_writer import implied_flags, write_sidecar
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize

@@ -259,3 +259,14 @@ def test_command_flushes_its_output_before_the_fast_exit(model: Path, tmp_path: 
     again = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "-o",
                             str(tmp_path / "p")], capture_output=True, text=True, timeout=300)
     assert again.returncode == 2 and "--overwrite" in again.stderr
+
+
+def test_plan_takes_a_device_not_a_name(tmp_path) -> None:
+    """The stages take the resolved Device; a name passed to the Python API is refused at
+    the entry with the fix, not deep inside with an AttributeError."""
+    import pytest
+
+    from onnx2ai8x.convert import plan
+
+    with pytest.raises(TypeError, match=r"get_device\(name\)"):
+        plan(tmp_path / "model.onnx", "MAX78000", None)
