@@ -17,6 +17,7 @@ from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.network import (
     ACT_ABS,
     ACT_RELU,
+    DATA_BUFFER,
     ELTWISE_ADD,
     ELTWISE_MUL,
     ELTWISE_NAMES,
@@ -123,7 +124,8 @@ class _LayerBuilder:
                 raise self.fail("network.in-sequences",
                                 f"reads layer {s}, which is not computed before it",
                                 "in_sequences may only name earlier layers or -1 (the input)")
-            srcs.append(produced[s])
+            srcs.append(self.buffer_slice(produced[s]) if s == DATA_BUFFER and
+                        lay.buffer_shift else produced[s])
         n_ops = max(lay.operands, 1)
         if len(srcs) == n_ops > 1 and len({s.shape for s in srcs}) == 1:
             return srcs  # one operand per source: no concat/split needed
@@ -160,10 +162,21 @@ class _LayerBuilder:
         g.nodes.append(helper.make_node("Split", [joined.name, split], outs, name=name, axis=1))
         return [_Tensor(o, TensorProto.INT8, (part, *joined.shape[1:])) for o in outs]
 
+    def buffer_slice(self, buffer: _Tensor) -> _Tensor:
+        """What a shift layer reads: the buffer's positions k.. (docs/design.md, data
+        buffer)."""
+        k, (c, length) = self.lay.buffer_shift, buffer.shape
+        starts = self.g.const(self.role("slice_starts"), [k], TensorProto.INT64)
+        ends = self.g.const(self.role("slice_ends"), [length], TensorProto.INT64)
+        axes = self.g.const(self.role("slice_axes"), [2], TensorProto.INT64)
+        return _Tensor(self.g.node("Slice", [buffer.name, starts, ends, axes],
+                                   self.role("slice")), buffer.dtype, (c, length - k))
+
     def shape_input(self, t: _Tensor, k: int) -> _Tensor:
         """Reshape an operand to (C, *input_dim) as the layer reads it."""
         lay = self.lay
-        spatial = (lay.input_dim[0],) if _is_1d(lay) else tuple(lay.input_dim)
+        one_d = _is_1d(lay) or lay.buffer_shift > 0  # the buffer holds 1-D data
+        spatial = (lay.input_dim[0],) if one_d else tuple(lay.input_dim)
         chans = int(np.prod(t.shape)) // int(np.prod(spatial)) if np.prod(spatial) else 0
         return _reshape(self.g, t, (chans, *spatial), self.role(f"reshape{k}"))
 
@@ -435,6 +448,95 @@ class _LayerBuilder:
         raise AssertionError("main node missing")
 
 
+class _Buffer:
+    """The data buffer's state input, update and state output (docs/design.md section 1,
+    data buffer). One per build."""
+
+    def __init__(self, g: _Graph, network: Network) -> None:
+        self.g, self.buf = g, network.data_buffer
+        buf = self.buf
+        if buf.name in {lay.name for lay in network.layers} or "/" in buf.name or \
+                not buf.name or buf.name == INPUT_NAME:
+            raise Ai8xError("network.data-buffer", f"data buffer {buf.name!r}",
+                            "the buffer's name must be unique among the layer names, "
+                            "non-empty, without '/' and not `input`", "rename the buffer")
+        if buf.channels < 1 or buf.length < 2:
+            raise Ai8xError("network.data-buffer", f"data buffer {buf.name!r}",
+                            f"{buf.channels} channels x {buf.length} positions; a rolling "
+                            "buffer needs at least 1 channel and 2 positions",
+                            "give the buffer its channels and length")
+        g.names.add(buf.name)
+        # the state before the first inference: an initializer of zeros under the
+        # input's name (ONNX's default value of a graph input)
+        g.const(buf.name, np.zeros((1, buf.channels, buf.length)), TensorProto.INT8)
+        self.state = _Tensor(buf.name, TensorProto.INT8, (buf.channels, buf.length))
+        self.shifted: tuple[int, _Tensor] | None = None
+        self.updated: _Tensor | None = None
+
+    def fail(self, i: int, lay: Layer, message: str, hint: str) -> Ai8xError:
+        return Ai8xError("network.data-buffer", f"layer {i} ({lay.name})", message, hint)
+
+    def check_order(self, i: int, lay: Layer) -> None:
+        order = ("one pass-through layer with buffer_shift k reads the buffer, a later "
+                 "layer with buffer_insert k adds its result, and layers after it read "
+                 "the buffer (seed 000, Rolling Buffers)")
+        reads = DATA_BUFFER in (lay.in_sequences or ())
+        if lay.buffer_shift:
+            if self.shifted is not None:
+                raise self.fail(i, lay, "a second buffer_shift layer", order)
+            if lay.in_sequences != (DATA_BUFFER,) or lay.operator != Op.NONE or \
+                    lay.operands != 1 or lay.pool != (1, 1):
+                raise self.fail(i, lay, "buffer_shift needs a pass-through layer that "
+                                "reads only the data buffer", order)
+            if not 0 < lay.buffer_shift < self.buf.length:
+                raise self.fail(i, lay, f"buffer_shift {lay.buffer_shift} for a buffer of "
+                                f"{self.buf.length} positions", order)
+        elif reads and self.updated is None:
+            raise self.fail(i, lay, "reads the data buffer before a layer has inserted "
+                            "into it", order)
+        if lay.buffer_insert:
+            if self.shifted is None or self.updated is not None:
+                raise self.fail(i, lay, "buffer_insert without one buffer_shift layer "
+                                "before it", order)
+            if lay.buffer_insert != self.shifted[0]:
+                raise self.fail(i, lay, f"buffer_insert {lay.buffer_insert} after "
+                                f"buffer_shift {self.shifted[0]}: the buffer would change "
+                                "length", "insert as many positions as were shifted out")
+            if lay.buffer_shift:
+                raise self.fail(i, lay, "buffer_shift and buffer_insert in one layer", order)
+
+    def after(self, i: int, lay: Layer, out: _Tensor, produced: dict[int, _Tensor]) -> None:
+        if lay.buffer_shift:
+            self.shifted = (lay.buffer_shift, out)
+        if not lay.buffer_insert:
+            return
+        k, shifted = self.shifted
+        c = self.buf.channels
+        if int(np.prod(out.shape)) != c * k:
+            raise self.fail(i, lay, f"the layer's result {out.shape} does not fill "
+                            f"{k} buffer position(s) of {c} channels",
+                            "make the inserting layer's output channels the buffer's "
+                            "channels, with buffer_insert output positions")
+        ins = _reshape(self.g, out, (c, k), f"{self.buf.name}/insert")
+        name = self.g.node("Concat", [shifted.name, ins.name], f"{self.buf.name}/update",
+                           axis=2)
+        self.updated = _Tensor(name, TensorProto.INT8, (c, self.buf.length))
+        produced[DATA_BUFFER] = self.updated
+
+    def finish(self) -> ValueInfoProto:
+        if self.updated is None:
+            raise Ai8xError("network.data-buffer", f"data buffer {self.buf.name!r}",
+                            "no layer inserts into the data buffer",
+                            "give one layer buffer_insert (after the buffer_shift layer)")
+        t = _Tensor(self.g.node("Identity", [self.updated.name], f"{self.buf.name}/next"),
+                    TensorProto.INT8, self.updated.shape)
+        return helper.make_tensor_value_info(t.name, t.dtype, [1, *t.shape])
+
+    def input_info(self) -> ValueInfoProto:
+        return helper.make_tensor_value_info(self.state.name, TensorProto.INT8,
+                                             [1, *self.state.shape])
+
+
 def _value_info(t: _Tensor, name: str | None = None) -> ValueInfoProto:
     return helper.make_tensor_value_info(name or t.name, t.dtype, [BATCH, *t.shape])
 
@@ -491,6 +593,9 @@ def build_proto(network: Network, *, layer_metadata: Mapping[str, Mapping[str, s
                         "give the input as channels plus one or two dimensions")
     produced: dict[int, _Tensor] = {-1: _Tensor(INPUT_NAME, TensorProto.INT8, in_shape)}
     g.names.add(INPUT_NAME)
+    buffer = _Buffer(g, network) if network.data_buffer is not None else None
+    if buffer is not None:
+        produced[DATA_BUFFER] = buffer.state
     names = [lay.name for lay in network.layers]
     for i, lay in enumerate(network.layers):
         if names.count(lay.name) > 1 or "/" in lay.name or not lay.name:
@@ -498,8 +603,18 @@ def build_proto(network: Network, *, layer_metadata: Mapping[str, Mapping[str, s
                             "layer names must be unique, non-empty and without '/'",
                             "rename the layer")
     for i, lay in enumerate(network.layers):
+        if buffer is not None:
+            buffer.check_order(i, lay)
+        elif lay.buffer_shift or lay.buffer_insert or DATA_BUFFER in (lay.in_sequences or ()):
+            raise Ai8xError("network.data-buffer", f"layer {i} ({lay.name})",
+                            "the layer uses a data buffer, but the network has none",
+                            "declare the buffer (Network.data_buffer / the sidecar's "
+                            "`data_buffer`) or remove buffer_shift, buffer_insert and the "
+                            "buffer from in_sequences")
         lb = _LayerBuilder(g, i, lay, avg_pool_rounding)
         out = lb.build(produced)
+        if buffer is not None:
+            buffer.after(i, lay, out, produced)
         main = lb.main_node()
         meta = {"ai8x.layer_index": str(i), "ai8x.operator": lay.operator.word}
         meta.update(_unwritten_fields(lay))
@@ -519,8 +634,12 @@ def build_proto(network: Network, *, layer_metadata: Mapping[str, Mapping[str, s
         lay = network.layers[i]
         t = _Tensor(g.node("Identity", [t.name], f"{lay.name}/output"), t.dtype, t.shape)
         graph_outputs.append(_value_info(t))
+    inputs = [_value_info(produced[-1])]
+    if buffer is not None:
+        graph_outputs.append(buffer.finish())
+        inputs.append(buffer.input_info())
     graph = helper.make_graph(g.nodes, network.name or "network",
-                              [_value_info(produced[-1])], graph_outputs, g.inits)
+                              inputs, graph_outputs, g.inits)
     model = helper.make_model(graph, ir_version=IR_VERSION,
                               opset_imports=[helper.make_opsetid("", OPSET),
                                              helper.make_opsetid(DOMAIN, VERSION)],

@@ -137,8 +137,15 @@ class Layer:
     output_width: int = 8
     flatten: bool = False
     output_padding: tuple[int, int] = (0, 0)
-    # Graph connectivity: indices of producing layers; -1 is the network input.
+    # Graph connectivity: indices of producing layers; -1 is the network input, -2
+    # (DATA_BUFFER) the network's data buffer.
     in_sequences: tuple[int, ...] | None = None
+    # Data buffer (Network.data_buffer): a pass-through layer reading the buffer with
+    # buffer_shift = k moves its positions k.. down by k (the vendor's `buffer_shift`);
+    # a layer with buffer_insert = k writes its k output positions into the buffer's
+    # last k (`buffer_insert`). 0: neither.
+    buffer_shift: int = 0
+    buffer_insert: int = 0
     # Integer weights in PyTorch layout (out, in/groups, kh, kw) / (out, in/groups, k) /
     # linear (out, in) / ConvTranspose2d (in, out/groups, kh, kw) as the checkpoint stores
     # them (the builder flips the kernel); None for layers without weights.
@@ -159,6 +166,27 @@ class Layer:
         return Op(self.operator).word
 
 
+DATA_BUFFER = -2  # in_sequences value of the data buffer (the vendor's code for it)
+
+
+@dataclass(frozen=True)
+class DataBuffer:
+    """A rolling buffer in data memory that keeps its values from one inference to the
+    next (seed 000 "Rolling Buffers", `data_buffer`): e.g. one frame's CNN result per
+    inference, the last `length` frames read by a temporal convolution. It holds
+    `channels` x `length` 1-D data, all zero before the first inference.
+
+    One inference updates it the way the vendor's sidecars do (networks/
+    ai85-kinetics-actiontcn.yaml): a pass-through layer with `buffer_shift` k drops the
+    oldest k positions, a later layer with `buffer_insert` k appends its k output
+    positions, and layers reading DATA_BUFFER after that see the updated buffer.
+    """
+
+    name: str
+    channels: int
+    length: int
+
+
 @dataclass(frozen=True, eq=False)
 class Network:
     """The hardware layers in execution order, with the input shape."""
@@ -171,6 +199,7 @@ class Network:
     # vendor's `output: true` layers), in the model's output order. None: every layer no
     # other layer reads.
     outputs: tuple[int, ...] | None = None
+    data_buffer: DataBuffer | None = None
 
 
 def output_layers(network: Network) -> tuple[int, ...]:
@@ -181,6 +210,8 @@ def output_layers(network: Network) -> tuple[int, ...]:
     used: set[int] = set()
     for i, lay in enumerate(network.layers):
         used.update(lay.in_sequences if lay.in_sequences is not None else (i - 1,))
+        if lay.buffer_insert or lay.buffer_shift:
+            used.add(i)  # its result goes into the data buffer
     return tuple(i for i in range(len(network.layers)) if i not in used)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +28,14 @@ from ..network import (
     ACT_ABS,
     ACT_NONE,
     ACT_RELU,
+    DATA_BUFFER,
     ELTWISE_ADD,
     ELTWISE_MUL,
     ELTWISE_NONE,
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
+    DataBuffer,
     Layer,
     Network,
     Op,
@@ -306,6 +308,11 @@ class _Reader:
                             "ai8x_torch.export_onnx / onnx2ai8x import-izer)")
         groups = self._groups()
         self.final: dict[str, int] = {self.input_name: INPUT}
+        buffer = _BufferReader.find(self, groups)
+        if buffer is not None:
+            groups.remove(buffer.group)
+            self.final[buffer.state] = DATA_BUFFER
+            self.final[buffer.updated] = DATA_BUFFER
         finals = [self._final_tensor(g) for g in groups]
         for k, t in enumerate(finals):
             self.final[t] = k
@@ -328,18 +335,24 @@ class _Reader:
         for prop in self.model.metadata_props:
             if prop.key == "ai8x.device":
                 device = prop.value
+        data_buffer = None
+        if buffer is not None:
+            layers, data_buffer = buffer.apply(layers, finals)
         network = Network(layers=tuple(layers), input_shape=tuple(in_shape[0]),
                           device=device, name=graph.name or "network",
-                          outputs=self._output_layers())
+                          outputs=self._output_layers(buffer), data_buffer=data_buffer)
         return ReadModel(network=network, metadata=metadata, sidecar=sidecars,
                          avg_pool_rounding=self._pool_rounding())
 
-    def _output_layers(self) -> tuple[int, ...]:
+    def _output_layers(self, buffer: _BufferReader | None) -> tuple[int, ...]:
         """The layer behind each graph output, in the graph's order: these are unloaded
-        and checked, and their data must live to the end (seed 004, `output`)."""
+        and checked, and their data must live to the end (seed 004, `output`). The data
+        buffer's state output is not one: it stays in data memory."""
         out: list[int] = []
         for value in self.graph.output:
             t = value.name
+            if buffer is not None and t == buffer.next:
+                continue
             node = self.producer.get(t)
             if t not in self.final and node is not None and node.op_type == "Identity":
                 t = node.input[0]  # the `<layer>/output` alias of the layer's result
@@ -457,6 +470,107 @@ class _Reader:
         return finals[0]
 
 
+class _BufferReader:
+    """The data buffer (docs/design.md section 1, data buffer): the state input with its
+    zero initializer, and the nodes of the group named like it (`B/insert`, `B/update`,
+    `B/next`)."""
+
+    def __init__(self, reader: _Reader, group: _Group) -> None:
+        self.r, self.group = reader, group
+        self.state = group.name
+        self.where = f"data buffer `{group.name}`"
+
+    @classmethod
+    def find(cls, reader: _Reader, groups: list[_Group]) -> _BufferReader | None:
+        states = {i.name for i in reader.graph.input if i.name in reader.consts}
+        found = [g for g in groups if g.name in states]
+        if len(found) > 1:
+            raise Ai8xError("model.data-buffer", ", ".join(g.name for g in found),
+                            f"{len(found)} data buffers; the accelerator's networks keep "
+                            "one (seed 000, Rolling Buffers)", "use one data buffer")
+        if not found:
+            return None
+        buf = cls(reader, found[0])
+        buf.read()
+        return buf
+
+    def fail(self, message: str) -> Ai8xError:
+        return Ai8xError("model.data-buffer", self.where, message,
+                         "write the buffer as docs/design.md section 1 says (Slice of the "
+                         "state input in the shift layer, `B/insert` Reshape, `B/update` "
+                         "Concat on axis 2, `B/next` graph output), e.g. with "
+                         "ai8x_torch.export_onnx")
+
+    def read(self) -> None:
+        r, name = self.r, self.group.name
+        by_name = {n.name: n for n in self.group.nodes}
+        update, nxt = by_name.get(f"{name}/update"), by_name.get(f"{name}/next")
+        extra = set(by_name) - {f"{name}/insert", f"{name}/update", f"{name}/next"}
+        if update is None or nxt is None or extra or update.op_type != "Concat" or \
+                nxt.op_type != "Identity" or len(update.input) != 2:
+            raise self.fail("the buffer's nodes are not `B/insert` (Reshape), `B/update` "
+                            "(Concat of two tensors) and `B/next` (Identity)")
+        state = r.consts[self.state]
+        if state.ndim != 3 or state.shape[0] != 1 or np.any(state != 0) or \
+                state.dtype != np.int8:
+            raise self.fail(f"the state input's initializer is {state.dtype} "
+                            f"{tuple(state.shape)}; it must be int8 zeros (1, C, L): the "
+                            "buffer before the first inference")
+        _, self.channels, self.length = (int(v) for v in state.shape)
+        axis = int(_attrs(update).get("axis", 0))
+        if axis not in (2, -1):
+            raise self.fail(f"`{name}/update` concatenates along axis {axis}, not the "
+                            "buffer's positions (axis 2)")
+        self.shifted, inserted = update.input
+        insert = by_name.get(f"{name}/insert")
+        if insert is not None:
+            if insert.op_type != "Reshape" or insert.output[0] != inserted:
+                raise self.fail(f"`{name}/insert` is not the Reshape feeding `{name}/update`")
+            inserted = insert.input[0]
+        self.inserted = inserted
+        self.updated, self.next = update.output[0], nxt.output[0]
+        if nxt.input[0] != self.updated or self.next not in {o.name for o in r.graph.output}:
+            raise self.fail(f"`{name}/next` must pass `{name}/update` to a graph output")
+        shifted = r.shape(self.shifted, update)
+        self.k = self.length - shifted[-1] if len(shifted) == 2 else 0
+        if shifted[:1] != (self.channels,) or not 0 < self.k < self.length:
+            raise self.fail(f"the shifted part {shifted} is not ({self.channels}, L - k) "
+                            f"of a buffer of {self.length} positions")
+
+    def apply(self, layers: list[Layer], finals: list[str]) -> tuple[list[Layer], DataBuffer]:
+        """The layers with buffer_shift / buffer_insert set, and the buffer."""
+        index = {t: k for k, t in enumerate(finals)}
+        shift, insert = index.get(self.shifted), index.get(self.inserted)
+        if shift is None or insert is None:
+            raise self.fail("`B/update` must join the shift layer's result and the "
+                            "inserting layer's result")
+        sl = layers[shift]
+        if sl.in_sequences != (DATA_BUFFER,) or sl.operator != Op.NONE or \
+                sl.input_dim != (self.length - self.k, 1):
+            raise self.fail(f"layer `{sl.name}` is not a pass-through layer reading the "
+                            f"buffer's positions {self.k}.. (a Slice of `{self.state}`)")
+        slices = [n for n in self.r.graph.node if n.op_type == "Slice"
+                  and n.input[0] == self.state]
+        if len(slices) != 1 or not self._is_tail(slices[0]):
+            raise self.fail(f"the shift layer must read `{self.state}` through one Slice "
+                            f"of positions {self.k}..{self.length} on axis 2")
+        out = list(layers)
+        out[shift] = replace(sl, buffer_shift=self.k)
+        out[insert] = replace(layers[insert], buffer_insert=self.k)
+        return out, DataBuffer(self.state, self.channels, self.length)
+
+    def _is_tail(self, node: NodeProto) -> bool:
+        consts = self.r.consts
+        args = [consts.get(t) for t in node.input[1:]]
+        if len(args) < 2 or any(a is None for a in args):
+            return False
+        starts, ends = args[0].tolist(), args[1].tolist()
+        axes = args[2].tolist() if len(args) > 2 else [0]
+        steps = args[3].tolist() if len(args) > 3 else [1]
+        return starts == [self.k] and ends[0] >= self.length and axes in ([2], [-1]) \
+            and steps == [1]
+
+
 class _LayerReader:
     """Reads one group of nodes into a Layer."""
 
@@ -529,7 +643,9 @@ class _LayerReader:
         ext = []
         for node in self.g.nodes:
             for t in node.input:
-                if t and t not in self.inside and t not in self.r.consts and t not in ext:
+                # a state input has an initializer (its default) and is still data
+                if t and t not in self.inside and t not in ext and \
+                        (t not in self.r.consts or t in self.r.final):
                     ext.append(t)
         return ext
 
