@@ -25,6 +25,7 @@ from ..network import (
     ACTIVATION_NAMES,
     ELTWISE_NAMES,
     ELTWISE_NONE,
+    DataBuffer,
     Layer,
     Network,
     Op,
@@ -538,6 +539,10 @@ def _input_dim(w: _Walk, ll: int) -> None:
                                 f"{first[1]} and {d[0]}x{d[1]})",
                                 "concatenate equal-sized data, or give `in_dim`")
                 pixels += d[0] * d[1]
+            if lay.buffer_shift and tuple(seqs) == (DATA_BUFFER,):
+                # a shift layer reads the positions after the first `buffer_shift`
+                # (seed 000, Rolling Buffers: `in_dim: 14` of a 15-position buffer)
+                pixels -= (lay.buffer_shift or 0) * first[1]
             auto_dim[ll] = first
         else:
             auto_dim[ll] = out_dim[prev_seq[ll]]
@@ -791,6 +796,7 @@ def to_network(resolved: Resolved) -> Network:
             output_shift=lay.output_shift or 0, quantization=lay.quantization,
             output_width=lay.output_width, flatten=lay.flatten,
             output_padding=lay.output_padding, in_sequences=seqs,
+            buffer_shift=lay.buffer_shift or 0, buffer_insert=lay.buffer_insert or 0,
             weights=lay.weights,
             bias=None if lay.bias_hw is None else lay.bias_hw * 128,
             bias_hw=lay.bias_hw))
@@ -798,9 +804,16 @@ def to_network(resolved: Resolved) -> Network:
     first = resolved.layers[resolved.first_layer_used]
     one_d = w == 1 and first.operator.one_d
     outputs = tuple(i for i, lay in enumerate(resolved.layers) if lay.output_layer)
+    buffers = resolved.sidecar.data_buffer
+    data_buffer = None
+    if buffers:
+        # the vendor keeps one buffer (izer reads data_buffer[0]); its `dim` is the
+        # positions (x a second dimension for 2-D data)
+        b = buffers[0]
+        data_buffer = DataBuffer(b.name, b.channels, b.dim[0] * b.dim[1])
     return Network(layers=tuple(out), input_shape=(c, h) if one_d else (c, h, w),
                    device=resolved.device.name, name=resolved.sidecar.arch,
-                   outputs=outputs or None)
+                   outputs=outputs or None, data_buffer=data_buffer)
 
 
 def to_placement(resolved: Resolved, network: Network | None = None) -> Placement:
