@@ -43,7 +43,7 @@ from ..network import ACT_NONE, ELTWISE_NONE, Layer, Network, Op, unique_name
 from .facts import in_passes, pools, reads_gapped
 
 INPUT = -1
-NEW = -2  # the inserted layer, in insert_layer's arguments
+NEW = -1000  # the inserted layer, in insert_layer's arguments (-2 is the data buffer)
 
 
 def _sources(network: Network, ll: int) -> tuple[int, ...]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...network import DATA_BUFFER
 from ..facts import pixels, producers
 from .base import Rule, diag, layer_index
 
@@ -21,6 +22,13 @@ def connectivity(layer, network, device):
     out = []
     shapes = []
     for s in srcs:
+        if s == DATA_BUFFER and network.data_buffer is not None:
+            # a shift layer reads the positions after the ones it drops (seed 000,
+            # Rolling Buffers)
+            buf = network.data_buffer
+            shapes.append((buf.channels, buf.length - layer.buffer_shift,
+                           f"data buffer `{buf.name}`"))
+            continue
         if s < -1 or s >= index:
             out.append(diag("connectivity", layer.name,
                             f"reads layer index {s}, which does not run before it",
