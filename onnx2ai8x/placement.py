@@ -41,6 +41,18 @@ class LayerPlacement:
     extra: tuple[tuple[str, object], ...] = ()
 
 
+@dataclass(frozen=True)
+class BufferPlacement:
+    """Where the network's data buffer (Network.data_buffer) lives: the sidecar's global
+    `data_buffer` (seed 000, Rolling Buffers). One channel per processor of
+    `processors` (in order), position p of every channel at byte `offset + 4 * p` of
+    that processor's data memory; it stays there across inferences, so no other layer
+    may write over it."""
+
+    processors: int  # 64-bit mask
+    offset: int  # byte offset of position 0
+
+
 @dataclass(frozen=True, eq=False)
 class Placement:
     """A Network placed on a device."""
@@ -53,6 +65,8 @@ class Placement:
     # Kernel and bias memory (onnx2ai8x.map.weights.WeightMemory), attached once by the
     # mapper; read through onnx2ai8x.map.weights.weights_of.
     weights: object | None = None
+    # Where Network.data_buffer lives (None: the network has no data buffer).
+    data_buffer: BufferPlacement | None = None
 
     def __post_init__(self) -> None:
         # The device is resolved here, once: a name (MAX78000, AI85, ...) given by a
