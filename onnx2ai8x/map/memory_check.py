@@ -28,7 +28,7 @@ from ..devices import (
     Device,
 )
 from ..errors import Diagnostic
-from ..network import Layer, Network, Op, output_layers
+from ..network import DATA_BUFFER, Layer, Network, Op, output_layers
 from ..placement import Placement
 from .hw import ffs, fls, multipass, popcount
 from .weights import try_allocate
@@ -76,6 +76,8 @@ def last_use(network: Network) -> dict[int, int]:
     last = {INPUT: 0, **{i: n for i in range(n)}}
     for ll in range(n):
         for src in inputs_of(network, ll):
+            if src == DATA_BUFFER:
+                continue  # the data buffer lives for the whole network (buffer_region)
             if src == INPUT or src != n - 1 and last[src] == n:
                 last[src] = ll
             elif src != n - 1:
@@ -113,20 +115,29 @@ def in_place_margin(network: Network, ll: int, big_data: bool = False) -> int | 
     computes output pixel q (raster order, one word per pixel in every memory instance)
     only after it has read input pixel q + p*W + p (padding p, width W), and later
     outputs need no input pixel below q - p*W - p + 1: the output may start p*W + p words
-    below the input. Only for a layer that is its input's last reader."""
+    below the input. Only for a layer that is its input's last reader.
+
+    Multi-pass input (more than 64 channels, `i` words per pixel) is read pixel by pixel,
+    all passes of a pixel before its output (`o` <= `i` words): output pixel q ends at
+    4o(q + 1) and the next input still needed starts at 4i(q - pW - p + 1), tightest at
+    q = 0, so the output starts 4i(pW + p) + 4(o - i) bytes below the input, at least at
+    it (the vendor's action-recognition sidecar writes its 96-channel 1x1 layer so)."""
     lay = network.layers[ll]
     srcs = inputs_of(network, ll)
     k, p = lay.kernel_size[0], lay.padding[0]
+    words_in = multipass(lay.input_channels)[0]
+    words_out = multipass(lay.output_channels)[0]
     if lay.operator != Op.CONV2D or len(srcs) != 1 or lay.operands != 1 or lay.flatten \
             or big_data or lay.stride != (1, 1) or lay.dilation != (1, 1) \
             or lay.pool != (1, 1) or lay.output_width != 8 or lay.conv_groups != 1 \
             or tuple(lay.kernel_size) != (k, k) or tuple(lay.padding) != (p, p) \
             or 2 * p != k - 1 or tuple(lay.input_dim) != tuple(lay.output_dim) \
-            or multipass(lay.input_channels)[0] != 1 or multipass(lay.output_channels)[0] != 1:
+            or words_out > words_in or words_out != 1 and words_in != words_out:
         return None
-    if last_use(network)[srcs[0]] != ll:
+    if last_use(network).get(srcs[0]) != ll:
         return None
-    return 4 * (p * lay.input_dim[1] + p)
+    pixels = p * lay.input_dim[1] + p
+    return max(4 * words_in * pixels + 4 * (words_out - words_in), 0)
 
 
 def output_bytes(layer: Layer) -> int:
