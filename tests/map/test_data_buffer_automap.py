@@ -210,7 +210,9 @@ def test_too_many_buffer_channels_are_refused(tmp_path: Path) -> None:
 def test_written_sidecar_reads_back(device: str, tmp_path: Path) -> None:
     p = _plan(small_network(13, 9, 2), device, tmp_path)
     text = p.sidecar_text
-    assert "--zero-sram" in text.split("arch:")[0]  # the implied option, in the header
+    head = text.split("arch:")[0]
+    # the options the vendor tool needs for a buffer network, named in the header
+    assert "--zero-sram" in head and "--overlap-data" in head
     side = parse_text(text)
     (buf,) = side.data_buffer
     where = p.placement.data_buffer

@@ -79,7 +79,7 @@ def test_written_sidecar_gives_the_vendor_our_answer(device: str, tcn_model: Pat
     yaml_path = tmp_path / "auto.yaml"
     yaml_path.write_text(p.sidecar_text)
     options = implied_options(p.sidecar_text)
-    assert "--zero-sram" in options
+    assert {"--zero-sram", "--overlap-data"} <= set(options)
     run = subprocess.run(
         [str(PYTHON), "ai8xize.py", "--test-dir", str(tmp_path / "v"), "--prefix", "p",
          "--checkpoint-file", str(TCN / "ckpt.pth.tar"), "--config-file", str(yaml_path),
