@@ -84,6 +84,15 @@ class Device:
     # is not described anywhere public, so the model refuses projects that use them.
     snoop_registers: tuple[tuple[int, str], ...] = ()
     ctl_snoop_bit: int | None = None
+    # Streaming registers (start count, delta, rollover): per-layer register indices
+    # (izer/tornadocnn.py LREG_STREAM1, LREG_STREAM2, LREG_FMAX).
+    stream_regs: tuple[int, int, int] = (16, 17, 18)
+    # CTRL bit 30 turns 1-bit kernels into +1 / -1 (MAX78002 binary weights; the MAX78000
+    # has no such mode, its 1-bit kernels are 0 / -1).
+    ctl_binary_bit: int | None = None
+    # CTRL bits of features the model does not execute (bit, what), e.g. the MAX78002's
+    # "simple 1-bit weights" (bit 21).
+    ctl_unmodelled: tuple[tuple[int, str], ...] = ()
 
     def lreg(self, group: int, reg: int, layer: int) -> int:
         base = APB_BASE + self.cnn_base + self.group_stride * group + self.cnn_offset * 4
@@ -169,6 +178,8 @@ MAX78002 = Device(
                                   "HIT", "MAX", "AM"))),
     ctl_snoop_bit=7,
     mp_stride_offs=4,
+    stream_regs=(0x2000, 0x2008, 0x2010), ctl_binary_bit=30,
+    ctl_unmodelled=((21, "simple 1-bit weights"),),
 )
 
 DEVICES = {"MAX78000": MAX78000, "MAX78002": MAX78002}

@@ -27,6 +27,7 @@ def test_the_shared_fields_are_many() -> None:
 def test_register_indices_agree(name: str) -> None:
     ours, theirs = get_device(name).regs, sim.DEVICES[name]
     assert {f: getattr(ours, f) for f in SHARED} == {f: getattr(theirs, f) for f in SHARED}
+    assert theirs.stream_regs == (ours.stream1, ours.stream2, ours.fmax)
 
 
 @pytest.mark.parametrize("name", NAMES)
