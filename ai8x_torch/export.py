@@ -457,7 +457,15 @@ class _Exporter:
                         "shape (1, C, H, W) or (1, C, L)")
         self.gm = fx.GraphModule(model, graph)
         with torch.no_grad(), using_device(current_device(), simulate=False):
-            _Shapes(self.gm).run(example.to(torch.float32))
+            try:
+                _Shapes(self.gm).run(example.to(torch.float32))
+            except Ai8xError as err:
+                if self.loop is None:
+                    raise
+                d = err.diagnostics[0]
+                raise _fail(d.where, d.message, "the model loops over x.shape[1] frames: "
+                            "pass an example input of shape (1, F, C, H, W), F frames of "
+                            "the accelerator's input") from None
         self.layers: list[Layer] = []
         # Element-wise results already written as their own pass-through layer.
         self.written: dict[_Pending | _PendingPool, _Data] = {}

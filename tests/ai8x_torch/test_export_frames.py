@@ -99,17 +99,20 @@ def test_frame_loop_exports_one_frame_and_a_buffer():
 
 
 def test_streaming_the_export_equals_the_model(tmp_path):
+    """After F frames the output is the model's on those F frames; after F + 2 it is the
+    model's on the last F (the buffer rolls)."""
     model = _model(seed=3)
-    x = _frames(4)
-    want = _simulate(model, x)
+    x = np.concatenate([_frames(4), _frames(7)[:, :2]], axis=1)
     sess = _export(model, tmp_path / "frames.onnx")
     assert read_model(tmp_path / "frames.onnx").data_buffer == DataBuffer("buffer", 6, FRAMES)
     state = np.zeros((1, 6, FRAMES), np.int8)
-    for f in range(FRAMES):
+    for f in range(FRAMES + 2):
         out, state = sess.run(None, {"input": x[:, f].astype(np.int8), "buffer": state})
-    np.testing.assert_array_equal(np.asarray(out).reshape(want.shape).astype(np.int64),
-                                  want.astype(np.int64))
-    assert np.any(want != 0)  # the comparison says something
+        if f + 1 >= FRAMES:
+            want = _simulate(model, x[:, f + 1 - FRAMES:f + 1])
+            assert np.any(want != 0)  # the comparison says something
+            np.testing.assert_array_equal(
+                np.asarray(out).reshape(want.shape).astype(np.int64), want.astype(np.int64))
 
 
 def test_first_inference_sees_a_zero_buffer(tmp_path):
@@ -146,6 +149,14 @@ def test_other_frame_loops_are_refused_clearly(kwargs, where, words):
     assert d.where.startswith(where), d.where
     assert words in d.message and d.hint
     assert info.value.__cause__ is None  # raised as is: no chained traceback
+
+
+def test_an_example_without_the_frame_axis_is_refused_with_the_shape_to_pass():
+    with pytest.raises(Ai8xError) as info, ai8x.using_device(85):
+        to_network(_model(), torch.zeros(1, C, H, H))
+    d = info.value.diagnostics[0]
+    assert d.code == "export.unsupported" and d.where == "conv0"
+    assert "(1, F, C, H, W)" in d.hint
 
 
 # --- the vendor's actiontcn, as written ------------------------------------------------
