@@ -852,6 +852,11 @@ class _Exporter:
             raise _fail(node.name, "the value written into the buffer is not the frame's "
                         "last layer's result, read by nothing else", "write the result of "
                         "the frame's last ai8x layer into the buffer, and use it only there")
+        if data.shape[0] != loop.channels or int(np.prod(data.shape)) != loop.channels:
+            raise _fail(node.name, f"a frame result of shape {data.shape} is written into "
+                        f"a buffer slot of {loop.channels} channels x 1 (PyTorch broadcasts"
+                        "; the accelerator copies the layer's output as it is)",
+                        f"write a ({loop.channels}, 1, 1) result into each slot")
         lay = self.layers[last]
         seqs = (last - 1,) if lay.in_sequences is None else lay.in_sequences
         rest = (loop.frames - 1, 1)

@@ -82,12 +82,16 @@ def find(graph: fx.Graph, input_shape: tuple[int, ...]) -> FrameLoop | None:
     buffer = factories[0]
     shape = _buffer_shape(buffer)
     frames = shape[1]
+    if frames < 2:
+        # one position cannot roll: the shift layer moves positions 1.. down by one
+        raise _fail(buffer.name, f"a frame loop over {frames} frame", "give the model "
+                    "at least 2 frames: the example input's x.shape[1]")
     x = next(n for n in graph.nodes if n.op == "placeholder")
     slices = _slots(x, frames, "the input", "x[:, i]", writes=False)
     writes = _slots(buffer, frames, f"buffer `{buffer.name}`", "buf[:, i] = ...",
                     writes=True)
     members = _members(graph, slices, writes, frames)
-    _same_frames(members, slices, writes, x, buffer)
+    _same_frames(members, slices, writes)
     result_shape = shape[2:]
     if len(result_shape) < 1 or int(np.prod(result_shape[1:])) != 1:
         raise _fail(writes[0].name, f"each frame's result has shape {tuple(result_shape)}: "
@@ -169,7 +173,7 @@ def _members(graph: fx.Graph, slices: list[fx.Node], writes: list[fx.Node],
 
 
 def _same_frames(members: list[list[fx.Node]], slices: list[fx.Node],
-                 writes: list[fx.Node], x: fx.Node, buffer: fx.Node) -> None:
+                 writes: list[fx.Node]) -> None:
     """Every frame calls the same modules the same way as frame 0."""
     def signature(i: int) -> list[tuple]:
         local = {n: k for k, n in enumerate(members[i])}

@@ -151,6 +151,13 @@ def test_other_frame_loops_are_refused_clearly(kwargs, where, words):
     assert info.value.__cause__ is None  # raised as is: no chained traceback
 
 
+def test_a_single_frame_cannot_roll():
+    with pytest.raises(Ai8xError) as info, ai8x.using_device(85):
+        to_network(_model(), torch.zeros(1, 1, C, H, H))
+    d = info.value.diagnostics[0]
+    assert d.code == "export.unsupported" and d.where == "zeros" and "2 frames" in d.hint
+
+
 def test_an_example_without_the_frame_axis_is_refused_with_the_shape_to_pass():
     with pytest.raises(Ai8xError) as info, ai8x.using_device(85):
         to_network(_model(), torch.zeros(1, C, H, H))
