@@ -31,6 +31,10 @@ What maps to what (the vendor's sidecar shapes, seed 004):
 * node names are the PyTorch module names, dots kept (`features.0`, `res.conv1`): the
   name reads back to the module (`dict(model.named_modules())[layer.name]`), and ONNX
   allows dots in names. A module called more than once gets `<name>_1`, `<name>_2`, ....
+* a frame loop (the vendor's actiontcn: the same layers on each `x[:, i]`, written into
+  slot i of a `torch.zeros(N, F, C, 1, 1)` read as `(N, C, F)` by Conv1d layers) -> one
+  frame's layers and a data buffer (`Network.data_buffer`, seed 000 "Rolling Buffers";
+  ai8x_torch/frames.py finds and checks the loop);
 * `Dropout` / `Identity` modules pass values through (inference); results no model output
   depends on are dropped.
 
@@ -546,12 +550,7 @@ class _Exporter:
             # channels is not possible on the MAX78000 (legalize `pool-channels`).
             data = self._data(self.values[arg.node.args[0]], name)
             in_shape, pool_module = data.shape, arg.stand_in.pool
-        elif isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
-                (module.op is not None or module.pool is not None) and \
-                not (self.loop is not None and self.loop.insert.args[2] is node):
-            # (The layer inserting into the data buffer reads one layer's result, as in
-            # the vendor's one documented use, seed 000 Rolling Buffers: conv5 reading
-            # res4_out; its element-wise input stays a pass-through layer.)
+        elif isinstance(arg, _Pending) and self._fuses_eltwise(node, module):
             data = _Data(arg.sources, arg.shape)
             eltwise, operands = _ELTWISE_CODES[arg.module.op_name], arg.count
             in_shape = arg.shape
@@ -650,6 +649,15 @@ class _Exporter:
                     output_padding=output_padding,
                     weights=hw["weights"], bias=hw["bias"], bias_hw=hw["bias_hw"], **fields)
         return self._append(lay, out_shape)
+
+    def _fuses_eltwise(self, node: fx.Node, module: QuantizationAwareModule) -> bool:
+        """An element-wise result this layer alone reads becomes its `eltwise`, unless
+        the layer inserts into the data buffer: that layer reads one layer's result, as
+        in the vendor's one documented use (seed 000, Rolling Buffers: conv5 reading
+        res4_out), and the element-wise result stays a pass-through layer."""
+        inserts = self.loop is not None and self.loop.insert.args[2] is node
+        return self.users[node.args[0]] == 1 and not inserts and \
+            (module.op is not None or module.pool is not None)
 
     def _fuses(self, node: fx.Node, pending: _PendingPool,
                module: QuantizationAwareModule) -> bool:
