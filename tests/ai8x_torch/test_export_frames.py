@@ -7,6 +7,8 @@ accelerator's integers, computed independently of the ONNX graph).
 """
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -75,8 +77,12 @@ def _simulate(fn, *args) -> np.ndarray:
 
 
 def _export(model, path) -> object:
+    return _export_as(model, torch.zeros(1, FRAMES, C, H, H), path)
+
+
+def _export_as(model, example, path) -> object:
     with ai8x.using_device(85):
-        export_onnx(model, torch.zeros(1, FRAMES, C, H, H), path)
+        export_onnx(model, example, path)
     return custom_ops.session(path)
 
 
@@ -179,7 +185,10 @@ def _vendor_layers() -> list[dict]:
     return yaml.safe_load(text)["layers"]
 
 
-def _vendor_network():
+@pytest.fixture(scope="module")
+def vendor_actiontcn():
+    """The vendor's model file as written, built through the ai8x drop-in with random
+    quantized weights (as the zoo sweep builds it), and its input shape."""
     from tests.map import vendor_zoo as vz
 
     if not vz.available():
@@ -187,15 +196,39 @@ def _vendor_network():
     arch = next(a for a in vz.architectures() if a.id == "ai85net-actiontcn:ai85actiontcn")
     with vz.vendor_imports(), ai8x.using_device(arch.device_code):
         model = vz.build(arch)
-        randomize(model, np.random.default_rng(1))
-        model.eval()
-        # (1, F, C, H, W): 15 frames, the vendor sidecar's buffer `dim`
-        return to_network(model, torch.zeros(1, 15, *arch.input_shape))[0]
+    randomize(model, np.random.default_rng(1))
+    return model.eval(), arch.input_shape
 
 
-def test_vendor_actiontcn_matches_the_vendor_sidecar():
+def test_vendor_actiontcn_streams_like_its_forward(vendor_actiontcn, tmp_path):
+    model, shape = vendor_actiontcn
+    frames = 15  # the vendor sidecar's buffer `dim`
+    x = np.random.default_rng(9).integers(-128, 128, (1, frames, *shape))
+    sess = _export_as(model, torch.zeros(1, frames, *shape), tmp_path / "tcn.onnx")
+    state = np.zeros((1, 32, frames), np.int8)
+    for f in range(frames):
+        out, state = sess.run(None, {"input": x[:, f].astype(np.int8), "buffer": state})
+    # forward() makes its buffer with device=x.get_device(), which is -1 on a CPU tensor
+    # and refused by torch.zeros there (the vendor trains on CUDA); for this run its
+    # module sees a torch.zeros that ignores the device
+    module_globals = type(model).forward.__globals__
+    real = module_globals["torch"]
+    module_globals["torch"] = types.SimpleNamespace(
+        zeros=lambda *a, device=None, **k: real.zeros(*a, **k))
+    try:
+        want = _simulate(model, x)
+    finally:
+        module_globals["torch"] = real
+    assert np.any(want != 0)
+    np.testing.assert_array_equal(np.asarray(out).reshape(want.shape).astype(np.int64),
+                                  want.astype(np.int64))
+
+
+def test_vendor_actiontcn_matches_the_vendor_sidecar(vendor_actiontcn):
     vendor = _vendor_layers()
-    net = _vendor_network()
+    model, shape = vendor_actiontcn
+    with ai8x.using_device(85):
+        net = to_network(model, torch.zeros(1, 15, *shape))[0]
     assert len(net.layers) == len(vendor) == 21
     assert net.data_buffer.channels == 32 and net.data_buffer.length == 15
     names = {lay.get("name"): i for i, lay in enumerate(vendor)}
