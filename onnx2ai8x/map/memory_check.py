@@ -29,7 +29,7 @@ from ..devices import (
 )
 from ..errors import Diagnostic
 from ..network import DATA_BUFFER, Layer, Network, Op, output_layers
-from ..placement import Placement
+from ..placement import LayerPlacement, Placement
 from .hw import ffs, fls, multipass, popcount
 from .weights import try_allocate
 
@@ -461,8 +461,8 @@ def buffer_kept(network: Network, placement: Placement) -> list[Diagnostic]:
     return diags
 
 
-def _buffer_access(network: Network, ll: int, lay: Layer, pl, procs: int, offset: int,
-                   length: int) -> list[Diagnostic]:
+def _buffer_access(network: Network, ll: int, lay: Layer, pl: LayerPlacement, procs: int,
+                   offset: int, length: int) -> list[Diagnostic]:
     """Where a layer touching the data buffer must read and write it (buffer_kept)."""
     want: list[tuple[str, int, int]] = []  # (key, given, needed)
     reads = inputs_of(network, ll) == (DATA_BUFFER,)
@@ -734,8 +734,10 @@ def streaming_output_clear(network: Network, placement: Placement) -> list[Diagn
 
 
 # The rules a sidecar's own placement is held to before anything is emitted: what the
-# vendor tool, too, refuses for any mapping (each function's docstring is the reason).
-SIDECAR_RULES = (streaming_output_clear, read_gap_supported)
+# vendor tool, too, refuses for any mapping, and a data buffer overwritten between
+# inferences, which the vendor's single-inference known answer cannot show (each
+# function's docstring is the reason).
+SIDECAR_RULES = (streaming_output_clear, read_gap_supported, buffer_kept)
 
 
 def check_sidecar_placement(network: Network, placement: Placement) -> list[Diagnostic]:
