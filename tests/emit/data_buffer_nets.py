@@ -228,7 +228,7 @@ NETS = (ONE, TWO)  # the vendor tool builds these
 
 def write_net(net: Net, root: Path, seed: int = 7) -> tuple[Path, Path, Path]:
     """(sidecar, checkpoint, sample) of `net` under `root`: random 8-bit weights, output
-    shift -3, bias values stored as the vendor's checkpoints hold them (x 2**7)."""
+    shift -1, bias values stored as the vendor's checkpoints hold them (x 2**7)."""
     import torch
 
     rng = np.random.default_rng(seed)
@@ -238,7 +238,7 @@ def write_net(net: Net, root: Path, seed: int = 7) -> tuple[Path, Path, Path]:
         if bias:
             sd[f"{name}.op.bias"] = torch.tensor(rng.integers(-128, 128, shape[0]) * 128.0)
         sd[f"{name}.weight_bits"] = torch.tensor([8.0])
-        sd[f"{name}.output_shift"] = torch.tensor([-3.0])
+        sd[f"{name}.output_shift"] = torch.tensor([-1.0])
     root.mkdir(parents=True, exist_ok=True)
     ckpt, yaml, sample = root / f"{net.name}.pth.tar", root / f"{net.name}.yaml", \
         root / f"{net.name}.npy"
