@@ -226,15 +226,21 @@ layers:
 NETS = (ONE, TWO)  # the vendor tool builds these
 
 
-def write_net(net: Net, root: Path, seed: int = 7) -> tuple[Path, Path, Path]:
+def write_net(net: Net, root: Path, seed: int = 7, zero_every: int = 0
+              ) -> tuple[Path, Path, Path]:
     """(sidecar, checkpoint, sample) of `net` under `root`: random 8-bit weights, output
-    shift -1, bias values stored as the vendor's checkpoints hold them (x 2**7)."""
+    shift -1, bias values stored as the vendor's checkpoints hold them (x 2**7).
+    `zero_every` n: every n-th kernel (one input channel of one output channel) is all
+    zeros (with --zero-sram such kernels are not written)."""
     import torch
 
     rng = np.random.default_rng(seed)
     sd = {}
     for name, shape, bias in net.weights:
-        sd[f"{name}.op.weight"] = torch.tensor(rng.integers(-128, 128, shape), dtype=torch.float32)
+        w = rng.integers(-128, 128, shape)
+        if zero_every:
+            w.reshape(shape[0] * shape[1], -1)[::zero_every] = 0
+        sd[f"{name}.op.weight"] = torch.tensor(w, dtype=torch.float32)
         if bias:
             sd[f"{name}.op.bias"] = torch.tensor(rng.integers(-128, 128, shape[0]) * 128.0)
         sd[f"{name}.weight_bits"] = torch.tensor([8.0])

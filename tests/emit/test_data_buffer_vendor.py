@@ -66,6 +66,13 @@ def test_small_data_buffer_network_matches_the_vendor(net, device, tmp_path):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_zero_kernels_are_left_out_as_the_vendor_does(device, tmp_path):
+    """--zero-sram: kernels of all zeros are not written (the self-test zeroed them)."""
+    _vendor()
+    _compare(tmp_path, *write_net(NETS[0], tmp_path / "in", zero_every=3), device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_kinetics_actiontcn_matches_the_vendor(device, tmp_path):
     _vendor()
     src = Path(os.environ.get("AI8X_KINETICS", "/tmp/tcn"))
