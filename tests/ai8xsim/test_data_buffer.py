@@ -179,3 +179,20 @@ def test_without_the_data_self_test_random_memory_fails(project, tmp_path):
     mutant = _mutate(out_dir, tmp_path, starts, lambda v: 0 if v == start else v)
     assert execute(mutant).verdict == PASS  # zero memory hides it
     assert execute(mutant, power_on=4).verdict == FAIL
+
+
+def test_verify_with_the_model_names_the_reader_read_one_word_off(project, tmp_path, capsys):
+    """`verify --model` compares every layer with the model's reference, which runs the
+    buffer too (zeros, shift, insert): a reader one word off is the first bad layer."""
+    out_dir, model, yaml, _, dev = project
+    assert main(["verify", str(out_dir), "--model", str(model)]) == 0
+    result = plan(model, dev, yaml)
+    ll = _reader(result)
+    pl = result.placement.layers[ll]
+    mutant = _mutate(out_dir, tmp_path, [dev.lreg_addr(g, dev.regs.rptr_base, ll)
+                                         for g in range(dev.quadrants)],
+                     lambda v: v + 1)
+    capsys.readouterr()
+    assert main(["verify", str(mutant), "--model", str(model)]) != 0
+    assert f"first bad layer: {ll}:" in capsys.readouterr().out
+    assert pl.in_sequences == (-2,)
