@@ -570,10 +570,17 @@ def _writes_over_own_input(network: Network, placement: Placement, a: Buffer,
 
 
 def overlapping_layers(network: Network, placement: Placement) -> tuple[int, ...]:
-    """The layers that write over their own input (the vendor tool needs --overlap-data)."""
+    """The layers that write over their own input (the vendor tool needs --overlap-data).
+
+    A data buffer's shift layer always does (it moves the buffer down in place); the
+    vendor tool refuses such a network without --overlap-data ("... output ... is
+    overwriting input ... that was created by layer ... (shift)")."""
     bufs = {buf.producer: buf for buf in buffers(network, placement)}
     out = []
     for ll in range(len(network.layers)):
+        if network.layers[ll].buffer_shift:
+            out.append(ll)
+            continue
         srcs = inputs_of(network, ll)
         if len(srcs) == 1 and srcs[0] in bufs and ll in bufs and not bufs[ll].streaming \
                 and bufs[ll].collides(bufs[srcs[0]]):

@@ -104,3 +104,14 @@ def test_the_buffer_needs_one_processor_per_channel(one):
                                                           processors=0x007F000000000000))
     diags = buffer_kept(result.network, placement)
     assert any("8 channels need 8 processors" in d.message for d in diags)
+
+
+def test_the_shift_layer_writes_over_its_own_input(one):
+    """The vendor tool refuses a data-buffer network without --overlap-data; the shift
+    layer is what the written sidecar names for it."""
+    from onnx2ai8x.map.memory_check import overlapping_layers
+
+    result = plan(one[0], MAX78000, one[1])
+    shift = [i for i, lay in enumerate(result.network.layers) if lay.buffer_shift]
+    assert shift and set(shift) <= set(overlapping_layers(result.network, result.placement))
+    assert "--overlap-data" in result.sidecar_text
