@@ -115,3 +115,22 @@ def test_the_shift_layer_writes_over_its_own_input(one):
     shift = [i for i, lay in enumerate(result.network.layers) if lay.buffer_shift]
     assert shift and set(shift) <= set(overlapping_layers(result.network, result.placement))
     assert "--overlap-data" in result.sidecar_text
+
+
+@pytest.mark.parametrize("edit, key, layer", [
+    (("    in_dim: 5\n", ""), "in_dim", "tcn0"),  # a reader needs in_dim (vendor)
+    (("    in_channels: 8\n    in_dim: 4\n", "    in_dim: 4\n"), "in_channels", "shift"),
+    (("    out_offset: 0x2010\n", ""), "buffer_insert", "insert"),
+    (("in_dim: 4\n    in_sequences: buf\n", "in_dim: 4\n"), "buffer_shift", "shift"),
+    (("activate: ReLU\n    buffer_insert: 1\n",
+      "activate: ReLU\n    buffer_insert: 1\n    buffer_shift: 1\n"), "buffer_shift", "insert"),
+], ids=["reader-in_dim", "shift-in_channels", "insert-out_offset", "shift-in_sequences",
+        "shift-in-a-convolution"])
+def test_sidecar_buffer_keys_the_vendor_requires(one, tmp_path, capsys, edit, key, layer):
+    bad = _edited(one, tmp_path, edit)
+    assert main([str(one[0]), "--sidecar", str(bad), "-o", str(tmp_path / "out"),
+                 "--quiet"]) != 0
+    err = capsys.readouterr().err
+    first = err.splitlines()[0]
+    assert f"({layer})" in first and f"`{key}`" in first and "Traceback" not in err
+    assert "hint:" in err
