@@ -59,6 +59,14 @@ class Device:
     wptr_inc_bits: int  # LCTRL1 write pointer increment, from bit 4
     reg_lcnt_max: int = 2
     reg_ctl: int = 0
+    # The SRAM test register and the bits that start a memory's built-in self-test,
+    # which leaves that memory zeroed (--zero-sram; izer/tornadocnn.py REG_SRAM_TEST,
+    # BIST_DATA_EX / BIST_MASK_EX / BIST_BIAS_EX: bits 0, 2 and 6 on both parts, the
+    # MAX78002 setting further mode bits with them).
+    reg_sram_test: int = 3
+    bist_data_bit: int = 1 << 0
+    bist_mask_bit: int = 1 << 2
+    bist_bias_bit: int = 1 << 6
     # MAX78002 only (None/empty on MAX78000, which has neither register nor mode):
     ochan: int | None = None  # output channel count - 1 (LREG_OCHAN)
     # The stride register's multi-pass stride field, from this bit: pool stride x
