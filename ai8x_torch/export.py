@@ -31,6 +31,10 @@ What maps to what (the vendor's sidecar shapes, seed 004):
 * node names are the PyTorch module names, dots kept (`features.0`, `res.conv1`): the
   name reads back to the module (`dict(model.named_modules())[layer.name]`), and ONNX
   allows dots in names. A module called more than once gets `<name>_1`, `<name>_2`, ....
+* a frame loop (the vendor's actiontcn: the same layers on each `x[:, i]`, written into
+  slot i of a `torch.zeros(N, F, C, 1, 1)` read as `(N, C, F)` by Conv1d layers) -> one
+  frame's layers and a data buffer (`Network.data_buffer`, seed 000 "Rolling Buffers";
+  ai8x_torch/frames.py finds and checks the loop);
 * `Dropout` / `Identity` modules pass values through (inference); results no model output
   depends on are dropped.
 
@@ -56,23 +60,28 @@ import numpy as np
 import onnx
 import torch
 from torch import fx, nn
+from torch.overrides import TorchFunctionMode
 
 from onnx2ai8x.devices import get_device
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.network import (
     ACT_ABS,
     ACT_RELU,
+    DATA_BUFFER,
     ELTWISE_ADD,
     ELTWISE_OR,
     ELTWISE_SUB,
     ELTWISE_XOR,
+    DataBuffer,
     Layer,
     Network,
     Op,
     unique_name,
 )
 
+from . import frames
 from .device import current_device, using_device
+from .frames import FACTORIES
 from .modules import Eltwise, QuantizationAwareModule, hardware_params
 
 _ELTWISE_CODES = {"add": ELTWISE_ADD, "sub": ELTWISE_SUB, "or": ELTWISE_OR,
@@ -82,14 +91,78 @@ _ACTIVATION_CODES = {None: None, "ReLU": ACT_RELU, "Abs": ACT_ABS}
 _IDENTITY_MODULES = (nn.Identity, nn.Dropout, nn.Dropout1d, nn.Dropout2d)
 
 
+class _Proxy(fx.Proxy):
+    """A traced value that can also be written into (`buf[:, i] = y`, the vendor's
+    frame loop filling its buffer): the write becomes an `operator.setitem` node."""
+
+    def __setitem__(self, index: object, value: object) -> None:
+        self.tracer.create_proxy("call_function", operator.setitem, (self, index, value), {})
+
+
+class _InputProxy(_Proxy):
+    """The model input while tracing: its shape is the example input's, so code that
+    counts with it (`for i in range(x.shape[1])`, `torch.zeros(x.shape[0], ...)`) runs
+    with those numbers, as for the one shape the export is for."""
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size(self.tracer.input_shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.tracer.input_shape)
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")  # the export runs on the CPU
+
+    def size(self, dim: int | None = None) -> torch.Size | int:
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def get_device(self) -> int:
+        return -1  # PyTorch's answer for a CPU tensor
+
+
+class _Factories(TorchFunctionMode):
+    """Records the tensor factories forward() calls as nodes of `tracer`'s graph.
+
+    fx traces only calls that receive a traced value; `torch.zeros(1, 15, 32, 1, 1)`
+    receives none, so without this it would run once and become a constant, and the
+    frame loop's writes into it would be lost. A function mode sees every torch call
+    while tracing, and ends with the trace (nothing global stays changed)."""
+
+    def __init__(self, tracer: fx.Tracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in FACTORIES:
+            # where the tensor would live does not matter for the graph: only what it holds
+            kept = {k: v for k, v in kwargs.items()
+                    if k not in ("device", "pin_memory", "requires_grad")}
+            return self.tracer.create_proxy("call_function", func, args, kept)
+        return func(*args, **kwargs)
+
+
 class _Tracer(fx.Tracer):
     """ai8x modules are leaves; a condition on the input's shape (`if x.shape[1] == 6:`,
     the vendor's face-ID models) is decided for the example input's shape, the one
-    shape the export is for. Conditions on values still cannot be traced."""
+    shape the export is for. Conditions on values still cannot be traced. Tensor
+    factories and writes into tensors are traced (the vendor's frame loop)."""
 
     def __init__(self, input_shape: tuple[int, ...] | None = None) -> None:
         super().__init__()
         self.input_shape = input_shape
+
+    def proxy(self, node: fx.Node) -> fx.Proxy:
+        if node.op == "placeholder" and self.input_shape is not None and \
+                not any(n.op == "placeholder" for n in node.graph.nodes if n is not node):
+            return _InputProxy(node, self)
+        return _Proxy(node, self)
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         if isinstance(m, (QuantizationAwareModule, Eltwise)):
@@ -106,7 +179,8 @@ class _Tracer(fx.Tracer):
 
     def trace(self, root, concrete_args=None) -> fx.Graph:
         self.decided = False
-        graph = super().trace(root, concrete_args)
+        with _Factories(self):
+            graph = super().trace(root, concrete_args)
         if self.decided:
             # the condition's own nodes (x.shape[1] == 6) feed nothing now
             shape = torch.Size(self.input_shape)
@@ -118,6 +192,7 @@ class _Tracer(fx.Tracer):
 
 
 _NOT_A_SHAPE = object()
+_NOT_IN_LOOP = object()  # a node the frame loop does not handle
 _SHAPE_ARITHMETIC = {operator.getitem, operator.eq, operator.ne, operator.lt, operator.le,
                      operator.gt, operator.ge, operator.add, operator.sub, operator.mul,
                      operator.floordiv, operator.mod, operator.not_, operator.and_,
@@ -377,13 +452,24 @@ class _Exporter:
         if len(inputs) != 1:
             raise _fail(type(model).__name__, f"forward() takes {len(inputs)} inputs",
                         "give forward() one input tensor, the accelerator's input")
-        if example.dim() not in (3, 4):
+        # a frame loop (the vendor's actiontcn) takes (1, F, C, H, W): F frames of the
+        # accelerator's input, one per inference
+        self.loop = frames.find(graph, tuple(example.shape))
+        if example.dim() - (self.loop is not None) not in (3, 4):
             raise _fail(inputs[0].name, f"example input shape {tuple(example.shape)} is "
                         "neither (1, C, H, W) nor (1, C, L)", "pass an example input of "
                         "shape (1, C, H, W) or (1, C, L)")
         self.gm = fx.GraphModule(model, graph)
         with torch.no_grad(), using_device(current_device(), simulate=False):
-            _Shapes(self.gm).run(example.to(torch.float32))
+            try:
+                _Shapes(self.gm).run(example.to(torch.float32))
+            except Ai8xError as err:
+                if self.loop is None:
+                    raise
+                d = err.diagnostics[0]
+                raise _fail(d.where, d.message, "the model loops over x.shape[1] frames: "
+                            "pass an example input of shape (1, F, C, H, W), F frames of "
+                            "the accelerator's input") from None
         self.layers: list[Layer] = []
         # Element-wise results already written as their own pass-through layer.
         self.written: dict[_Pending | _PendingPool, _Data] = {}
@@ -464,8 +550,7 @@ class _Exporter:
             # channels is not possible on the MAX78000 (legalize `pool-channels`).
             data = self._data(self.values[arg.node.args[0]], name)
             in_shape, pool_module = data.shape, arg.stand_in.pool
-        elif isinstance(arg, _Pending) and self.users[node.args[0]] == 1 and \
-                (module.op is not None or module.pool is not None):
+        elif isinstance(arg, _Pending) and self._fuses_eltwise(node, module):
             data = _Data(arg.sources, arg.shape)
             eltwise, operands = _ELTWISE_CODES[arg.module.op_name], arg.count
             in_shape = arg.shape
@@ -565,6 +650,15 @@ class _Exporter:
                     weights=hw["weights"], bias=hw["bias"], bias_hw=hw["bias_hw"], **fields)
         return self._append(lay, out_shape)
 
+    def _fuses_eltwise(self, node: fx.Node, module: QuantizationAwareModule) -> bool:
+        """An element-wise result this layer alone reads becomes its `eltwise`, unless
+        the layer inserts into the data buffer: that layer reads one layer's result, as
+        in the vendor's one documented use (seed 000, Rolling Buffers: conv5 reading
+        res4_out), and the element-wise result stays a pass-through layer."""
+        inserts = self.loop is not None and self.loop.insert.args[2] is node
+        return self.users[node.args[0]] == 1 and not inserts and \
+            (module.op is not None or module.pool is not None)
+
     def _fuses(self, node: fx.Node, pending: _PendingPool,
                module: QuantizationAwareModule) -> bool:
         """A plain max pooling fuses into this layer: the layer alone reads it, pools
@@ -602,8 +696,12 @@ class _Exporter:
         for node in self.gm.graph.nodes:
             self.values[node] = self._node(node)
         self._drop_unused()
+        buffer = None
+        if self.loop is not None:
+            buffer = DataBuffer(unique_name("buffer", {lay.name for lay in self.layers}),
+                                self.loop.channels, self.loop.frames)
         return Network(layers=tuple(self.layers), input_shape=self.input_shape,
-                       name=type(self.model).__name__)
+                       name=type(self.model).__name__, data_buffer=buffer)
 
     def _drop_unused(self) -> None:
         """Remove layers no output depends on (a module result forward() never uses):
@@ -614,7 +712,9 @@ class _Exporter:
             return (i - 1,) if seqs is None else seqs
 
         live: set[int] = set()
-        todo = list(self.outputs)
+        # the buffer's shift and insert layers feed the next inference
+        todo = list(self.outputs) + [i for i, lay in enumerate(self.layers)
+                                     if lay.buffer_shift or lay.buffer_insert]
         while todo:
             i = todo.pop()
             if i >= 0 and i not in live:
@@ -623,7 +723,7 @@ class _Exporter:
         if len(live) == len(self.layers):
             return
         keep = sorted(live)
-        index = {old: new for new, old in enumerate(keep)} | {-1: -1}
+        index = {old: new for new, old in enumerate(keep)} | {-1: -1, DATA_BUFFER: DATA_BUFFER}
         layers = []
         for new, old in enumerate(keep):
             seqs = tuple(index[s] for s in sources(old))
@@ -634,6 +734,10 @@ class _Exporter:
 
     def _node(self, node: fx.Node) -> object:
         where = node.name
+        if self.loop is not None:
+            value = self._loop_node(node, self.loop)
+            if value is not _NOT_IN_LOOP:
+                return value
         if node.op == "placeholder":
             if self.input_shape:
                 raise _fail(where, "the model takes more than one input",
@@ -721,6 +825,54 @@ class _Exporter:
         raise _fail(where, f"`{node.target}` between layers has no hardware equivalent",
                     "compute between layers only with ai8x modules, torch.cat, flatten "
                     "and view")
+
+    def _loop_node(self, node: fx.Node, loop: frames.FrameLoop) -> object:
+        """A node of the frame loop: the accelerator runs one frame (the first; the others
+        are copies of it) per inference, its result goes into the data buffer, the
+        buffer read as (C, F) is what the temporal layers read (seed 000, Rolling
+        Buffers)."""
+        if node in loop.copies or node.op == "call_function" and node.target in FACTORIES:
+            return None
+        if node.op == "placeholder":
+            self.input_shape = loop.frame_shape
+            if len(self.input_shape) not in (2, 3):
+                raise _fail(node.name, f"frame shape {self.input_shape} is neither (C, H, W)"
+                            " nor (C, L)", "pass an example input of shape (1, F, C, H, W)")
+            return None  # only its frames x[:, i] are read (frames.find checked)
+        if node is loop.first_slice:
+            return _Data((-1,), loop.frame_shape)
+        if node is loop.insert:
+            self._insert(node, loop)
+            return None
+        if node in loop.rearrange:
+            last = node is loop.rearrange[-1]
+            return _Data((DATA_BUFFER,), (loop.channels, loop.frames)) if last else None
+        return _NOT_IN_LOOP
+
+    def _insert(self, node: fx.Node, loop: frames.FrameLoop) -> None:
+        """The frame's result goes into the buffer: its layer gets buffer_insert 1, after
+        a pass-through layer shifting the buffer's other F - 1 positions down by one
+        (the oldest frame drops out), placed right before it as the vendor's sidecar
+        places its `buffer_shift` layer (ai85-kinetics-actiontcn.yaml, layers 16-17)."""
+        data = self._data(self.values[node.args[2]], node.name)
+        last = len(self.layers) - 1
+        if data.sources != (last,) or last < 0 or self.users[node.args[2]] != 1:
+            raise _fail(node.name, "the value written into the buffer is not the frame's "
+                        "last layer's result, read by nothing else", "write the result of "
+                        "the frame's last ai8x layer into the buffer, and use it only there")
+        if data.shape[0] != loop.channels or int(np.prod(data.shape)) != loop.channels:
+            raise _fail(node.name, f"a frame result of shape {data.shape} is written into "
+                        f"a buffer slot of {loop.channels} channels x 1 (PyTorch broadcasts"
+                        "; the accelerator copies the layer's output as it is)",
+                        f"write a ({loop.channels}, 1, 1) result into each slot")
+        lay = self.layers[last]
+        seqs = (last - 1,) if lay.in_sequences is None else lay.in_sequences
+        rest = (loop.frames - 1, 1)
+        shift = Layer(name=self._unique("buffer_shift"), operator=Op.NONE,
+                      input_channels=loop.channels, output_channels=loop.channels,
+                      input_dim=rest, pooled_dim=rest, output_dim=rest, quantization=0,
+                      in_sequences=(DATA_BUFFER,), buffer_shift=1)
+        self.layers[last:] = [shift, replace(lay, in_sequences=seqs, buffer_insert=1)]
 
     def _slicing(self, node: fx.Node) -> Ai8xError:
         """Indexing or slicing accelerator data (`x[:, :3]`, `x.narrow(...)`).
@@ -833,7 +985,8 @@ def to_network(model: nn.Module, example_input: torch.Tensor, *,
     exporter = _Exporter(model, example_input, _device_name(device))
     network = exporter.run()
     return Network(layers=network.layers, input_shape=network.input_shape,
-                   device=exporter.device, name=network.name), exporter.outputs
+                   device=exporter.device, name=network.name,
+                   data_buffer=network.data_buffer), exporter.outputs
 
 
 def _device_name(device: str | None) -> str | None:

@@ -59,6 +59,14 @@ class Device:
     wptr_inc_bits: int  # LCTRL1 write pointer increment, from bit 4
     reg_lcnt_max: int = 2
     reg_ctl: int = 0
+    # The SRAM test register and the bits that start a memory's built-in self-test,
+    # which leaves that memory zeroed (--zero-sram; izer/tornadocnn.py REG_SRAM_TEST,
+    # BIST_DATA_EX / BIST_MASK_EX / BIST_BIAS_EX: bits 0, 2 and 6 on both parts, the
+    # MAX78002 setting further mode bits with them).
+    reg_sram_test: int = 3
+    bist_data_bit: int = 1 << 0
+    bist_mask_bit: int = 1 << 2
+    bist_bias_bit: int = 1 << 6
     # MAX78002 only (None/empty on MAX78000, which has neither register nor mode):
     ochan: int | None = None  # output channel count - 1 (LREG_OCHAN)
     # The stride register's multi-pass stride field, from this bit: pool stride x
@@ -84,6 +92,15 @@ class Device:
     # is not described anywhere public, so the model refuses projects that use them.
     snoop_registers: tuple[tuple[int, str], ...] = ()
     ctl_snoop_bit: int | None = None
+    # Streaming registers (start count, delta, rollover): per-layer register indices
+    # (izer/tornadocnn.py LREG_STREAM1, LREG_STREAM2, LREG_FMAX).
+    stream_regs: tuple[int, int, int] = (16, 17, 18)
+    # CTRL bit 30 turns 1-bit kernels into +1 / -1 (MAX78002 binary weights; the MAX78000
+    # has no such mode, its 1-bit kernels are 0 / -1).
+    ctl_binary_bit: int | None = None
+    # CTRL bits of features the model does not execute (bit, what), e.g. the MAX78002's
+    # "simple 1-bit weights" (bit 21).
+    ctl_unmodelled: tuple[tuple[int, str], ...] = ()
 
     def lreg(self, group: int, reg: int, layer: int) -> int:
         base = APB_BASE + self.cnn_base + self.group_stride * group + self.cnn_offset * 4
@@ -169,6 +186,8 @@ MAX78002 = Device(
                                   "HIT", "MAX", "AM"))),
     ctl_snoop_bit=7,
     mp_stride_offs=4,
+    stream_regs=(0x2000, 0x2008, 0x2010), ctl_binary_bit=30,
+    ctl_unmodelled=((21, "simple 1-bit weights"),),
 )
 
 DEVICES = {"MAX78000": MAX78000, "MAX78002": MAX78002}

@@ -319,7 +319,8 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
         raise SimError(f"layer {lr.index}: mask address past the kernel memory")
     bit = (unit % 8)[..., None]
     out = np.empty((slots, len(procs), lr.passes, taps), dtype=np.int64)
-    binary = q == 1 and m.dev.name == "MAX78002" and m.ctl(0, m.dev.reg_ctl) & CTL_BINARY
+    binary = q == 1 and m.dev.ctl_binary_bit is not None and \
+        m.ctl(0, m.dev.reg_ctl) >> m.dev.ctl_binary_bit & 1
     for i, p in enumerate(procs):
         raw = m.mram[p][col, pos].astype(np.int64) >> bit
         out[:, i] = 1 - 2 * (raw & 1) if binary else _signed(raw, q)
@@ -395,7 +396,6 @@ def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
 # Register fields the functional model does not execute yet: a project that sets one gets
 # a clear "not modelled" verdict instead of an answer the model cannot vouch for.
 _UNMODELLED_LCTL = ((30, "kernel bypass (LCTRL0 bit 30)"),)
-_UNMODELLED_CTL = ((21, "simple 1-bit weights"),)
 
 
 def snoop_use(m: Machine) -> str | None:
@@ -421,17 +421,15 @@ def snoop_use(m: Machine) -> str | None:
     if enabled:
         parts.append(f"CTRL bit {bit} set")
     return "; ".join(parts)
-CTL_BINARY = 1 << 30  # MAX78002: 1-bit kernels hold +1 (bit 0) and -1 (bit 1)
 
 
 def unmodelled(m: Machine, layer: int) -> str | None:
     """The first register feature of `layer` the model does not execute, or None."""
     dev = m.dev
-    if dev.name == "MAX78002":
-        ctl = m.ctl(0, dev.reg_ctl)
-        for bit, what in _UNMODELLED_CTL:
-            if ctl >> bit & 1:
-                return what
+    ctl = m.ctl(0, dev.reg_ctl)
+    for bit, what in dev.ctl_unmodelled:
+        if ctl >> bit & 1:
+            return what
     for g in range(4):
         lctl = m.lreg(g, dev.lctl, layer)
         for bit, what in _UNMODELLED_LCTL:

@@ -96,8 +96,27 @@ class Machine:
         old = self.regs.get(address, 0)
         new = _combine(old, value, op)
         self.regs[address] = new
+        self._self_test(address, new)
         ctl0 = self.dev.ctl(0, self.dev.reg_ctl)
         return address == ctl0 and bool(new & CTL_CNN_EN) and not old & CTL_CNN_EN
+
+    def _self_test(self, address: int, value: int) -> None:
+        """A quadrant's SRAM test register starting a built-in self-test: the test
+        leaves its memory zeroed (the data memory instances, the kernel memory of the
+        quadrant's processors, its bias memory), which --zero-sram relies on: a data
+        buffer reads zeros in the first inference whatever the memory held before."""
+        dev = self.dev
+        for g in range(4):
+            if address != dev.ctl(g, dev.reg_sram_test):
+                continue
+            if value & dev.bist_data_bit:
+                per = self.sram.shape[0] // 4
+                self.sram[g * per:(g + 1) * per] = 0
+            if value & dev.bist_mask_bit:
+                per = self.mram.shape[0] // 4
+                self.mram[g * per:(g + 1) * per] = 0
+            if value & dev.bist_bias_bit:
+                self.bram[g] = 0
 
     def feed(self, address: int, words) -> None:
         """Words written one after the other to one address (a FIFO, or a register)."""

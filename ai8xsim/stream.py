@@ -56,9 +56,7 @@ def streaming_layers(m: Machine, last: int) -> list[int]:
 
 
 def _stream_regs(dev) -> tuple[int, int, int]:
-    if dev.name == "MAX78000":
-        return (16, 17, 18)
-    return (0x2000, 0x2008, 0x2010)
+    return dev.stream_regs
 
 
 def _rollover(m: Machine, lr: LayerRegs) -> int:

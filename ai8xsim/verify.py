@@ -77,17 +77,25 @@ class Outcome:
         return PASS if self.passed else FAIL
 
 
-def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
+def execute(directory: str | Path, *, stop_after: int | None = None,
+            power_on: int | None = None) -> Outcome:
     """Read the project in `directory`, run it and check its known answer.
 
     With `stop_after`, the accelerator stops after that layer (the known-answer check is
-    then skipped: `passed` stays False and `error` is None).
+    then skipped: `passed` stays False and `error` is None). `power_on`: the memories
+    start with random bytes from this seed, as SRAM does after power-up (None: zeros),
+    so that what a project leaves uninitialized shows (a data buffer without
+    --zero-sram).
     """
     try:
         project = read_project(directory)
     except (CReadError, OSError) as exc:
         return Outcome("?", False, error=str(exc))
     m = Machine(DEVICES[project.device])
+    if power_on is not None:
+        rng = np.random.default_rng(power_on)
+        for mem in (m.sram, m.mram, m.bram):
+            mem[...] = rng.integers(0, 256, mem.shape, dtype=np.uint8)
     out = Outcome(project.device, False, machine=m)
     if project.driven:
         # An application's main() (a demo reading a microphone) checks nothing; the
@@ -164,6 +172,36 @@ def execute(directory: str | Path, *, stop_after: int | None = None) -> Outcome:
                                                    written_by(out, a)))
     out.passed = not out.mismatches
     return out
+
+
+def run_again(outcome: Outcome, directory: str | Path) -> list[int]:
+    """One more inference on the machine `execute` left: the input loaded again as the
+    project's `load_input` does, the accelerator run with the registers as they are, and
+    the words `cnn_unload` reads (none when main() does not unload). What the first
+    inference left in data memory stays (a data buffer's positions, seed 000 Rolling
+    Buffers), as on the chip when an application calls load_input, cnn_start and
+    cnn_unload once per frame."""
+    m = outcome.machine
+    if m is None:
+        raise SimError("no machine: run execute() first")
+    project = read_project(directory)
+    loading, unload = False, None
+    for op in project.operations:
+        if isinstance(op, Call) and op.name == "load_input":
+            loading = op.enter
+        elif loading and isinstance(op, Write):
+            m.write(op.address, op.value, op.op, op.width)
+        elif loading and isinstance(op, Load):
+            m.load(op.address, op.words, op.express)
+        elif isinstance(op, (Feed, LoadSample)):
+            raise SimError("run_again models load_input from data memory only")
+        elif isinstance(op, Unload) and unload is None:
+            unload = op
+    outcome.layers = run(m)
+    words: list[int] = []
+    for addr, n in unload.runs if unload is not None else ():
+        words.extend(m.read_words(addr, n))
+    return words
 
 
 def written_by(outcome: Outcome, address: int) -> int | None:

@@ -141,120 +141,147 @@ def optimize(model: ModelProto) -> ModelProto:
     # The caller's model stays as it was: the rewrite works on a copy (the protobuf
     # runtime copies in C, weights included, in well under a millisecond for our sizes).
     out = helper.copy(helper.from_onnx(model))
-    graph = out.graph
-    inits = {t.name: t for t in graph.initializer}
-    names = {n for node in graph.node for n in (*node.input, *node.output, node.name)}
-    names.update(inits)
-    converted: dict[tuple[str, str], str] = {}  # (tensor, kind) -> converted tensor
-    new_nodes: list[NodeProto] = []
-    new_inits: list[TensorProto] = []
+    _Rewrite(out.graph).run()
+    # Nodes stay in topological order: conversions were emitted before their users.
+    return out
 
-    # int8 tensor -> a float32 tensor holding the same integers (saves Cast round trips
-    # and lets pooling and convolution stay in onnxruntime's fast float layouts)
-    float_eq: dict[str, str] = {}
 
-    def convert_input(x: str, kind: str) -> str:
-        if kind == "float" and x in float_eq:
-            return float_eq[x]
+class _Rewrite:
+    """One rewrite of one graph (no state survives it)."""
+
+    def __init__(self, graph) -> None:
+        self.graph = graph
+        self.inits = {t.name: t for t in graph.initializer}
+        self.names = {n for node in graph.node for n in (*node.input, *node.output, node.name)}
+        self.names.update(self.inits)
+        self.converted: dict[tuple[str, str], str] = {}  # (tensor, kind) -> converted
+        self.new_nodes: list[NodeProto] = []
+        self.new_inits: list[TensorProto] = []
+        # int8 tensor -> a float32 tensor holding the same integers (saves Cast round
+        # trips and lets pooling and convolution stay in onnxruntime's fast float layouts)
+        self.float_eq: dict[str, str] = {}
+        self.consumers: dict[str, list[NodeProto]] = {}
+        for node in graph.node:
+            for i in node.input:
+                self.consumers.setdefault(i, []).append(node)
+        self.outputs = {o.name for o in graph.output}
+        self.skip: set[int] = set()  # ids of nodes folded into a fused float layer
+
+    def unique(self, base: str) -> str:
+        return _unique(self.names, base)
+
+    def convert_input(self, x: str, kind: str) -> str:
+        if kind == "float" and x in self.float_eq:
+            return self.float_eq[x]
         key = (x, kind)
-        if key not in converted:
+        if key not in self.converted:
             if kind == "float":
-                name = _unique(names, f"{x}/as_float")
-                new_nodes.append(helper.make_node("Cast", [x], [name], name=name,
-                                                  to=TensorProto.FLOAT))
+                name = self.unique(f"{x}/as_float")
+                self.new_nodes.append(helper.make_node("Cast", [x], [name], name=name,
+                                                       to=TensorProto.FLOAT))
             else:
-                wide = _unique(names, f"{x}/as_int16")
-                plus = _unique(names, f"{x}/plus128")
-                name = _unique(names, f"{x}/as_uint8")
-                c128 = _unique(names, f"{x}/c128")
-                new_inits.append(helper.from_array(np.array(128, np.int16), c128))
-                new_nodes.extend([
+                wide = self.unique(f"{x}/as_int16")
+                plus = self.unique(f"{x}/plus128")
+                name = self.unique(f"{x}/as_uint8")
+                c128 = self.unique(f"{x}/c128")
+                self.new_inits.append(helper.from_array(np.array(128, np.int16), c128))
+                self.new_nodes.extend([
                     helper.make_node("Cast", [x], [wide], name=wide, to=TensorProto.INT16),
                     helper.make_node("Add", [wide, c128], [plus], name=plus),
-                    helper.make_node("Cast", [plus], [name], name=name, to=TensorProto.UINT8)])
-            converted[key] = name
-        return converted[key]
+                    helper.make_node("Cast", [plus], [name], name=name,
+                                     to=TensorProto.UINT8)])
+            self.converted[key] = name
+        return self.converted[key]
 
-    consumers: dict[str, list[NodeProto]] = {}
-    for node in graph.node:
-        for i in node.input:
-            consumers.setdefault(i, []).append(node)
-    outputs = {o.name for o in graph.output}
-    skip: set[int] = set()  # ids of nodes folded into a fused float layer
-
-    def only_user(tensor: str, op: str, domain: str = "") -> NodeProto | None:
-        users = consumers.get(tensor, [])
-        if tensor in outputs or len(users) != 1:
+    def only_user(self, tensor: str, op: str, domain: str = "") -> NodeProto | None:
+        users = self.consumers.get(tensor, [])
+        if tensor in self.outputs or len(users) != 1:
             return None
         user = users[0]
         return user if user.op_type == op and user.domain == domain else None
 
-    for node in graph.node:
-        if id(node) in skip:
-            continue
-        w = inits.get(node.input[1]) if len(node.input) == 2 else None
-        if node.op_type == "MaxPool" and node.domain in ("", "ai.onnx") \
-                and node.input[0] in float_eq and len(node.output) == 1:
-            # max of integers held exactly in float32 is exact
-            fout = _unique(names, f"{node.output[0]}/float")
-            fpool = helper.make_node("MaxPool", [float_eq[node.input[0]]], [fout], name=fout)
-            fpool.attribute.extend(node.attribute)
-            new_nodes.append(fpool)
-            new_nodes.append(helper.make_node("Cast", [fout], [node.output[0]], name=node.name,
-                                              to=TensorProto.INT8))
-            float_eq[node.output[0]] = fout
-            continue
-        if node.op_type not in ("ConvInteger", "MatMulInteger") \
-                or node.domain not in ("", "ai.onnx") \
-                or w is None or w.data_type != TensorProto.INT8:
-            new_nodes.append(node)
-            continue
+    def run(self) -> None:
+        graph = self.graph
+        for node in graph.node:
+            if id(node) in self.skip:
+                continue
+            w = self.inits.get(node.input[1]) if len(node.input) == 2 else None
+            if node.op_type == "MaxPool" and node.domain in ("", "ai.onnx") \
+                    and node.input[0] in self.float_eq and len(node.output) == 1:
+                self.max_pool(node)
+            elif node.op_type not in ("ConvInteger", "MatMulInteger") \
+                    or node.domain not in ("", "ai.onnx") \
+                    or w is None or w.data_type != TensorProto.INT8:
+                self.new_nodes.append(node)
+            else:
+                self.integer_product(node, w)
+        del graph.node[:]
+        graph.node.extend(self.new_nodes)
+        graph.initializer.extend(self.new_inits)
+        _drop_dead_nodes(graph)
+        used = {i for node in graph.node for i in node.input}
+        used.update(o.name for o in graph.output)
+        keep = [t for t in graph.initializer if t.name in used]
+        del graph.initializer[:]
+        graph.initializer.extend(keep)
+
+    def max_pool(self, node: NodeProto) -> None:
+        # max of integers held exactly in float32 is exact
+        fout = self.unique(f"{node.output[0]}/float")
+        fpool = helper.make_node("MaxPool", [self.float_eq[node.input[0]]], [fout], name=fout)
+        fpool.attribute.extend(node.attribute)
+        self.new_nodes.append(fpool)
+        self.new_nodes.append(helper.make_node("Cast", [fout], [node.output[0]],
+                                               name=node.name, to=TensorProto.INT8))
+        self.float_eq[node.output[0]] = fout
+
+    def integer_product(self, node: NodeProto, w: TensorProto) -> None:
+        """ConvInteger / MatMulInteger: a fused float layer, a float product, or a
+        uint8 product, whichever is exact for the weights' accumulator bound."""
         weights = helper.to_array(w).astype(np.int64)
         if node.op_type == "ConvInteger":
             per_output = np.abs(weights).reshape(weights.shape[0], -1).sum(axis=1)
         else:  # (K, N): one output column per N
             per_output = np.abs(weights).sum(axis=0)
         bound = int(per_output.max(initial=0)) * _SAMPLE_MAX
-        acc = _unique(names, f"{node.name or node.output[0]}/acc")
-        fused = _match_output_stage(node, only_user, inits)
+        # reserved first, whichever kernel is chosen: the names given later depend on it
+        acc = self.unique(f"{node.name or node.output[0]}/acc")
+        fused = _match_output_stage(node, self.only_user, self.inits)
         if fused is not None:
             bias = fused[0]
             fbound = bound + (int(np.abs(bias).max(initial=0)) if bias is not None else 0)
             if fbound < FLOAT_EXACT_LIMIT:
-                x = convert_input(node.input[0], "float")
-                layer = _fused_float_layer(node, x, weights, fused, names, new_inits)
-                new_nodes.extend(layer)
-                float_eq[layer[-1].output[0]] = layer[-1].input[0]
-                skip.update(id(n) for n in fused[1])
-                continue
+                x = self.convert_input(node.input[0], "float")
+                layer = _fused_float_layer(node, x, weights, fused, self.names,
+                                           self.new_inits)
+                self.new_nodes.extend(layer)
+                self.float_eq[layer[-1].output[0]] = layer[-1].input[0]
+                self.skip.update(id(n) for n in fused[1])
+                return
         if bound < FLOAT_EXACT_LIMIT:
-            x = convert_input(node.input[0], "float")
-            wname = _unique(names, f"{w.name}/float")
-            new_inits.append(helper.from_array(weights.astype(np.float32), wname))
-            op = "Conv" if node.op_type == "ConvInteger" else "MatMul"
-            fnode = helper.make_node(op, [x, wname], [acc], name=acc)
-            fnode.attribute.extend(node.attribute)
-            new_nodes.append(fnode)
-            new_nodes.append(helper.make_node("Cast", [acc], [node.output[0]], name=node.name,
-                                              to=TensorProto.INT32))
+            self.float_product(node, w, weights, acc)
         else:
-            x = convert_input(node.input[0], "uint8")
-            wname = _unique(names, f"{w.name}/uint8")
-            zp = _unique(names, f"{w.name}/zero128")
-            new_inits.append(helper.from_array((weights + 128).astype(np.uint8), wname))
-            new_inits.append(helper.from_array(np.array(128, np.uint8), zp))
-            qnode = helper.make_node(node.op_type, [x, wname, zp, zp], node.output,
-                                     name=node.name)
-            qnode.attribute.extend(node.attribute)
-            new_nodes.append(qnode)
-    del graph.node[:]
-    graph.node.extend(new_nodes)
-    graph.initializer.extend(new_inits)
-    _drop_dead_nodes(graph)
-    used = {i for node in graph.node for i in node.input}
-    used.update(o.name for o in graph.output)
-    keep = [t for t in graph.initializer if t.name in used]
-    del graph.initializer[:]
-    graph.initializer.extend(keep)
-    # Nodes must stay in topological order: conversions were emitted before their users.
-    return out
+            self.uint8_product(node, w, weights)
+
+    def float_product(self, node: NodeProto, w: TensorProto, weights: np.ndarray,
+                      acc: str) -> None:
+        x = self.convert_input(node.input[0], "float")
+        wname = self.unique(f"{w.name}/float")
+        self.new_inits.append(helper.from_array(weights.astype(np.float32), wname))
+        op = "Conv" if node.op_type == "ConvInteger" else "MatMul"
+        fnode = helper.make_node(op, [x, wname], [acc], name=acc)
+        fnode.attribute.extend(node.attribute)
+        self.new_nodes.append(fnode)
+        self.new_nodes.append(helper.make_node("Cast", [acc], [node.output[0]],
+                                               name=node.name, to=TensorProto.INT32))
+
+    def uint8_product(self, node: NodeProto, w: TensorProto, weights: np.ndarray) -> None:
+        x = self.convert_input(node.input[0], "uint8")
+        wname = self.unique(f"{w.name}/uint8")
+        zp = self.unique(f"{w.name}/zero128")
+        self.new_inits.append(helper.from_array((weights + 128).astype(np.uint8), wname))
+        self.new_inits.append(helper.from_array(np.array(128, np.uint8), zp))
+        qnode = helper.make_node(node.op_type, [x, wname, zp, zp], node.output,
+                                 name=node.name)
+        qnode.attribute.extend(node.attribute)
+        self.new_nodes.append(qnode)

@@ -12,6 +12,7 @@ import numpy as np
 from onnx2ai8x.network import (
     ACT_ABS,
     ACT_RELU,
+    DATA_BUFFER,
     ELTWISE_ADD,
     ELTWISE_MUL,
     ELTWISE_OR,
@@ -205,9 +206,16 @@ def run_network(network: Network, x: np.ndarray, *, avg_pool_rounding: bool = Fa
     """
     rounding = "nearest" if avg_pool_rounding else "truncate"
     data: dict[int, np.ndarray] = {-1: np.asarray(x, dtype=np.int64)}
+    buf = network.data_buffer
+    if buf is not None:
+        # the data buffer before the first inference: zeros (docs/design.md section 1);
+        # a shift layer reads the positions after the ones it drops, an inserting layer
+        # writes its output as the newest positions, later readers see the update
+        data[DATA_BUFFER] = np.zeros((buf.channels, buf.length), dtype=np.int64)
     for i, lay in enumerate(network.layers):
         seqs = lay.in_sequences if lay.in_sequences is not None else (i - 1,)
-        parts = [data[s] for s in seqs]
+        parts = [data[s][:, lay.buffer_shift:] if s == DATA_BUFFER else data[s]
+                 for s in seqs]
         one_d = lay.operator.one_d
         in_shape = (lay.input_dim[0],) if one_d else tuple(lay.input_dim)
         if len(parts) > 1 and len({p.shape[1:] for p in parts}) == 1:
@@ -228,6 +236,13 @@ def run_network(network: Network, x: np.ndarray, *, avg_pool_rounding: bool = Fa
         if lay.operator.has_weights:
             cur = _output_stage(_layer_compute(cur, lay), lay)
         data[i] = cur
+        if lay.buffer_shift:
+            k = lay.buffer_shift
+            data[DATA_BUFFER] = np.concatenate(
+                [cur.reshape(buf.channels, -1), np.zeros((buf.channels, k), np.int64)], 1)
+        if lay.buffer_insert:
+            data[DATA_BUFFER] = data[DATA_BUFFER].copy()
+            data[DATA_BUFFER][:, -lay.buffer_insert:] = cur.reshape(buf.channels, -1)
     if outputs is None:
         outputs = output_layers(network)
     return [data[i] for i in outputs]

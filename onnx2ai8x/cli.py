@@ -121,6 +121,10 @@ OverlapOpt = Annotated[bool, typer.Option(
 NoUnloadOpt = Annotated[bool, typer.Option(
     "--no-unload", help="Do not generate cnn_unload() (read the outputs from data memory "
                         "yourself).")]
+ZeroSramOpt = Annotated[bool, typer.Option(
+    "--zero-sram", help="Zero the data, kernel and bias memories in cnn_init with their "
+                        "built-in self-tests (cnn_init fails on a test error); implied "
+                        "for a network with a data buffer.")]
 NoKatOpt = Annotated[bool, typer.Option(
     "--no-kat", help="Leave the known-answer test out of main.c.")]
 ChecklinesOpt = Annotated[int | None, typer.Option(
@@ -163,7 +167,7 @@ VerifyOpt = Annotated[bool, typer.Option(
 # EmitOptions fields convert_cmd passes on as they are (EmitOptions.from_cli checks them)
 EMIT_FLAGS = ("fifo", "fast_fifo", "softmax", "mlator", "overlap_data", "no_unload", "no_kat",
               "max_checklines", "new_kernel_loader", "timer", "boost", "riscv",
-              "compact_weights", "mexpress", "avg_pool_rounding", "board")
+              "compact_weights", "mexpress", "avg_pool_rounding", "board", "zero_sram")
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,7 @@ def convert_cmd(
     mexpress: MexpressOpt = None,
     avg_pool_rounding: RoundingOpt = False,
     board: BoardOpt = None,
+    zero_sram: ZeroSramOpt = False,
     build: BuildOpt = False,
     maxim_path: MaximPathOpt = None,
     calibration: CalibrationOpt = None,

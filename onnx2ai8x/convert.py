@@ -141,6 +141,7 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
     from .legalize.rewrite import inserted_layers, rewrite
+    from .map.advice import streaming_bias
     from .map.latency import estimate_cycles
     from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
@@ -166,6 +167,7 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     # check); the estimate, the report and the project read this allocation.
     if attached(network, placement) is None:
         placement = allocate_weights(network, placement)
+    warnings += streaming_bias(network, placement)
     cycles = tuple(estimate_cycles(network, placement))
     report = summarize(network, placement, list(cycles), notes=notes)
     return Plan(model=model, network=network, device=device, placement=placement,
@@ -224,7 +226,9 @@ def reference_outputs(network: Network, placement: Placement, sample: np.ndarray
     session = custom_ops.session(model)
     inp = session.get_inputs()[0]
     outputs = session.run(None, {inp.name: sample[np.newaxis].astype(np.int8)})
-    return [np.asarray(o)[0] for o in outputs]
+    # a data buffer's state output follows the layer outputs (docs/design.md section 1);
+    # the known answer is one inference from the zeroed buffer, its layers only
+    return [np.asarray(o)[0] for o in outputs[:len(wanted)]]
 
 
 @dataclass(frozen=True)
@@ -300,6 +304,10 @@ def _pool_rounding(options, result: Plan, model: Path):
     return options
 
 
+IMPLIED_ZERO_SRAM = ("note: --zero-sram implied: the network's data buffer must be zero "
+                     "before the first inference, so cnn_init zeroes the memories")
+
+
 def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.annotate import annotate_model
     from .emit.project import write_project
@@ -317,6 +325,11 @@ def convert(request: ConvertRequest) -> ConvertResult:
             # "Streaming Mode": streaming the first layer requires a FIFO); without it the
             # project would program no rollover. Imply --fifo (the vendor refuses instead).
             options = dataclasses.replace(options, fifo=True)
+        if result.network.data_buffer is not None and not options.zero_sram:
+            # The data buffer must read zeros in the first inference (seed 000, Rolling
+            # Buffers; the vendor's own example is built with --zero-sram): imply it.
+            options = dataclasses.replace(options, zero_sram=True)
+            result = dataclasses.replace(result, warnings=(*result.warnings, IMPLIED_ZERO_SRAM))
         sample = _sample_for(request, result.network)
         step("reference")
         outputs = reference_outputs(result.network, result.placement, sample,

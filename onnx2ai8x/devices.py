@@ -93,6 +93,11 @@ class RegisterLayout:
     ctl_pipeline_offs: int | None = None
     bist_zero: int = 0
     bist_zero_both: int = 0
+    bist_zero_wait: int = 0  # status bit of the register clear (MAX78002)
+    # --zero-sram: the built-in self-tests that leave the memories zeroed, in the order
+    # the vendor runs them (izer/tornadocnn.py BIST_*): (what, start value written to the
+    # SRAM test register, done bits waited for, error bit).
+    bist_sram: tuple[tuple[str, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -363,7 +368,11 @@ MAX78000 = Device(
         pccnt=4, stride=5, wptr_base=6, wptr_toffs=7, wptr_moffs=8, wptr_choffs=9,
         rptr_base=10, lctl=11, lctl2=20, mcnt=12, mcnt1=None, mcnt2=None, ochan=None,
         tptr=13, ena=14, post=15, stream1=16, stream2=17, fmax=18, max_lreg=20,
-        reg_ifrm=612, mlator=1024),
+        reg_ifrm=612, mlator=1024,
+        bist_sram=(("Data SRAM", 1 << 0, 1 << 27 | 1 << 18, 1 << 14),
+                   ("Mask SRAM", 1 << 2, 1 << 27 | 1 << 19, 1 << 15),
+                   ("Tornado SRAM", 1 << 4, 1 << 27 | 1 << 20, 1 << 16),
+                   ("Bias Rfile", 1 << 6, 1 << 27 | 1 << 21, 1 << 17))),
     kernel_instance_words_large=768, kernel_instance_words_small=768,
     kernel_weight_mask=False, calcx4=False, bias_flatten_first=True, stream_bias=False,
     require_reg_clear=False, support_pipeline=False, require_new_streaming=False,
@@ -425,7 +434,11 @@ MAX78002 = Device(
         mp_stride_offs=4, xpch_max_offs=12, rd_ahead_offs=17, cprime_max_offs=18,
         rprime_max_offs=22, shift_cnt_offs=26, ctl_pipeline_offs=5,
         bist_zero=1 << 12 | 1 << 11 | 1 << 7,
-        bist_zero_both=1 << 12 | 1 << 11 | 1 << 10 | 1 << 7),
+        bist_zero_both=1 << 12 | 1 << 11 | 1 << 10 | 1 << 7, bist_zero_wait=1 << 25,
+        bist_sram=(("Data SRAM", 1 << 12 | 1 << 0, 1 << 18, 1 << 14),
+                   ("Mask SRAM", 1 << 13 | 1 << 2, 1 << 19, 1 << 15),
+                   ("Tornado SRAM", 1 << 13 | 1 << 12 | 1 << 4, 1 << 20, 1 << 16),
+                   ("Bias Rfile", 1 << 12 | 1 << 11 | 1 << 10 | 1 << 6, 1 << 21, 1 << 17))),
     # Kernel memory is built from 1024-word instances, the extension from 256-word ones.
     kernel_instance_words_large=1024, kernel_instance_words_small=256,
     kernel_weight_mask=True, calcx4=True, bias_flatten_first=False, stream_bias=True,

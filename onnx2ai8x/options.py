@@ -43,6 +43,9 @@ class EmitOptions:
     # MAX78002 conditional execution ("snoop") register values from the sidecar's
     # global `snoop` list (32 values; the first 24 are written).
     snoop: tuple[int, ...] | None = None
+    # Zero the data, kernel, TRAM and bias memories with their built-in self-tests in
+    # cnn_init (the vendor's --zero-sram); all-zero kernels are then not written.
+    zero_sram: bool = False
 
     @property
     def uses_fifo(self) -> bool:

@@ -148,7 +148,8 @@ def _kernel_index(kernels: KernelAllocation, network: Network, placement: Placem
 
 def kernel_stream(network: Network, placement: Placement,
                   kernels: KernelAllocation | None = None,
-                  *, mexpress: bool = True) -> list[tuple[int, list[int]]]:
+                  *, mexpress: bool = True, skip_zero: bool = False
+                  ) -> list[tuple[int, list[int]]]:
     """The `KERNELS` stream: `(address, words)` per run of consecutive kernel columns.
 
     With the express loader (`mexpress`, the vendor default; seed 000, "Kernel memory")
@@ -156,7 +157,9 @@ def kernel_stream(network: Network, placement: Placement,
     4, and the 9-byte kernels follow each other byte by byte in big-endian words, the
     last word padded with zero bytes. Without it, each kernel is four words at its own
     16-byte slot: byte 0, bytes 1-4, bytes 5-8, and a zero word that commits the write.
-    `kernels` defaults to the placement's allocation (map/weights.py).
+    `kernels` defaults to the placement's allocation (map/weights.py). `skip_zero`
+    (--zero-sram): kernels of nine zero bytes are left out, since the mask-memory
+    self-test has zeroed them already (the vendor does the same; a run breaks there).
     """
     if not isinstance(kernels, KernelAllocation):
         kernels = weights_of(network, placement).kernels
@@ -176,6 +179,9 @@ def kernel_stream(network: Network, placement: Placement,
     order = np.lexsort((index, procs))
     procs, index = procs[order].astype(np.int64), index[order]
     data = kernels.image[procs, cols[order]]  # (kernels, 9) bytes in stream order
+    if skip_zero:
+        keep = data.any(axis=1)
+        procs, index, data = procs[keep], index[keep], data[keep]
     quadrant, proc_in_quadrant = np.divmod(procs, mem.processors_per_quadrant)
     addr = (mem.kernel_base + quadrant * mem.quadrant_stride
             + proc_in_quadrant * mem.kernel_stride_words * 16 + index * 16)

@@ -152,7 +152,8 @@ def project_data(network: Network, placement: Placement, sample: np.ndarray,
     expected = unload_sections.expected_output(network, placement, outputs,
                                                max_checklines=options.max_checklines)
     # The stream's words are Python ints already: one tuple per run, no per-word step.
-    stream = mem_sections.kernel_stream(network, placement, kernels)
+    stream = mem_sections.kernel_stream(network, placement, kernels,
+                                        skip_zero=options.zero_sram)
     return ProjectData(kernels=tuple((int(addr), tuple(words)) for addr, words in stream),
                        bias=_tuples(mem_sections.bias_loads(network, placement, bias)),
                        inputs=_tuples(inputs), expected=_tuples(expected), memory=memory)
@@ -342,6 +343,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
         kat=not options.no_kat, unload_flag=not options.no_unload,
         boost=_boost(options.boost, name), riscv=options.riscv, fast_fifo=options.fast_fifo,
+        zero_sram=options.zero_sram,
     )
     env = _environment()
     files = {

@@ -102,6 +102,7 @@ def _check_entries(network: Network, placement: Placement, ll: int,
         raise Ai8xError("emit.output", lay.name, "output layer has no output processors",
                         "set `output_processors` for this layer")
     passes, per_pass = multipass(chans)
+    _check_output_map(lay.name, pmap, per_pass)
     out_size = lay.output_width // 8
     width = passes * out_size
     start = ffs(pmap) & ~(mem.processors_per_memory - 1)
@@ -392,6 +393,17 @@ class Unload:
                    for lay in self.layers)
 
 
+def _check_output_map(name: str, omap: int, per_pass: int) -> None:
+    """Every pass writes `per_pass` channels, one per output processor (seed 000, "Data
+    memory"); a map with fewer processors leaves channels nowhere to go, and the walks
+    over it would never finish. The sidecar reader refuses such a map; this guards a
+    Placement built some other way."""
+    if popcount(omap) < per_pass:
+        raise Ai8xError("emit.output", name, f"the output processor map 0x{omap:016x} "
+                        f"enables {popcount(omap)} processors, the layer writes {per_pass} "
+                        "channels per pass", f"enable {per_pass} output processors")
+
+
 def output_layers(placement: Placement) -> list[int]:
     """The layers `cnn_unload` reads: those marked as outputs, else the final layer."""
     marked = [ll for ll, pl in enumerate(placement.layers) if pl.output_layer]
@@ -406,6 +418,7 @@ def _output_groups(network: Network, placement: Placement, ll: int):
     mem = placement.device
     omap = placement.layers[ll].output_processor_map
     _, per_pass = multipass(network.layers[ll].output_channels)
+    _check_output_map(network.layers[ll].name, omap, per_pass)
     start = ffs(omap) & ~(mem.processors_per_memory - 1)
     first_map = omap >> start
     c = 0

@@ -29,7 +29,7 @@ from ..devices import (
 )
 from ..errors import Diagnostic
 from ..network import DATA_BUFFER, Layer, Network, Op, output_layers
-from ..placement import Placement
+from ..placement import LayerPlacement, Placement
 from .hw import ffs, fls, multipass, popcount
 from .weights import try_allocate
 
@@ -307,6 +307,8 @@ def buffers(network: Network, placement: Placement) -> list[Buffer]:
         out.append(Buffer(INPUT, lanes(first.processor_map, big), first.in_offset,
                           first.in_offset + _round4(size), -1, dies, streaming=k > 0))
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
+        if lay.buffer_shift or lay.buffer_insert:
+            continue  # writes into the data buffer (buffer_region), checked by buffer_kept
         size = output_bytes(lay)
         if pl.write_gap:
             # every slot is followed by write_gap unused slots
@@ -321,7 +323,21 @@ def buffers(network: Network, placement: Placement) -> list[Buffer]:
         out.append(Buffer(ll, lanes(pl.output_processor_map, lay.output_width != 8), start,
                           pl.out_offset + _round4(size), born, dies, pl.write_gap,
                           streaming=ll < k))
+    region = buffer_region(network, placement)
+    if region is not None:
+        out.append(region)
     return out
+
+
+def buffer_region(network: Network, placement: Placement) -> Buffer | None:
+    """The data buffer's memory (None without one): `length` words from its offset in
+    each of its processors' byte lanes, written before the first layer (zeroed, then
+    kept from the inference before) and read after the last (by the next inference)."""
+    buf, where = network.data_buffer, placement.data_buffer
+    if buf is None or where is None:
+        return None
+    return Buffer(DATA_BUFFER, where.processors, where.offset, where.offset + 4 * buf.length,
+                  born=-1, dies=len(network.layers))
 
 
 def _network_input_bytes(network: Network, big: bool) -> int:
@@ -336,6 +352,8 @@ def _round4(x: int) -> int:
 
 
 def _where(network: Network, ll: int) -> str:
+    if ll == DATA_BUFFER and network.data_buffer is not None:
+        return f"data buffer `{network.data_buffer.name}`"
     return f"layer `{network.layers[ll].name}`" if ll >= 0 else "network input"
 
 
@@ -396,12 +414,87 @@ def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
             diags.append(Diagnostic("map.alignment", where,
                                     "data offsets must be multiples of 4 (one word)",
                                     "round `in_offset`/`out_offset` to a multiple of 4"))
-    diags += _check_liveness(network, placement)
+    diags += _check_liveness(network, placement) + buffer_kept(network, placement)
     diags += read_gap_supported(network, placement) + read_as_written(network, placement)
     diags += _check_streaming(network, placement, facts)
     # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py),
     # the placement's own allocation when it carries one.
     return diags + try_allocate(network, placement)[1]
+
+
+def buffer_kept(network: Network, placement: Placement) -> list[Diagnostic]:
+    """The data buffer keeps its values from one inference to the next (seed 000,
+    "Rolling Buffers"): its words (one channel per buffer processor, `length` positions
+    from its offset) belong to it for the whole network. Only the shift layer (reading
+    positions k.., writing positions 0..) and the inserting layer (writing the last k
+    positions) may write there, every layer reading it reads it where it lives, and no
+    other output (nor the network input, loaded before each inference) may land on it."""
+    buf, where = network.data_buffer, placement.data_buffer
+    if buf is None:
+        return []
+    name = f"data buffer `{buf.name}`"
+    if where is None:
+        return [Diagnostic("map.data-buffer", "network",
+                           f"the {name} has no place in data memory",
+                           "give the sidecar a global `data_buffer` with `processors` and "
+                           "`offset`")]
+    region = buffer_region(network, placement)
+    assert region is not None
+    span = f"bytes {region.start:#x}-{region.end - 1:#x} of processors {where.processors:#018x}"
+    diags = []
+    if popcount(where.processors) != buf.channels:
+        diags.append(Diagnostic(
+            "map.data-buffer", name,
+            f"{buf.channels} channels need {buf.channels} processors (one channel each); "
+            f"the map {where.processors:#018x} enables {popcount(where.processors)}",
+            f"enable exactly {buf.channels} processors in `data_buffer` `processors`"))
+    if where.offset % 4 or region.end > placement.device.data_instance_bytes:
+        diags.append(Diagnostic(
+            "map.data-buffer", name,
+            f"{buf.length} positions at offset {where.offset:#x} must start on a word and "
+            f"end by the {placement.device.data_instance_bytes:#x}-byte data memory instance",
+            f"set `offset` to a multiple of 4 no higher than "
+            f"{placement.device.data_instance_bytes - 4 * buf.length:#x}"))
+    for b in buffers(network, placement):
+        if b.producer != DATA_BUFFER and b.collides(region):
+            diags.append(Diagnostic(
+                "map.data-buffer", _where(network, b.producer),
+                f"{'the input' if b.producer == INPUT else 'the output'} (bytes "
+                f"{b.start:#x}-{b.end - 1:#x}) lands on the {name} ({span}), which keeps "
+                "its values across inferences; only its shift and insert layers write it",
+                "move `out_offset` (or the input's `in_offset`) off the buffer, or move "
+                "the buffer"))
+    for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
+        diags += _buffer_access(network, ll, lay, pl, where.processors, where.offset,
+                                buf.length)
+    return diags
+
+
+def _buffer_access(network: Network, ll: int, lay: Layer, pl: LayerPlacement, procs: int,
+                   offset: int, length: int) -> list[Diagnostic]:
+    """Where a layer touching the data buffer must read and write it (buffer_kept)."""
+    want: list[tuple[str, int, int]] = []  # (key, given, needed)
+    reads = inputs_of(network, ll) == (DATA_BUFFER,)
+    if reads:
+        want += [("processors", pl.processor_map, procs),
+                 ("in_offset", pl.in_offset, offset + 4 * lay.buffer_shift)]
+    if lay.buffer_shift:
+        want += [("output_processors", pl.output_processor_map, procs),
+                 ("out_offset", pl.out_offset, offset)]
+    if lay.buffer_insert:
+        want += [("output_processors", pl.output_processor_map, procs),
+                 ("out_offset", pl.out_offset, offset + 4 * (length - lay.buffer_insert))]
+    out = []
+    for key, given, need in want:
+        if given != need:
+            width = 18 if "processors" in key else 0
+            out.append(Diagnostic(
+                "map.data-buffer", _where(network, ll),
+                f"`{key}` is {given:#0{width}x}; the data buffer (positions "
+                f"{'after the shift ' if lay.buffer_shift and key == 'in_offset' else ''}"
+                f"{'it writes' if key.startswith('out') else 'it reads'}) is at "
+                f"{need:#0{width}x}", f"set `{key}: {need:#0{width}x}`"))
+    return out
 
 
 def read_gap_supported(network: Network, placement: Placement) -> list[Diagnostic]:
@@ -460,7 +553,8 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
         if b.producer < 0:
             continue
         for a in bufs:
-            if a is b or a.born >= b.born or a.streaming and b.streaming:
+            if a is b or a.born >= b.born or a.streaming and b.streaming \
+                    or a.producer == DATA_BUFFER:  # buffer_kept says it better
                 continue
             if _writes_over_own_input(network, placement, a, b):
                 continue
@@ -485,10 +579,17 @@ def _writes_over_own_input(network: Network, placement: Placement, a: Buffer,
 
 
 def overlapping_layers(network: Network, placement: Placement) -> tuple[int, ...]:
-    """The layers that write over their own input (the vendor tool needs --overlap-data)."""
+    """The layers that write over their own input (the vendor tool needs --overlap-data).
+
+    A data buffer's shift layer always does (it moves the buffer down in place); the
+    vendor tool refuses such a network without --overlap-data ("... output ... is
+    overwriting input ... that was created by layer ... (shift)")."""
     bufs = {buf.producer: buf for buf in buffers(network, placement)}
     out = []
     for ll in range(len(network.layers)):
+        if network.layers[ll].buffer_shift:
+            out.append(ll)
+            continue
         srcs = inputs_of(network, ll)
         if len(srcs) == 1 and srcs[0] in bufs and ll in bufs and not bufs[ll].streaming \
                 and bufs[ll].collides(bufs[srcs[0]]):
@@ -649,8 +750,10 @@ def streaming_output_clear(network: Network, placement: Placement) -> list[Diagn
 
 
 # The rules a sidecar's own placement is held to before anything is emitted: what the
-# vendor tool, too, refuses for any mapping (each function's docstring is the reason).
-SIDECAR_RULES = (streaming_output_clear, read_gap_supported)
+# vendor tool, too, refuses for any mapping, and a data buffer overwritten between
+# inferences, which the vendor's single-inference known answer cannot show (each
+# function's docstring is the reason).
+SIDECAR_RULES = (streaming_output_clear, read_gap_supported, buffer_kept)
 
 
 def check_sidecar_placement(network: Network, placement: Placement) -> list[Diagnostic]:

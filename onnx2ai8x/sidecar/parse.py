@@ -727,13 +727,15 @@ def _buffers(rd: _LayerReader, v: dict) -> None:
         v["buffer_shift"] = rd.int("buffer_shift", 1)
         if not rd.has("in_sequences"):
             raise rd.fail("buffer_shift", "`buffer_shift` needs `in_sequences` naming the "
-                          "data buffer", code="sidecar.missing-key")
+                          "data buffer", "add `in_sequences: <the data_buffer's name>` "
+                          "(seed 000, Rolling Buffers)", code="sidecar.missing-key")
     v["buffer_insert"] = None
     if rd.has("buffer_insert"):
         v["buffer_insert"] = rd.int("buffer_insert", 1)
         if not rd.has("out_offset"):
             raise rd.fail("buffer_insert", "`buffer_insert` needs `out_offset`",
-                          code="sidecar.missing-key")
+                          "add `out_offset`: the data buffer's offset + 4 x (its positions "
+                          "- buffer_insert)", code="sidecar.missing-key")
 
 
 LAYER_PARSERS: tuple[LayerParser, ...] = (

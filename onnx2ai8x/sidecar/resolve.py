@@ -30,7 +30,7 @@ from ..network import (
     Network,
     Op,
 )
-from ..placement import LayerPlacement, Placement
+from ..placement import BufferPlacement, LayerPlacement, Placement
 from .model import DATA_BUFFER, INPUT, Sidecar, SidecarLayer
 
 Pair = tuple[int, int]
@@ -840,9 +840,15 @@ def to_placement(resolved: Resolved, network: Network | None = None) -> Placemen
             read_ahead=lay.read_ahead, buffer_shift=lay.buffer_shift,
             buffer_insert=lay.buffer_insert, bias_group_map=lay.bias_group_map,
             simulated_sequence=lay.simulated_sequence, extra=tuple(extra)))
+    buffers = resolved.sidecar.data_buffer
+    data_buffer = None
+    if buffers:
+        # one buffer, as the vendor keeps it (izer reads data_buffer[0])
+        data_buffer = BufferPlacement(processors=buffers[0].processors,
+                                      offset=buffers[0].offset)
     return Placement(network=network, device=resolved.device, layers=tuple(out),
                      final_layer=resolved.final_layer,
-                     first_layer_used=resolved.first_layer_used)
+                     first_layer_used=resolved.first_layer_used, data_buffer=data_buffer)
 
 
 def network_from_sidecar(sidecar: Sidecar, checkpoint_layers: Sequence[CheckpointLayer],

@@ -103,6 +103,18 @@ def _data_memory():
 
 
 # rule name -> (device, network, the layer the diagnostic must name)
+def _buffer_insert_mismatch():
+    """A layer inserting two positions as one into a 4-channel, 5-position buffer."""
+    from onnx2ai8x.network import DATA_BUFFER, DataBuffer
+
+    frame = conv2d("frame", cin=4, cout=4, dim=3)
+    shift = passthrough("shift", ch=4, dim=1, input_dim=(4, 1), pooled_dim=(4, 1),
+                        output_dim=(4, 1), in_sequences=(DATA_BUFFER,), buffer_shift=1)
+    ins = conv2d("ins", cin=4, cout=4, dim=3, output_dim=(2, 1), pooled_dim=(3, 3),
+                 padding=(0, 0), in_sequences=(0,), buffer_insert=1)
+    return replace(network(frame, shift, ins), data_buffer=DataBuffer("b", 4, 5))
+
+
 VIOLATIONS = {
     "operator-kind": (MAX78000, lambda: network(conv2d("odd", operator=9, weights=None)),
                       "odd"),
@@ -164,6 +176,7 @@ VIOLATIONS = {
     "eltwise-multipass": (MAX78000, _eltwise_multipass, "fused_add"),
     "connectivity": (MAX78000, lambda: network(conv2d("c0"), conv2d("c1", 16, 8)), "c1"),
     "concat-alignment": (MAX78000, _concat_unaligned, "cat"),
+    "data-buffer": (MAX78000, _buffer_insert_mismatch, "ins"),
     "activation": (MAX78000, lambda: network(passthrough("relu_pass", activation=ACT_RELU)),
                    "relu_pass"),
     "passthrough": (MAX78000, lambda: network(passthrough("shifted", output_shift=2)),

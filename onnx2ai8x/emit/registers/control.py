@@ -38,6 +38,9 @@ def cnn_init(hw: HwNetwork) -> tuple[Write, ...]:
         for g in hw.groups_used:
             w.put(dev.ctl_addr(g, dev.regs.reg_sram_test), clear, "Clear registers")
         for g in hw.groups_used:
+            w.wait(dev.ctl_addr(g, dev.regs.reg_sram_test), dev.regs.bist_zero_wait,
+                   dev.regs.bist_zero_wait, "Wait for clear")
+        for g in hw.groups_used:
             w.put(dev.ctl_addr(g, dev.regs.reg_sram_test), 0, "Reset BIST", force=True)
     for g in hw.groups_used:
         val = CTL_CLOCK_ENABLE
@@ -54,7 +57,27 @@ def cnn_init(hw: HwNetwork) -> tuple[Write, ...]:
         val = (final + hw.sum_hw_layers) \
             | (hw.start_layer + hw.hw_add_layers[hw.start_layer]) << 8
         w.put(dev.ctl_addr(g, dev.regs.reg_lcnt_max), val, "Layer count")
+    if opts.zero_sram:
+        zero_memories(hw, w)
     return w.done()
+
+
+def zero_memories(hw: HwNetwork, w: WriteList) -> None:
+    """--zero-sram: run the memories' built-in self-tests, which leave data, kernel,
+    TRAM and bias memory zeroed, in every quadrant (used or not, as the vendor does:
+    a data buffer must read zeros in its first inference; seed 000, Rolling Buffers).
+    cnn_init returns CNN_FAIL when a test reports an error."""
+    dev = hw.dev
+    for what, start, done, error in dev.regs.bist_sram:
+        addrs = [dev.ctl_addr(g, dev.regs.reg_sram_test) for g in range(dev.quadrants)]
+        for a in addrs:
+            w.put(a, start, f"{what} BIST")
+        for a in addrs:
+            w.wait(a, done, done, "Wait for BIST")
+        for a in addrs:
+            w.check(a, error, 0, "Return on BIST error")
+        for a in addrs:
+            w.put(a, 0, "Reset BIST", force=True)
 
 
 def fifo_control(hw: HwNetwork, w: WriteList) -> None:

@@ -10,11 +10,21 @@ class Write:
 
     address: int
     value: int
-    op: str = "="  # "=", "|=" or "&="
+    # "=", "|=" or "&=" store; "wait" spins until (register & mask) == value; "check"
+    # returns CNN_FAIL unless (register & mask) == value (the BIST status, --zero-sram)
+    op: str = "="
     comment: str = ""
+    mask: int = 0
 
     def c(self) -> str:
-        text = f"*((volatile uint32_t *) 0x{self.address:08x}) {self.op} 0x{self.value:08x};"
+        reg = f"*((volatile uint32_t *) 0x{self.address:08x})"
+        if self.op == "wait":
+            text = f"while (({reg} & 0x{self.mask:x}) != 0x{self.value:x});"
+        elif self.op == "check":
+            text = (f"if (({reg} & 0x{self.mask:08x}) != 0x{self.value:08x}) "
+                    "return CNN_FAIL;")
+        else:
+            text = f"{reg} {self.op} 0x{self.value:08x};"
         return text + (f" // {self.comment}" if self.comment else "")
 
 
@@ -34,6 +44,12 @@ class WriteList:
 
     def modify(self, address: int, value: int, op: str, comment: str = "") -> None:
         self.writes.append(Write(address, value & 0xFFFFFFFF, op, comment))
+
+    def wait(self, address: int, mask: int, value: int, comment: str = "") -> None:
+        self.writes.append(Write(address, value, "wait", comment, mask))
+
+    def check(self, address: int, mask: int, value: int, comment: str = "") -> None:
+        self.writes.append(Write(address, value, "check", comment, mask))
 
     def done(self) -> tuple[Write, ...]:
         return tuple(self.writes)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...network import DATA_BUFFER
+from ...network import DATA_BUFFER, Op
 from ..facts import pixels, producers
 from .base import Rule, diag, layer_index
 
@@ -113,7 +113,45 @@ def concat_alignment(layer, network, device):
     return out
 
 
+def data_buffer(layer, network, device):
+    """Layers that shift, insert into or read the data buffer match the buffer.
+
+    Seed 000 "Rolling Buffers": the network's buffer (global `data_buffer`) holds
+    `channels` x `dim` positions; `buffer_shift: n` shifts it n places in a passthrough
+    layer that reads it; `buffer_insert: n` adds the layer's output as its n newest
+    positions, so the output has the buffer's channels and n positions.
+    """
+    reads = DATA_BUFFER in (layer.in_sequences or ())
+    if not (reads or layer.buffer_shift or layer.buffer_insert):
+        return None
+    buf = network.data_buffer
+    if buf is None:
+        return diag("data-buffer", layer.name, "uses a data buffer, but the network has none",
+                    "define the buffer (a sidecar's global `data_buffer`)")
+    out = []
+    k = layer.buffer_shift
+    if k and not 0 < k < buf.length:
+        out.append(diag("data-buffer", layer.name,
+                        f"shifts {k} of the {buf.length} positions of `{buf.name}`",
+                        f"shift 1 to {buf.length - 1} positions"))
+    if k and (layer.operator != Op.NONE or layer.in_sequences != (DATA_BUFFER,)):
+        out.append(diag("data-buffer", layer.name,
+                        "shifts the buffer, but is not a passthrough layer reading only it",
+                        f"shift in a passthrough layer with `in_sequences: {buf.name}`"))
+    k = layer.buffer_insert
+    if k:
+        ch, px = layer.output_channels, pixels(layer.output_dim)
+        if ch != buf.channels or px != k or k >= buf.length:
+            out.append(diag("data-buffer", layer.name,
+                            f"inserts {ch} channels x {px} positions as {k} position(s) of "
+                            f"`{buf.name}` ({buf.channels} channels x {buf.length})",
+                            f"output {buf.channels} channels and as many positions as "
+                            "`buffer_insert` says, fewer than the buffer holds"))
+    return out
+
+
 RULES: tuple[Rule, ...] = (
     Rule("connectivity", connectivity),
     Rule("concat-alignment", concat_alignment),
+    Rule("data-buffer", data_buffer),
 )
