@@ -117,11 +117,12 @@ def in_place_margin(network: Network, ll: int, big_data: bool = False) -> int | 
     outputs need no input pixel below q - p*W - p + 1: the output may start p*W + p words
     below the input. Only for a layer that is its input's last reader.
 
-    Multi-pass input (more than 64 channels, `i` words per pixel) is read pixel by pixel,
-    all passes of a pixel before its output (`o` <= `i` words): output pixel q ends at
-    4o(q + 1) and the next input still needed starts at 4i(q - pW - p + 1), tightest at
-    q = 0, so the output starts 4i(pW + p) + 4(o - i) bytes below the input, at least at
-    it (the vendor's action-recognition sidecar writes its 96-channel 1x1 layer so)."""
+    Multi-pass input (more than 64 channels, `i` words per pixel) to a single-pass output
+    without padding (a 1x1 layer) is read pixel by pixel, all passes of a pixel before its
+    output word: output pixel q ends at 4(q + 1) and the next input still needed starts at
+    4i(q + 1), so the output may start at the input (the vendor's action-recognition
+    sidecar, networks/ai85-kinetics-actiontcn.yaml, writes its 96-channel 1x1 layer
+    below its input so). Only that case, the one the vendor's own sidecars show."""
     lay = network.layers[ll]
     srcs = inputs_of(network, ll)
     k, p = lay.kernel_size[0], lay.padding[0]
@@ -132,12 +133,11 @@ def in_place_margin(network: Network, ll: int, big_data: bool = False) -> int | 
             or lay.pool != (1, 1) or lay.output_width != 8 or lay.conv_groups != 1 \
             or tuple(lay.kernel_size) != (k, k) or tuple(lay.padding) != (p, p) \
             or 2 * p != k - 1 or tuple(lay.input_dim) != tuple(lay.output_dim) \
-            or words_out > words_in or words_out != 1 and words_in != words_out:
+            or words_out != 1 or words_in > 1 and p:
         return None
     if last_use(network).get(srcs[0]) != ll:
         return None
-    pixels = p * lay.input_dim[1] + p
-    return max(4 * words_in * pixels + 4 * (words_out - words_in), 0)
+    return 4 * (p * lay.input_dim[1] + p)
 
 
 def output_bytes(layer: Layer) -> int:

@@ -230,3 +230,20 @@ def test_written_sidecar_reads_back(device: str, tmp_path: Path) -> None:
             assert got.in_offset == pl.in_offset
             assert got.in_channels == lay.input_channels
             assert got.in_dim == lay.input_dim
+
+
+def test_multipass_1x1_may_write_over_its_input() -> None:
+    """A 96-channel 1x1 layer reads both words of a pixel before writing its one output
+    word (the vendor's actiontcn sidecar writes it so); padded or multi-pass outputs
+    may not."""
+    from onnx2ai8x.map.memory_check import in_place_margin
+
+    rng = np.random.default_rng(5)
+
+    def margin(cout: int, kernel: int, pad: int) -> int | None:
+        lay = _conv("c", rng, 96, cout, (8, 8), kernel=kernel, pad=pad)
+        return in_place_margin(Network(layers=(lay,), input_shape=(96, 8, 8)), 0)
+
+    assert margin(64, 1, 0) == 0
+    assert margin(64, 3, 1) is None
+    assert margin(96, 1, 0) is None
