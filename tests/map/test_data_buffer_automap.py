@@ -247,3 +247,18 @@ def test_multipass_1x1_may_write_over_its_input() -> None:
     assert margin(64, 1, 0) == 0
     assert margin(64, 3, 1) is None
     assert margin(96, 1, 0) is None
+
+
+def test_report_names_the_buffer(tmp_path: Path) -> None:
+    import json
+
+    p = _plan(small_network(8, 5, 2), "MAX78000", tmp_path)
+    where = p.placement.data_buffer
+    kept = json.loads(p.report_json)["data_buffer"]
+    assert kept["processor_map"] == f"0x{where.processors:016x}"
+    assert (kept["offset"], kept["channels"], kept["length"]) == (where.offset, 8, 5)
+    assert "data buffer `Frames`: 8 channels x 5" in p.summary
+    # a network without a buffer reports none
+    net = small_network(8, 5, 2)
+    plain = Network(layers=net.layers[:1], input_shape=net.input_shape, name="plain")
+    assert json.loads(_plan(plain, "MAX78000", tmp_path).report_json)["data_buffer"] is None
