@@ -196,19 +196,10 @@ def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
         from ..map.memory_check import overlapping_layers
 
         over = overlapping_layers(placement.network, placement)
-        why = []
         if over:
             names = ", ".join(placement.network.layers[ll].name for ll in over)
-            why.append(f"layers write over their own input ({names}); the vendor tool "
-                       "refuses that without it")
-        if placement.data_buffer is not None:
-            # The vendor tool's overwrite check counts the shift layer's output as the
-            # whole buffer, so the inserting layer's write into the last positions looks
-            # like an overwrite to it (it stops with an error on MAX78002).
-            why.append("the vendor tool takes the data buffer's insert for an overwrite "
-                       "of the shift layer's output")
-        if why:
-            flags.append(("--overlap-data", "; ".join(why)))
+            flags.append(("--overlap-data", f"layers write over their own input ({names}); "
+                                            "the vendor tool refuses that without it"))
     return tuple(flags)
 
 
