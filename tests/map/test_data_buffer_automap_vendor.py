@@ -8,8 +8,9 @@ header names.
 
 Needs the vendor tool (ONNX2AI8X_VENDOR_SYNTH, ONNX2AI8X_VENDOR_PYTHON) and the model's
 inputs (ONNX2AI8X_TCN_DIR: ckpt.pth.tar, sample.npy, kinetics.yaml, the vendor's
-networks/ai85-kinetics-actiontcn.yaml); runs with --golden-all or
-ONNX2AI8X_VENDOR_PROJECTS set, skips otherwise.
+networks/ai85-kinetics-actiontcn.yaml; skips without them); the vendor run only with
+--golden-all or ONNX2AI8X_VENDOR_PROJECTS set. Also: the automatic placement's cycle
+estimate is no worse than the vendor's sidecar's on the same model.
 """
 from __future__ import annotations
 
@@ -55,12 +56,8 @@ def test_implied_options_read_from_the_header() -> None:
 
 
 @pytest.fixture(scope="module")
-def tcn_model(request: pytest.FixtureRequest, tmp_path_factory) -> Path:
-    if not (request.config.getoption("--golden-all")
-            or os.environ.get("ONNX2AI8X_VENDOR_PROJECTS")):
-        pytest.skip("vendor differential: run with --golden-all or ONNX2AI8X_VENDOR_PROJECTS=1")
-    if not (SYNTH / "ai8xize.py").is_file() or not PYTHON.is_file():
-        pytest.skip(f"vendor synthesis tool is absent ({SYNTH}, {PYTHON})")
+def tcn_model(tmp_path_factory) -> Path:
+    """The vendor's actiontcn imported from its sidecar and checkpoint (ai8x-ONNX)."""
     if not all((TCN / f).is_file() for f in INPUTS):
         pytest.skip(f"actiontcn inputs are absent ({TCN}: {', '.join(INPUTS)})")
     from onnx2ai8x.importer.izer import import_izer_command
@@ -71,8 +68,27 @@ def tcn_model(request: pytest.FixtureRequest, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture
+def vendor_tool(request: pytest.FixtureRequest) -> None:
+    if not (request.config.getoption("--golden-all")
+            or os.environ.get("ONNX2AI8X_VENDOR_PROJECTS")):
+        pytest.skip("vendor differential: run with --golden-all or ONNX2AI8X_VENDOR_PROJECTS=1")
+    if not (SYNTH / "ai8xize.py").is_file() or not PYTHON.is_file():
+        pytest.skip(f"vendor synthesis tool is absent ({SYNTH}, {PYTHON})")
+
+
+@pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
+def test_cycles_no_worse_than_the_vendor_sidecar(device: str, tcn_model: Path) -> None:
+    """The automatic placement's estimate against the vendor's hand-written sidecar for
+    the same model (the one it was imported from)."""
+    ours = plan(tcn_model, get_device(device), None)
+    theirs = plan(tcn_model, get_device(device), TCN / "kinetics.yaml")
+    assert sum(ours.cycles) <= sum(theirs.cycles), (sum(ours.cycles), sum(theirs.cycles))
+
+
 @pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
 def test_written_sidecar_gives_the_vendor_our_answer(device: str, tcn_model: Path,
+                                                     vendor_tool: None,
                                                      tmp_path: Path) -> None:
     p = plan(tcn_model, get_device(device), None)
     assert p.placement.data_buffer is not None
