@@ -46,6 +46,19 @@ class LayerReport:
 
 
 @dataclass(frozen=True)
+class BufferReport:
+    """Where the data buffer lives (seed 000, Rolling Buffers): it keeps its values from
+    one inference to the next, so that memory is taken for good."""
+
+    name: str
+    channels: int
+    length: int
+    processor_map: str
+    offset: int
+    bytes_per_processor: int
+
+
+@dataclass(frozen=True)
 class Report:
     """The whole network: layers and totals."""
 
@@ -65,6 +78,7 @@ class Report:
     # what the converter added to the model's layers (legalize/rewrite.py: pass-through
     # copies and element-wise layers), one sentence each
     notes: tuple[str, ...] = ()
+    data_buffer: BufferReport | None = None
 
 
 def layer_macs(layer: Layer) -> int:
@@ -124,6 +138,12 @@ def summarize(network: Network, placement: Placement, cycles: list[int], *,
     peak = 0
     for buf in buffers(network, placement):
         peak = max(peak, buf.end)
+    kept = None
+    if network.data_buffer is not None and placement.data_buffer is not None:
+        db, where = network.data_buffer, placement.data_buffer
+        kept = BufferReport(name=db.name, channels=db.channels, length=db.length,
+                            processor_map=f"0x{where.processors:016x}", offset=where.offset,
+                            bytes_per_processor=4 * db.length)
     return Report(
         network=network.name, device=facts.name, layers=tuple(rows), startup_cycles=startup,
         total_cycles=int(sum(cycles)), total_macs=sum(r.macs for r in rows),
@@ -132,7 +152,7 @@ def summarize(network: Network, placement: Placement, cycles: list[int], *,
         weight_memory_pct=round(100.0 * used_cols / total_cols, 2),
         data_memory_peak_bytes=peak, data_memory_bytes=facts.data_instance_bytes,
         data_memory_pct=round(100.0 * peak / facts.data_instance_bytes, 2),
-        notes=tuple(notes))
+        notes=tuple(notes), data_buffer=kept)
 
 
 _COLUMNS = (("#", "index"), ("layer", "name"), ("op", "operator"), ("in", "in_shape"),
@@ -173,6 +193,11 @@ def render_table(report: Report) -> str:
     out.append(f"data memory: peak {report.data_memory_peak_bytes:#x} of "
                f"{report.data_memory_bytes:#x} bytes per instance "
                f"({report.data_memory_pct:.2f}%)")
+    if report.data_buffer is not None:
+        kb = report.data_buffer
+        out.append(f"data buffer `{kb.name}`: {kb.channels} channels x {kb.length} on "
+                   f"processors {kb.processor_map} at {kb.offset:#06x} (kept across "
+                   "inferences)")
     out += [f"note: {note}" for note in report.notes]
     return "\n".join(out) + "\n"
 

@@ -20,11 +20,13 @@ from ..map.hw import multipass
 from ..network import (
     ACT_ABS,
     ACT_RELU,
+    DATA_BUFFER,
     ELTWISE_NAMES,
     ELTWISE_NONE,
     Layer,
     Network,
     Op,
+    unique_name,
 )
 from ..placement import Placement
 
@@ -114,6 +116,15 @@ def _explain(network: Network, placement: Placement, ll: int) -> list[str]:
         notes.append(f"read_gap {pl.input_skip}: reads its input where it was written "
                      "interleaved for a later layer, skipping the other operands' words "
                      "(no copy needed)")
+    if pl.buffer_shift:
+        notes.append(f"buffer_shift {pl.buffer_shift}: drops the buffer's oldest "
+                     f"{pl.buffer_shift} position(s), reading from position "
+                     f"{pl.buffer_shift} on and writing position 0 (the buffer's processors)")
+    elif pl.in_sequences == (DATA_BUFFER,):
+        notes.append("reads the data buffer where it lives (position 0)")
+    if pl.buffer_insert:
+        notes.append(f"buffer_insert {pl.buffer_insert}: appends its output as the buffer's "
+                     f"last {pl.buffer_insert} position(s)")
     seqs = pl.in_sequences
     if seqs is not None and len(seqs) > 1 and lay.eltwise == ELTWISE_NONE:
         notes.append("concatenated inputs sit side by side so this layer reads them as one"
@@ -138,6 +149,36 @@ def _arriving_dim(network: Network, placement: Placement, ll: int) -> tuple[int,
     return tuple(network.layers[src].output_dim)  # type: ignore[return-value]
 
 
+def buffer_word(network: Network) -> str | None:
+    """The data buffer's name as the sidecar spells it (None: no buffer). The vendor tool
+    matches a lower-cased `in_sequences` reference against the name as written, so the
+    name is written lower-case, and kept apart from the layer names it shares the
+    namespace with."""
+    if network.data_buffer is None:
+        return None
+    taken = {lay.name.lower() for lay in network.layers} | {"input", "stop"}
+    return unique_name(network.data_buffer.name.lower(), taken)
+
+
+def _buffer_lines(network: Network, placement: Placement) -> list[str]:
+    """The global `data_buffer` entry (seed 004; seed 000 Rolling Buffers)."""
+    buf, where = network.data_buffer, placement.data_buffer
+    if buf is None or where is None:
+        return []
+    return [
+        "# Data buffer: kept in data memory from one inference to the next, one channel per",
+        f"# processor ({_procs(where.processors)}), position p at {where.offset:#06x} + 4p; "
+        "no other data is placed there.",
+        "data_buffer:",
+        f"  - processors: {_mask(where.processors)}",
+        f"    dim: {buf.length}",
+        f"    channels: {buf.channels}",
+        f"    offset: {where.offset:#06x}",
+        f"    name: {buffer_word(network)}",
+        "",
+    ]
+
+
 def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
                   ) -> tuple[tuple[str, str], ...]:
     """Command-line options the network needs that the YAML language has no key for:
@@ -148,6 +189,9 @@ def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
                                 "FIFOs (seed 000, Streaming Mode)"))
     if avg_pool_rounding == "nearest":
         flags.append(("--avg-pool-rounding", "the model rounds average pooling to nearest"))
+    if placement.data_buffer is not None:
+        flags.append(("--zero-sram", "the data buffer must hold zeros before the first "
+                                     "inference (seed 000, Rolling Buffers)"))
     if placement.network is not None and placement.layers:
         from ..map.memory_check import overlapping_layers
 
@@ -184,6 +228,7 @@ def write_sidecar(network: Network, placement: Placement, *,
         f"arch: {network.name}",
         f"dataset: {network.name}",
         "",
+        *_buffer_lines(network, placement),
         "layers:",
     ]
     places = placement.layers
@@ -200,14 +245,19 @@ def write_sidecar(network: Network, placement: Placement, *,
                      f"{lay.output_channels}x{lay.output_dim[0]}x{lay.output_dim[1]}")
         lines += [f"  # {note}" for note in _explain(network, placement, ll) + extra]
         entry: list[tuple[str, str]] = [("name", lay.name)]
-        if pl.in_sequences is not None:
+        reads_buffer = pl.in_sequences == (DATA_BUFFER,)
+        if reads_buffer:
+            # the vendor tool recognises a buffer reader by this exact form
+            entry.append(("in_sequences", str(buffer_word(network))))
+        elif pl.in_sequences is not None:
             refs = ["input" if s == -1 else network.layers[s].name for s in pl.in_sequences]
             entry.append(("in_sequences", f"[{', '.join(refs)}]"))
         entry.append(("processors", _mask(pl.processor_map)))
         # Defaults the resolver applies when a key is absent (seed 004).
         default_in = 0 if ll == 0 else places[pl.prev_sequence if pl.prev_sequence >= 0
                                               else ll - 1].out_offset
-        if pl.in_offset != default_in:
+        if pl.in_offset != default_in or reads_buffer:
+            # a buffer reader states where it reads (the vendor requires it)
             entry.append(("in_offset", f"{pl.in_offset:#06x}"))
         entry.append(("out_offset", f"{pl.out_offset:#06x}"))
         nxt = pl.next_sequence if pl.next_sequence is not None else ll + 1
@@ -231,9 +281,18 @@ def write_sidecar(network: Network, placement: Placement, *,
                                                             and pl.next_sequence == -1):
             entry.append(("next_sequence", "stop" if pl.next_sequence == -1
                           else network.layers[pl.next_sequence].name))
-        if lay.input_dim != _arriving_dim(network, placement, ll):
+        if reads_buffer:
+            # no producer layer to take them from: the vendor requires both
+            entry.append(("in_dim", str(lay.input_dim[0]) if lay.input_dim[1] == 1
+                          else f"[{lay.input_dim[0]}, {lay.input_dim[1]}]"))
+            entry.append(("in_channels", str(lay.input_channels)))
+        elif lay.input_dim != _arriving_dim(network, placement, ll):
             # the data is reinterpreted (same pixel count, other shape)
             entry.append(("in_dim", f"[{lay.input_dim[0]}, {lay.input_dim[1]}]"))
+        if pl.buffer_shift:
+            entry.append(("buffer_shift", str(pl.buffer_shift)))
+        if pl.buffer_insert:
+            entry.append(("buffer_insert", str(pl.buffer_insert)))
         entry += _geometry(lay)
         for i, (key, value) in enumerate(entry):
             lines.append(f"  {'- ' if i == 0 else '  '}{key}: {value}")

@@ -48,6 +48,14 @@ Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory
   one with padding 1 (hw.runs_1x1_as_3x3; the vendor tool does the same, e.g. for its
   face-ID 112x112 sidecar), so the mapper counts its kernels at nine bytes each and a
   streaming one's padding as 1 (MAX78000: the last streaming layer must be padded).
+* Data buffer (seed 000, "Rolling Buffers"). A network with a data buffer keeps it in
+  data memory from one inference to the next, so it is placed before anything else and
+  no other data ever shares its bytes: one channel per processor on the highest
+  processors (starting on an instance boundary), its positions in the last words of
+  each processor's memory (the vendor's own sidecar: processors 32-63, offset 0x7FC4 =
+  0x8000 - 4 * 15 on MAX78000). The shift layer reads position k and writes position 0
+  (its processors are the buffer's), the inserting layer writes the last k positions,
+  and every other reader reads position 0.
 """
 from __future__ import annotations
 
@@ -64,11 +72,12 @@ from ..devices import (
 from ..errors import Ai8xError, Diagnostic
 from ..legalize.facts import reads_gapped, same_weights
 from ..network import (
+    DATA_BUFFER,
     ELTWISE_NONE,
     Network,
     output_layers,
 )
-from ..placement import LayerPlacement, Placement
+from ..placement import BufferPlacement, LayerPlacement, Placement
 from .hw import ffs, multipass, popcount, runs_1x1_as_3x3
 from .memory_check import (
     INPUT,
@@ -102,7 +111,7 @@ class _Group:
     below: int  # bytes written below the offset (long-dilation Conv1d)
     born: int
     dies: int
-    layout: str  # "single", "interleave", "sequential", "lanes"
+    layout: str  # "single", "interleave", "sequential", "lanes", "buffer"
     member_size: int = 0
     # "lanes" (a concatenation at one offset): per member its byte lanes and the step
     # it is written, since each member's processors are only in use from then on
@@ -161,6 +170,10 @@ class _Mapper:
                  hints: dict[int, dict[str, int]], chw: bool = False,
                  stream: int = 0, overlap: bool = False, fifo: bool = False) -> None:
         self.net = network
+        self.buffer = place_data_buffer(network, facts)
+        # layers writing into the data buffer -> position they write (no memory of
+        # their own: their output lives in the buffer)
+        self.buffer_writers = _buffer_writers(network)
         self.fifo = fifo  # the input arrives through the FIFOs (HWC on their processors)
         self.stream = stream  # the first `stream` layers stream
         # layers may write over their own input where memory_check.in_place_margin
@@ -272,6 +285,11 @@ class _Mapper:
                 and inputs_of(net, 0) == (INPUT,):
             self.big_data = True
             self.tensor[INPUT] = _chw_map(in_c)
+        if self.buffer is not None:
+            # The buffer's processors are fixed: its readers read there, its writers
+            # write there.
+            for src in (DATA_BUFFER, *self.buffer_writers):
+                self.tensor[src] = self.buffer.processors
         # Concatenations, by the layer outputs they join (U-Net skips: an encoder's output
         # is read by the next encoder layer long before the decoder concatenates it).
         joins: dict[int, list[int]] = {}
@@ -439,6 +457,11 @@ class _Mapper:
             srcs = inputs_of(net, ll)
             if len(srcs) < 2:
                 continue
+            if DATA_BUFFER in srcs:
+                raise _fail(net, ll, "map.data-buffer",
+                            "combining the data buffer with other data is not placed "
+                            "automatically", "read the buffer alone (a Conv1d over it), "
+                            "or write a sidecar")
             if INPUT in srcs:
                 raise _fail(net, ll, "map.eltwise" if lay.eltwise else "map.concat",
                             "combining the network input with layer outputs is not placed "
@@ -480,8 +503,16 @@ class _Mapper:
             for k, s in enumerate(srcs):
                 owner[s] = gi
                 pos[s] = k
+        if self.buffer is not None:
+            # Live before the first inference and after the last: it meets everything
+            # in its lanes (born before the input, dies after the outputs).
+            buf = net.data_buffer
+            owner[DATA_BUFFER] = len(out)
+            pos[DATA_BUFFER] = 0
+            out.append(_Group((DATA_BUFFER,), self.buffer.processors, 4 * buf.length, 0,
+                              DATA_BUFFER, n + 1, "buffer"))
         for src in [INPUT, *range(n)]:
-            if src in owner:
+            if src in owner or src in self.buffer_writers:
                 continue
             below = output_ignore(net.layers[src]) if src >= 0 else 0
             owner[src] = len(out)
@@ -575,6 +606,8 @@ class _Mapper:
             if len(grp.members) == 1 and grp.members[0] >= 0:
                 hint = self.hints.get(grp.members[0], {}).get("out_offset")
             margin = self._in_place(grp, placed)
+            if grp.layout == "buffer":
+                hint = self.buffer.offset
             cands = sorted({0, *(off + o.size for o, off in placed)}) if hint is None \
                 else [hint - grp.below]
             if margin is not None and hint is None:
@@ -706,6 +739,8 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
         else:
             off = base
         out_off[src] = off
+    for src, position in mapper.buffer_writers.items():
+        out_off[src] = mapper.buffer.offset + 4 * position
     layers = []
     outputs = set(output_layers(network))
     for ll, lay in enumerate(network.layers):
@@ -721,6 +756,9 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
         # a layer reading one interleaved member alone reads it at its own place,
         # skipping the other members' words (`read_gap`, seed 000/004).
         in_offset = out_off[first_src]
+        if first_src == DATA_BUFFER:
+            # the shift layer reads from position k on (and writes position 0)
+            in_offset += 4 * lay.buffer_shift
         gi = owner[first_src]
         skip = 0
         if groups[gi].layout == "interleave":
@@ -734,11 +772,76 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
             big_data=mapper.big_data and ll == 0, output_layer=ll in outputs,
             streaming=ll < mapper.stream,
             next_sequence=ll + 1 if ll < n - 1 else -1, prev_sequence=ll - 1,
-            in_sequences=seqs, input_skip=skip))
+            in_sequences=seqs, input_skip=skip,
+            buffer_shift=lay.buffer_shift or None, buffer_insert=lay.buffer_insert or None))
     placement = Placement(network=network, device=facts, layers=tuple(layers),
-                          final_layer=n - 1)
+                          final_layer=n - 1, data_buffer=mapper.buffer)
     _check_passthrough_maps(network, placement)
     return placement
+
+
+def _buffer_channels_fit(network: Network, device: Device) -> Diagnostic | None:
+    """The data buffer keeps one channel per processor (seed 000, Rolling Buffers: its
+    `processors` hold one channel each), so it holds at most as many channels as the
+    device has processors."""
+    buf = network.data_buffer
+    if buf is None or buf.channels <= PROCESSORS:
+        return None
+    return Diagnostic("map.data-buffer", f"data buffer `{buf.name}`",
+                      f"{buf.channels} channels, the buffer holds one per processor and "
+                      f"{device.name} has {PROCESSORS}",
+                      f"reduce the channels written into the buffer to at most {PROCESSORS}")
+
+
+def _buffer_length_fits(network: Network, device: Device) -> Diagnostic | None:
+    """Each of the data buffer's positions takes one word of its processors' data memory
+    (seed 000, Rolling Buffers), so the buffer holds at most one memory instance's words
+    and leaves nothing there for the other layers' data."""
+    buf = network.data_buffer
+    if buf is None or 4 * buf.length < device.data_instance_bytes:
+        return None
+    return Diagnostic("map.data-buffer", f"data buffer `{buf.name}`",
+                      f"{buf.length} positions need {4 * buf.length} bytes per processor, "
+                      f"{device.name}'s data memory has {device.data_instance_bytes} per "
+                      "instance", "keep fewer positions in the buffer")
+
+
+_BUFFER_RULES = (_buffer_channels_fit, _buffer_length_fits)
+
+
+def place_data_buffer(network: Network, device: Device) -> BufferPlacement | None:
+    """Where the network's data buffer lives (None: it has none). Refuses a buffer that
+    breaks a limit (Ai8xError naming the buffer, the limit and the fix).
+
+    The highest processors, from an instance boundary, so the buffer's lanes stay clear
+    of the layers' data packed from processor 0; its positions end at the top of data
+    memory (the vendor's placement, seed 000 Rolling Buffers: offset 0x8000 - 4 * 15 for
+    15 positions on MAX78000), where the first-fit allocation of the other data reaches
+    last."""
+    buf = network.data_buffer
+    if buf is None:
+        return None
+    diags = [d for rule in _BUFFER_RULES if (d := rule(network, device)) is not None]
+    if diags:
+        raise Ai8xError.many(diags)
+    start = PROCESSORS - -(-buf.channels // PROCESSORS_PER_MEMORY) * PROCESSORS_PER_MEMORY
+    return BufferPlacement(processors=_block(start, buf.channels),
+                           offset=device.data_instance_bytes - 4 * buf.length)
+
+
+def _buffer_writers(network: Network) -> dict[int, int]:
+    """Per layer writing into the data buffer, the position it writes at (0 for the shift
+    layer, length - k for the layer inserting k positions)."""
+    buf = network.data_buffer
+    if buf is None:
+        return {}
+    out = {}
+    for ll, lay in enumerate(network.layers):
+        if lay.buffer_shift:
+            out[ll] = 0
+        elif lay.buffer_insert:
+            out[ll] = buf.length - lay.buffer_insert
+    return out
 
 
 def _fifo_map(channels: int) -> int:
@@ -757,6 +860,8 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
     pass-through only where the device streams it; the FIFOs take 16 HWC channels)."""
     dev = facts
     first = network.layers[0]
+    if network.data_buffer is not None:
+        return 0, "a network with a data buffer is not streamed automatically"
     if first.operator.one_d:
         return 0, "1-D data is not streamed automatically"
     if network.input_shape[0] > dev.fifo_channels_hwc or first.operands != 1 \

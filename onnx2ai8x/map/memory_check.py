@@ -115,16 +115,25 @@ def in_place_margin(network: Network, ll: int, big_data: bool = False) -> int | 
     computes output pixel q (raster order, one word per pixel in every memory instance)
     only after it has read input pixel q + p*W + p (padding p, width W), and later
     outputs need no input pixel below q - p*W - p + 1: the output may start p*W + p words
-    below the input. Only for a layer that is its input's last reader."""
+    below the input. Only for a layer that is its input's last reader.
+
+    Multi-pass input (more than 64 channels, `i` words per pixel) to a single-pass output
+    without padding (a 1x1 layer) is read pixel by pixel, all passes of a pixel before its
+    output word: output pixel q ends at 4(q + 1) and the next input still needed starts at
+    4i(q + 1), so the output may start at the input (the vendor's action-recognition
+    sidecar, networks/ai85-kinetics-actiontcn.yaml, writes its 96-channel 1x1 layer
+    below its input so). Only that case, the one the vendor's own sidecars show."""
     lay = network.layers[ll]
     srcs = inputs_of(network, ll)
     k, p = lay.kernel_size[0], lay.padding[0]
+    words_in = multipass(lay.input_channels)[0]
+    words_out = multipass(lay.output_channels)[0]
     if lay.operator != Op.CONV2D or len(srcs) != 1 or lay.operands != 1 or lay.flatten \
             or big_data or lay.stride != (1, 1) or lay.dilation != (1, 1) \
             or lay.pool != (1, 1) or lay.output_width != 8 or lay.conv_groups != 1 \
             or tuple(lay.kernel_size) != (k, k) or tuple(lay.padding) != (p, p) \
             or 2 * p != k - 1 or tuple(lay.input_dim) != tuple(lay.output_dim) \
-            or multipass(lay.input_channels)[0] != 1 or multipass(lay.output_channels)[0] != 1:
+            or words_out != 1 or words_in > 1 and p:
         return None
     if last_use(network).get(srcs[0]) != ll:
         return None
