@@ -21,7 +21,7 @@ from ai8xsim.verify import FAIL, PASS, execute, run_again
 from onnx2ai8x.cli import main
 from onnx2ai8x.convert import plan
 from onnx2ai8x.devices import get_device
-from tests.emit.data_buffer_nets import ONE, TWO, TWO_K2, write_net
+from tests.emit.data_buffer_nets import ONE, TWO, TWO_K2, import_net, write_net
 
 pytest.importorskip("torch")
 
@@ -30,9 +30,7 @@ CASES = [(ONE, "MAX78000"), (ONE, "MAX78002"), (TWO, "MAX78000"), (TWO_K2, "MAX7
 
 def _convert(root: Path, net, device: str) -> tuple[Path, Path, Path, np.ndarray]:
     yaml, ckpt, sample = write_net(net, root)
-    model = root / f"{net.name}.onnx"
-    assert main(["import-izer", "--config-file", str(yaml), "--checkpoint-file", str(ckpt),
-                 "--device", device, "--sample", str(sample), "-o", str(model)]) == 0
+    model = import_net(yaml, ckpt, sample, root / f"{net.name}.onnx", device)
     out = root / "project"
     assert main([str(model), "--device", device, "--sidecar", str(yaml), "--sample-input",
                  str(sample), "-o", str(out), "--quiet"]) == 0

@@ -252,3 +252,16 @@ def write_net(net: Net, root: Path, seed: int = 7, zero_every: int = 0
     yaml.write_text(net.sidecar)
     np.save(sample, rng.integers(-128, 128, net.input_shape).astype(np.int64))
     return yaml, ckpt, sample
+
+
+def import_net(yaml: Path, ckpt: Path, sample: Path, out: Path,
+               device: str | None = None) -> Path:
+    """`onnx2ai8x import-izer` of a written net (its sidecar and checkpoint) into `out`."""
+    from onnx2ai8x.cli import main
+
+    args = ["import-izer", "--config-file", str(yaml), "--checkpoint-file", str(ckpt),
+            "--sample", str(sample), "-o", str(out)]
+    if device is not None:
+        args += ["--device", device]
+    assert main(args) == 0
+    return out

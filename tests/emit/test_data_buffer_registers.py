@@ -12,13 +12,12 @@ import dataclasses
 
 import pytest
 
-from onnx2ai8x.cli import main
 from onnx2ai8x.convert import plan
 from onnx2ai8x.devices import get_device
 from onnx2ai8x.emit.project import weight_memory_map
 from onnx2ai8x.emit.registers.program import register_program
 from onnx2ai8x.options import EmitOptions
-from tests.emit.data_buffer_nets import ONE, write_net
+from tests.emit.data_buffer_nets import ONE, import_net, write_net
 
 pytest.importorskip("torch")
 
@@ -89,9 +88,7 @@ VENDOR_LAYERS = {
 def model(tmp_path_factory):
     root = tmp_path_factory.mktemp("regs")
     yaml, ckpt, sample = write_net(ONE, root)
-    onnx = root / "one.onnx"
-    assert main(["import-izer", "--config-file", str(yaml), "--checkpoint-file", str(ckpt),
-                 "--sample", str(sample), "-o", str(onnx)]) == 0
+    onnx = import_net(yaml, ckpt, sample, root / "one.onnx")
     return onnx, yaml
 
 

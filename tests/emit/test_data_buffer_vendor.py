@@ -21,7 +21,7 @@ import pytest
 
 from ai8xsim.verify import PASS, execute
 from onnx2ai8x.cli import main
-from tests.emit.data_buffer_nets import NETS, write_net
+from tests.emit.data_buffer_nets import NETS, import_net, write_net
 
 C2TRACE = Path(__file__).resolve().parents[3] / "shared" / "tools" / "c2trace.py"
 OPTIONS = ["--overlap-data", "--softmax", "--zero-sram"]
@@ -46,9 +46,8 @@ def _compare(tmp: Path, yaml: Path, ckpt: Path, sample: Path, device: str) -> No
                            "--no-version-check", "--overwrite", *OPTIONS], cwd=root, env=env,
                           capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    model, ours = tmp / "model.onnx", tmp / "ours"
-    assert main(["import-izer", "--config-file", str(yaml), "--checkpoint-file", str(ckpt),
-                 "--device", device, "--sample", str(sample), "-o", str(model)]) == 0
+    model = import_net(yaml, ckpt, sample, tmp / "model.onnx", device)
+    ours = tmp / "ours"
     assert main([str(model), "--device", device, "--sidecar", str(yaml), "--sample-input",
                  str(sample), "-o", str(ours), "--quiet", *OPTIONS]) == 0
     cmp = subprocess.run([sys.executable, str(C2TRACE), "compare", str(ours),

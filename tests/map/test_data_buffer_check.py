@@ -13,7 +13,7 @@ from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.map.memory_check import buffer_kept, buffers, check_placement, last_use
 from onnx2ai8x.network import DATA_BUFFER
-from tests.emit.data_buffer_nets import ONE, write_net
+from tests.emit.data_buffer_nets import ONE, import_net, write_net
 
 pytest.importorskip("torch")
 
@@ -22,9 +22,7 @@ pytest.importorskip("torch")
 def one(tmp_path_factory):
     root = tmp_path_factory.mktemp("one")
     yaml, ckpt, sample = write_net(ONE, root)
-    model = root / "one.onnx"
-    assert main(["import-izer", "--config-file", str(yaml), "--checkpoint-file", str(ckpt),
-                 "--sample", str(sample), "-o", str(model)]) == 0
+    model = import_net(yaml, ckpt, sample, root / "one.onnx")
     return model, yaml
 
 
