@@ -524,13 +524,18 @@ class _Mapper:
                 # the vendor checks streaming buffers by memory instance
                 lane = lanes(self.tensor[src], True)
             out.append(_Group((src,), lane, size, below, born, die, "single"))
-        # A member of an interleaved group that another layer also reads: that layer
-        # reads it in place, skipping the other members' words, where the device can
-        # (`read_gap`, legalize.facts.reads_gapped); otherwise it needs a copy.
-        for gi, g in enumerate(out):
+        self._check_gapped_reads(out)
+        return out, owner, pos
+
+    def _check_gapped_reads(self, groups: list[_Group]) -> None:
+        """A member of an interleaved group that another layer also reads: that layer
+        reads it in place, skipping the other members' words, where the device can
+        (`read_gap`, legalize.facts.reads_gapped); otherwise it needs a copy."""
+        net = self.net
+        for g in groups:
             if g.layout != "interleave":
                 continue
-            for ll in range(n):
+            for ll in range(self.n):
                 srcs = inputs_of(net, ll)
                 if len(srcs) == 1 and srcs[0] in g.members \
                         and not reads_gapped(net, ll, srcs[0], self.facts):
@@ -540,8 +545,6 @@ class _Mapper:
                                 "concatenation of more than 64 channels) and is also read "
                                 "directly here", "insert a passthrough layer that copies it "
                                 "(seed 004, Residual Connections)")
-            del gi
-        return out, owner, pos
 
     def _stream_group(self, src: int, size: int, die: int) -> tuple[int, int, int]:
         """(size, born, dies) of a buffer written while the first layers stream.
