@@ -856,6 +856,12 @@ def _data_buffers(ctx: _Ctx, value: object) -> tuple[DataBuffer, ...] | None:
         return None
     if not isinstance(value, list) or not value:
         raise ctx.fail("sidecar.type", "`data_buffer` must be a list", key="data_buffer")
+    if len(value) > 1:
+        # seed 000 (Rolling Buffers) describes one buffer, and the vendor tool reads only
+        # the first entry; a second one would be silently ignored there
+        raise ctx.fail("sidecar.value", f"`data_buffer` lists {len(value)} buffers; a "
+                       "network has one data buffer", "keep one entry (the vendor tool "
+                       "reads only the first)", key="data_buffer")
     items = []
     for i, item in enumerate(value):
         where_key = f"data_buffer[{i}]"

@@ -100,6 +100,15 @@ def test_globals():
     assert sc.layers[0].in_sequences == (-2,)
 
 
+def test_one_data_buffer_only():
+    buf = "  - processors: 0xf\n    channels: 4\n    dim: 15\n    offset: 0\n    name: b{}\n"
+    with pytest.raises(Ai8xError) as err:
+        parse_text("arch: a\ndataset: d\ndata_buffer:\n" + buf.format(1) + buf.format(2)
+                   + "layers:\n  - processors: 0xf\n")
+    d = err.value.diagnostics[0]
+    assert d.code == "sidecar.value" and "2 buffers" in d.message and "data_buffer" in d.where
+
+
 def test_layer_numbering_in_messages():
     with pytest.raises(Ai8xError) as err:
         _one("  - processors: 1\n  - processors: 1\n    name: second\n    pad: x\n")
