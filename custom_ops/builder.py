@@ -14,6 +14,7 @@ import numpy as np
 
 from onnx2ai8x import onnxpb as helper
 from onnx2ai8x.errors import Ai8xError
+from onnx2ai8x.legalize.rules.connectivity import data_buffer as data_buffer_rule
 from onnx2ai8x.network import (
     ACT_ABS,
     ACT_RELU,
@@ -453,7 +454,7 @@ class _Buffer:
     data buffer). One per build."""
 
     def __init__(self, g: _Graph, network: Network) -> None:
-        self.g, self.buf = g, network.data_buffer
+        self.g, self.network, self.buf = g, network, network.data_buffer
         buf = self.buf
         if buf.name in {lay.name for lay in network.layers} or "/" in buf.name or \
                 not buf.name or buf.name == INPUT_NAME:
@@ -481,16 +482,13 @@ class _Buffer:
                  "layer with buffer_insert k adds its result, and layers after it read "
                  "the buffer (seed 000, Rolling Buffers)")
         reads = DATA_BUFFER in (lay.in_sequences or ())
+        # what each layer must be to shift, insert or read (one rule, legalize's)
+        found = data_buffer_rule(lay, self.network, None)
+        if found:
+            raise Ai8xError.many(found)
         if lay.buffer_shift:
             if self.shifted is not None:
                 raise self.fail(i, lay, "a second buffer_shift layer", order)
-            if lay.in_sequences != (DATA_BUFFER,) or lay.operator != Op.NONE or \
-                    lay.operands != 1 or lay.pool != (1, 1):
-                raise self.fail(i, lay, "buffer_shift needs a pass-through layer that "
-                                "reads only the data buffer", order)
-            if not 0 < lay.buffer_shift < self.buf.length:
-                raise self.fail(i, lay, f"buffer_shift {lay.buffer_shift} for a buffer of "
-                                f"{self.buf.length} positions", order)
         elif reads and self.updated is None:
             raise self.fail(i, lay, "reads the data buffer before a layer has inserted "
                             "into it", order)
@@ -512,11 +510,6 @@ class _Buffer:
             return
         k, shifted = self.shifted
         c = self.buf.channels
-        if int(np.prod(out.shape)) != c * k:
-            raise self.fail(i, lay, f"the layer's result {out.shape} does not fill "
-                            f"{k} buffer position(s) of {c} channels",
-                            "make the inserting layer's output channels the buffer's "
-                            "channels, with buffer_insert output positions")
         ins = _reshape(self.g, out, (c, k), f"{self.buf.name}/insert")
         name = self.g.node("Concat", [shifted.name, ins.name], f"{self.buf.name}/update",
                            axis=2)

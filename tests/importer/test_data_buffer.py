@@ -93,6 +93,11 @@ def test_builder_refuses_other_orders() -> None:
         "network.data-buffer"  # nothing inserted, reader reads a stale buffer
     assert _code(Network(layers=(shift, conv, tcn), input_shape=(4, 3, 3))) == \
         "network.data-buffer"  # no buffer declared
+    # what a shift, insert or reader must be is legalize's one rule (limit.data-buffer)
+    assert _code(_network((replace(shift, pool=(2, 1), pool_stride=(2, 1)), conv, tcn))) \
+        == "limit.data-buffer"
+    assert _code(_network((shift, replace(conv, output_channels=4), tcn))) == \
+        "limit.data-buffer"
     with pytest.raises(Ai8xError, match="unique among the layer names"):
         build_model(replace(_network((shift, conv, tcn)),
                             data_buffer=DataBuffer("tcn", C, L)))

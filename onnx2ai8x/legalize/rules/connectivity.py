@@ -134,7 +134,8 @@ def data_buffer(layer, network, device):
         out.append(diag("data-buffer", layer.name,
                         f"shifts {k} of the {buf.length} positions of `{buf.name}`",
                         f"shift 1 to {buf.length - 1} positions"))
-    if k and (layer.operator != Op.NONE or layer.in_sequences != (DATA_BUFFER,)):
+    if k and (layer.operator != Op.NONE or layer.in_sequences != (DATA_BUFFER,)
+              or layer.operands != 1 or layer.pool != (1, 1)):
         out.append(diag("data-buffer", layer.name,
                         "shifts the buffer, but is not a passthrough layer reading only it",
                         f"shift in a passthrough layer with `in_sequences: {buf.name}`"))
