@@ -272,13 +272,11 @@ class Outcome:
 
 
 def _graph_outputs(path: Path) -> int:
-    """The model's outputs: its graph outputs but a data buffer's state output (which
-    stays in data memory for the next inference, docs/design.md section 1)."""
-    from onnx2ai8x import onnxpb
+    """The model's outputs as the importer reads them: its graph outputs but a data
+    buffer's state output (which stays in data memory, docs/design.md section 1)."""
+    from onnx2ai8x.importer.onnx_reader import read_model
 
-    graph = onnxpb.load(path).graph
-    states = {i.name for i in graph.input} & {t.name for t in graph.initializer}
-    return sum(1 for o in graph.output if o.name.split("/")[0] not in states)
+    return len(read_model(path).outputs)
 
 
 # Frame-loop models read (N, F, C, H, W): F frames of the dataset's shape. F is what the
