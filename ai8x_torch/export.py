@@ -122,6 +122,9 @@ class _InputProxy(_Proxy):
     def dim(self) -> int:
         return self.ndim
 
+    def __len__(self) -> int:
+        return self.shape[0]
+
     def get_device(self) -> int:
         return -1  # PyTorch's answer for a CPU tensor
 
@@ -169,60 +172,12 @@ class _Tracer(fx.Tracer):
             return True
         return super().is_leaf_module(m, qualname)
 
-    def to_bool(self, obj: fx.Proxy) -> bool:
-        if self.input_shape is not None:
-            value = _shape_value(obj.node, torch.Size(self.input_shape))
-            if value is not _NOT_A_SHAPE:
-                self.decided = True
-                return bool(value)
-        return super().to_bool(obj)
-
     def trace(self, root, concrete_args=None) -> fx.Graph:
-        self.decided = False
         with _Factories(self):
-            graph = super().trace(root, concrete_args)
-        if self.decided:
-            # the condition's own nodes (x.shape[1] == 6) feed nothing now
-            shape = torch.Size(self.input_shape)
-            for node in reversed(list(graph.nodes)):
-                if node.op in ("call_function", "call_method") and not node.users and \
-                        _shape_value(node, shape) is not _NOT_A_SHAPE:
-                    graph.erase_node(node)
-        return graph
+            return super().trace(root, concrete_args)
 
 
-_NOT_A_SHAPE = object()
 _NOT_IN_LOOP = object()  # a node the frame loop does not handle
-_SHAPE_ARITHMETIC = {operator.getitem, operator.eq, operator.ne, operator.lt, operator.le,
-                     operator.gt, operator.ge, operator.add, operator.sub, operator.mul,
-                     operator.floordiv, operator.mod, operator.not_, operator.and_,
-                     operator.or_, len}
-
-
-def _shape_value(node: object, shape: torch.Size) -> object:
-    """What a traced expression computes from the input's shape alone (constants,
-    `x.shape`, `x.size(...)`, `x.dim()`, and arithmetic/comparisons on those), or
-    _NOT_A_SHAPE when it reads anything else."""
-    if not isinstance(node, fx.Node):
-        if isinstance(node, (tuple, list)):
-            items = [_shape_value(n, shape) for n in node]
-            return _NOT_A_SHAPE if _NOT_A_SHAPE in items else type(node)(items)
-        return node  # a constant (int, slice, None, ...)
-    args = node.args
-    reads_input = bool(args) and isinstance(args[0], fx.Node) and args[0].op == "placeholder"
-    if node.op == "call_function" and node.target is getattr and reads_input and \
-            args[1] == "shape":
-        return shape
-    if node.op == "call_method" and reads_input and node.target in ("size", "dim"):
-        if node.target == "dim":
-            return len(shape)
-        dim = args[1] if len(args) > 1 else node.kwargs.get("dim")
-        return shape if dim is None else shape[dim]
-    if node.op == "call_function" and node.target in _SHAPE_ARITHMETIC and not node.kwargs:
-        values = [_shape_value(a, shape) for a in args]
-        if _NOT_A_SHAPE not in values:
-            return node.target(*values)
-    return _NOT_A_SHAPE
 
 
 def _export_constants(model: nn.Module) -> dict[str, object]:
