@@ -708,24 +708,101 @@ def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                        np.concatenate(lanes), np.concatenate(values), (n * passes, rows, cols))
 
 
-def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
+class LayerOrderError(ValueError):
+    """A stated layer order (`run(order=...)`) the project's registers cannot produce."""
+
+
+def _link(m: Machine, layer: int) -> tuple[bool, int | None]:
+    """The next-layer field of `layer`: (stop bit, jump target or None)."""
+    dev = m.dev
+    if dev.nxtlyr is None:
+        return False, None
+    v = m.lreg(0, dev.nxtlyr, layer)
+    return bool(v >> 8 & 1), (v & 0x7F) if v >> 7 & 1 else None
+
+
+def register_order(m: Machine, start: int = 0, budget: int | None = None) -> list[int]:
+    """The layers the sequencer runs without snoop units: from layer `start` to the layer
+    count register, each followed by its next-layer target or by the next layer, up to a
+    stop bit (or `budget` layers, by default the device's layer count)."""
+    last = m.ctl(0, m.dev.reg_lcnt_max) & 0xFF
+    budget = m.dev.max_layers if budget is None else budget
+    order: list[int] = []
+    layer = start
+    while layer <= last and len(order) < budget:
+        order.append(layer)
+        stop, target = _link(m, layer)
+        if stop:
+            break
+        layer = target if target is not None else layer + 1
+    return order
+
+
+def check_order(m: Machine, order: tuple[int, ...], snoop: str | None) -> None:
+    """Refuse a stated layer order the registers cannot give (LayerOrderError).
+
+    With snoop units programmed the order is the units' choice, which the model does not
+    execute; what the registers still fix is checked: the order starts at layer 0, stays
+    within the layer count register, and each step goes to the next layer or to the
+    next-layer field's target (the field a branching unit jumps to: the vendor writes a
+    layer's `snoop_sequence` there), never past a stop bit. Without snoop units the order
+    is the registers' own, and a stated one must equal it.
+    """
+    last = m.ctl(0, m.dev.reg_lcnt_max) & 0xFF
+    if snoop is None:
+        own = register_order(m)
+        if list(order) != own:
+            raise LayerOrderError(
+                f"the project programs no snoop unit, so its layer order is the "
+                f"registers' ({', '.join(map(str, own))}); the stated order differs")
+        return
+    if not order or order[0] != 0:
+        raise LayerOrderError("the sequencer starts at layer 0: the order must begin with 0")
+    for prev, layer in zip(order, order[1:], strict=False):
+        stop, target = _link(m, prev)
+        if stop:
+            raise LayerOrderError(f"layer {prev} has its stop bit set: no layer follows it")
+        if layer != prev + 1 and layer != target:
+            where = f"or {target}, its next-layer target" if target is not None else \
+                "(it has no next-layer target)"
+            raise LayerOrderError(f"layer {layer} cannot follow layer {prev}: the next "
+                                  f"layer is {prev + 1} {where}")
+    beyond = [ll for ll in order if ll > last]
+    if beyond:
+        raise LayerOrderError(f"layer {beyond[0]} is past the layer count register "
+                              f"(last layer {last})")
+
+
+def run(m: Machine, stop_after: int | None = None,
+        order: tuple[int, ...] | None = None) -> list[LayerResult]:
     """All layers from 0 to the layer count register (or the stop/next-layer fields);
-    with `stop_after`, none after that layer (as the one-shot mode lets a debugger)."""
+    with `stop_after`, none after that layer (as the one-shot mode lets a debugger).
+
+    `order`: the layers in the order the project is stated to run them. A project whose
+    snoop units choose the order needs one (without, NotModelled); the layers then run
+    in that order, each through the memories as always (`check_order` says what is
+    checked of it).
+    """
     dev = m.dev
     snoop = snoop_use(m)
-    if snoop is not None:
+    if snoop is not None and order is None:
         raise NotModelled(f"snoop units ({snoop}): the layer order depends on snoop "
                           "matches, and what the units match and when they stop or "
-                          "branch is not described publicly")
+                          "branch is not described publicly (state the order the known "
+                          "answer assumes with --layer-order to check the rest)")
+    if order is not None:
+        check_order(m, order, snoop)
     ctl = m.ctl(0, dev.reg_ctl)
-    last = m.ctl(0, dev.reg_lcnt_max) & 0xFF
     results = []
     layer = 0
     seen = 0
     if ctl & CTL_STREAM:
+        if snoop is not None:
+            raise NotModelled(f"snoop units ({snoop}) with streaming layers are not "
+                              "modelled")
         from .stream import run_streaming, streaming_layers
 
-        chain = streaming_layers(m, last)
+        chain = streaming_layers(m, m.ctl(0, dev.reg_lcnt_max) & 0xFF)
         if stop_after is not None:
             chain = [ll for ll in chain if ll <= stop_after]
         results = run_streaming(m, chain, bool(ctl & CTL_FIFO))
@@ -735,21 +812,14 @@ def run(m: Machine, stop_after: int | None = None) -> list[LayerResult]:
             return results
     elif ctl & CTL_FIFO:
         raise NotModelled("FIFO input without streaming (CTRL.fifo_en) is not modelled yet")
-    while layer <= last and seen < dev.max_layers:
+    todo = list(order) if order is not None else \
+        register_order(m, layer, dev.max_layers - seen)
+    for layer in todo:
         what = unmodelled(m, layer)
         if what is not None:
             raise NotModelled(f"layer {layer}: {what} is not modelled yet")
         results.append(run_layer(m, decode(m, layer)))
-        seen += 1
         if stop_after is not None and layer == stop_after:
             break
-        nxt = layer + 1
-        if dev.nxtlyr is not None:
-            v = m.lreg(0, dev.nxtlyr, layer)
-            if v >> 8 & 1:
-                break
-            if v >> 7 & 1:
-                nxt = v & 0x7F
-        layer = nxt
     m.runs += 1
     return results

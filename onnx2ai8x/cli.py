@@ -260,7 +260,7 @@ def convert_cmd(
         built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
     _print_convert(args, dev, result, built)
     if args.verify:
-        _verify_written(args)
+        _verify_written(args, result.layer_order)
 
 
 def _check_convert_args(args: ConvertArgs):
@@ -345,13 +345,15 @@ def _print_convert(args: ConvertArgs, dev, result, built) -> None:
             typer.echo(describe(built, dev))
 
 
-def _verify_written(args: ConvertArgs) -> None:
+def _verify_written(args: ConvertArgs, layer_order: tuple[int, ...] | None) -> None:
     from .verification import verify as run_verify
 
     # The project's annotated copy is the ai8x-ONNX it was built from (for a float model,
-    # the quantized one), so the layer-by-layer reference can run on it.
+    # the quantized one), so the layer-by-layer reference can run on it. A project whose
+    # snoop units choose the layer order is run along the order its known answer assumes.
     annotated = args.out / f"{args.model.stem}.onnx"
-    checked = run_verify(args.out, model=annotated if annotated.is_file() else args.model)
+    checked = run_verify(args.out, model=annotated if annotated.is_file() else args.model,
+                         layer_order=layer_order)
     if not args.quiet or not checked.passed:
         typer.echo(checked.text, err=not checked.passed)
     if not checked.passed:
@@ -549,6 +551,12 @@ def verify_cmd(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Directory for the --stop-after files (default: "
                                "PROJECT/verify-layerN).")] = None,
+    layer_order: Annotated[str | None, typer.Option(
+        "--layer-order", metavar="L0,L1,...",
+        help="For a project whose snoop units choose the layer order (MAX78002): the "
+             "hardware layers in the order its known answer assumes, e.g. 0,3,4. The "
+             "layers run in that order and the verdict holds for it; each step must be "
+             "the next layer or the next-layer field's target.")] = None,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -557,12 +565,15 @@ def verify_cmd(
     Reads only the C project (cnn.c, weights.h, sampledata.h, sampleoutput.h, main.c),
     executes its register writes and memory loads, runs the layers, and checks the
     project's own expected output: PASS (exit 0) or FAIL with the first differing word
-    (exit 1). A project using a feature the model does not execute (the MAX78002's snoop
-    units) gets NOT MODELLED (exit 3), never PASS or FAIL.
+    (exit 1). A project using a feature the model does not execute gets NOT MODELLED
+    (exit 3), never PASS or FAIL: the MAX78002's snoop units choose the layer order at
+    run time, so such a project is run only along an order stated with --layer-order.
 
     Example: onnx2ai8x verify examples/digits/digits
 
     Example: onnx2ai8x verify mynet/ --model mynet.onnx --stop-after 3
+
+    Example: onnx2ai8x verify snoopnet/ --layer-order 0,3
     """
     from .verification import to_json
     from .verification import verify as run_verify
@@ -572,13 +583,26 @@ def verify_cmd(
     if not project.is_dir():
         raise Ai8xError("usage.missing-file", str(project), "project directory not found",
                         "pass the directory the converter wrote", exit_code=EXIT_USAGE)
-    result = run_verify(project, model=model, stop_after=stop_after, dump=output)
+    result = run_verify(project, model=model, stop_after=stop_after, dump=output,
+                        layer_order=_layer_order(layer_order))
     if json_out:
         typer.echo(to_json(result))
     elif not quiet or not result.passed:
         typer.echo(result.text)
     if not result.passed:
         raise typer.Exit(result.exit_code)
+
+
+def _layer_order(text: str | None) -> tuple[int, ...] | None:
+    """`--layer-order`'s value: comma-separated layer numbers."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isascii() and p.isdigit() and len(p) <= 3 for p in parts):
+        raise Ai8xError("usage.layer-order", "--layer-order",
+                        "expected layer numbers separated by commas",
+                        "e.g. --layer-order 0,3,4", exit_code=EXIT_USAGE)
+    return tuple(int(p) for p in parts)
 
 
 COMMANDS = {"convert": convert_cmd, "check": check_cmd, "sidecar": sidecar_cmd,

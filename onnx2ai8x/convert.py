@@ -198,7 +198,13 @@ def simulated_network(network: Network, placement: Placement) -> Network:
 
     if all(pl.simulated_sequence is None for pl in placement.layers):
         return network
-    order = simulated_layers(placement)
+    return rewire_along(network, simulated_layers(placement))
+
+
+def rewire_along(network: Network, order: list[int]) -> Network:
+    """`network` with each layer reached by a jump in `order` reading the layer it was
+    reached from: what a layer reads by default is its predecessor's output, and after
+    a jump that is the layer the sequencer ran before it."""
     layers = list(network.layers)
     for prev, ll in zip(order, order[1:], strict=False):
         lay = layers[ll]
@@ -239,6 +245,9 @@ class ConvertResult:
     report_json: str
     board: str  # the SDK board the project is set up for
     warnings: tuple[str, ...] = ()  # Plan.warnings
+    # the hardware layers in the order the known answer assumes, when the project's snoop
+    # units choose the order at run time (the sidecar's `simulated_sequence` path)
+    layer_order: tuple[int, ...] | None = None
 
 
 @contextmanager
@@ -357,4 +366,16 @@ def convert(request: ConvertRequest) -> ConvertResult:
 
     return ConvertResult(summary=result.summary, report_json=result.report_json,
                          board=project_board(result.device, options.board),
-                         warnings=result.warnings)
+                         warnings=result.warnings,
+                         layer_order=_snoop_order(result.placement, options))
+
+
+def _snoop_order(placement: Placement, options) -> tuple[int, ...] | None:
+    """With snoop units programmed, the hardware layer order the known answer assumes:
+    the units decide the order on the chip, the sidecar states the one it expects."""
+    if options.snoop is None:
+        return None
+    from .emit.unload import simulated_layers
+    from .map.hw import derive
+
+    return derive(placement, options).hardware_order(simulated_layers(placement))

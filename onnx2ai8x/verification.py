@@ -35,14 +35,15 @@ class VerifyResult:
 
 def _references(model: Path, outcome, failed: bool) -> list[np.ndarray] | tuple[int, ...]:
     """Every layer's reference output on the project's sample (`outcome`: the project
-    run by ai8xsim). The sample is taken as layer 0 read it; when layer 0 reads fewer
-    rows (or columns) than the model's input, from the data memory that holds it, over
-    the model's frame. When neither fits the model's input: the model's input shape if
-    the project failed (its layer 0 is then the first wrong layer), else an error."""
+    run by ai8xsim; along its assumed layer order, when it has one). The sample is taken
+    as layer 0 read it; when layer 0 reads fewer rows (or columns) than the model's
+    input, from the data memory that holds it, over the model's frame. When neither fits
+    the model's input: the model's input shape if the project failed (its layer 0 is
+    then the first wrong layer), else an error."""
     from ai8xsim.verify import held_input, input_tensor
     from custom_ops.numpy_ref import run_network
 
-    from .convert import load_onnx
+    from .convert import load_onnx, rewire_along
     from .devices import get_device
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
@@ -52,6 +53,8 @@ def _references(model: Path, outcome, failed: bool) -> list[np.ndarray] | tuple[
     # element-wise layers and copies), so layer k of the reference is layer k there
     dev = get_device(outcome.device)
     network = legalize(rewrite(read_model_full(load_onnx(model)).network, dev), dev)
+    if outcome.assumed_order is not None:
+        network = rewire_along(network, list(outcome.assumed_order))
     shape = tuple(network.input_shape)
     frame = (shape[1], shape[2] if len(shape) > 2 else 1)
     read = input_tensor(outcome)
@@ -88,8 +91,11 @@ def _as_model_input(sample: np.ndarray | None, shape: tuple[int, ...]) -> np.nda
 
 
 def verify(project: Path, *, model: Path | None = None, stop_after: int | None = None,
-           dump: Path | None = None) -> VerifyResult:
-    """Verify `project`; raise Ai8xError for unusable input (no project, bad model)."""
+           dump: Path | None = None,
+           layer_order: tuple[int, ...] | None = None) -> VerifyResult:
+    """Verify `project`; raise Ai8xError for unusable input (no project, bad model, a
+    layer order the project's registers cannot give)."""
+    from ai8xsim.engine import LayerOrderError
     from ai8xsim.verify import (
         execute,
         first_bad_layer,
@@ -104,9 +110,16 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
                         "not a generated C project (no cnn.c and main.c)",
                         "pass the directory onnx2ai8x (or the vendor tool) wrote",
                         exit_code=EXIT_USAGE)
-    outcome = execute(project, stop_after=stop_after)
+    try:
+        outcome = execute(project, stop_after=stop_after, layer_order=layer_order)
+    except LayerOrderError as exc:
+        raise Ai8xError("usage.layer-order", str(project), f"--layer-order: {exc}",
+                        "state the hardware layers in the order the known answer "
+                        "assumes, e.g. --layer-order 0,3,4", exit_code=EXIT_USAGE) from exc
     data: dict = {"project": str(project), "device": outcome.device,
                   "layers": len(outcome.layers)}
+    if outcome.assumed_order is not None:
+        data["assumed_layer_order"] = list(outcome.assumed_order)
     if stop_after is not None:
         if outcome.unmodelled is not None:
             raise Ai8xError("verify.not-modelled", str(project),

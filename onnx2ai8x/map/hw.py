@@ -126,6 +126,18 @@ class HwNetwork:
     def hw_index(self, ll: int) -> int:
         return ll + self.hw_add_layers[ll]
 
+    def hardware_order(self, order: list[int]) -> tuple[int, ...]:
+        """Layers in `order` as the hardware layers the sequencer runs: a layer reached
+        from its predecessor (or first) after its inserted reset layer, a layer reached
+        by a jump directly (its next-layer field holds the layer's own index, as the
+        vendor writes it)."""
+        out: list[int] = []
+        for k, ll in enumerate(order):
+            if self.layers[ll].avgpool_reset and (k == 0 or order[k - 1] == ll - 1):
+                out.append(self.hw_index(ll) - 1)
+            out.append(self.hw_index(ll))
+        return tuple(out)
+
 
 def _extra(placement: Placement, ll: int, key: str, default: object = None) -> object:
     for k, v in placement.layers[ll].extra:
