@@ -97,7 +97,9 @@ _FIFO_ZERO_ONLY = ("the vendor's loader feeds FIFO 0 only; processors 16 and 32 
 # described nowhere public (not in the seeds, the SDK or the vendor tool, which writes the
 # 32 values a test gives and states the intended layer order by hand in
 # `simulated_sequence`). verify refuses such projects (NOT MODELLED, exit 3); the model
-# will not reverse-engineer the units from expected data.
+# will not reverse-engineer the units from expected data. Everything else in them is
+# checked: run along the order the sidecar states (verify --layer-order), all 14 pass
+# (tests/golden/test_golden_verify.py, test_snoop_project_passes_along_its_stated_order).
 _SNOOP = "snoop units (conditional execution) are not modelled"
 SNOOP_CASES = (
     "ai87-suite-snoop-nocount", "ai87-suite-snoop-noskip", "ai87-suite-snoop-noxval",

@@ -6,6 +6,8 @@ The projects that do not pass are in the one allow-list, tests/ai8xsim/exception
 each with its reason (hardware, vendor defect, simulator gap) and the verdict it must
 keep getting: a listed project that passes now fails here. A defect of a generated
 project that verify finds is fixed in the converter, never listed.
+The snoop cases' projects are NOT MODELLED as such (the allow-list); run along the layer
+order their sidecar states for the known answer (`simulated_sequence`), they must pass.
 The default run covers the representative subset; --golden-all runs all cases.
 """
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
-from ai8xsim.verify import execute
-from tests.ai8xsim.exceptions import Kind, judge
-from tests.conftest import GOLDEN, golden_params
+from ai8xsim.verify import PASS, execute, render
+from tests.ai8xsim.exceptions import SNOOP_CASES, Kind, judge
+from tests.conftest import GOLDEN, REPRESENTATIVE, golden_params
 from tests.golden import pipeline
 
 pytestmark = pytest.mark.skipif(not GOLDEN.is_dir(), reason="golden corpus is absent")
@@ -34,3 +37,33 @@ def test_automatic_mapping_project_passes_verify(name: str, tmp_path: Path) -> N
     out, proc = pipeline.convert_case(name, tmp_path, sidecar=False, options=False)
     assert proc.returncode == 0, proc.stderr
     judge(name, Kind.AUTOMATIC, execute(out))
+
+
+def stated_order(name: str) -> tuple[int, ...]:
+    """The layer order a case's sidecar states for its known answer: from layer 0, each
+    layer's `simulated_sequence` (a layer number or `stop`), else `next_sequence`, else
+    the next layer (seed 004). The snoop cases insert no hardware layers, so sidecar and
+    hardware layer numbers agree."""
+    layers = yaml.safe_load((GOLDEN / name / "network.yaml").read_text())["layers"]
+    order: list[int] = []
+    ll = 0
+    while ll < len(layers) and ll not in order:
+        order.append(ll)
+        nxt = layers[ll].get("simulated_sequence", layers[ll].get("next_sequence", ll + 1))
+        if nxt in ("stop", -1):
+            break
+        ll = int(nxt)
+    return tuple(order)
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, id=n, marks=[] if n in REPRESENTATIVE else [pytest.mark.slow])
+    for n in SNOOP_CASES])
+def test_snoop_project_passes_along_its_stated_order(name: str, tmp_path: Path) -> None:
+    out, proc = pipeline.convert_case(name, tmp_path, sidecar=True)
+    assert proc.returncode == 0, proc.stderr
+    order = stated_order(name)
+    outcome = execute(out, layer_order=order)
+    assert outcome.verdict == PASS, render(outcome)
+    assert [r.regs.index for r in outcome.layers] == list(order)
+    assert outcome.assumed_order == order and outcome.checked_words > 0
