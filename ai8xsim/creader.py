@@ -235,6 +235,8 @@ def _kernel_stream(data: list[int], express: bool) -> list:
     ops = []
     i = 0
     while i < len(data) and data[i] != 0:
+        if i + 1 >= len(data):
+            raise CReadError(f"kernel table ends inside the run header at 0x{data[i]:08x}")
         addr, n = data[i], data[i + 1]
         words = data[i + 2:i + 2 + n]
         if len(words) != n:
@@ -248,6 +250,9 @@ def _check_groups(data: list[int]) -> Check:
     groups = []
     i = 0
     while i < len(data) and data[i] != 0:
+        if i + 2 >= len(data):
+            raise CReadError("expected-output table ends inside the group header at "
+                             f"0x{data[i]:08x}")
         addr, mask, n = data[i], data[i + 1], data[i + 2]
         words = tuple(data[i + 3:i + 3 + n])
         if len(words) != n:

@@ -811,8 +811,22 @@ def run(m: Machine, stop_after: int | None = None,
             m.runs += 1
             return results
     elif ctl & CTL_FIFO:
-        raise NotModelled("FIFO input without streaming (CTRL.fifo_en) is not modelled yet")
-    todo = list(order) if order is not None else \
+        # FIFO input without streaming (the vendor tool's --fifo on a network with no
+        # streaming layer): layer 0 takes its frame from the FIFOs as a streaming first
+        # layer does, row by row as the words arrive, and writes to data memory; the
+        # layers after it read memory as usual.
+        if snoop is not None:
+            raise NotModelled(f"snoop units ({snoop}) with FIFO input are not modelled")
+        from .stream import run_streaming
+
+        if order is not None and order[0] != 0:
+            raise LayerOrderError("the sequencer starts at layer 0")
+        results = run_streaming(m, [0], True, streaming=False)
+        layer = seen = 1
+        if stop_after == 0:
+            m.runs += 1
+            return results
+    todo = list(order[seen:]) if order is not None else \
         register_order(m, layer, dev.max_layers - seen)
     for layer in todo:
         what = unmodelled(m, layer)

@@ -75,6 +75,8 @@ class _Layer:
         self.lr = lr
         procs = [p for p in range(64) if lr.processors >> p & 1]
         self.procs = [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
+        if not self.procs:
+            raise SimError(f"layer {lr.index}: a streaming layer with no processor enabled")
         self.buffer = np.zeros((len(self.procs), lr.passes, lr.rows, lr.cols), np.int64)
         self.read = 0
         self.done = 0
@@ -90,9 +92,15 @@ class _Layer:
             self.out_rows = (self.prow + 2 * lr.pad[0] - kh) // self.cs + 1
             self.out_cols = (pcol + 2 * lr.pad[1] - kw) // self.cs + 1
             slots = _slot_count(lr)
+            if slots <= 0:
+                raise SimError(f"layer {lr.index}: mask count below the mask start")
             self.weights = None if lr.depthwise else _kernels(m, lr, self.procs, slots)
         else:
             self.out_rows, self.out_cols = self.prow, pcol
+        if min(self.prow, pcol, self.out_rows, self.out_cols) < 1:
+            # counters that leave no pooling window or no output pixel in the frame
+            raise SimError(f"layer {lr.index}: the row/column counts, pooling and padding "
+                           f"leave no output ({lr.rows}x{lr.cols} in)")
         self.results: list[LayerResult] = []
 
     def window(self, r: int) -> tuple[int, int, int, int, int, int]:
@@ -151,14 +159,18 @@ def _memory_rows(m: Machine, st: _Layer, upto: int, wrap: int | None) -> None:
         st.buffer[i, :, st.read:upto, :] = vals.reshape(passes, upto - st.read, cols)
 
 
-def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult]:
+def run_streaming(m: Machine, layers: list[int], fifo: bool, *,
+                  streaming: bool = True) -> list[LayerResult]:
+    """Run `layers` as one streaming chain (layer 0 fed from the FIFOs with `fifo`).
+    `streaming` False: layer 0 alone, fed from the FIFOs without the streaming mode (it
+    has no circular buffer and no streaming-layer bias skew)."""
     states = []
     for ll in layers:
         what = unmodelled(m, ll)
         if what is not None:
             raise NotModelled(f"layer {ll}: {what} is not modelled yet")
         lr = decode(m, ll)
-        if ll == 0 and lr.bias is not None and m.dev.stream0_bias_skew:
+        if ll == 0 and streaming and lr.bias is not None and m.dev.stream0_bias_skew:
             g, addr = lr.bias
             lr = dataclasses.replace(lr, bias=(g, addr + m.dev.stream0_bias_skew))
         states.append(_Layer(m, lr))

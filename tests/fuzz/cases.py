@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import struct
 from collections.abc import Callable
 
@@ -18,7 +19,7 @@ from onnx2ai8x.onnxpb import AttributeProto
 
 from .runner import Case
 
-KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options")
+KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project")
 
 
 # --------------------------------------------------------------------------- bytes
@@ -448,7 +449,70 @@ def option_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- projects
+
+PROJECT_FILES = ("cnn.c", "main.c", "weights.h", "sampledata.h", "sampleoutput.h")
+_NUMBER = re.compile(rb"0x[0-9a-fA-F]+|\b\d+\b")
+_EXTREMES = (b"0", b"-1", b"0xffffffff", b"0x80000000", b"4294967296",
+             b"99999999999999999999", b"0x7fffffff")
+_C_NOISE = (b"#define X (", b"}", b"{", b"for (;;) {", b"while (1);", b"#if 0", b"#endif",
+            b"/*", b"uint32_t t[] = {", b"#define SAMPLE_OUTPUT { 1, 2,",
+            b'#include "nothere.h"', b"memcpy32((uint32_t *) 0x50400000, kernels, 99999999);")
+
+
+def _mutate_c(rng: random.Random, text: bytes) -> bytes:
+    """One hostile edit of a C source: bytes, lines, numbers or statements."""
+    lines = text.split(b"\n")
+    how = rng.randrange(8)
+    if how == 0:
+        return _mutate_bytes(rng, text) if text else text
+    if how == 1:
+        for _ in range(rng.randint(1, 10)):
+            if lines:
+                del lines[rng.randrange(len(lines))]
+    elif how == 2:
+        i = rng.randrange(len(lines))
+        lines[i:i] = [lines[i]] * rng.choice((2, 100, 5000))
+    elif how == 3:
+        i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+        lines[i], lines[j] = lines[j], lines[i]
+    elif how == 4:
+        lines.insert(rng.randrange(len(lines) + 1), rng.choice(_C_NOISE))
+    elif how in (5, 6):
+        numbers = list(_NUMBER.finditer(text))
+        if not numbers:
+            return b""
+        m = rng.choice(numbers)
+        if how == 5:
+            new = rng.choice(_EXTREMES)
+        else:
+            value = int(m.group(0), 0) + rng.choice((-1, 1, 16, 256, 1 << 20))
+            new = (hex(value) if m.group(0).startswith(b"0x") else str(value)).encode()
+        return text[:m.start()] + new + text[m.end():]
+    else:
+        return b""
+    return b"\n".join(lines)
+
+
+def project_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """`verify` on a generated project (the digits example, with and without FIFO input)
+    with one or two of its files edited, and with hostile options."""
+    projects = [base[key] for key in ("project", "project-fifo")]
+    options = [(), (), (), ("--json",), ("--stop-after", "2", "-o", "dump"),
+               ("--stop-after", "99"), ("--layer-order", "0,1,2,3"),
+               ("--layer-order", "0,,9"), ("--model", "p/model.onnx")]
+    cases = []
+    for i in range(count):
+        files = {f"p/{name}": data for name, data in rng.choice(projects).items()}
+        for _ in range(rng.randint(1, 2)):
+            name = f"p/{rng.choice(PROJECT_FILES)}"
+            files[name] = _mutate_c(rng, files[name])
+        argv = ("verify", "p", *rng.choice(options))
+        cases.append(Case("project", f"{i:04d}", argv, files, outputs=("dump",)))
+    return cases
+
+
 GENERATORS = {"onnx": onnx_cases, "sidecar": sidecar_cases, "sample": sample_cases,
               "checkpoint": checkpoint_cases, "output": output_cases,
-              "options": option_cases}
+              "options": option_cases, "project": project_cases}
 assert tuple(GENERATORS) == KINDS

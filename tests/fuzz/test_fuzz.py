@@ -16,13 +16,13 @@ import pytest
 
 from onnx2ai8x.devices import MAX78000
 
-from .cases import GENERATORS, KINDS
+from .cases import GENERATORS, KINDS, PROJECT_FILES
 from .runner import run_case
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "examples" / "digits"
 DEFAULT_CASES = {"onnx": 60, "sidecar": 40, "sample": 30, "checkpoint": 25,
-                 "output": 31, "options": 40}
+                 "output": 31, "options": 40, "project": 80}
 
 TINY_YAML = b"""arch: tiny
 dataset: fuzz
@@ -64,17 +64,32 @@ def _tiny_checkpoint() -> tuple[bytes, bytes]:
     return buf.getvalue(), sample.getvalue()
 
 
+def _project(out: Path, *options: str) -> dict:
+    """The digits example's generated project (its files `verify` reads, and the model)."""
+    from onnx2ai8x.cli import main
+
+    code = main([str(DIGITS / "digits.onnx"), "--device", "MAX78000", "--sample-input",
+                 str(DIGITS / "sample.npy"), "-o", str(out), "--quiet", *options])
+    assert code == 0
+    files = {name: (out / name).read_bytes() for name in PROJECT_FILES}
+    files.update({name: (out / name).read_bytes() for name in ("Makefile", "project.mk")})
+    files["model.onnx"] = (out / "digits.onnx").read_bytes()
+    return files
+
+
 @pytest.fixture(scope="module")
-def base() -> dict:
+def base(tmp_path_factory) -> dict:
     pytest.importorskip("torch")
     from onnx2ai8x.convert import plan
 
     model = DIGITS / "digits.onnx"
     ckpt, npy = _tiny_checkpoint()
+    tmp = tmp_path_factory.mktemp("projects")
     return {"model.onnx": model.read_bytes(),
             "sample.npy": (DIGITS / "sample.npy").read_bytes(),
             "model.yaml": plan(model, MAX78000, None).sidecar_text.encode(),
-            "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy}
+            "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy,
+            "project": _project(tmp / "p"), "project-fifo": _project(tmp / "f", "--fifo")}
 
 
 _STATS: dict[str, list[float]] = {}  # per kind: seconds per case (tests/fuzz/conftest.py)
