@@ -69,9 +69,9 @@ class _Layer:
     """One streaming layer's progress: rows read into its line buffer, rows produced."""
 
     def __init__(self, m: Machine, lr: LayerRegs):
-        if lr.operands != 1 or lr.one_d:
-            raise NotModelled(f"layer {lr.index}: streaming element-wise or 1-D layers are "
-                           "not modelled yet")
+        if lr.operands != 1 or lr.one_d or lr.transposed:
+            raise NotModelled(f"layer {lr.index}: element-wise, 1-D or transposed layers "
+                              "streaming or fed from the FIFOs are not modelled yet")
         self.lr = lr
         procs = [p for p in range(64) if lr.processors >> p & 1]
         self.procs = [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
