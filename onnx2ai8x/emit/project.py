@@ -153,6 +153,7 @@ def project_data(network: Network, placement: Placement, sample: np.ndarray,
                                                max_checklines=options.max_checklines)
     # The stream's words are Python ints already: one tuple per run, no per-word step.
     stream = mem_sections.kernel_stream(network, placement, kernels,
+                                        mexpress=options.mexpress,
                                         skip_zero=options.zero_sram)
     return ProjectData(kernels=tuple((int(addr), tuple(words)) for addr, words in stream),
                        bias=_tuples(mem_sections.bias_loads(network, placement, bias)),

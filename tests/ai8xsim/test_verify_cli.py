@@ -118,3 +118,38 @@ def test_usage_errors(tmp_path: Path) -> None:
     proc = _cli("verify", str(tmp_path))
     assert proc.returncode == 2 and "not a generated C project" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("options", [("--no-mexpress",), ("--no-mexpress", "--zero-sram"),
+                                     ("--compact-weights",), ("--new-kernel-loader",)])
+def test_kernel_loader_options_pass(options: tuple[str, ...], tmp_path: Path) -> None:
+    """Every kernel loader the converter can write gets the kernels where the layers read
+    them. (--no-mexpress once wrote the express loader's packed bytes to the plain
+    16-byte slots: every kernel was wrong and the known answer failed.)"""
+    out = tmp_path / "digits"
+    proc = _cli(str(EXAMPLE / "digits.onnx"), "--device", "MAX78000", "-o", str(out),
+                "--sample-input", str(EXAMPLE / "sample.npy"), "--verify", *options)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASS: MAX78000" in proc.stdout
+
+
+def test_plain_kernel_stream_has_a_slot_per_kernel(tmp_path: Path) -> None:
+    """Without the express loader each kernel is four words at its own 16-byte slot:
+    byte 0 alone in word 0, bytes 1-8 in words 1-2, and a zero word (seed 000, kernel
+    memory; the vendor's memcpy_96to128 writes the same)."""
+    out = tmp_path / "digits"
+    proc = _cli(str(EXAMPLE / "digits.onnx"), "--device", "MAX78000", "-o", str(out),
+                "--no-mexpress", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    text = (out / "weights.h").read_text()
+    body = text[text.index("#define KERNELS"):]
+    numbers = [int(v, 0) for v in re.findall(r"0x[0-9a-f]+|\b\d+\b", body)]
+    i = runs = 0
+    while numbers[i] != 0:
+        addr, n = numbers[i], numbers[i + 1]
+        words = numbers[i + 2:i + 2 + n]
+        assert addr % 16 == 0 and n % 4 == 0, (hex(addr), n)
+        assert all(w <= 0xFF for w in words[0::4]) and not any(words[3::4])
+        runs += 1
+        i += 2 + n
+    assert runs > 0
