@@ -101,6 +101,14 @@ class Device:
     # CTRL bits of features the model does not execute (bit, what), e.g. the MAX78002's
     # "simple 1-bit weights" (bit 21).
     ctl_unmodelled: tuple[tuple[int, str], ...] = ()
+    # The fast FIFO (seed 000, "Fast FIFO": the RISC-V core's own FIFO, connected to
+    # processors 0-3, or 0, 16, 32 and 48 in quad fan-out): its data register
+    # (izer/tornadocnn.py FAST_FIFO_BASE + 4 x FAST_FIFO_DR), the CTRL bit that selects it
+    # for layer 0's input (izer/backend/max7800x.py: 1 << 22 with --fast-fifo) and the
+    # CTRL bit of quad fan-out (1 << 31, --fast-fifo-quad).
+    fast_fifo_data: int = 0x400C0410
+    ctl_fast_fifo_bit: int = 22
+    ctl_fast_fifo_quad_bit: int = 31
 
     def lreg(self, group: int, reg: int, layer: int) -> int:
         base = APB_BASE + self.cnn_base + self.group_stride * group + self.cnn_offset * 4

@@ -17,6 +17,7 @@ from .device import APB_BASE, Device
 CTL_CNN_EN = 1 << 0
 CTL_MEXPRESS = 1 << 20
 FIFO_DATA = APB_BASE + 8  # CNN_FIFO_WR0..3: the FIFOs' data registers
+FAST_FIFO = -1  # `Machine.fifos` key of the words written to the fast FIFO
 
 
 class SimError(Exception):
@@ -90,6 +91,9 @@ class Machine:
         if FIFO_DATA <= address < FIFO_DATA + 16:
             self.fifos.setdefault((address - FIFO_DATA) // 4, []).append(value)
             return False
+        if address == self.dev.fast_fifo_data:
+            self.fifos.setdefault(FAST_FIFO, []).append(value & 0xFFFFFFFF)
+            return False
         if not APB_BASE <= address < APB_BASE + 0x10000000:
             self.written_outside.append(address)
             return False
@@ -120,9 +124,10 @@ class Machine:
 
     def feed(self, address: int, words) -> None:
         """Words written one after the other to one address (a FIFO, or a register)."""
-        if FIFO_DATA <= address < FIFO_DATA + 16:
-            self.fifos.setdefault((address - FIFO_DATA) // 4, []).extend(
-                int(w) & 0xFFFFFFFF for w in words)
+        if FIFO_DATA <= address < FIFO_DATA + 16 or address == self.dev.fast_fifo_data:
+            key = FAST_FIFO if address == self.dev.fast_fifo_data \
+                else (address - FIFO_DATA) // 4
+            self.fifos.setdefault(key, []).extend(int(w) & 0xFFFFFFFF for w in words)
             return
         for w in words:
             self.write(address, int(w))

@@ -37,7 +37,7 @@ from .engine import (
     input_words,
     unmodelled,
 )
-from .machine import Machine, NotModelled, SimError
+from .machine import FAST_FIFO, Machine, NotModelled, SimError
 
 FIFO_DATA = 0x50000008  # FIFO k's data register at FIFO_DATA + 4 k (CNN_FIFO_WRn)
 
@@ -123,7 +123,7 @@ def _fifo_rows(m: Machine, st: _Layer, upto: int) -> None:
     lr = st.lr
     cols, passes = lr.cols, lr.passes
     for i, p in enumerate(st.procs):
-        stream = m.fifos.get(p // 16, [])
+        stream = _fifo_stream(m, p)
         for row in range(st.read, upto):
             for c in range(cols):
                 pix = row * cols + c
@@ -140,6 +140,23 @@ def _fifo_rows(m: Machine, st: _Layer, upto: int) -> None:
                     word = stream[k] if k < len(stream) else 0
                     v = word >> 8 * lane & 0xFF
                     st.buffer[i, t, row, c] = v - 256 if v >= 128 else v
+
+
+def _fifo_stream(m: Machine, p: int) -> list[int]:
+    """The words that reach processor `p` from a FIFO: FIFO p // 16, or with the fast
+    FIFO selected (CTRL), the words written to the fast FIFO, which feeds processors
+    0-3 as FIFO 0 does (seed 000, "Fast FIFO")."""
+    dev = m.dev
+    ctl = m.ctl(0, dev.reg_ctl)
+    if not ctl >> dev.ctl_fast_fifo_bit & 1:
+        return m.fifos.get(p // 16, [])
+    if ctl >> dev.ctl_fast_fifo_quad_bit & 1:
+        raise NotModelled("the fast FIFO's quad fan-out (CTRL bit "
+                          f"{dev.ctl_fast_fifo_quad_bit}) is not modelled yet")
+    if p >= 16:
+        raise SimError(f"layer 0: processor {p} reads the fast FIFO, which feeds "
+                       "processors 0-3 only")
+    return m.fifos.get(FAST_FIFO, [])
 
 
 def _memory_rows(m: Machine, st: _Layer, upto: int, wrap: int | None) -> None:

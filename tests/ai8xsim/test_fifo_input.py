@@ -1,7 +1,8 @@
-"""FIFO input without streaming: `convert --fifo` on a network that has no streaming
-layer (the vendor tool allows it; seed 000, "FIFOs"). Layer 0 takes its frame from the
-FIFOs, as a streaming first layer does, and writes to data memory; the layers after it
-run as usual. verify runs such projects (issue 14) instead of calling them not modelled.
+"""FIFO input without streaming: `convert --fifo` (or `--fast-fifo --riscv`) on a network
+that has no streaming layer (the vendor tool allows it; seed 000, "FIFOs", "Fast FIFO").
+Layer 0 takes its frame from the FIFOs, as a streaming first layer does, and writes to
+data memory; the layers after it run as usual. verify runs such projects (issue 14)
+instead of calling them not modelled, or failing them for words it did not deliver.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ai8xsim.machine import FAST_FIFO
 from ai8xsim.verify import FAIL, NOT_MODELLED, PASS, execute, input_tensor, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,22 +32,32 @@ def _convert(out: Path, *options: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def projects(tmp_path_factory) -> tuple[Path, Path]:
-    tmp = tmp_path_factory.mktemp("fifo")
-    return _convert(tmp / "memory"), _convert(tmp / "fifo", "--fifo")
+def memory_project(tmp_path_factory) -> Path:
+    return _convert(tmp_path_factory.mktemp("memory") / "p")
+
+
+# the FIFO options, and the FIFO stream the words must arrive in
+KINDS = {"fifo": (("--fifo",), 0), "fast": (("--fast-fifo", "--riscv"), FAST_FIFO)}
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def projects(request, tmp_path_factory, memory_project) -> tuple[Path, Path, int]:
+    options, stream = KINDS[request.param]
+    fifo = _convert(tmp_path_factory.mktemp(request.param) / "p", *options)
+    return memory_project, fifo, stream
 
 
 def test_fifo_project_passes(projects) -> None:
-    _, fifo = projects
+    _, fifo, stream = projects
     outcome = execute(fifo)
     assert outcome.verdict == PASS, render(outcome)
-    assert outcome.machine.fifos and outcome.checked_words == 10
+    assert list(outcome.machine.fifos) == [stream] and outcome.checked_words == 10
 
 
 def test_layer_zero_reads_the_sample_from_the_fifo(projects) -> None:
     """The frame layer 0 took from the FIFO is the sample itself, and every layer writes
     what the same network loaded into data memory writes."""
-    memory, fifo = projects
+    memory, fifo, _ = projects
     by_fifo, by_memory = execute(fifo), execute(memory)
     sample = np.load(EXAMPLE / "sample.npy")
     got = input_tensor(by_fifo)
@@ -71,7 +83,7 @@ def _run_model(sample: np.ndarray, tmp: Path) -> np.ndarray:
 def test_a_changed_fifo_word_fails(projects, tmp_path: Path) -> None:
     """The input word of the sample's largest pixel, fed through the FIFO, set to zero:
     the reference says the network's output changes with it, so verify must fail."""
-    _, fifo = projects
+    _, fifo, _ = projects
     sample = np.load(EXAMPLE / "sample.npy")
     flat = sample.reshape(-1)
     k = int(np.argmax(np.abs(flat)))
@@ -83,11 +95,16 @@ def test_a_changed_fifo_word_fails(projects, tmp_path: Path) -> None:
     shutil.copytree(fifo, changed)
     data = changed / "sampledata.h"
     text = data.read_text()
-    # one channel, HWC: FIFO word k holds pixel k in its low byte
+    # one channel: a word per pixel (HWC, pixel k in word k's low byte) or four pixels
+    # per word (CHW, byte 0 first)
     words = list(re.finditer(r"0x[0-9a-f]{8}", text))
-    assert len(words) == flat.size
-    assert int(words[k].group(0), 16) & 0xFF == int(flat[k]) & 0xFF
-    data.write_text(text[:words[k].start()] + "0x00000000" + text[words[k].end():])
+    per = flat.size // len(words)
+    assert per in (1, 4) and len(words) * per == flat.size
+    w, lane = divmod(k, per)
+    value = int(words[w].group(0), 16)
+    assert value >> 8 * lane & 0xFF == int(flat[k]) & 0xFF
+    new = value & ~(0xFF << 8 * lane)
+    data.write_text(f"{text[:words[w].start()]}0x{new:08x}{text[words[w].end():]}")
     assert execute(changed).verdict == FAIL
 
 
@@ -119,3 +136,22 @@ def test_transposed_first_layer_from_the_fifo_is_not_modelled(tmp_path: Path) ->
     outcome = execute(tmp_path / "p")
     assert outcome.verdict == NOT_MODELLED, render(outcome)
     assert "transposed" in outcome.unmodelled
+
+
+def test_fast_fifo_quad_fan_out_is_not_modelled(tmp_path: Path) -> None:
+    """Quad fan-out (CTRL bit 31: the fast FIFO feeding processors 0, 16, 32 and 48) is
+    outside the model: with the bit set in every write of quadrant 0's control
+    register, the same project is NOT MODELLED."""
+    from ai8xsim.device import MAX78000
+
+    fast = _convert(tmp_path / "p", "--fast-fifo", "--riscv")
+    ctl = MAX78000.ctl(0, MAX78000.reg_ctl)
+    store = re.compile(rf"(\*\(\(volatile uint32_t \*\) 0x{ctl:08x}\) = )0x([0-9a-f]{{8}});")
+    path = fast / "cnn.c"
+    text, hits = store.subn(lambda m: f"{m.group(1)}0x{int(m.group(2), 16) | 1 << 31:08x};",
+                            path.read_text())
+    assert hits
+    path.write_text(text)
+    outcome = execute(fast)
+    assert outcome.verdict == NOT_MODELLED, render(outcome)
+    assert "quad fan-out" in outcome.unmodelled
