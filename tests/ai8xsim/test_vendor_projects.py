@@ -18,13 +18,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ai8xsim.verify import execute, render
-from tests.ai8xsim.exceptions import Kind, judge
+from tests.ai8xsim.exceptions import SNOOP_CASES, Kind, judge
 from tests.conftest import GOLDEN, all_cases
+from tests.golden import pipeline
+from tests.golden.pipeline import stated_order
 
 SYNTH = Path(os.environ.get("ONNX2AI8X_VENDOR_SYNTH", "/tmp/vendor/synth"))
 PYTHON = Path(os.environ.get("ONNX2AI8X_VENDOR_PYTHON", "/tmp/vendor/venv/bin/python"))
@@ -69,6 +72,21 @@ VARIANTS = [
     ("ai87-suite-multipass5m8", ("--one-shot",)),
     ("ai87-suite-fifostream-hd8-chw", ("--fifo-go",)),
     ("ai87-suite-fifostream-hd8-tall-hwc", ("--fifo-go",)),
+    # FIFO input without streaming, the RISC-V core's fast FIFO, the plain kernel loader
+    ("ai85-mnist", ("--fifo",)),
+    ("ai85-mnist", ("--fast-fifo", "--riscv")),
+    ("ai85-suite-conv1d-abs", ("--no-mexpress",)),
+    ("ai87-suite-depthwise-quantpool-nobias", ("--no-mexpress",)),
+]
+
+# Converter options whose projects must equal the vendor's for the same sidecar and
+# option (c2trace: registers, kernel stream, bias, input, known answer, unload).
+SAME_AS_VENDOR = [
+    ("ai85-mnist", ("--no-mexpress",)),
+    ("ai85-suite-conv1d-abs", ("--no-mexpress",)),
+    ("ai87-suite-depthwise-quantpool-nobias", ("--no-mexpress",)),
+    ("ai85-mnist", ("--fifo",)),
+    ("ai85-mnist", ("--fast-fifo", "--riscv")),
 ]
 
 
@@ -125,3 +143,29 @@ def test_vendor_option_variants_pass_verify(name: str, extra: tuple[str, ...],
     assert project is not None, log  # each option is one the vendor supports for the case
     outcome = execute(project)
     assert outcome.passed, render(outcome)
+
+
+@pytest.mark.parametrize("name", [n for n in SNOOP_CASES if n in _selected()])
+def test_vendor_snoop_project_passes_along_its_stated_order(name: str, tmp_path: Path,
+                                                           vendor_tool) -> None:
+    """The vendor's own snoop projects are NOT MODELLED as such (the allow-list); along
+    the layer order their sidecar states they pass, as ours do."""
+    project, log = vendor_project(name, tmp_path / "vendor")
+    assert project is not None, log
+    outcome = execute(project, layer_order=stated_order(name))
+    assert outcome.passed, render(outcome)
+
+
+@pytest.mark.parametrize(("name", "extra"), SAME_AS_VENDOR,
+                         ids=[f"{n}[{' '.join(e)}]" for n, e in SAME_AS_VENDOR])
+def test_converter_option_variants_equal_the_vendors(name: str, extra: tuple[str, ...],
+                                                     tmp_path: Path, vendor_tool) -> None:
+    project, log = vendor_project(name, tmp_path / "vendor", extra)
+    assert project is not None, log
+    (tmp_path / "ours").mkdir()
+    ours, proc = pipeline.convert_case(name, tmp_path / "ours", sidecar=True, extra=extra)
+    assert proc.returncode == 0, proc.stderr
+    compare = subprocess.run([sys.executable, str(pipeline.C2TRACE), "compare", str(ours),
+                              str(project)], capture_output=True, text=True, timeout=300)
+    assert compare.returncode == 0, compare.stdout[-2000:]
+    assert execute(ours).passed

@@ -9,6 +9,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
+import yaml
+
 from tests.conftest import GOLDEN
 
 C2TRACE = GOLDEN.parent / "tools" / "c2trace.py"
@@ -102,3 +104,20 @@ def copy_case_file(name: str, file: str, tmp: Path) -> Path:
     target = tmp / file
     shutil.copy(GOLDEN / name / file, target)
     return target
+
+
+def stated_order(name: str) -> tuple[int, ...]:
+    """The layer order a case's sidecar states for its known answer: from layer 0, each
+    layer's `simulated_sequence` (a layer number or `stop`), else `next_sequence`, else
+    the next layer (seed 004). The snoop cases insert no hardware layers, so sidecar and
+    hardware layer numbers agree."""
+    layers = yaml.safe_load((GOLDEN / name / "network.yaml").read_text())["layers"]
+    order: list[int] = []
+    ll = 0
+    while ll < len(layers) and ll not in order:
+        order.append(ll)
+        nxt = layers[ll].get("simulated_sequence", layers[ll].get("next_sequence", ll + 1))
+        if nxt in ("stop", -1):
+            break
+        ll = int(nxt)
+    return tuple(order)

@@ -15,12 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ai8xsim.verify import PASS, execute, render
 from tests.ai8xsim.exceptions import SNOOP_CASES, Kind, judge
 from tests.conftest import GOLDEN, REPRESENTATIVE, golden_params
 from tests.golden import pipeline
+from tests.golden.pipeline import stated_order
 
 pytestmark = pytest.mark.skipif(not GOLDEN.is_dir(), reason="golden corpus is absent")
 
@@ -37,23 +37,6 @@ def test_automatic_mapping_project_passes_verify(name: str, tmp_path: Path) -> N
     out, proc = pipeline.convert_case(name, tmp_path, sidecar=False, options=False)
     assert proc.returncode == 0, proc.stderr
     judge(name, Kind.AUTOMATIC, execute(out))
-
-
-def stated_order(name: str) -> tuple[int, ...]:
-    """The layer order a case's sidecar states for its known answer: from layer 0, each
-    layer's `simulated_sequence` (a layer number or `stop`), else `next_sequence`, else
-    the next layer (seed 004). The snoop cases insert no hardware layers, so sidecar and
-    hardware layer numbers agree."""
-    layers = yaml.safe_load((GOLDEN / name / "network.yaml").read_text())["layers"]
-    order: list[int] = []
-    ll = 0
-    while ll < len(layers) and ll not in order:
-        order.append(ll)
-        nxt = layers[ll].get("simulated_sequence", layers[ll].get("next_sequence", ll + 1))
-        if nxt in ("stop", -1):
-            break
-        ll = int(nxt)
-    return tuple(order)
 
 
 @pytest.mark.parametrize("name", [
