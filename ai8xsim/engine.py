@@ -491,7 +491,9 @@ def check_read_ahead(m: Machine, lr: LayerRegs, res: LayerResult, procs: list[in
             f"is read from (word {lr.read_base} on) is not modelled yet")
 
 
-def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
+def run_layer(m: Machine, lr: LayerRegs, sram: np.ndarray | None = None) -> LayerResult:
+    """Run one layer on the machine's memories (its input from `sram` when given: a
+    FIFO-fed layer 0's frame laid out as data memory holds one)."""
     if not lr.processors:
         # No processor enabled: the layer reads nothing and writes nothing.
         empty = np.zeros(0, dtype=np.int64)
@@ -502,11 +504,11 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
         # The counters span the zero-expanded frame; memory holds every other row and
         # column of it (POST.deconv_en inserts a zero after each byte and each row).
         frame = dataclasses.replace(lr, rows=lr.rows // 2, cols=lr.cols // 2)
-        small = read_input(m, frame, procs)
+        small = read_input(m, frame, procs, sram)
         x = np.zeros((*small.shape[:3], lr.rows, lr.cols), dtype=np.int64)
         x[..., ::2, ::2] = small
     else:
-        x = read_input(m, lr, procs)  # (P, passes, operands, rows, cols)
+        x = read_input(m, lr, procs, sram)  # (P, passes, operands, rows, cols)
     source = x
     if lr.eltwise is not None:
         if lr.pool_first:
@@ -524,7 +526,8 @@ def run_layer(m: Machine, lr: LayerRegs) -> LayerResult:
         res = _depthwise(m, lr, procs, x)
     else:
         res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
-    check_read_ahead(m, lr, res, procs, input_words(lr))
+    if sram is None:  # (an input from the FIFOs is not in data memory to overwrite)
+        check_read_ahead(m, lr, res, procs, input_words(lr))
     return dataclasses.replace(res, source=source)
 
 
@@ -817,11 +820,13 @@ def run(m: Machine, stop_after: int | None = None,
         # layers after it read memory as usual.
         if snoop is not None:
             raise NotModelled(f"snoop units ({snoop}) with FIFO input are not modelled")
-        from .stream import run_streaming
+        from .stream import fifo_frame
 
-        if order is not None and order[0] != 0:
-            raise LayerOrderError("the sequencer starts at layer 0")
-        results = run_streaming(m, [0], True, streaming=False)
+        what = unmodelled(m, 0)
+        if what is not None:
+            raise NotModelled(f"layer 0: {what} is not modelled yet")
+        lr = decode(m, 0)
+        results = [run_layer(m, lr, fifo_frame(m, lr))]
         layer = seen = 1
         if stop_after == 0:
             m.runs += 1

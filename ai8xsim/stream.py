@@ -34,6 +34,7 @@ from .engine import (
     _slot_count,
     check_read_ahead,
     decode,
+    input_processors,
     input_words,
     unmodelled,
 )
@@ -159,6 +160,29 @@ def _fifo_stream(m: Machine, p: int) -> list[int]:
     return m.fifos.get(FAST_FIFO, [])
 
 
+def fifo_frame(m: Machine, lr: LayerRegs) -> np.ndarray:
+    """Layer 0's whole frame from the FIFOs, as data memories that hold it where the
+    layer's read pointer points: without streaming the layer reads its frame in the
+    FIFO's word order, and that order is the data memory's (CHW: four pixels of a
+    channel per word, byte 0 first; HWC: a pixel's four channels per word, pass after
+    pass; seed 000, "FIFOs"). FIFO k feeds processors 16k to 16k + 3 (the fast FIFO:
+    0-3), whose data memory is 4k."""
+    if lr.operands != 1 or lr.read_gap:
+        raise NotModelled("layer 0: element-wise operands or a read gap fed from the FIFOs "
+                          "are not modelled yet")
+    sram = np.zeros_like(m.sram)
+    for p in input_processors(lr):
+        if lr.parallel and p % 16 or not lr.parallel and p % 16 >= 4:
+            raise SimError(f"layer 0: processor {p} reads the FIFOs, which feed "
+                           f"processors {'16k' if lr.parallel else '16k to 16k + 3'} only")
+        words = np.asarray(_fifo_stream(m, p), dtype=np.uint32)
+        end = lr.read_base + words.size
+        if end > sram.shape[1]:
+            raise SimError("layer 0: more FIFO words than a data memory holds")
+        sram[p // 4, lr.read_base:end] = words.view(np.uint8).reshape(-1, 4)
+    return sram
+
+
 def _memory_rows(m: Machine, st: _Layer, upto: int, wrap: int | None) -> None:
     """Copy input rows [st.read, upto) from the circular buffer in data memory."""
     lr = st.lr
@@ -176,18 +200,15 @@ def _memory_rows(m: Machine, st: _Layer, upto: int, wrap: int | None) -> None:
         st.buffer[i, :, st.read:upto, :] = vals.reshape(passes, upto - st.read, cols)
 
 
-def run_streaming(m: Machine, layers: list[int], fifo: bool, *,
-                  streaming: bool = True) -> list[LayerResult]:
-    """Run `layers` as one streaming chain (layer 0 fed from the FIFOs with `fifo`).
-    `streaming` False: layer 0 alone, fed from the FIFOs without the streaming mode (it
-    has no circular buffer and no streaming-layer bias skew)."""
+def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult]:
+    """Run `layers` as one streaming chain (layer 0 fed from the FIFOs with `fifo`)."""
     states = []
     for ll in layers:
         what = unmodelled(m, ll)
         if what is not None:
             raise NotModelled(f"layer {ll}: {what} is not modelled yet")
         lr = decode(m, ll)
-        if ll == 0 and streaming and lr.bias is not None and m.dev.stream0_bias_skew:
+        if ll == 0 and lr.bias is not None and m.dev.stream0_bias_skew:
             g, addr = lr.bias
             lr = dataclasses.replace(lr, bias=(g, addr + m.dev.stream0_bias_skew))
         states.append(_Layer(m, lr))

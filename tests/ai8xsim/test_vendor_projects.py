@@ -75,6 +75,9 @@ VARIANTS = [
     # FIFO input without streaming, the RISC-V core's fast FIFO, the plain kernel loader
     ("ai85-mnist", ("--fifo",)),
     ("ai85-mnist", ("--fast-fifo", "--riscv")),
+    ("ai85-suite-conv1d-abs", ("--fifo",)),
+    ("ai85-suite-upsample", ("--fifo",)),
+    ("ai87-suite-depthwiset2d", ("--fifo",)),
     ("ai85-suite-conv1d-abs", ("--no-mexpress",)),
     ("ai87-suite-depthwise-quantpool-nobias", ("--no-mexpress",)),
 ]
