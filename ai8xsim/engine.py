@@ -776,6 +776,33 @@ def check_order(m: Machine, order: tuple[int, ...], snoop: str | None) -> None:
                               f"(last layer {last})")
 
 
+def _lead_layers(m: Machine, snoop: str | None,
+                 stop_after: int | None) -> list[LayerResult]:
+    """The layers that run before the sequencer's memory-to-memory order: the streaming
+    chain from layer 0 (CTRL stream enable), or a FIFO-fed layer 0 without streaming
+    (CTRL FIFO enable: the vendor tool's --fifo on a network with no streaming layer),
+    which reads its whole frame from the FIFOs and writes to data memory."""
+    dev = m.dev
+    ctl = m.ctl(0, dev.reg_ctl)
+    if not ctl & (CTL_STREAM | CTL_FIFO):
+        return []
+    if snoop is not None:
+        raise NotModelled(f"snoop units ({snoop}) with streaming or FIFO input are not "
+                          "modelled")
+    from .stream import fifo_frame, run_streaming, streaming_layers
+
+    if ctl & CTL_STREAM:
+        chain = streaming_layers(m, m.ctl(0, dev.reg_lcnt_max) & 0xFF)
+        if stop_after is not None:
+            chain = [ll for ll in chain if ll <= stop_after]
+        return run_streaming(m, chain, bool(ctl & CTL_FIFO))
+    what = unmodelled(m, 0)
+    if what is not None:
+        raise NotModelled(f"layer 0: {what} is not modelled yet")
+    lr = decode(m, 0)
+    return [run_layer(m, lr, fifo_frame(m, lr))]
+
+
 def run(m: Machine, stop_after: int | None = None,
         order: tuple[int, ...] | None = None) -> list[LayerResult]:
     """All layers from 0 to the layer count register (or the stop/next-layer fields);
@@ -795,44 +822,13 @@ def run(m: Machine, stop_after: int | None = None,
                           "answer assumes with --layer-order to check the rest)")
     if order is not None:
         check_order(m, order, snoop)
-    ctl = m.ctl(0, dev.reg_ctl)
-    results = []
-    layer = 0
-    seen = 0
-    if ctl & CTL_STREAM:
-        if snoop is not None:
-            raise NotModelled(f"snoop units ({snoop}) with streaming layers are not "
-                              "modelled")
-        from .stream import run_streaming, streaming_layers
-
-        chain = streaming_layers(m, m.ctl(0, dev.reg_lcnt_max) & 0xFF)
-        if stop_after is not None:
-            chain = [ll for ll in chain if ll <= stop_after]
-        results = run_streaming(m, chain, bool(ctl & CTL_FIFO))
-        layer = seen = len(chain)
-        if stop_after is not None and layer > stop_after:
-            m.runs += 1
-            return results
-    elif ctl & CTL_FIFO:
-        # FIFO input without streaming (the vendor tool's --fifo on a network with no
-        # streaming layer): layer 0 takes its frame from the FIFOs as a streaming first
-        # layer does, row by row as the words arrive, and writes to data memory; the
-        # layers after it read memory as usual.
-        if snoop is not None:
-            raise NotModelled(f"snoop units ({snoop}) with FIFO input are not modelled")
-        from .stream import fifo_frame
-
-        what = unmodelled(m, 0)
-        if what is not None:
-            raise NotModelled(f"layer 0: {what} is not modelled yet")
-        lr = decode(m, 0)
-        results = [run_layer(m, lr, fifo_frame(m, lr))]
-        layer = seen = 1
-        if stop_after == 0:
-            m.runs += 1
-            return results
+    results = _lead_layers(m, snoop, stop_after)
+    seen = len(results)
+    if stop_after is not None and seen and results[-1].regs.index >= stop_after:
+        m.runs += 1
+        return results
     todo = list(order[seen:]) if order is not None else \
-        register_order(m, layer, dev.max_layers - seen)
+        register_order(m, seen, dev.max_layers - seen)
     for layer in todo:
         what = unmodelled(m, layer)
         if what is not None:
