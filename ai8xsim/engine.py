@@ -752,6 +752,11 @@ def check_order(m: Machine, order: tuple[int, ...], snoop: str | None) -> None:
     is the registers' own, and a stated one must equal it.
     """
     last = m.ctl(0, m.dev.reg_lcnt_max) & 0xFF
+    if len(order) > 4 * m.dev.max_layers:
+        # a loop through the next-layer fields could run on; a statement this long is
+        # a mistake, not a known answer
+        raise LayerOrderError(f"{len(order)} layers stated; at most {4 * m.dev.max_layers} "
+                              "are run")
     if snoop is None:
         own = register_order(m)
         if list(order) != own:

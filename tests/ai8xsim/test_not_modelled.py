@@ -168,6 +168,7 @@ def test_the_other_branch_gives_another_answer(skip_project: Path) -> None:
     ((0, 2), "layer 2 cannot follow layer 0: the next layer is 1 or 3"),
     ((0, 3, 4), "past the layer count register (last layer 3)"),
     ((0, 1, 3), "layer 3 cannot follow layer 1: the next layer is 2 (it has no"),
+    ((0, 1) * 300, "600 layers stated; at most 512 are run"),
 ])
 def test_orders_the_registers_cannot_give_are_refused(skip_project: Path, order,
                                                       why: str) -> None:
