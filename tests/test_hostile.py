@@ -205,7 +205,9 @@ def test_sample_shape_is_refused_from_its_header(work, capsys, monkeypatch, shap
 # --------------------------------------------------------------------------- YAML
 
 @pytest.mark.parametrize("text, expect", [
-    ("[" * 100_000 + "]" * 100_000, "nests more than"),
+    # our own bound, or a newer PyYAML parser's own depth limit: either way a refusal that
+    # names the file, before anything is composed
+    ("[" * 100_000 + "]" * 100_000, ("nests more than", "maximum nesting depth")),
     ("a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
         f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n"
         for p, c in zip("abcdefgh", "bcdefghi", strict=True)), "expands to more than"),
@@ -218,7 +220,8 @@ def test_yaml_bombs_and_nesting_are_refused(work, capsys, text, expect):
     start = time.monotonic()
     code, err = _run(["model.onnx", "--sidecar", "net.yaml", "-o", "out"], capsys)
     assert time.monotonic() - start < 20
-    assert code == 1 and expect in err and "net.yaml" in err
+    expected = (expect,) if isinstance(expect, str) else expect
+    assert code == 1 and any(e in err for e in expected) and "net.yaml" in err, err
     assert len(err) < 3000
 
 
