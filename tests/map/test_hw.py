@@ -63,3 +63,26 @@ def test_weight_memory_is_allocated_once_per_conversion(model, tmp_path,  # noqa
     convert(ConvertRequest(model=model, device=MAX78000, output=tmp_path / "out"))
     assert runs == {"kernels": 1, "bias": 1}
     assert "KERNELS" in (tmp_path / "out" / "weights.h").read_text()
+
+
+@pytest.mark.parametrize("order, expected", [
+    # layers 1 and 3 have an average-pool reset layer inserted before them (MAX78002):
+    # hardware layers 0 | 1r 2 | 3 | 4r 5
+    ([0, 1, 2, 3], (0, 1, 2, 3, 4, 5)),  # reached in sequence: through the reset layers
+    ([0, 3], (0, 5)),  # a jump lands on the layer itself (its next-layer field's value)
+    ([1, 2], (1, 2, 3)),  # a first layer with a reset layer starts there
+    ([0, 2, 3], (0, 3, 4, 5)),
+])
+def test_hardware_order_of_a_layer_order(order: list[int], expected: tuple[int, ...]) -> None:
+    """The order a known answer assumes (`simulated_sequence`, sidecar layers) as the
+    hardware layers the sequencer runs (what `convert --verify` states for a snoop
+    project)."""
+    from types import SimpleNamespace
+
+    from onnx2ai8x.map.hw import HwNetwork
+
+    resets = (False, True, False, True)
+    hw = SimpleNamespace(layers=[SimpleNamespace(avgpool_reset=r) for r in resets],
+                         hw_add_layers=(0, 1, 1, 2))
+    hw.hw_index = lambda ll: ll + hw.hw_add_layers[ll]
+    assert HwNetwork.hardware_order(hw, order) == expected
