@@ -503,6 +503,10 @@ def run_layer(m: Machine, lr: LayerRegs, sram: np.ndarray | None = None) -> Laye
     if lr.transposed:
         # The counters span the zero-expanded frame; memory holds every other row and
         # column of it (POST.deconv_en inserts a zero after each byte and each row).
+        if lr.rows % 2 or lr.cols % 2:
+            raise SimError(f"layer {lr.index}: a transposed layer's row and column counts "
+                           f"span the zero-expanded frame and are even ({lr.rows}x"
+                           f"{lr.cols} here)")
         frame = dataclasses.replace(lr, rows=lr.rows // 2, cols=lr.cols // 2)
         small = read_input(m, frame, procs, sram)
         x = np.zeros((*small.shape[:3], lr.rows, lr.cols), dtype=np.int64)

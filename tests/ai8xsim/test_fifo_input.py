@@ -167,3 +167,27 @@ def test_fast_fifo_quad_fan_out_is_not_modelled(tmp_path: Path) -> None:
     outcome = execute(fast)
     assert outcome.verdict == NOT_MODELLED, render(outcome)
     assert "quad fan-out" in outcome.unmodelled
+
+
+def test_odd_counts_of_a_transposed_layer_are_an_error(tmp_path: Path) -> None:
+    """A transposed layer's counters span the zero-expanded frame (twice the stored
+    one): an odd column count is a broken project, reported as ERROR, not a traceback."""
+    path = tmp_path / "up.onnx"
+    _up_model(path)
+    calibration, sample = tmp_path / "cal.npy", tmp_path / "x.npy"
+    rng = np.random.default_rng(5)
+    np.save(calibration, rng.uniform(-1, 1, (8, 4, 8, 8)).astype(np.float32))
+    np.save(sample, rng.integers(-128, 128, (4, 8, 8)))
+    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(path), "--device",
+                           "MAX78000", "-o", str(tmp_path / "p"), "--quiet", "--calibration",
+                           str(calibration), "--sample-input", str(sample)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    cnn = tmp_path / "p" / "cnn.c"
+    columns = re.compile(r"(= )0x([0-9a-f]{8})(; // Columns)")
+    text, hits = columns.subn(lambda m: f"{m.group(1)}0x{int(m.group(2), 16) - 1:08x}"
+                                        f"{m.group(3)}", cnn.read_text(), count=1)
+    assert hits == 1
+    cnn.write_text(text)
+    outcome = execute(tmp_path / "p")
+    assert outcome.verdict == "ERROR" and "are even" in outcome.error, render(outcome)
