@@ -495,9 +495,10 @@ def _mutate_c(rng: random.Random, text: bytes) -> bytes:
 
 
 def project_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
-    """`verify` on a generated project (the digits example, with and without FIFO input)
-    with one or two of its files edited, and with hostile options."""
-    projects = [base[key] for key in ("project", "project-fifo")]
+    """`verify` on a generated project (the digits example, with and without FIFO input;
+    a transposed layer fed from the FIFO) with one or two of its files edited, and with
+    hostile options."""
+    projects = [base[key] for key in ("project", "project-fifo", "project-up")]
     options = [(), (), (), ("--json",), ("--stop-after", "2", "-o", "dump"),
                ("--stop-after", "99"), ("--layer-order", "0,1,2,3"),
                ("--layer-order", "0,,9"), ("--model", "p/model.onnx")]

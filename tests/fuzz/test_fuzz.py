@@ -64,17 +64,41 @@ def _tiny_checkpoint() -> tuple[bytes, bytes]:
     return buf.getvalue(), sample.getvalue()
 
 
-def _project(out: Path, *options: str) -> dict:
-    """The digits example's generated project (its files `verify` reads, and the model)."""
+def _project(out: Path, *options: str, model: Path = DIGITS / "digits.onnx",
+             sample: Path = DIGITS / "sample.npy") -> dict:
+    """A generated project (its files `verify` reads, and the model): by default the
+    digits example's."""
     from onnx2ai8x.cli import main
 
-    code = main([str(DIGITS / "digits.onnx"), "--device", "MAX78000", "--sample-input",
-                 str(DIGITS / "sample.npy"), "-o", str(out), "--quiet", *options])
+    code = main([str(model), "--device", "MAX78000", "--sample-input", str(sample),
+                 "-o", str(out), "--quiet", *options])
     assert code == 0
     files = {name: (out / name).read_bytes() for name in PROJECT_FILES}
     files.update({name: (out / name).read_bytes() for name in ("Makefile", "project.mk")})
-    files["model.onnx"] = (out / "digits.onnx").read_bytes()
+    files["model.onnx"] = (out / f"{model.stem}.onnx").read_bytes()
     return files
+
+
+def _upsampling_project(tmp: Path) -> dict:
+    """A float model of one 2x transposed convolution, quantized and fed through the
+    FIFO: the transposed and FIFO paths of the accelerator model."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = np.random.default_rng(15).uniform(-0.5, 0.5, (4, 4, 3, 3)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("ConvTranspose", ["x", "w"], ["y"], kernel_shape=[3, 3],
+                          strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])],
+        "up", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+        [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.reshape(-1).tolist())])
+    model = tmp / "up.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    rng = np.random.default_rng(15)
+    np.save(tmp / "cal.npy", rng.uniform(-1, 1, (8, 4, 8, 8)).astype(np.float32))
+    np.save(tmp / "x.npy", rng.integers(-128, 128, (4, 8, 8)))
+    return _project(tmp / "up", "--fifo", "--calibration", str(tmp / "cal.npy"),
+                    model=model, sample=tmp / "x.npy")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +113,8 @@ def base(tmp_path_factory) -> dict:
             "sample.npy": (DIGITS / "sample.npy").read_bytes(),
             "model.yaml": plan(model, MAX78000, None).sidecar_text.encode(),
             "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy,
-            "project": _project(tmp / "p"), "project-fifo": _project(tmp / "f", "--fifo")}
+            "project": _project(tmp / "p"), "project-fifo": _project(tmp / "f", "--fifo"),
+            "project-up": _upsampling_project(tmp)}
 
 
 _STATS: dict[str, list[float]] = {}  # per kind: seconds per case (tests/fuzz/conftest.py)
