@@ -36,6 +36,7 @@ from ..network import (
     Op,
     unique_name,
 )
+from .dialects import Canonical, canonicalize
 
 OPSET_MIN, OPSET_MAX = 11, 21
 # Ops that only pass values through at inference time.
@@ -141,6 +142,8 @@ class FloatModel:
     cpu_tail: tuple[str, ...] = ()
     qdq: bool = False
     input_gain: float = 1.0  # the model multiplies its input by this first
+    # the exporter dialects recognized and rewritten before the walk (dialects/)
+    canonical: Canonical | None = None
 
 
 def _fail(code: str, where: str, message: str, hint: str) -> Ai8xError:
@@ -1398,6 +1401,8 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         raise _fail("already-ai8x", where, "the model is already ai8x-ONNX",
                     "convert it directly: onnx2ai8x MODEL.onnx --device ...")
     model = _simplify(model, where)
+    canonical = canonicalize(model)
+    model = canonical.model
     walker = _Walker(model, device)
     walker.run()
     n = len(walker.layers)
@@ -1415,7 +1420,8 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         if walker.input_perm else tuple(range(len(walker.model_shape) + 1)),
         input_model_shape=walker.model_shape, input_gain=walker.input_gain,
         model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
-        rewrites=tuple(walker.rewrites), cpu_tail=tuple(walker.cpu_tail), qdq=walker.qdq)
+        rewrites=(*canonical.rewrites, *walker.rewrites), cpu_tail=tuple(walker.cpu_tail),
+        qdq=walker.qdq, canonical=canonical)
 
 
 __all__ = ["FloatLayer", "FloatModel", "read_float_model"]

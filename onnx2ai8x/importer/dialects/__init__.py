@@ -1,0 +1,98 @@
+"""Exporter dialects: each source's idioms rewritten into the one form the float walker reads.
+
+Real tools write the same network in different words: the vendor training repository's
+export writes a clamp as two `Clip` nodes and its `-8` mode adds `Floor`/`Round`/`Div`;
+tf2onnx writes channels-last graphs with `Transpose`/`Reshape` around them; onnxruntime's
+quantizer and Brevitas write `QuantizeLinear`/`DequantizeLinear` pairs, Brevitas' QONNX
+form writes `Quant` nodes. The walker in `float_onnx` should not learn every dialect
+(issue 24, "How to shape it"). Instead each source has one module here with one function
+
+    recognize(model: onnx.ModelProto) -> Recognition | None
+
+that returns None when the model is not in its dialect, and otherwise a new model in the
+canonical form together with what it rewrote. Every rewrite must be exact (the rewritten
+model computes the same values as the source on every input the source accepts) or the
+recognizer must refuse with an `Ai8xError` that names the node, the exporter's form and
+what to export instead. Recognizers never edit the model they are given.
+
+The canonical form is what `float_onnx._Walker` reads: standard float ONNX, channels-
+first, one `Clip` per clamp, no integer-rounding nodes on activations.
+
+`canonicalize` runs the recognizers in `_recognizers()` order on the simplified model
+(batch 1, shapes inferred, constant subgraphs folded by onnxsim where the model needed
+it); each sees the previous one's result, so a dialect may build on another's canonical
+form. Adding an exporter is adding one module and one line to `_recognizers()`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ...errors import Diagnostic
+
+
+@dataclass(frozen=True)
+class Recognition:
+    """One recognizer's result.
+
+    `rewrites` are one line each, naming the dialect, the nodes and the exact rewrite
+    (they are printed in the report); `warnings` are diagnostics the user should see on
+    stderr (e.g. nodes taken as an export artefact and dropped, with the reason);
+    `facts` are named values the later stages need (for example the input units of the
+    source: "input_scale" = how many integer units one float unit of the input is)."""
+
+    model: object  # onnx.ModelProto
+    dialect: str
+    rewrites: tuple[str, ...] = ()
+    warnings: tuple[Diagnostic, ...] = ()
+    facts: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Canonical:
+    """The model after every recognizer ran, and what each did (in order)."""
+
+    model: object  # onnx.ModelProto
+    recognitions: tuple[Recognition, ...] = ()
+
+    @property
+    def dialects(self) -> tuple[str, ...]:
+        return tuple(r.dialect for r in self.recognitions)
+
+    @property
+    def rewrites(self) -> tuple[str, ...]:
+        return tuple(f"[{r.dialect}] {line}" for r in self.recognitions for line in r.rewrites)
+
+    @property
+    def warnings(self) -> tuple[Diagnostic, ...]:
+        return tuple(w for r in self.recognitions for w in r.warnings)
+
+    def fact(self, name: str, default=None):
+        """The last value a recognizer gave for `name`."""
+        for r in reversed(self.recognitions):
+            if name in r.facts:
+                return r.facts[name]
+        return default
+
+
+Recognizer = Callable[[object], "Recognition | None"]
+
+
+def _recognizers() -> tuple[Recognizer, ...]:
+    """The recognizers in the order they run (imported here, not at module level, so a
+    model in no dialect pays for none of them)."""
+    return ()
+
+
+def canonicalize(model) -> Canonical:
+    """Run every recognizer on `model` (an onnx.ModelProto, not modified)."""
+    recognitions: list[Recognition] = []
+    for recognize in _recognizers():
+        found = recognize(model)
+        if found is not None:
+            recognitions.append(found)
+            model = found.model
+    return Canonical(model=model, recognitions=tuple(recognitions))
+
+
+__all__ = ["Canonical", "Recognition", "canonicalize"]
