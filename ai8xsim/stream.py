@@ -71,8 +71,8 @@ class _Layer:
 
     def __init__(self, m: Machine, lr: LayerRegs):
         if lr.operands != 1 or lr.one_d or lr.transposed:
-            raise NotModelled(f"layer {lr.index}: element-wise, 1-D or transposed layers "
-                              "streaming or fed from the FIFOs are not modelled yet")
+            raise NotModelled(f"layer {lr.index}: streaming element-wise, 1-D or "
+                              "transposed layers are not modelled yet")
         self.lr = lr
         procs = [p for p in range(64) if lr.processors >> p & 1]
         self.procs = [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
@@ -175,7 +175,7 @@ def fifo_frame(m: Machine, lr: LayerRegs) -> np.ndarray:
         if lr.parallel and p % 16 or not lr.parallel and p % 16 >= 4:
             raise SimError(f"layer 0: processor {p} reads the FIFOs, which feed "
                            f"processors {'16k' if lr.parallel else '16k to 16k + 3'} only")
-        words = np.asarray(_fifo_stream(m, p), dtype=np.uint32)
+        words = np.asarray(_fifo_stream(m, p), dtype="<u4")  # byte 0 is the low byte
         end = lr.read_base + words.size
         if end > sram.shape[1]:
             raise SimError("layer 0: more FIFO words than a data memory holds")
