@@ -109,3 +109,52 @@ def test_trained_mobilenet_v2_converts_verifies_and_keeps_accuracy(trained, tmp_
     q_acc = float(np.mean(q_out.argmax(1) == y_test))
     assert f_acc >= 0.9, f_acc  # the network learnt the digits
     assert q_acc >= f_acc - 0.02, (f_acc, q_acc)
+
+
+def test_a_pass_through_its_reader_cannot_follow_is_explained(tmp_path: Path) -> None:
+    """An element-wise add the rewrite leaves as a pass-through layer writes where it
+    reads; when its reader (here a flattening linear layer of 143 kernel columns per
+    processor) cannot fit its kernels on those processors, the message names the reader
+    and the kernel memory, not an internal `map.passthrough` ("write a sidecar")."""
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from .mobilenet import export, randomize_bn
+
+    class Block(nn.Module):
+        def __init__(self, c: int) -> None:
+            super().__init__()
+            self.a = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False),
+                                   nn.BatchNorm2d(c), nn.ReLU())
+            self.b = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False),
+                                   nn.BatchNorm2d(c))
+
+        def forward(self, x):
+            return x + self.b(self.a(x))  # no activation after the add
+
+    class Res(nn.Module):
+        def __init__(self, c: int = 80) -> None:
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(1, c, 3, padding=1), nn.ReLU())
+            self.blocks = nn.Sequential(Block(c), Block(c), Block(c))
+            self.fc = nn.Linear(c * 8 * 8, 10)
+
+        def forward(self, x):
+            return self.fc(torch.flatten(self.blocks(self.stem(x)), 1))
+
+    torch.manual_seed(0)
+    model = Res()
+    randomize_bn(model)
+    path = export(model, tmp_path / "res80.onnx", (1, 8, 8))
+    cal = tmp_path / "cal.npy"
+    np.save(cal, np.random.default_rng(0).uniform(0, 1, (32, 1, 8, 8)).astype(np.float32))
+    code, _, stderr = cli([path, "--device", "MAX78000", "--calibration", cal, "-o",
+                           tmp_path / "proj", "--accept-loss", "-q"])
+    if code == 0:  # a mapper that finds room maps it: then the project must exist
+        assert (tmp_path / "proj" / "cnn.c").is_file()
+        return
+    assert code == 1 and "internal error" not in stderr, stderr
+    assert "error[map.passthrough]" in stderr
+    assert "layer `fc` reads it" in stderr, stderr
+    assert "columns per processor) do not fit" in stderr
+    assert "give `fc` fewer kernel columns" in stderr
