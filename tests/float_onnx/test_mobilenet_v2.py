@@ -158,3 +158,44 @@ def test_a_pass_through_its_reader_cannot_follow_is_explained(tmp_path: Path) ->
     assert "layer `fc` reads it" in stderr, stderr
     assert "columns per processor) do not fit" in stderr
     assert "give `fc` fewer kernel columns" in stderr
+
+
+def test_quantizing_again_gives_the_same_network(random_net) -> None:
+    """The float reader keyed values by id(): once a value was freed, a new one could
+    take its id and read another value's layer (a depthwise layer then read a 16-channel
+    source; about one conversion in six failed in the builder, depending on the heap).
+    Quantized repeatedly in one process, the layers and their sources stay the same.
+    (The failure depended on the heap: this test caught it in some runs, not all.)"""
+    from onnx2ai8x.quantize import quantize_file
+
+    path, cal = random_net
+
+    def shape(result):
+        return [(lay.name, lay.in_sequences, np.shape(lay.weights))
+                for lay in result.network.layers]
+
+    first = shape(quantize_file(path, cal))
+    for _ in range(2):
+        assert shape(quantize_file(path, cal)) == first
+
+
+def test_a_freed_value_does_not_lend_its_layer_to_a_new_one() -> None:
+    """The mechanism of the bug above, made certain: drafts written one after another,
+    each freed once written (CPython hands a freed object's id to the next object of its
+    size). Each must get a layer of its own."""
+    from onnx2ai8x.importer.float_onnx import _Draft, _Walker
+    from onnx2ai8x.network import Op
+
+    walker = _Walker.__new__(_Walker)  # only the layer-writing state, no graph
+    walker.materialized, walker.keyed, walker.layers, walker.infos = {}, [], [], []
+    walker.names, walker.parent = set(), {}
+    written, draft = [], None
+    for k in range(20):
+        fields = dict(name=f"l{k}", operator=Op.CONV2D, input_channels=1,
+                      output_channels=1, input_dim=(2, 2), pooled_dim=(2, 2),
+                      output_dim=(2, 2), sources=(-1,))
+        w, b, nodes = np.ones((1, 1, 1, 1)), np.zeros(1), [f"n{k}"]
+        del draft  # freed right before the next draft is made: it may take the same id
+        draft = _Draft(fields, w, b, 0, (1, 2, 2), f"t{k}", nodes)
+        written.append(walker.act(draft, f"n{k}").src)
+    assert written == list(range(20))
