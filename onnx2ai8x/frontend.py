@@ -61,7 +61,7 @@ def front_end(model, device: Device, *, quantize: QuantizeRequest | None = None,
     it is recovered exactly when it is an export of integers, else refused with a request
     for calibration data."""
     step("read")
-    proto, quant = _source(model, quantize, onnx_checker)
+    proto, quant = _source(model, device, quantize, onnx_checker)
     names = None if quant is None else {r.name: r.nodes for r in quant.layers}
     read = _read(proto, model)
     step("legalize")
@@ -77,7 +77,7 @@ def front_end(model, device: Device, *, quantize: QuantizeRequest | None = None,
                     warnings=warnings)
 
 
-def _source(model, quantize: QuantizeRequest | None, onnx_checker: bool):
+def _source(model, device: Device, quantize: QuantizeRequest | None, onnx_checker: bool):
     """The ai8x-ONNX model to read, and the quantization result when `model` is a float
     model (quantized here)."""
     from . import onnxpb
@@ -95,7 +95,7 @@ def _source(model, quantize: QuantizeRequest | None, onnx_checker: bool):
         quantize = QuantizeRequest()
     quant = quantize_file(Path(model), quantize.calibration, method=quantize.method,
                           percentile=quantize.percentile, weight_bits=quantize.weight_bits,
-                          labels=quantize.labels, device=None)
+                          labels=quantize.labels, device=device, check=False)
     return onnxpb.from_onnx(quant.model), quant
 
 

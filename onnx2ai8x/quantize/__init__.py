@@ -30,7 +30,7 @@ def load_array(path: Path, what: str) -> np.ndarray:
 def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
                   labels: Path | None = None, device: Device | None = None,
-                  wide_output: bool = True):
+                  wide_output: bool = True, check: bool = True):
     """Quantize the float model at `model` with the samples in `calibration` (.npy).
 
     A model that already holds the accelerator's integers (the vendor's export of a
@@ -60,7 +60,7 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     x = None if calibration is None else load_array(calibration, "calibration data")
     y = None if labels is None else load_array(labels, "label file")
     result = quantize(fm, x, options, labels=y, where=str(calibration), exact=exact)
-    if device is not None:
+    if device is not None and check:  # (the front end checks after its rewrites)
         check_device(result.network, fm, device)
     return result
 
