@@ -99,10 +99,12 @@ def check_loss(result, *, accept: bool, limits: LossLimits = DEFAULT_LIMITS,
                f"{'; '.join(missed)}{at}")
     if accept:
         return (f"warning[quantize.loss] {where}: {message} (accepted with --accept-loss)",)
-    hint = ("quantize that layer more finely (--weight-bits 8 for it, "
-            "--calibration-method max or percentile, calibration samples that cover the "
-            "inputs), retrain it with smaller range differences between its channels, or "
-            "pass --accept-loss to convert anyway")
+    finer = "--calibration-method max or percentile, calibration samples that cover the inputs"
+    if layer is not None and 0 < layer.weight_bits < 8:
+        finer = f"8-bit weights for it with --weight-bits, {finer}"
+    hint = (f"quantize that layer more finely ({finer}), retrain it with smaller range "
+            "differences between its channels (one int8 scale serves all channels of a "
+            "tensor), or pass --accept-loss to convert anyway")
     raise QuantizationLoss(Diagnostic("quantize.loss", where, message, hint),
                            result.table())
 
