@@ -18,6 +18,7 @@ import typer
 from . import __version__
 from .errors import EXIT_INVALID, EXIT_USAGE, Ai8xError
 from .fsutil import check_array_output, check_output
+from .quantize.guard import HELP as LOSS_HELP
 
 SUBCOMMANDS = ("convert", "check", "sidecar", "run", "import-izer", "quantize",
                "verify")
@@ -61,6 +62,7 @@ PercentileOpt = Annotated[float | None, typer.Option(
     "--percentile", help="Percentile for --calibration-method percentile (99.99).")]
 WeightBitsOpt = Annotated[Path | None, typer.Option(
     "--weight-bits", help="YAML of per-layer weight bits (`layer: 4`, `default: 8`).")]
+AcceptLossOpt = Annotated[bool, typer.Option("--accept-loss", help=LOSS_HELP)]
 OverwriteFileOpt = Annotated[bool, typer.Option(
     "--overwrite", help="Replace an existing output file (never an input).")]
 
@@ -188,6 +190,7 @@ class ConvertArgs:
     calibration_method: str | None
     percentile: float | None
     weight_bits: Path | None
+    accept_loss: bool
     verify: bool
     quiet: bool
     json_out: bool
@@ -237,6 +240,7 @@ def convert_cmd(
     calibration_method: MethodOpt = None,
     percentile: PercentileOpt = None,
     weight_bits: WeightBitsOpt = None,
+    accept_loss: AcceptLossOpt = False,
     verify: VerifyOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
@@ -294,7 +298,8 @@ def _from_float(args: ConvertArgs, dev, calibration: Path | None):
         args.model, dev, args.out, calibration=calibration, labels=args.labels,
         method=args.calibration_method, percentile=args.percentile,
         weight_bits=args.weight_bits, sidecar=args.sidecar, sample_input=args.sample_input,
-        overwrite=args.overwrite, options=args.options, progress=args.progress)
+        overwrite=args.overwrite, options=args.options, progress=args.progress,
+        accept_loss=args.accept_loss)
     if args.progress:
         typer.echo(qtable)
     return result
@@ -307,10 +312,14 @@ def _run_convert(args: ConvertArgs, dev):
     if args.calibration is not None:
         return _from_float(args, dev, args.calibration)
     try:
-        return convert(ConvertRequest(model=args.model, device=dev, output=args.out,
-                                      sidecar=args.sidecar, sample_input=args.sample_input,
-                                      overwrite=args.overwrite, options=args.options,
-                                      progress=args.progress))
+        result = convert(ConvertRequest(model=args.model, device=dev, output=args.out,
+                                        sidecar=args.sidecar, sample_input=args.sample_input,
+                                        overwrite=args.overwrite, options=args.options,
+                                        progress=args.progress))
+        if result.quant is not None and args.progress:
+            # a float model the front end recovered exactly (a vendor export)
+            typer.echo(result.quant.table())
+        return result
     except Ai8xError as exc:
         if exc.code != "model.input-type":
             raise
@@ -374,23 +383,40 @@ def _warn(warnings: tuple[str, ...]) -> None:
 
 
 def check_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to check.")],
+    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to check (or a standard "
+                                               "float model, with --calibration).")],
     device: DeviceOpt = "MAX78000",
     sidecar: SidecarOpt = None,
+    calibration: CalibrationOpt = None,
+    calibration_method: MethodOpt = None,
+    percentile: PercentileOpt = None,
+    weight_bits: WeightBitsOpt = None,
+    accept_loss: AcceptLossOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Legalize and map MODEL.onnx; print diagnostics and the summary only.
 
+    A float model is quantized first exactly as `convert --calibration` does (the same
+    front end: read, quantize, rewrite, legalize, the loss check), so both agree.
+
     Example: onnx2ai8x check model.onnx --device MAX78002 --json
     """
     from .convert import plan
+    from .frontend import QuantizeRequest
 
     dev = _device(device)
     _require_file(model, "model")
-    if sidecar is not None:
-        _require_file(sidecar, "sidecar")
-    result = plan(model, dev, sidecar, onnx_checker=True)
+    for path, what in ((sidecar, "sidecar"), (calibration, "calibration data"),
+                       (weight_bits, "weight-bits file")):
+        if path is not None:
+            _require_file(path, what)
+    quantize = None
+    if calibration is not None or weight_bits is not None or accept_loss:
+        quantize = QuantizeRequest(calibration=calibration, method=calibration_method,
+                                   percentile=percentile, weight_bits=weight_bits,
+                                   accept_loss=accept_loss)
+    result = plan(model, dev, sidecar, onnx_checker=True, quantize=quantize)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -511,6 +537,7 @@ def quantize_cmd(
     calibration_method: MethodOpt = None,
     percentile: PercentileOpt = None,
     weight_bits: WeightBitsOpt = None,
+    accept_loss: AcceptLossOpt = False,
     report: Annotated[Path | None, typer.Option(
         "--report", help="Where to save the report (default: report.json beside "
                          "the output).")] = None,
@@ -534,9 +561,11 @@ def quantize_cmd(
     check_output(output, inputs, directory=False, overwrite=overwrite)
     if report is not None:
         check_output(report, (*inputs, output), directory=False, overwrite=True)
-    result = quantize_command(model, calibration, output, device=dev, labels=labels,
-                              method=calibration_method, percentile=percentile,
-                              weight_bits=weight_bits, report=report)
+    result, warnings = quantize_command(
+        model, calibration, output, device=dev, labels=labels, method=calibration_method,
+        percentile=percentile, weight_bits=weight_bits, report=report,
+        accept_loss=accept_loss)
+    _warn(warnings)
     if json_out:
         typer.echo(result.report_json(), nl=False)
     elif not quiet:

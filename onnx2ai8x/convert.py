@@ -15,6 +15,7 @@ import numpy as np
 
 from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError
+from .frontend import QuantizeRequest
 from .network import Network
 from .placement import Placement
 
@@ -33,7 +34,8 @@ class ConvertRequest:
     overwrite: bool = False
     options: dict = field(default_factory=dict)
     progress: bool = False
-    report_extra: dict | None = None  # more top-level report.json sections (quantization)
+    report_extra: dict | None = None  # more top-level report.json sections
+    quantize: QuantizeRequest | None = None  # `model` is a float model, quantized first
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +55,7 @@ class Plan:
     avg_pool_rounding: str | None = None  # the model's ai8x.PoolRound mode, if any
     # where a full sidecar contradicts the model (sidecar/agreement.py), rendered
     warnings: tuple[str, ...] = ()
+    quant: object | None = None  # quantize.ptq.QuantResult of a float model
 
 
 Step = Callable[[str], None]
@@ -130,54 +133,43 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
 
 
 def plan(model_path: Path, device: Device, sidecar_path: Path | None,
-         step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False) -> Plan:
-    """Import, legalize and map; no files are written (`onnx_checker`: see load_onnx;
-    `fifo`: the user asked for FIFO input, so an inferred mapping puts it there)."""
+         step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False,
+         quantize: QuantizeRequest | None = None) -> Plan:
+    """Import (the one front end: read, rewrite, legalize), then map; no files are
+    written (`onnx_checker`: see load_onnx; `fifo`: the user asked for FIFO input, so an
+    inferred mapping puts it there; `quantize`: the model is a float model, quantized
+    first)."""
     if not isinstance(device, Device):
         # a caller's mistake, not a user's: the stages read device facts, never names
         raise TypeError(f"plan() takes a Device (onnx2ai8x.devices.get_device(name)), "
                         f"not {device!r}")
     from .emit.sidecar_writer import implied_flags, write_sidecar
-    from .importer.onnx_reader import read_model_full
-    from .legalize import legalize
-    from .legalize.rewrite import inserted_layers, rewrite
+    from .frontend import front_end
     from .map.advice import streaming_bias
     from .map.latency import estimate_cycles
     from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
 
-    step("read")
-    model = load_onnx(Path(model_path), onnx_checker=onnx_checker)
-    try:
-        read = read_model_full(model)
-    except Ai8xError as exc:  # name the file: the reader knows only nodes and tensors
-        named = Ai8xError.many([dataclasses.replace(d, where=f"{model_path}: {d.where}")
-                                for d in exc.diagnostics])
-        named.exit_code = exc.exit_code
-        raise named from None
-    network = read.network
-    step("legalize")
-    # element-wise patterns the accelerator runs as pass-through layers (legalize/rewrite)
-    rewritten = rewrite(network, device)
-    notes = inserted_layers(network, rewritten)
-    network = legalize(rewritten, device)
+    fe = front_end(model_path, device, quantize=quantize, onnx_checker=onnx_checker,
+                   step=step)
+    network, notes = fe.network, fe.notes
     step("map")
     placement, snoop, warnings = _place(network, device, sidecar_path, fifo)
     # Kernel and bias memory, allocated once (the automatic mapper already did, with its
     # check); the estimate, the report and the project read this allocation.
     if attached(network, placement) is None:
         placement = allocate_weights(network, placement)
-    warnings += streaming_bias(network, placement)
+    warnings = fe.warnings + warnings + streaming_bias(network, placement)
     cycles = tuple(estimate_cycles(network, placement))
     report = summarize(network, placement, list(cycles), notes=notes)
-    return Plan(model=model, network=network, device=device, placement=placement,
+    return Plan(model=fe.model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
                 sidecar_text=write_sidecar(
                     network, placement,
-                    flags=implied_flags(placement, read.avg_pool_rounding)),
+                    flags=implied_flags(placement, fe.avg_pool_rounding)),
                 snoop=snoop,
-                avg_pool_rounding=read.avg_pool_rounding, warnings=warnings)
+                avg_pool_rounding=fe.avg_pool_rounding, warnings=warnings, quant=fe.quant)
 
 
 def default_sample(network: Network) -> np.ndarray:
@@ -248,6 +240,7 @@ class ConvertResult:
     # the hardware layers in the order the known answer assumes, when the project's snoop
     # units choose the order at run time (the sidecar's `simulated_sequence` path)
     layer_order: tuple[int, ...] | None = None
+    quant: object | None = None  # quantize.ptq.QuantResult of a float model
 
 
 @contextmanager
@@ -277,9 +270,14 @@ def progress_steps(enabled: bool) -> Iterator[Step]:
         bar.update(task, completed=len(STAGES))
 
 
-def _sample_for(request: ConvertRequest, network: Network) -> np.ndarray:
+def _sample_for(request: ConvertRequest, network: Network, quant=None) -> np.ndarray:
     from .runner import check_sample_shape, fit_to_input, load_sample
 
+    if request.sample_input is None and quant is not None and \
+            request.quantize is not None and request.quantize.calibration is not None:
+        from .quantize.convert import first_calibration_sample
+
+        return first_calibration_sample(request.quantize.calibration, quant)
     if request.sample_input is None:
         return default_sample(network)
     check_sample_shape(request.sample_input, (1, *network.input_shape), one=True)
@@ -324,7 +322,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
 
     with progress_steps(request.progress) as step:
         fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
-        result = plan(request.model, request.device, request.sidecar, step, fifo=fifo)
+        result = plan(request.model, request.device, request.sidecar, step, fifo=fifo,
+                      quantize=request.quantize)
         options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
                                  request.model)
         if result.snoop is not None:
@@ -339,7 +338,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
             # Buffers; the vendor's own example is built with --zero-sram): imply it.
             options = dataclasses.replace(options, zero_sram=True)
             result = dataclasses.replace(result, warnings=(*result.warnings, IMPLIED_ZERO_SRAM))
-        sample = _sample_for(request, result.network)
+        sample = _sample_for(request, result.network, result.quant)
         step("reference")
         outputs = reference_outputs(result.network, result.placement, sample,
                                     options.avg_pool_rounding)
@@ -347,11 +346,16 @@ def convert(request: ConvertRequest) -> ConvertResult:
         annotated = annotate_model(result.model, result.network, result.placement,
                                    result.cycles, report=result.report)
         stem = Path(request.model).stem
-        if request.report_extra:
+        extra = dict(request.report_extra or {})
+        if result.quant is not None:  # the quantization report, under "quantization"
+            import json
+
+            extra["quantization"] = json.loads(result.quant.report_json())
+        if extra:
             import json
 
             data = json.loads(result.report_json)
-            data.update(request.report_extra)
+            data.update(extra)
             result = dataclasses.replace(
                 result, report_json=json.dumps(data, indent=2, sort_keys=True) + "\n")
         extra_files = {
@@ -367,7 +371,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
     return ConvertResult(summary=result.summary, report_json=result.report_json,
                          board=project_board(result.device, options.board),
                          warnings=result.warnings,
-                         layer_order=_snoop_order(result.placement, options))
+                         layer_order=_snoop_order(result.placement, options),
+                         quant=result.quant)
 
 
 def _snoop_order(placement: Placement, options) -> tuple[int, ...] | None:

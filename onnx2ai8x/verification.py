@@ -43,16 +43,26 @@ def _references(model: Path, outcome, failed: bool) -> list[np.ndarray] | tuple[
     from ai8xsim.verify import held_input, input_tensor
     from custom_ops.numpy_ref import run_network
 
-    from .convert import load_onnx, rewire_along
+    from .convert import rewire_along
     from .devices import get_device
-    from .importer.onnx_reader import read_model_full
-    from .legalize import legalize
-    from .legalize.rewrite import rewrite
+    from .frontend import front_end
 
-    # the layers the project runs: the conversion's rewrites included (pass-through
-    # element-wise layers and copies), so layer k of the reference is layer k there
+    # the layers the project runs: the conversion's front end, rewrites included
+    # (pass-through element-wise layers and copies), so layer k of the reference is
+    # layer k there
     dev = get_device(outcome.device)
-    network = legalize(rewrite(read_model_full(load_onnx(model)).network, dev), dev)
+    try:
+        network = front_end(model, dev).network
+    except Ai8xError as exc:
+        if exc.code != "usage.calibration":
+            raise
+        # a float model that needs calibration: the reference is the quantized model the
+        # conversion wrote into the project (its annotated copy), not a new quantization
+        raise Ai8xError("usage.calibration", str(model),
+                        "a float model is quantized with calibration data; verify does "
+                        "not quantize", f"pass the quantized model the conversion wrote: "
+                        f"--model PROJECT/{Path(model).stem}.onnx",
+                        exit_code=EXIT_USAGE) from None
     if outcome.assumed_order is not None:
         network = rewire_along(network, list(outcome.assumed_order))
     shape = tuple(network.input_shape)

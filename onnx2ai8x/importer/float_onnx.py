@@ -312,6 +312,9 @@ class _Walker:
         self.qdq = False
         self.names: set[str] = set()
         self.materialized: dict[int, _Act] = {}
+        # every value keyed by id() in `materialized`, kept alive: a freed value's id is
+        # reused by a new one, which would then read another value's layer
+        self.keyed: list = []
 
     # -- scale groups ------------------------------------------------------------------
     def find(self, i: int) -> int:
@@ -360,6 +363,7 @@ class _Walker:
             raise _fail("value", where, "a constant or shape value where the accelerator "
                         "needs data", "compute constants outside the model")
         self.materialized[key] = out
+        self.keyed.append(value)
         return out
 
     def subsampled(self, value):
@@ -370,6 +374,7 @@ class _Walker:
             return value
         key = ("sub", id(value))
         if key not in self.materialized:
+            self.keyed.append(value)
             res = self.finish(value)
             nd = len(res.shape) - 1
             shape = (res.shape[0], *[(n - 1) // s + 1 for n, s in

@@ -185,6 +185,9 @@ class _Mapper:
         self.tensor: dict[int, int] = {}  # producer -> output processor map
         self.pmap = [0] * self.n
         self.busy: list[list[tuple[int, int]]] = [[] for _ in range(PROCESSORS)]
+        # layer -> the block its input was preferred on (data that cannot move) where its
+        # kernels did not fit: the reason a pass-through rule breaks, for the message
+        self.moved: dict[int, int] = {}
         self.big_data = False
         self.want_chw = chw
         self.free_outputs: list[int] = []  # outputs nobody reads (block may move)
@@ -250,9 +253,10 @@ class _Mapper:
         if prefer is not None and popcount(prefer) == width:
             cands.append(prefer)
         cands += [_block(s, width) for s in range(0, PROCESSORS - width + 1, PROCESSORS_PER_MEMORY)]
-        if prefer is not None and popcount(prefer) == width \
-                and self.kernel_cost(ll, prefer) < 1 << 20:
-            return prefer  # keep the data where it is (passthrough/depthwise rule)
+        if prefer is not None and popcount(prefer) == width:
+            if self.kernel_cost(ll, prefer) < 1 << 20:
+                return prefer  # keep the data where it is (passthrough/depthwise rule)
+            self.moved[ll] = prefer
         judge = self._kernel_proxy(ll, width)
         return min(cands, key=lambda m: (self.kernel_cost(judge, m), ffs(m)))
 
@@ -779,7 +783,7 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
             buffer_shift=lay.buffer_shift or None, buffer_insert=lay.buffer_insert or None))
     placement = Placement(network=network, device=facts, layers=tuple(layers),
                           final_layer=n - 1, data_buffer=mapper.buffer)
-    _check_passthrough_maps(network, placement)
+    _check_passthrough_maps(network, placement, mapper)
     return placement
 
 
@@ -975,11 +979,13 @@ def _allocate_moving_outputs(mapper: _Mapper) -> tuple[list[_Group], list[int]]:
             mapper.tensor[src] = _block(nxt, width)
 
 
-def _check_passthrough_maps(network: Network, placement: Placement) -> None:
+def _check_passthrough_maps(network: Network, placement: Placement,
+                            mapper: _Mapper | None = None) -> None:
     """A passthrough layer writes, per quadrant, the same number of processors packed
-    (vendor rule); report a mapping that cannot satisfy it."""
+    (vendor rule); report a mapping that cannot satisfy it, saying which reader needs
+    the data elsewhere and why."""
     diags = []
-    for lay, pl in zip(network.layers, placement.layers, strict=True):
+    for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
         if lay.operator.has_weights:
             continue
         for g in range(QUADRANTS):
@@ -988,14 +994,50 @@ def _check_passthrough_maps(network: Network, placement: Placement) -> None:
             if outp:
                 outp >>= ffs(outp)
             if outp != (1 << popcount(inp)) - 1:
-                diags.append(Diagnostic(
-                    "map.passthrough", f"layer `{lay.name}`",
-                    "a passthrough layer's output processors must be its input processors "
-                    "packed within each quadrant; its reader needs other processors",
-                    "write a sidecar for this layer"))
+                diags.append(_passthrough_diagnostic(network, placement, ll, mapper))
                 break
     if diags:
         raise Ai8xError.many(diags)
+
+
+def _procs(pmap: int) -> str:
+    lo, hi = ffs(pmap), pmap.bit_length() - 1
+    return f"processors {lo}-{hi}" if popcount(pmap) == hi - lo + 1 \
+        else f"processor map {pmap:#x}"
+
+
+def _passthrough_diagnostic(network: Network, placement: Placement, ll: int,
+                            mapper: _Mapper | None) -> Diagnostic:
+    """Why pass-through layer ll cannot write where it reads: the reader that needs its
+    output on other processors, and (when the mapper knows) the kernel memory that
+    made it move."""
+    lay = network.layers[ll]
+    what = "element-wise pass-through layer" if lay.eltwise != ELTWISE_NONE \
+        else "pass-through layer"
+    here = placement.layers[ll].processor_map
+    readers = [k for k in range(len(network.layers)) if ll in inputs_of(network, k)
+               and placement.layers[k].processor_map != here]
+    message = (f"the {what} `{lay.name}` must write its output on the processors it reads "
+               f"({_procs(here)}), ")
+    hint = "write a sidecar that maps this layer and its readers"
+    if not readers:
+        return Diagnostic("map.passthrough", f"layer `{lay.name}`",
+                          message + "but its output was placed elsewhere", hint)
+    k = readers[0]
+    reader = network.layers[k]
+    message += f"and layer `{reader.name}` reads it on {_procs(placement.layers[k].processor_map)}"
+    if mapper is not None and k in mapper.moved:
+        cols = mapper.columns(k)
+        before = [network.layers[j].name for j in range(k)
+                  if mapper.pmap[j] & here and mapper.columns(j)]
+        shown = ", ".join(f"`{n}`" for n in before[:4]) + (" ..." if len(before) > 4 else "")
+        message += (f": its kernels ({cols} columns per processor) do not fit in the "
+                    f"kernel memory those processors have left beside the layers mapped "
+                    f"there before it ({shown})")
+        hint = (f"give `{reader.name}` fewer kernel columns (fewer channels, smaller "
+                f"kernels, lower --weight-bits, or pooling before a flattening linear "
+                f"layer), or write a sidecar that maps `{lay.name}` and its readers")
+    return Diagnostic("map.passthrough", f"layer `{lay.name}`", message, hint)
 
 
 __all__ = ["auto_place", "place_kernels"]

@@ -7,14 +7,18 @@ ai8x-ONNX builder (`custom_ops.builder`). No torch on this path.
 from __future__ import annotations
 
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 
 def load_array(path: Path, what: str) -> np.ndarray:
+    import numpy as np  # not at import: the command line reads this package's guard
+
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -26,7 +30,7 @@ def load_array(path: Path, what: str) -> np.ndarray:
 def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
                   labels: Path | None = None, device: Device | None = None,
-                  wide_output: bool = True):
+                  wide_output: bool = True, check: bool = True):
     """Quantize the float model at `model` with the samples in `calibration` (.npy).
 
     A model that already holds the accelerator's integers (the vendor's export of a
@@ -56,38 +60,29 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     x = None if calibration is None else load_array(calibration, "calibration data")
     y = None if labels is None else load_array(labels, "label file")
     result = quantize(fm, x, options, labels=y, where=str(calibration), exact=exact)
-    if device is not None:
+    if device is not None and check:  # (the front end checks after its rewrites)
         check_device(result.network, fm, device)
     return result
 
 
 def check_device(network, fm, device: Device) -> None:
-    """The device's limits (the legalizer's rules), each message naming the float
-    model's nodes the offending layer was made from."""
-    from dataclasses import replace
+    """The device's limits after the rewrites, as every command checks them
+    (frontend.legal_network), each message naming the float model's nodes the
+    offending layer was made from."""
+    from ..frontend import legal_network
 
-    from ..errors import Diagnostic
-    from ..legalize import diagnose
-
-    problems = diagnose(network, device)
-    if not problems:
-        return
-    nodes = {lay.name: info.nodes for lay, info in zip(network.layers, fm.layers,
+    names = {lay.name: info.nodes for lay, info in zip(network.layers, fm.layers,
                                                            strict=True)}
-    named = []
-    for d in problems:
-        src = nodes.get(d.where)
-        where = f"{d.where} (node {', '.join(src)})" if src else d.where
-        named.append(replace(d, where=where))
-    raise Ai8xError.many([Diagnostic(d.code, d.where, d.message, d.hint) for d in named])
+    legal_network(network, device, names)
 
 
-def is_float_model(path: Path) -> bool:
-    """True when `path` is an ONNX model with a float input and no ai8x domain."""
+def is_float_model(path) -> bool:
+    """True when `path` (or an onnxpb ModelProto) is an ONNX model with a float input and
+    no ai8x domain."""
     from .. import onnxpb
 
     try:
-        model = onnxpb.load(path)
+        model = path if isinstance(path, onnxpb.ModelProto) else onnxpb.load(path)
     except Exception:  # noqa: BLE001 - the convert path reports unreadable files itself
         return False
     if any(o.domain == "ai8x" for o in model.opset_import):

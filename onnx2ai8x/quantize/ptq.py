@@ -99,6 +99,12 @@ class QuantResult:
         if s.get("top1_agreement") is not None:
             lines.append(f"top-1 agreement float/quantized {100 * s['top1_agreement']:.2f} "
                          f"% on {s['calibration_samples']} samples")
+        if s.get("top1_agreement_decided") is not None:
+            lines.append(f"  {100 * s['top1_agreement_decided']:.2f} % on the "
+                         f"{s['decided_samples']} samples the float model decides beyond "
+                         "the output's quantization noise")
+        if s.get("model_sqnr_db") is not None:
+            lines.append(f"output SQNR {s['model_sqnr_db']:.1f} dB")
         if s.get("float_accuracy") is not None:
             lines.append(f"accuracy: float {100 * s['float_accuracy']:.2f} %, quantized "
                          f"{100 * s['quantized_accuracy']:.2f} %")
@@ -404,7 +410,7 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
     """The report's model-level part: how the model was quantized and how the first
     output agrees with the float model's (and with the labels, when given)."""
     out_idx = list(fm.outputs)
-    agree, model_sqnr, ref0, got0 = None, None, None, None
+    agree, model_sqnr, ref0, got0, decided = None, None, None, None, (None, 0)
     if x is not None:
         ref0 = floats[fm.output_tensors[0]].reshape(x.shape[0], -1)
         got0 = np.concatenate(q_outs[out_idx[0]]).reshape(x.shape[0], -1)
@@ -413,6 +419,8 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
         if ref0.shape == got0.shape:
             model_sqnr = _sqnr(ref0.astype(np.float64),
                                got0.astype(np.float64) * output_scales[0])
+            if ref0.shape[1] > 1:
+                decided = _decided_agreement(ref0, got0 * output_scales[0])
     source = ("vendor export: integers, shifts and biases recovered exactly, hardware "
               "rounding restored" if exact is not None else
               "float ONNX, post-training quantization")
@@ -425,6 +433,7 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
         "input_scale": mapping.scale,
         "input_zero_point": 0, "input_perm": list(mapping.perm),
         "output_scales": list(output_scales), "top1_agreement": agree,
+        "top1_agreement_decided": decided[0], "decided_samples": decided[1],
         "rewrites": list(fm.rewrites), "cpu_tail": list(fm.cpu_tail), "qdq": fm.qdq,
         "qdq_scales": "re-calibrated" if fm.qdq else None,
         "model_sqnr_db": model_sqnr,
@@ -438,6 +447,21 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
         summary["float_accuracy"] = float(np.mean(np.argmax(ref0, 1) == y))
         summary["quantized_accuracy"] = float(np.mean(np.argmax(got0, 1) == y))
     return summary
+
+
+def _decided_agreement(ref: np.ndarray, got: np.ndarray) -> tuple[float | None, int]:
+    """Top-1 agreement over the samples the float model decides beyond the output's
+    quantization noise (its top-1 logit ahead of the second by more than twice the RMS
+    error), and their count. A near-tie of the float model may flip under any
+    quantization; a sample decided clearly should not (the silent-loss guard)."""
+    ref = np.asarray(ref, np.float64)
+    noise = float(np.sqrt(np.mean((ref - np.asarray(got, np.float64)) ** 2)))
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2.0 * noise
+    if not np.any(clear):
+        return None, 0
+    same = np.argmax(ref[clear], 1) == np.argmax(got[clear], 1)
+    return float(np.mean(same)), int(np.sum(clear))
 
 
 def _layer_view_float(values: np.ndarray, info) -> np.ndarray:

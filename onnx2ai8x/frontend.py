@@ -1,0 +1,143 @@
+"""The one front end: read -> rewrite -> legalize (issue 24, "one front end, one phase
+order").
+
+Every command that takes a model (`convert`, `convert --calibration`, `quantize`,
+`check`, `verify --model`) gets its Network here, so a rewrite that makes a model legal
+on one path does so on all: the device's limits are checked on the rewritten network,
+never before the rewrites (legalize/rewrite.py: an element-wise add fused with a
+convolution whose bias comes from a folded BatchNorm becomes a pass-through layer on
+the MAX78002 before `limit.eltwise-multipass` could refuse it).
+
+A standard float model is read by the float front end and quantized first
+(`onnx2ai8x.quantize`); its quantized ai8x-ONNX then takes the same path as any other
+ai8x-ONNX model, and diagnostics name the float model's nodes. After legalization the
+silent-loss guard (`quantize.guard`) compares the quantized model with its source.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from .devices import Device
+from .errors import Ai8xError
+from .network import Network
+
+
+@dataclass(frozen=True)
+class QuantizeRequest:
+    """How a float model is quantized (the command line's float options)."""
+
+    calibration: Path | None = None
+    labels: Path | None = None
+    method: str | None = None
+    percentile: float | None = None
+    weight_bits: Path | None = None
+    accept_loss: bool = False  # the guard warns instead of refusing
+
+
+@dataclass(frozen=True, eq=False)
+class FrontEnd:
+    """A model read, rewritten and checked against one device."""
+
+    model: object  # onnxpb.ModelProto: the ai8x-ONNX the network was read from
+    read: Network  # as the model describes it
+    network: Network  # rewritten and legal for the device (the device recorded)
+    notes: tuple[str, ...]  # one line per layer the rewrites inserted
+    avg_pool_rounding: str | None  # the model's ai8x.PoolRound mode, if any
+    quant: object | None = None  # quantize.ptq.QuantResult for a float model
+    warnings: tuple[str, ...] = ()  # e.g. a loss accepted with --accept-loss
+
+
+def _noop(_: str) -> None:
+    return None
+
+
+def front_end(model, device: Device, *, quantize: QuantizeRequest | None = None,
+              onnx_checker: bool = False, step=_noop) -> FrontEnd:
+    """`model` (a path, or an ai8x-ONNX ModelProto in memory) read, rewritten and
+    legalized for `device`. With `quantize`, `model` is a standard float model that is
+    quantized first (and checked by the silent-loss guard); a float model given without
+    it is recovered exactly when it is an export of integers, else refused with a request
+    for calibration data."""
+    step("read")
+    proto, quant = _source(model, device, quantize, onnx_checker)
+    names = None if quant is None else {r.name: r.nodes for r in quant.layers}
+    read = _read(proto, model)
+    step("legalize")
+    network, notes = legal_network(read.network, device, names)
+    warnings: tuple[str, ...] = ()
+    if quant is not None:
+        from .quantize.guard import check_loss
+
+        accept = quantize is not None and quantize.accept_loss
+        warnings = check_loss(quant, accept=accept, where=str(model))
+    return FrontEnd(model=proto, read=read.network, network=network, notes=notes,
+                    avg_pool_rounding=read.avg_pool_rounding, quant=quant,
+                    warnings=warnings)
+
+
+def _source(model, device: Device, quantize: QuantizeRequest | None, onnx_checker: bool):
+    """The ai8x-ONNX model to read, and the quantization result when `model` is a float
+    model (quantized here)."""
+    from . import onnxpb
+    from .convert import load_onnx
+    from .quantize import is_float_model, quantize_file
+
+    if not isinstance(model, (str, Path)):
+        return onnxpb.from_onnx(model), None
+    if quantize is None:
+        proto = load_onnx(Path(model), onnx_checker=onnx_checker)
+        if not is_float_model(proto):
+            return proto, None
+        # a standard float model: taken exactly when it holds the accelerator's integers
+        # (the vendor's export), else the quantizer asks for calibration data
+        quantize = QuantizeRequest()
+    quant = quantize_file(Path(model), quantize.calibration, method=quantize.method,
+                          percentile=quantize.percentile, weight_bits=quantize.weight_bits,
+                          labels=quantize.labels, device=device, check=False)
+    return onnxpb.from_onnx(quant.model), quant
+
+
+def _read(proto, model):
+    from .importer.onnx_reader import read_model_full
+
+    try:
+        return read_model_full(proto)
+    except Ai8xError as exc:  # name the file: the reader knows only nodes and tensors
+        if not isinstance(model, (str, Path)):
+            raise
+        named = Ai8xError.many([dataclasses.replace(d, where=f"{model}: {d.where}")
+                                for d in exc.diagnostics])
+        named.exit_code = exc.exit_code
+        raise named from None
+
+
+def legal_network(network: Network, device: Device,
+                  names: dict[str, tuple[str, ...]] | None = None
+                  ) -> tuple[Network, tuple[str, ...]]:
+    """The rewrites (legalize/rewrite.py), then the device's limits, in this order on
+    every path; the inserted layers' notes. `names`: layer name -> the source model's
+    nodes it was made from, named in the diagnostics (a quantized float model)."""
+    from .legalize import legalize
+    from .legalize.rewrite import inserted_layers, rewrite
+
+    rewritten = rewrite(network, device)
+    notes = inserted_layers(network, rewritten)
+    try:
+        return legalize(rewritten, device), notes
+    except Ai8xError as exc:
+        if not names:
+            raise
+        named = Ai8xError.many([dataclasses.replace(d, where=_named(d.where, names))
+                                for d in exc.diagnostics])
+        named.exit_code = exc.exit_code
+        raise named from None
+
+
+def _named(where: str, names: dict[str, tuple[str, ...]]) -> str:
+    nodes = names.get(where)
+    return f"{where} (node {', '.join(nodes)})" if nodes else where
+
+
+__all__ = ["FrontEnd", "QuantizeRequest", "front_end", "legal_network"]
