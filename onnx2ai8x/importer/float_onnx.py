@@ -256,6 +256,11 @@ class _NodeRef:
         return "MaxPool"
 
 
+def _ints(values) -> str:
+    """A shape for a message, (8, 8, 1): plain integers, no numpy reprs."""
+    return "(" + ", ".join(str(int(v)) for v in values) + ")"
+
+
 def _layer_name(node) -> str:
     """A readable layer name from an exporter's node name: `/features/features.0/Conv`
     (TorchScript) -> `features.0`; names without a path are kept."""
@@ -558,9 +563,10 @@ class _Walker:
         shape = tuple(dims[1:])
         self.model_shape = shape
         perm = None
-        if len(shape) == 3 and _nhwc_input(graph, inp.name, self.consts):
-            perm = (0, 2, 3, 1)  # NHWC input (tf2onnx): canonical NCHW transposed
-            shape = (shape[2], shape[0], shape[1])
+        if len(shape) >= 2 and _channels_last_input(graph, inp.name):
+            # canonical (N, C, ...) transposed to the model's (N, ..., C)
+            perm = (0, *range(2, len(shape) + 1), 1)
+            shape = (shape[-1], *shape[:-1])
         self.input_perm = perm
         self.values[inp.name] = _Act(-1, shape, perm)
         # A vector input (N, F) is F channels of 1x1 data to the accelerator.
@@ -778,16 +784,17 @@ class _Walker:
                        subsample=sub)
         self.set(node, draft)
 
-    def _dense_input(self, node, v) -> tuple[dict, int, np.ndarray | None]:
+    def _dense_input(self, node, v) -> tuple[dict, int]:
         """Fields for a dense layer's input and the column order of its weights."""
         where = self.where(node)
         if isinstance(v, _Flat):
             a = v.inner
             n_in = int(np.prod(a.shape))
-            order = None
             if a.perm is not None:
-                ps = [p - 1 for p in a.perm[1:]]
-                order = np.arange(n_in).reshape(a.shape).transpose(ps).ravel()
+                # the channels-last flatten of tf2onnx graphs is rewritten before the
+                # walk (dialects/tf2onnx.py); what is left here has no rewrite
+                raise _fail("layout", where, f"a dense layer reads a transposed tensor "
+                            f"(layout {a.perm}) flattened", "flatten channels-first data")
             flatten = len(a.shape) > 1 and int(np.prod(a.shape[1:])) > 1
             if flatten:
                 fields = dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
@@ -796,27 +803,21 @@ class _Walker:
             else:
                 fields = dict(input_channels=n_in, input_dim=(1, 1), pooled_dim=(1, 1),
                               sources=(a.src,))
-            return fields, n_in, order
+            return fields, n_in
         a = self.act(v, where)
         if len(a.shape) != 1 and int(np.prod(a.shape[1:])) != 1:
             raise _fail("dense-input", where, f"a dense layer applied to a {a.shape} tensor "
                         "(it would act on the last axis only)",
                         "flatten the data first (Flatten / Reshape to (N, -1))")
         return dict(input_channels=a.shape[0], input_dim=(1, 1), pooled_dim=(1, 1),
-                    sources=(a.src,)), a.shape[0], None
+                    sources=(a.src,)), a.shape[0]
 
     def _dense(self, node, v, w: np.ndarray, b: np.ndarray | None) -> None:
         where = self.where(node)
-        fields, n_in, order = self._dense_input(node, v)
+        fields, n_in = self._dense_input(node, v)
         if w.shape[1] != n_in:
             raise _fail("dense-shape", where, f"weights take {w.shape[1]} inputs, the data "
                         f"has {n_in}", "check the model")
-        if order is not None:
-            canon = np.empty_like(w)
-            canon[:, order] = w
-            w = canon
-            self.rewrites.append(f"{node.name or node.output[0]}: dense weights reordered "
-                                 "from the transposed (channels-last) flatten")
         out = w.shape[0]
         fields.update(operator=Op.LINEAR, output_channels=out, output_dim=(1, 1),
                       name=_layer_name(node))
@@ -1171,15 +1172,15 @@ class _Walker:
         t = [int(x) for x in target]
         t[0] = 1 if t[0] in (0, -1) else t[0]
         if t[0] != 1:
-            raise _fail("reshape", self.where(node), f"reshape to {list(target)} merges "
+            raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} merges "
                         "the batch", "keep the batch axis first")
         rest = t[1:]
         if -1 in rest:
             known = int(np.prod([x for x in rest if x != -1])) or 1
             rest[rest.index(-1)] = total // known
         if int(np.prod(rest)) != total:
-            raise _fail("reshape", self.where(node), f"reshape to {list(target)} of "
-                        f"{src_shape}", "check the model")
+            raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} of "
+                        f"{_ints(src_shape)}", "check the model")
         if len(rest) == 1:
             self._flatten(node, v)
         elif tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
@@ -1290,21 +1291,14 @@ def _simplify(model, where: str):
     return model
 
 
-def _nhwc_input(graph, name: str, consts) -> bool:
-    """Whether the input is channels-last: its one reader (after scalings by constants,
-    as Keras' Rescaling) is a Transpose to channels-first (tf2onnx)."""
-    for _ in range(8):
-        readers = [n for n in graph.node if name in n.input]
-        if len(readers) != 1:
-            return False
-        node = readers[0]
-        if node.op_type == "Transpose":
-            return tuple(_attr(node, "perm", [])) == (0, 3, 1, 2)
-        if node.op_type not in ("Mul", "Div", "Identity") or any(
-                i != name and i not in consts for i in node.input):
-            return False
-        name = node.output[0]
-    return False
+def _channels_last_input(graph, name: str) -> bool:
+    """Whether the input is channels-last: its one reader is a Transpose to channels-
+    first (the canonical form the exporter dialects leave, dialects/tf2onnx.py)."""
+    readers = [n for n in graph.node if name in n.input]
+    if len(readers) != 1 or readers[0].op_type != "Transpose":
+        return False
+    perm = tuple(int(p) for p in _attr(readers[0], "perm", []) or [])
+    return len(perm) >= 3 and perm == (0, len(perm) - 1, *range(1, len(perm) - 1))
 
 
 def _graph_input(model):

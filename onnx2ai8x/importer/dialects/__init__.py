@@ -81,7 +81,9 @@ Recognizer = Callable[[object], "Recognition | None"]
 def _recognizers() -> tuple[Recognizer, ...]:
     """The recognizers in the order they run (imported here, not at module level, so a
     model in no dialect pays for none of them)."""
-    return ()
+    from . import tf2onnx
+
+    return (tf2onnx.recognize,)
 
 
 def canonicalize(model) -> Canonical:
