@@ -142,6 +142,8 @@ class FloatModel:
     cpu_tail: tuple[str, ...] = ()
     qdq: bool = False
     input_gain: float = 1.0  # the model multiplies its input by this first
+    # ... after adding this per channel (canonical layout; empty: none)
+    input_offset: tuple[float, ...] = ()
     # the exporter dialects recognized and rewritten before the walk (dialects/)
     canonical: Canonical | None = None
 
@@ -309,6 +311,7 @@ class _Walker:
                        if name and name not in self.consts and self.uses.get(name, 0) > 1}
         self.copies: dict[str, _Act] = {}
         self.input_gain = 1.0  # the model scales its input by this before any layer
+        self.input_offset: np.ndarray | None = None  # ... after adding this per channel
         self.layers: list[Layer] = []
         self.infos: list[FloatLayer] = []
         self.parent: dict[int, int] = {}  # union-find over scale groups (-1: input)
@@ -914,6 +917,8 @@ class _Walker:
         if a is None or b is None:
             v = a if b is None else b
             c = self.consts[node.input[1] if b is None else node.input[0]]
+            if (kind == ELTWISE_ADD or b is None) and self._input_offset(node, v, c, kind):
+                return
             d = self._draft_for_fold(v, node)
             vec = None if d is None else self._channel_vector(c, d, node)
             if vec is None:
@@ -962,6 +967,31 @@ class _Walker:
         operands = acts
         self.set(node, _Elt(kind, operands, shape, node.name or node.output[0],
                             node.output[0], pool))
+
+    def _input_offset(self, node, v, c, kind: int) -> bool:
+        """A per-channel constant added to the model input before any scaling (Keras'
+        Normalization mean, a Rescaling offset; dialects/tf2onnx.py puts it first): part
+        of the input mapping, exact, as the accelerator's zero padding then holds zeros
+        of the offset input like the model's padding does."""
+        data = node.input[0] if node.input[0] in self.values else node.input[1]
+        if not isinstance(v, _Act) or v.src >= 0 or v.perm is not None or \
+                self.input_gain != 1.0 or self.uses.get(data, 0) != 1:
+            return False
+        arr = np.asarray(c, np.float64)
+        rank = 1 + len(v.shape)
+        if arr.ndim > rank:
+            return False
+        full = (1,) * (rank - arr.ndim) + arr.shape
+        if full[0] != 1 or any(d != 1 for d in full[2:]) or full[1] not in (1, v.shape[0]):
+            return False
+        vec = np.broadcast_to(arr.reshape(-1), (v.shape[0],)) * \
+            (-1.0 if kind == ELTWISE_SUB else 1.0)
+        base = np.zeros(v.shape[0]) if self.input_offset is None else self.input_offset
+        self.input_offset = base + vec
+        self.rewrites.append(f"{node.name or node.output[0]}: input offset folded into the "
+                             "input mapping")
+        self.set(node, v)
+        return True
 
     def op_Add(self, node) -> None:
         self._binary(node, ELTWISE_ADD)
@@ -1413,6 +1443,8 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         input_perm=tuple(int(k) for k in np.argsort(walker.input_perm))
         if walker.input_perm else tuple(range(len(walker.model_shape) + 1)),
         input_model_shape=walker.model_shape, input_gain=walker.input_gain,
+        input_offset=() if walker.input_offset is None else
+        tuple(float(v) for v in walker.input_offset),
         model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
         rewrites=(*canonical.rewrites, *walker.rewrites), cpu_tail=tuple(walker.cpu_tail),
         qdq=walker.qdq, canonical=canonical)

@@ -518,78 +518,87 @@ def _affine(g: _Graph, ops, perm, rank: int) -> tuple[np.ndarray, np.ndarray] | 
 
 
 def _input_arith(g: _Graph) -> bool:
-    """Rescaling / Normalization on the input: a positive scale common to all channels
-    stays one Mul after the layout Transpose (the input mapping takes it); per-channel
-    scales and the offset fold into the first convolution's weights and bias."""
+    """Rescaling / Normalization on the input, x -> a * x + b per channel, rewritten as
+    the input mapping takes it: the layout Transpose, Add(b / a), Mul(s) with s > 0
+    common to all channels (both exact parts of the mapping: the accelerator's zero
+    padding is zeros of the offset input, as the model's padding), and a per-channel
+    rest a / s folded into the first convolution's weights (exact: scaling a channel
+    commutes with zero padding)."""
     ops, trans, first = _input_chain(g)
     if not ops:
         return False
     shape = g.shapes.get(g.input)
     perm = list(_perm(trans)) if trans is not None else None
     rank = len(shape) if shape else 0
-    ab = _affine(g, ops, perm, rank) if rank >= 3 else None
-    if ab is None:
+    ab = _affine(g, ops, perm, rank) if rank >= 2 else None
+    if ab is None or np.any(ab[0] == 0):
         return False
     a, b = ab
-    scalar = bool(np.all(a == a[0]) and a[0] > 0)
-    if scalar and not np.any(b) and (len(ops) == 1 and ops[0][0].op_type == "Mul" and
-                                     not ops[0][1]):
-        return False  # already the canonical Transpose -> Mul
-    w = g.const(first.input[1]) if first is not None and first.op_type == "Conv" else None
-    if w is None:
-        return False
-    s = float(a[0]) if scalar else 1.0
-    where = ", ".join(_label(n) for n, _ in ops)
-    if int(_attr(first, "group", 1)) != 1 and not (scalar and not np.any(b)):
-        raise _refuse("input-arith", where, "a per-channel input scaling or offset before "
-                      "a grouped (depthwise) first convolution", "normalize the data "
-                      "before the model, or start the model with an ordinary Conv2D")
-    pads = list(_attr(first, "pads", []) or [])
-    if np.any(b) and any(pads):
-        raise _refuse("input-offset", where, "an input offset (a Normalization mean or "
-                      "a Rescaling offset) before the zero-padded first convolution "
-                      f"{_label(first)}: the padding holds zeros of the normalized input, "
-                      "which no bias reproduces at the border", "export the model without "
-                      "the offset (subtract it from the data before the model), or give "
-                      "the first convolution padding=\"valid\"")
-    return _fold_input(g, ops, trans, first, w, a / s, b, s)
+    uniform = bool(np.all(a == a[0]) and a[0] > 0)
+    kinds = [n.op_type for n, _ in ops]
+    if uniform and kinds in (["Add"], ["Mul"], ["Add", "Mul"]) and \
+            not any(before for _, before in ops if trans is not None):
+        return False  # already the canonical Transpose -> Add -> Mul
+    s = float(a[0]) if uniform else 1.0
+    w = None
+    if not uniform:
+        w = g.const(first.input[1]) if first is not None and first.op_type == "Conv" \
+            else None
+        if w is None:
+            raise _refuse("input-scale", ", ".join(_label(n) for n, _ in ops),
+                          "a per-channel input scaling that no convolution follows",
+                          "normalize the data before the model, or start the model with "
+                          "a Conv2D / Conv1D")
+    _fold_input(g, ops, trans, first, w, a / s, b / a, s)
+    return True
 
 
-def _fold_input(g: _Graph, ops, trans, first, w, a, b, s) -> bool:
-    w = np.asarray(w, np.float64)
-    cin = w.shape[1]
-    a = np.broadcast_to(a, (cin,)) if int(_attr(first, "group", 1)) == 1 else a[:1]
-    bias = np.asarray(g.const(first.input[2]), np.float64) if len(first.input) > 2 and \
-        first.input[2] else np.zeros(w.shape[0])
-    if np.any(b):
-        bb = np.broadcast_to(b, (cin,)).reshape(1, -1, *([1] * (w.ndim - 2)))
-        bias = bias + (w * bb).sum(axis=tuple(range(1, w.ndim)))
-    scaled = w * a.reshape(1, -1, *([1] * (w.ndim - 2)))
+def _scaled_weights(w: np.ndarray, a: np.ndarray, groups: int) -> np.ndarray:
+    """Convolution weights (O, C/groups, k...) with input channel c scaled by a[c]."""
+    out, per = w.shape[0], w.shape[1]
+    a = np.broadcast_to(a, (per * groups,))
+    cin = (np.arange(out) // (out // groups))[:, None] * per + np.arange(per)[None, :]
+    return w * a[cin].reshape(out, per, *([1] * (w.ndim - 2)))
+
+
+def _fold_input(g: _Graph, ops, trans, first, w, a, d, s) -> None:
     cur = g.input
     new = []
     if trans is not None:
         cur = g.fresh(trans.output[0])
         new.append(g.node("Transpose", [g.input], [cur], trans.name, perm=list(_perm(trans))))
-    if s != 1.0:
+    rank = len(g.shapes[g.input])
+    if np.any(d):
         out = g.fresh(ops[0][0].output[0])
-        new.append(g.node("Mul", [cur, g.add_const("input_scale", np.float32(s))], [out],
-                          ops[0][0].name))
+        vec = np.asarray(d, np.float32).reshape(1, -1, *([1] * (rank - 2)))
+        new.append(g.node("Add", [cur, g.add_const("input_offset", vec)], [out],
+                          f"{ops[0][0].name}_offset"))
         cur = out
-    conv = _copy(first)
-    conv.input[0] = cur
-    del conv.input[1:]
-    conv.input.append(g.add_const(first.input[1], scaled.astype(np.float32)))
-    conv.input.append(g.add_const("bias", bias.astype(np.float32)))
-    old = [n for n, _ in ops] + ([trans] if trans is not None else []) + [first]
-    g.replace(old, [*new, conv])
+    if s != 1.0:
+        out = g.fresh(ops[-1][0].output[0])
+        new.append(g.node("Mul", [cur, g.add_const("input_scale", np.float32(s))], [out],
+                          f"{ops[-1][0].name}_scale"))
+        cur = out
+    old = [n for n, _ in ops] + ([trans] if trans is not None else [])
+    if w is not None:
+        conv = _copy(first)
+        conv.input[0] = cur
+        scaled = _scaled_weights(np.asarray(w, np.float64), a, int(_attr(first, "group", 1)))
+        conv.input[1] = g.add_const(first.input[1], scaled.astype(np.float32))
+        new.append(conv)
+        old.append(first)
+    else:
+        for i, x in enumerate(first.input):
+            if x == old[-1].output[0]:
+                first.input[i] = cur
+    g.replace(old, new)
     g.rewrites.append(
         f"{', '.join(_label(n) for n, _ in ops)}: input scaling (Rescaling / "
-        "Normalization) = " + (f"scale {s:g} in the input mapping" if s != 1.0 else
-                               "no input-mapping scale") +
-        (", per-channel scale folded into the first convolution's weights" if
-         np.any(a != 1) else "") +
-        (", offset folded into the first convolution's bias" if np.any(b) else ""))
-    return True
+        "Normalization) = " + ", ".join(part for part, used in (
+            ("an offset per channel in the input mapping", np.any(d)),
+            (f"scale {s:g} in the input mapping", s != 1.0),
+            ("per-channel scales folded into the first convolution's weights",
+             w is not None)) if used))
 
 
 def _check_padding(g: _Graph) -> None:

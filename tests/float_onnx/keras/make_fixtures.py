@@ -104,12 +104,27 @@ def models(k, x_train_gray):
         x = L.Flatten()(x)
         return k.Model(i, L.Dense(10)(x))
 
+    def rgb_norm():
+        # a Rescaling with an offset and a per-channel Normalization before a zero-padded
+        # convolution: an offset and a scale per channel on the input
+        norm = L.Normalization()
+        norm.adapt(layout(x_train_gray, "rgb") * 2.0 - 1.0)
+        i = k.Input((8, 8, 3), name="image")
+        x = L.Rescaling(2.0, offset=-1.0)(i)
+        x = norm(x)
+        x = L.Conv2D(16, 3, padding="same", activation="relu")(x)
+        x = L.MaxPooling2D(2)(x)
+        x = L.Conv2D(32, 3, padding="same", activation="relu")(x)
+        x = L.GlobalAveragePooling2D()(x)
+        return k.Model(i, L.Dense(10)(x))
+
     return {
         "gray_cnn": ("gray", "MAX78000", gray_cnn),
         "gray_norm": ("gray", "MAX78000", gray_norm),
         "rgb_concat": ("rgb", "MAX78000", rgb_concat),
         "rgb_separable": ("rgb", "MAX78002", rgb_separable),
         "rows_conv1d": ("rows", "MAX78000", rows_conv1d),
+        "rgb_norm": ("rgb", "MAX78000", rgb_norm),
     }
 
 

@@ -94,8 +94,10 @@ EXPECTED_REWRITES = {
     "gray_cnn": ("reshape (8, 8, 1) -> (1, 8, 8) moves only size-1 axes",
                  "dense weights' rows permuted"),
     "gray_cnn_nchw": ("dense weights' rows permuted",),
-    "gray_norm": ("reshape (8, 8, 1) -> (1, 8, 8)", "in the input mapping",
-                  "offset folded into the first convolution's bias"),
+    "gray_norm": ("reshape (8, 8, 1) -> (1, 8, 8)", "an offset per channel in the input "
+                  "mapping, scale 2.66063 in the input mapping"),
+    "rgb_norm": ("an offset per channel in the input mapping, per-channel scales folded "
+                 "into the first convolution's weights",),
     "rgb_concat": ("(Tensordot) = MatMul", "a 1x1 convolution", "cancel",
                    "dense weights' rows permuted"),
     "rows_conv1d": ("Transpose (0, 2, 1) then Unsqueeze", "= the 1-D operation",
@@ -120,16 +122,33 @@ def test_same_padding_that_tensorflow_pads_unequally_is_refused(tmp_path):
     assert not (tmp_path / "p").exists()
 
 
-def test_input_offset_before_a_padded_convolution_is_refused(tmp_path):
-    """Normalization's mean folds into the first convolution's bias only when it has no
-    padding (the zeros it pads are zeros of the normalized input)."""
-    model = onnx.load(str(HERE / "gray_norm.onnx"))
-    conv = next(n for n in model.graph.node if n.op_type == "Conv")
-    conv.attribute.append(onnx.helper.make_attribute("pads", [1, 1, 1, 1]))
-    path = tmp_path / "padded.onnx"
-    onnx.save(model, str(path))
-    code, _, err = cli([path, "--device", "MAX78000", "--calibration",
-                        HERE / "cal_gray.npy", "-o", tmp_path / "p"])
-    assert code == 1
-    assert "error[tf2onnx.input-offset]" in err and "padding=\"valid\"" in err, err
-    _messages_ok(err)
+def test_input_offset_is_in_the_mapping(converted):
+    """Normalization's mean is an offset of the input mapping (in the metadata `run`
+    reads), not folded into a bias: the first convolution's zero padding is zeros of the
+    normalized input, as in the model."""
+    name, project, stdout = converted
+    meta = {p.key: p.value for p in onnx.load(str(project / f"{name}.onnx")).metadata_props}
+    offset = json.loads(meta.get("ai8x.input_offset", "[]"))
+    channels = json.loads(meta["ai8x.input_shape"])[0]
+    if name in ("gray_norm", "rgb_norm"):
+        assert len(offset) == channels and any(offset), offset
+        assert "offset per channel" in stdout
+    else:
+        assert offset == []
+
+
+def test_run_maps_float_samples_with_the_offset(converted, tmp_path):
+    """`onnx2ai8x run` on a float sample in the model's own layout (NHWC) gives the
+    output the test computes from the metadata."""
+    name, project, _ = converted
+    x, _ = _held_out(name)
+    np.save(tmp_path / "x.npy", x[:3])
+    code, _, err = cli(["run", project / f"{name}.onnx", "--input", tmp_path / "x.npy",
+                        "-o", tmp_path / "y.npy"])
+    assert code == 0, err
+    q = onnx.load(str(project / f"{name}.onnx"))
+    meta = {p.key: p.value for p in q.metadata_props}
+    scale = json.loads(meta["ai8x.output_scales"])[0]
+    want = quantized_float_output(q, x[:3])
+    got = np.load(tmp_path / "y.npy").astype(np.float64) * scale
+    np.testing.assert_array_equal(got.reshape(want.shape), want)
