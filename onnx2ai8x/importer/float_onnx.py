@@ -1,8 +1,9 @@
 """Standard float ONNX -> a Network with float weights (issue 13, the float front end).
 
-Any exporter's float32 graph (torch.onnx.export both ways, tf2onnx-style NHWC graphs,
-onnxruntime QDQ models) is simplified with onnxsim at batch 1, then walked once in
-topological order. Nodes are grouped into hardware layers by pattern, as the hardware
+Any exporter's float32 graph (torch.onnx.export both ways, tf2onnx's NHWC graphs,
+onnxruntime QDQ models) is simplified with onnxsim at batch 1, rewritten into the
+canonical form by the exporter dialects (`dialects/`), then walked once in topological
+order. Nodes are grouped into hardware layers by pattern, as the hardware
 executes a layer (seed 000, "CNN Accelerator" layer pipeline: pooling -> element-wise ->
 convolution -> output shift -> activation):
 
@@ -36,7 +37,7 @@ from ..network import (
     Op,
     unique_name,
 )
-from .dialects import Canonical, canonicalize
+from .dialects import Canonical, canonicalize, explained
 
 OPSET_MIN, OPSET_MAX = 11, 21
 # Ops that only pass values through at inference time.
@@ -1428,7 +1429,10 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
     canonical = canonicalize(model)
     model = canonical.model
     walker = _Walker(model, device)
-    walker.run()
+    try:
+        walker.run()
+    except Ai8xError as exc:
+        raise explained(exc, canonical) from None
     n = len(walker.layers)
     if n == 0:
         raise _fail("no-layer", where, "the model has no layer", "add a convolution")

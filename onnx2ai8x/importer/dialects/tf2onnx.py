@@ -20,14 +20,14 @@ converted by tf2onnx 1.17, `tests/float_onnx/keras/`):
 
 Each rewrite here is exact (same values for every input). The canonical form left for the
 walker: the model input in its own layout, at most one `Transpose` to channels-first as
-its only reader (the input mapping's permutation), then, optionally, one positive `Mul`
-by a scalar (the input mapping's scale), channels-first everywhere after.
+its only reader (the input mapping's permutation), then optionally an `Add` of a
+per-channel offset and a `Mul` by a positive scalar (the input mapping's offset and
+scale), channels-first everywhere after.
 
 Not representable, refused with tf2onnx named: `padding="same"` that TensorFlow pads
 unequally (stride 2 on an even size: 0 before, 1 after; the accelerator pads both sides
-alike, seed 000 "Padding"), an input offset (a `Normalization` mean, a `Rescaling`
-offset) before a zero-padded first convolution (the padding would be zeros of the
-normalized input, which no per-channel bias reproduces at the border).
+alike, seed 000 "Padding"); a per-channel input scaling that no convolution follows.
+The same rewrites run on any exporter's channels-last graph (dialect "channels-last").
 """
 from __future__ import annotations
 
@@ -645,7 +645,7 @@ def recognize(model) -> Recognition | None:
         g.infer()
     if _is_tf2onnx(model):
         _check_padding(g)
-    if not g.rewrites:
+    if not g.rewrites and not _is_tf2onnx(model):
         return None
     import onnx
 
@@ -656,8 +656,11 @@ def recognize(model) -> Recognition | None:
         pass
     # The same rewrites are exact on any exporter's channels-last graph; named for the
     # source they were made for when it is not tf2onnx.
-    return Recognition(model=out, dialect=DIALECT if _is_tf2onnx(model) else "channels-last",
-                       rewrites=tuple(g.rewrites))
+    if not _is_tf2onnx(model):
+        return Recognition(model=out, dialect="channels-last", rewrites=tuple(g.rewrites))
+    return Recognition(model=out, dialect=DIALECT, rewrites=tuple(g.rewrites),
+                       facts={"exporter": "tf2onnx's export of a Keras/TensorFlow model: "
+                                          "change the Keras model and export it again"})
 
 
 def _channels_last_input(model) -> bool:

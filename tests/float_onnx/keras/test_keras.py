@@ -152,3 +152,19 @@ def test_run_maps_float_samples_with_the_offset(converted, tmp_path):
     want = quantized_float_output(q, x[:3])
     got = np.load(tmp_path / "y.npy").astype(np.float64) * scale
     np.testing.assert_array_equal(got.reshape(want.shape), want)
+
+
+def test_walker_refusals_name_the_tf2onnx_form(tmp_path):
+    """An operator the accelerator lacks in a tf2onnx export (Keras' LeakyReLU is written
+    as LeakyRelu): the message names the node and says the model is tf2onnx's export."""
+    model = onnx.load(str(HERE / "gray_cnn.onnx"))
+    relu = next(n for n in model.graph.node if n.op_type == "Relu")
+    relu.op_type = "LeakyRelu"
+    path = tmp_path / "leaky.onnx"
+    onnx.save(model, str(path))
+    code, _, err = cli([path, "--device", "MAX78000", "--calibration",
+                        HERE / "cal_gray.npy", "-o", tmp_path / "p"])
+    assert code == 1
+    assert err.startswith("error[float.unsupported-op]") and relu.name in err, err
+    assert "export of a Keras/TensorFlow model" in err and "use ReLU" in err
+    _messages_ok(err)
