@@ -401,9 +401,36 @@ def _moved(g: _Graph, t, node, p):
         return [new, after], "concatenated along the matching axis"
     if node.op_type == "MatMul" and node.input[0] == t.output[0]:
         return _dense_as_conv(g, t, node, p, mid, after)
+    if node.op_type == "ReduceMean" and node.input[0] == t.output[0]:
+        return _mean_moved(g, t, node, p, mid, after)
     if node.op_type in ("Reshape", "Flatten") and node.input[0] == t.output[0]:
         return _DONE if _flatten_permuted(g, t, node, p) else None
     return None
+
+
+def _mean_moved(g: _Graph, t, node, p, mid, after):
+    """ReduceMean over channels-last axes (Keras' GlobalAveragePooling2D as TensorFlow's
+    Mean over (1, 2)) = ReduceMean over the matching channels-first axes; without
+    keepdims the transpose disappears when the kept axes stay in order."""
+    axes = _axes(g, node)
+    if axes is None:
+        return None
+    rank = len(p)
+    src = sorted(p[a % rank] for a in axes)
+    keep = int(_attr(node, "keepdims", 1))
+    kept = [q for q in p if q not in src]
+    attrs = {"keepdims": keep}
+    inputs = [t.input[0]]
+    if len(node.input) > 1 and node.input[1]:
+        inputs.append(g.add_const(node.input[1], np.array(src, np.int64)))
+    else:
+        attrs["axes"] = src
+    why = "the mean over the matching axes"
+    if keep:
+        return [g.node("ReduceMean", inputs, [mid], node.name, **attrs), after], why
+    if kept != sorted(kept):
+        return None
+    return [g.node("ReduceMean", inputs, node.output, node.name, **attrs)], why
 
 
 def _bypass(g: _Graph, old: list, src: str, out: str) -> None:
