@@ -161,7 +161,6 @@ class _Act:
 
     src: int
     shape: tuple[int, ...]  # per sample, canonical: (C, H, W), (C, L) or (F,)
-    perm: tuple[int, ...] | None = None  # the graph tensor = canonical.transpose(perm)
 
 
 @dataclass
@@ -503,8 +502,7 @@ class _Walker:
         value = self.subsampled(value)
         if isinstance(value, _Draft):
             value = self.act(value, where)
-        if isinstance(value, _Pool) and isinstance(value.inner, _Act) and \
-                value.inner.perm is None and not value.vector:
+        if isinstance(value, _Pool) and isinstance(value.inner, _Act) and not value.vector:
             src = value.inner
             fields = self._pool_fields(value, src.shape)
             return dict(fields, input_channels=src.shape[0], input_dim=_dims(src.shape),
@@ -533,11 +531,6 @@ class _Walker:
                         pooled_dim=_dims(value.shape),
                         sources=sources), value.shape
         a = self.act(value, where)
-        if a.perm is not None:
-            raise _fail("layout", where, f"the convolution reads a transposed tensor "
-                        f"(layout {a.perm})", "transpose data to NCHW before the first "
-                        "convolution only (an NHWC model input followed by Transpose "
-                        "[0, 3, 1, 2] is fine)")
         return dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
                     pooled_dim=_dims(a.shape), sources=(a.src,)), a.shape
 
@@ -567,12 +560,15 @@ class _Walker:
         shape = tuple(dims[1:])
         self.model_shape = shape
         perm = None
-        if len(shape) >= 2 and _channels_last_input(graph, inp.name):
+        # A channels-last input: its one reader, a Transpose to channels-first, is the
+        # input mapping's permutation (the exporter dialects leave no other Transpose).
+        self.layout = _channels_last_input(graph, inp.name) if len(shape) >= 2 else None
+        if self.layout is not None:
             # canonical (N, C, ...) transposed to the model's (N, ..., C)
             perm = (0, *range(2, len(shape) + 1), 1)
             shape = (shape[-1], *shape[:-1])
         self.input_perm = perm
-        self.values[inp.name] = _Act(-1, shape, perm)
+        self.values[inp.name] = _Act(-1, shape)
         # A vector input (N, F) is F channels of 1x1 data to the accelerator.
         self.input_shape = (shape[0], 1, 1) if len(shape) == 1 else shape
         for node in graph.node:
@@ -709,14 +705,14 @@ class _Walker:
         if v is None:
             self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], perm)
             return
-        if not isinstance(v, _Act):
-            v = self.act(v, self.where(node))
-        if not perm or perm[0] != 0:
-            raise _fail("transpose", self.where(node), f"transpose {perm} moves the batch",
-                        "transpose only the per-sample axes")
-        base = v.perm or tuple(range(len(v.shape) + 1))
-        new = tuple(base[p] for p in perm)
-        self.set(node, _Act(v.src, v.shape, None if new == tuple(sorted(new)) else new))
+        if (self.layout is not None and node.output[0] == self.layout.output[0]) or \
+                perm == tuple(range(len(perm))):
+            self.set(node, v)  # the input's layout change: part of the input mapping
+            return
+        raise _fail("transpose", self.where(node), f"a transpose {_ints(perm)} inside the "
+                    "network", "the accelerator keeps data channels-first: transpose only "
+                    "the model input (a channels-last input read by one Transpose to "
+                    "channels-first)")
 
     # convolutions and dense layers
     def op_Conv(self, node) -> None:
@@ -794,11 +790,6 @@ class _Walker:
         if isinstance(v, _Flat):
             a = v.inner
             n_in = int(np.prod(a.shape))
-            if a.perm is not None:
-                # the channels-last flatten of tf2onnx graphs is rewritten before the
-                # walk (dialects/tf2onnx.py); what is left here has no rewrite
-                raise _fail("layout", where, f"a dense layer reads a transposed tensor "
-                            f"(layout {a.perm}) flattened", "flatten channels-first data")
             flatten = len(a.shape) > 1 and int(np.prod(a.shape[1:])) > 1
             if flatten:
                 fields = dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
@@ -939,7 +930,7 @@ class _Walker:
         ops = []
         pool = None
         for v in (a, b):
-            if isinstance(v, _Pool) and isinstance(v.inner, _Act) and v.inner.perm is None \
+            if isinstance(v, _Pool) and isinstance(v.inner, _Act) \
                     and self.uses.get(v.tensor, 0) == 1 and not v.vector and \
                     (pool is None or (pool.kernel, pool.stride, pool.dilation, pool.average,
                                       pool.shape) == (v.kernel, v.stride, v.dilation,
@@ -957,7 +948,7 @@ class _Walker:
             # copy's processors (a pass-through layer keeps data where it is).
             acts = acts[::-1]
         shapes = {x.shape for x in acts}
-        if len(shapes) != 1 or any(x.perm is not None for x in acts):
+        if len(shapes) != 1:
             raise _fail("eltwise-shape", where, f"element-wise operands of shapes "
                         f"{[x.shape for x in acts]} (broadcasting)",
                         "add or subtract tensors of equal shape only")
@@ -975,7 +966,7 @@ class _Walker:
         of the input mapping, exact, as the accelerator's zero padding then holds zeros
         of the offset input like the model's padding does."""
         data = node.input[0] if node.input[0] in self.values else node.input[1]
-        if not isinstance(v, _Act) or v.src >= 0 or v.perm is not None or \
+        if not isinstance(v, _Act) or v.src >= 0 or \
                 self.input_gain != 1.0 or self.uses.get(data, 0) != 1:
             return False
         arr = np.asarray(c, np.float64)
@@ -1109,9 +1100,6 @@ class _Walker:
         if isinstance(v, _Act):
             inner = v
             in_shape = v.shape
-            if v.perm is not None:
-                raise _fail("layout", where, "pooling a transposed tensor",
-                            "pool in NCHW layout")
         elif isinstance(v, _Elt) and v.pool is None and self.uses.get(v.tensor, 0) == 1:
             inner, in_shape = v, v.shape
         else:
@@ -1248,7 +1236,7 @@ class _Walker:
         acts = [self.act(v, where) for v in vals]
         rank = 1 + len(acts[0].shape)
         axis = int(_attr(node, "axis", 1)) % rank
-        if axis != 1 or any(a.perm is not None for a in acts) or \
+        if axis != 1 or \
                 len({a.shape[1:] for a in acts}) != 1:
             raise _fail("concat", where, f"concatenation along axis {axis} of "
                         f"{[a.shape for a in acts]}",
@@ -1322,14 +1310,16 @@ def _simplify(model, where: str):
     return model
 
 
-def _channels_last_input(graph, name: str) -> bool:
-    """Whether the input is channels-last: its one reader is a Transpose to channels-
-    first (the canonical form the exporter dialects leave, dialects/tf2onnx.py)."""
+def _channels_last_input(graph, name: str):
+    """The Transpose to channels-first that is the input's one reader, if the input is
+    channels-last (the canonical form the exporter dialects leave, dialects/tf2onnx.py);
+    else None."""
     readers = [n for n in graph.node if name in n.input]
     if len(readers) != 1 or readers[0].op_type != "Transpose":
-        return False
+        return None
     perm = tuple(int(p) for p in _attr(readers[0], "perm", []) or [])
-    return len(perm) >= 3 and perm == (0, len(perm) - 1, *range(1, len(perm) - 1))
+    ok = len(perm) >= 3 and perm == (0, len(perm) - 1, *range(1, len(perm) - 1))
+    return readers[0] if ok else None
 
 
 def _graph_input(model):

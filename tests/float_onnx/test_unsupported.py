@@ -110,7 +110,7 @@ def _case(name: str):
         return _model(nodes, inits), "padded_pool"
     if name == "transposed_conv_input":
         nodes, inits = _after_conv("Transpose", "swap_hw", {"perm": [0, 1, 3, 2]})
-        return _model(nodes, inits), "node conv1 (Conv)"
+        return _model(nodes, inits), "node swap_hw (Transpose)"
     if name == "input_minus_mean":
         sub = helper.make_node("Sub", ["x", "mean"], ["n"], name="normalize")
         c0, i0 = _conv("n", "y", "conv0")
