@@ -61,7 +61,9 @@ def convert_float(model: Path, device: Device, out: Path, *, calibration: Path |
             from . import load_array
 
             x = load_array(calibration, "calibration data")
-            first = x[0] if x.ndim > len(result.network.input_shape) else x
+            # one sample in the model's own shape (its rank is the mapping's, less the
+            # batch; a vector model's (N, F) samples are (F, 1, 1) to the accelerator)
+            first = x[0] if x.ndim == len(result.mapping.perm) else x
             q = result.mapping.quantize(np.asarray(first)[np.newaxis])[0]
             sample = Path(tmp) / "sample.npy"
             np.save(sample, q.astype(np.int64), allow_pickle=False)

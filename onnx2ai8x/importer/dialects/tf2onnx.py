@@ -340,10 +340,10 @@ def _push_transpose(g: _Graph) -> bool:
     """Move a Transpose down past the node that reads it, or cancel it with the next
     Transpose, so that tf2onnx's channels-last stretches disappear."""
     for t in g.nodes:
-        if t.op_type != "Transpose" or t.input[0] == g.input:
-            continue
+        p = _perm(t) if t.op_type == "Transpose" else ()
+        if t.op_type != "Transpose" or (t.input[0] == g.input and p == _to_first(len(p))):
+            continue  # the input's layout change stays first (the input mapping's)
         node = g.only_reader(t.output[0])
-        p = _perm(t)
         if node is None or not p:
             continue
         if node.op_type == "Transpose":
@@ -569,13 +569,15 @@ def _input_arith(g: _Graph) -> bool:
     s = float(a[0]) if uniform else 1.0
     w = None
     if not uniform:
-        w = g.const(first.input[1]) if first is not None and first.op_type == "Conv" \
-            else None
-        if w is None:
+        dense = first is not None and first.op_type in ("MatMul", "Gemm") and rank == 2 \
+            and not _attr(first, "transA", 0)
+        if first is not None and (first.op_type == "Conv" or dense):
+            w = g.const(first.input[1])
+        if w is None or np.ndim(w) < 2:
             raise _refuse("input-scale", ", ".join(_label(n) for n, _ in ops),
-                          "a per-channel input scaling that no convolution follows",
-                          "normalize the data before the model, or start the model with "
-                          "a Conv2D / Conv1D")
+                          "a per-channel input scaling that no convolution or dense "
+                          "layer follows", "normalize the data before the model, or start "
+                          "the model with a Conv2D / Conv1D / Dense")
     _fold_input(g, ops, trans, first, w, a / s, b / a, s)
     return True
 
@@ -610,7 +612,13 @@ def _fold_input(g: _Graph, ops, trans, first, w, a, d, s) -> None:
     if w is not None:
         conv = _copy(first)
         conv.input[0] = cur
-        scaled = _scaled_weights(np.asarray(w, np.float64), a, int(_attr(first, "group", 1)))
+        if first.op_type == "Conv":
+            scaled = _scaled_weights(np.asarray(w, np.float64), a,
+                                     int(_attr(first, "group", 1)))
+        elif first.op_type == "Gemm" and _attr(first, "transB", 0):  # (out, in)
+            scaled = np.asarray(w, np.float64) * a.reshape(1, -1)
+        else:  # MatMul / Gemm: (in, out)
+            scaled = np.asarray(w, np.float64) * a.reshape(-1, 1)
         conv.input[1] = g.add_const(first.input[1], scaled.astype(np.float32))
         new.append(conv)
         old.append(first)
@@ -624,7 +632,7 @@ def _fold_input(g: _Graph, ops, trans, first, w, a, d, s) -> None:
         "Normalization) = " + ", ".join(part for part, used in (
             ("an offset per channel in the input mapping", np.any(d)),
             (f"scale {s:g} in the input mapping", s != 1.0),
-            ("per-channel scales folded into the first convolution's weights",
+            ("per-channel scales folded into the first layer's weights",
              w is not None)) if used))
 
 

@@ -10,7 +10,7 @@ environment of its own, e.g.
 
 (written with tensorflow-cpu 2.21, Keras 3.15, tf2onnx 1.17). Each model is saved the
 way Keras 3 saves for serving (`model.export`) and converted with the tf2onnx command
-line and nothing but `--saved-model` and `--output`, as its README shows; one is also
+line and nothing but `--saved-model` and `--output`, as its README shows; two are also
 converted with `--inputs-as-nchw`. `fixtures.json` records each model's float accuracy
 as Keras computes it and the device it is meant for.
 """
@@ -166,9 +166,9 @@ def main() -> None:
         acc = float(model.evaluate(layout(x_test, kind), y_test, verbose=0)[1])
         export(model, name)
         facts[name] = {"input": kind, "device": device, "keras_accuracy": round(acc, 6)}
-        if name == "gray_cnn":
-            export(model, "gray_cnn_nchw", "--inputs-as-nchw", "image")
-            facts["gray_cnn_nchw"] = dict(facts[name], input="gray_nchw")
+        if name in ("gray_cnn", "gray_norm"):
+            export(model, f"{name}_nchw", "--inputs-as-nchw", "image")
+            facts[f"{name}_nchw"] = dict(facts[name], input="gray_nchw")
         print(f"{name}: {acc:.4f}", flush=True)
     for name, model in refused(k).items():
         export(model, name)

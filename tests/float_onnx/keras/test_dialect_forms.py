@@ -72,6 +72,8 @@ def _form(name: str) -> onnx.ModelProto:
                   helper.make_node("MatMul", ["f", "W"], ["y"], name="dense")]
         inits += [_c("k", np.float32(1 / 255)), _c("o", np.float32(-0.5)),
                   _c("shape", np.array([-1, 512], np.int64)), _w("W", 512, 10)]
+    elif name in SHAPES:
+        return _other_input(name)
     else:
         raise AssertionError(name)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["unk__0", 8, 8, 3])
@@ -83,7 +85,42 @@ def _form(name: str) -> onnx.ModelProto:
     return model
 
 
-FORMS = ["reducemean", "reducemean_keepdims", "matmul_4d", "concat_last", "input_offset"]
+def _other_input(name: str) -> onnx.ModelProto:
+    if name == "nchw_normalization":
+        # --inputs-as-nchw: Transpose to NHWC, Normalization per channel, Transpose back
+        nodes = [helper.make_node("Transpose", ["x"], ["xl"], name="nchw_t", perm=[0, 2, 3, 1]),
+                 helper.make_node("Sub", ["xl", "mean"], ["xs"], name="norm/sub"),
+                 helper.make_node("Div", ["xs", "std"], ["xn"], name="norm/div"),
+                 helper.make_node("Transpose", ["xn"], ["xt"], name="conv_t", perm=[0, 3, 1, 2]),
+                 helper.make_node("Conv", ["xt", "K", "kb"], ["c"], name="conv",
+                                  kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 helper.make_node("Relu", ["c"], ["r"], name="relu"),
+                 helper.make_node("Flatten", ["r"], ["f"], name="flat", axis=1),
+                 helper.make_node("MatMul", ["f", "W"], ["y"], name="dense")]
+        inits = [_c("mean", np.float32([0.2, 0.5, 0.7])), _c("std", np.float32([0.3, 0.2, 2.0])),
+                 _w("K", 8, 3, 3, 3), _w("kb", 8), _w("W", 512, 10)]
+    else:  # an MLP on 64 features with a Normalization per feature
+        nodes = [helper.make_node("Sub", ["x", "mean"], ["xs"], name="norm/sub"),
+                 helper.make_node("Div", ["xs", "std"], ["xn"], name="norm/div"),
+                 helper.make_node("MatMul", ["xn", "W1"], ["h"], name="dense1"),
+                 helper.make_node("Add", ["h", "b1"], ["hb"], name="dense1/bias"),
+                 helper.make_node("Relu", ["hb"], ["hr"], name="dense1/relu"),
+                 helper.make_node("MatMul", ["hr", "W"], ["y"], name="dense")]
+        inits = [_c("mean", RNG.uniform(0, 0.5, 64).astype(np.float32)),
+                 _c("std", RNG.uniform(0.2, 2, 64).astype(np.float32)),
+                 _w("W1", 64, 32), _w("b1", 32), _w("W", 32, 10)]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["unk__0", *SHAPES[name]])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["unk__0", 10])
+    model = helper.make_model(helper.make_graph(nodes, "tf", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13)],
+                              producer_name="tf2onnx")
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+SHAPES = {"nchw_normalization": (3, 8, 8), "mlp_normalization": (64,)}
+FORMS = ["reducemean", "reducemean_keepdims", "matmul_4d", "concat_last", "input_offset",
+         *SHAPES]
 
 
 @pytest.mark.parametrize("name", FORMS)
@@ -91,7 +128,7 @@ def test_form_is_rewritten_exactly_and_converts(name, tmp_path):
     path = tmp_path / f"{name}.onnx"
     onnx.save(_form(name), str(path))
     scale = 255.0 if name == "input_offset" else 1.0
-    x = (RNG.uniform(0, 1, (16, 8, 8, 3)) * scale).astype(np.float32)
+    x = (RNG.uniform(0, 1, (16, *SHAPES.get(name, (8, 8, 3)))) * scale).astype(np.float32)
     fm = read_float_model(path, "MAX78000")
     assert fm.canonical.dialects == ("tf2onnx",)
     sess = ort.InferenceSession(fm.model_bytes, providers=["CPUExecutionProvider"])
@@ -104,4 +141,8 @@ def test_form_is_rewritten_exactly_and_converts(name, tmp_path):
     # no transposed tensor is left inside the network: only the input's layout change
     canon = onnx.load_from_string(fm.model_bytes)
     transposes = [n for n in canon.graph.node if n.op_type == "Transpose"]
-    assert [t.input[0] for t in transposes] == [fm.input_name]
+    assert [t.input[0] for t in transposes] == ([] if name in SHAPES else [fm.input_name])
+    if name in SHAPES:  # the per-channel scale went into the first layer's weights
+        assert "per-channel scales folded into the first layer's weights" in \
+            " ".join(fm.rewrites)
+        assert len(fm.input_offset) == SHAPES[name][0]

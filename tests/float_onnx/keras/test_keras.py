@@ -94,10 +94,12 @@ EXPECTED_REWRITES = {
     "gray_cnn": ("reshape (8, 8, 1) -> (1, 8, 8) moves only size-1 axes",
                  "dense weights' rows permuted"),
     "gray_cnn_nchw": ("dense weights' rows permuted",),
+    "gray_norm_nchw": ("an offset per channel in the input mapping, scale 2.66063 in the "
+                       "input mapping",),
     "gray_norm": ("reshape (8, 8, 1) -> (1, 8, 8)", "an offset per channel in the input "
                   "mapping, scale 2.66063 in the input mapping"),
     "rgb_norm": ("an offset per channel in the input mapping, per-channel scales folded "
-                 "into the first convolution's weights",),
+                 "into the first layer's weights",),
     "rgb_concat": ("(Tensordot) = MatMul", "a 1x1 convolution", "cancel",
                    "dense weights' rows permuted"),
     "rows_conv1d": ("Transpose (0, 2, 1) then Unsqueeze", "= the 1-D operation",
@@ -130,7 +132,7 @@ def test_input_offset_is_in_the_mapping(converted):
     meta = {p.key: p.value for p in onnx.load(str(project / f"{name}.onnx")).metadata_props}
     offset = json.loads(meta.get("ai8x.input_offset", "[]"))
     channels = json.loads(meta["ai8x.input_shape"])[0]
-    if name in ("gray_norm", "rgb_norm"):
+    if name in ("gray_norm", "gray_norm_nchw", "rgb_norm"):
         assert len(offset) == channels and any(offset), offset
         assert "offset per channel" in stdout
     else:
