@@ -260,7 +260,7 @@ class _NodeRef:
 
 def _ints(values) -> str:
     """A shape for a message, (8, 8, 1): plain integers, no numpy reprs."""
-    return "(" + ", ".join(str(int(v)) for v in values) + ")"
+    return "(" + ", ".join(str(int(v)) for v in np.asarray(values).reshape(-1)) + ")"
 
 
 def _layer_name(node) -> str:
@@ -1188,7 +1188,10 @@ class _Walker:
                         "simplify the model (onnxsim) or flatten with Flatten")
         src_shape = v.inner.shape if isinstance(v, _Flat) else v.shape
         total = int(np.prod(src_shape))
-        t = [int(x) for x in target]
+        t = [int(x) for x in np.asarray(target).reshape(-1)]
+        if not t:
+            raise _fail("reshape", self.where(node), "a reshape to a scalar",
+                        "only flatten (N, C, H, W) -> (N, C*H*W) before a dense layer")
         t[0] = 1 if t[0] in (0, -1) else t[0]
         if t[0] != 1:
             raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} merges "

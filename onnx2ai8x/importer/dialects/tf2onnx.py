@@ -48,7 +48,7 @@ def _refuse(code: str, where: str, message: str, hint: str) -> Ai8xError:
 
 def _dims(values) -> str:
     """A shape or list for a message: (8, 8, 1), no numpy reprs."""
-    return "(" + ", ".join(str(int(v)) for v in values) + ")"
+    return "(" + ", ".join(str(int(v)) for v in np.asarray(values).reshape(-1)) + ")"
 
 
 class _Graph:
@@ -552,7 +552,7 @@ def _input_arith(g: _Graph) -> bool:
     rest a / s folded into the first convolution's weights (exact: scaling a channel
     commutes with zero padding)."""
     ops, trans, first = _input_chain(g)
-    if not ops:
+    if not ops or first is None:
         return False
     shape = g.shapes.get(g.input)
     perm = list(_perm(trans)) if trans is not None else None
@@ -673,13 +673,16 @@ def recognize(model) -> Recognition | None:
     if not _is_tf2onnx(model) and not _channels_last_input(model) and \
             not any(n.op_type == "Transpose" for n in model.graph.node):
         return None
-    g = _Graph(model)
-    for _ in range(10 * len(g.nodes) + 10):
-        if not any(rule(g) for rule in _RULES):
-            break
-        g.infer()
-    if _is_tf2onnx(model):
-        _check_padding(g)
+    try:
+        g = _rewritten(model)
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError) as exc:
+        # A graph that breaks a rule's reading (an attribute of the wrong length, a
+        # constant of the wrong shape) is malformed: onnx.checker or onnxruntime would
+        # refuse it too. Said as such, not as a traceback.
+        raise _refuse("unreadable", "model", f"the channels-last graph cannot be read "
+                      f"({type(exc).__name__}: {str(exc)[:160]})", "check the model with "
+                      "onnx.checker and onnxruntime, then export it again with "
+                      "tf2onnx") from None
     if not g.rewrites and not _is_tf2onnx(model):
         return None
     import onnx
@@ -696,6 +699,18 @@ def recognize(model) -> Recognition | None:
     return Recognition(model=out, dialect=DIALECT, rewrites=tuple(g.rewrites),
                        facts={"exporter": "tf2onnx's export of a Keras/TensorFlow model: "
                                           "change the Keras model and export it again"})
+
+
+def _rewritten(model) -> _Graph:
+    """The model with every rule applied until none applies, its padding checked."""
+    g = _Graph(model)
+    for _ in range(10 * len(g.nodes) + 10):
+        if not any(rule(g) for rule in _RULES):
+            break
+        g.infer()
+    if _is_tf2onnx(model):
+        _check_padding(g)
+    return g
 
 
 def _channels_last_input(model) -> bool:

@@ -146,3 +146,28 @@ def test_form_is_rewritten_exactly_and_converts(name, tmp_path):
         assert "per-channel scales folded into the first layer's weights" in \
             " ".join(fm.rewrites)
         assert len(fm.input_offset) == SHAPES[name][0]
+
+
+def test_malformed_channels_last_graph_is_a_message(tmp_path):
+    """Constants that cannot broadcast together (a damaged file): one error naming
+    tf2onnx, exit 1, no traceback."""
+    nodes, inits = _head("xs")
+    nodes = [helper.make_node("Mul", ["x", "k"], ["xm"], name="rescale/mul"),
+             helper.make_node("Add", ["xm", "o"], ["xs"], name="rescale/add")] + nodes
+    nodes += [helper.make_node("Flatten", ["rt"], ["f"], name="flat", axis=1),
+              helper.make_node("MatMul", ["f", "W"], ["y"], name="dense")]
+    inits += [_c("k", np.ones((1, 1, 1, 2), np.float32)),
+              _c("o", np.ones((1, 1, 1, 3), np.float32)), _w("W", 512, 10)]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["unk__0", 8, 8, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["unk__0", 10])
+    model = helper.make_model(helper.make_graph(nodes, "tf", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13)],
+                              producer_name="tf2onnx")
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, str(path))
+    np.save(tmp_path / "cal.npy", np.zeros((2, 8, 8, 3), np.float32))
+    code, _, err = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+                        tmp_path / "q.onnx"])
+    assert code == 1, err
+    assert err.startswith("error[tf2onnx.unreadable]") and "tf2onnx" in err, err
+    assert "Traceback" not in err and "internal error" not in err
