@@ -650,13 +650,15 @@ def _check_padding(g: _Graph) -> None:
         size = g.shapes.get(node.input[0])
         sizes = f" on a {' x '.join(str(d) for d in size[2:])} input" if size else ""
         strides = _attr(node, "strides", [1] * nd) or [1] * nd
-        raise _refuse("same-padding", _label(node), f"padding=\"same\" with stride "
-                      f"{' x '.join(str(int(v)) for v in strides)}{sizes}: TensorFlow pads "
-                      f"{_dims(pads[:nd])} before and {_dims(pads[nd:])} after, the "
-                      "accelerator pads both sides alike", "in Keras, give this layer an "
-                      "odd-sized input (then TensorFlow pads both sides alike), or use "
-                      "padding=\"valid\" after ZeroPadding2D(1), or stride 1 followed by "
-                      "MaxPooling2D(2); then export again with tf2onnx")
+        raise _refuse("same-padding", _label(node), f"stride "
+                      f"{' x '.join(str(int(v)) for v in strides)}{sizes} padded "
+                      f"{_dims(pads[:nd])} before and {_dims(pads[nd:])} after (Keras' "
+                      "padding=\"same\" with stride 2 on an even size, or a ZeroPadding2D "
+                      "of unequal sides); the accelerator pads both sides alike",
+                      "in Keras, give this layer an odd-sized input (then TensorFlow pads "
+                      "both sides alike), or use padding=\"valid\" after ZeroPadding2D(1), "
+                      "or stride 1 followed by MaxPooling2D(2); then export again with "
+                      "tf2onnx")
 
 
 _RULES = (_reshape_as_transpose, _unsqueeze_then_transpose, _height_one, _tensordot,

@@ -6,7 +6,7 @@ environment of its own, e.g.
 
     python3.11 -m venv /tmp/tf && /tmp/tf/bin/pip install tensorflow-cpu tf2onnx \
         scikit-learn
-    /tmp/tf/bin/python tests/float_onnx/keras/make_fixtures.py
+    /tmp/tf/bin/python tests/float_onnx/keras/make_fixtures.py [NAME ...]
 
 (written with tensorflow-cpu 2.21, Keras 3.15, tf2onnx 1.17). Each model is saved the
 way Keras 3 saves for serving (`model.export`) and converted with the tf2onnx command
@@ -118,6 +118,22 @@ def models(k, x_train_gray):
         x = L.GlobalAveragePooling2D()(x)
         return k.Model(i, L.Dense(10)(x))
 
+    def rgb_residual():
+        # a residual Add with a ReLU after it, ReLU(6), AveragePooling2D, Dropout and a
+        # softmax output (left to the CPU)
+        i = k.Input((8, 8, 3), name="image")
+        x = L.Conv2D(16, 3, padding="same", use_bias=False)(i)
+        x = L.BatchNormalization()(x)
+        x = L.ReLU(6.0)(x)
+        y = L.Conv2D(16, 3, padding="same")(x)
+        y = L.BatchNormalization()(y)
+        x = L.Activation("relu")(L.Add()([x, y]))
+        x = L.AveragePooling2D(2)(x)
+        x = L.Conv2D(32, 3, padding="same", activation="relu")(x)
+        x = L.GlobalAveragePooling2D()(x)
+        x = L.Dropout(0.2)(x)
+        return k.Model(i, L.Dense(10, activation="softmax")(x))
+
     return {
         "gray_cnn": ("gray", "MAX78000", gray_cnn),
         "gray_norm": ("gray", "MAX78000", gray_norm),
@@ -125,6 +141,7 @@ def models(k, x_train_gray):
         "rgb_separable": ("rgb", "MAX78002", rgb_separable),
         "rows_conv1d": ("rows", "MAX78000", rows_conv1d),
         "rgb_norm": ("rgb", "MAX78000", rgb_norm),
+        "rgb_residual": ("rgb", "MAX78000", rgb_residual),
     }
 
 
@@ -147,21 +164,27 @@ def export(model, name: str, *extra: str) -> None:
                        check=True, capture_output=True)
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
+    """Make the fixtures named in `only` (all when empty); fixtures.json keeps the
+    others' entries."""
     import tensorflow as tf
 
     k = tf.keras
-    k.utils.set_random_seed(SEED)
     tf.config.experimental.enable_op_determinism()
     x_train, y_train, x_cal, x_test, y_test = split()
     np.savez_compressed(HERE / "held_out.npz", x=x_test, y=y_test)
     for kind in ("gray", "rgb", "rows"):
         np.save(HERE / f"cal_{kind}.npy", layout(x_cal, kind))
-    facts = {}
-    for name, (kind, device, build) in models(k, x_train).items():
+    path = HERE / "fixtures.json"
+    facts = json.loads(path.read_text()) if only and path.exists() else {}
+    for n, (name, (kind, device, build)) in enumerate(models(k, x_train).items()):
+        if only and name not in only:
+            continue
+        k.utils.set_random_seed(SEED + n)
         model = build()
+        softmax = model.layers[-1].get_config().get("activation") == "softmax"
         model.compile(optimizer=k.optimizers.Adam(3e-3), metrics=["accuracy"],
-                      loss=k.losses.SparseCategoricalCrossentropy(from_logits=True))
+                      loss=k.losses.SparseCategoricalCrossentropy(from_logits=not softmax))
         model.fit(layout(x_train, kind), y_train, epochs=30, batch_size=32, verbose=0)
         acc = float(model.evaluate(layout(x_test, kind), y_test, verbose=0)[1])
         export(model, name)
@@ -171,9 +194,10 @@ def main() -> None:
             facts[f"{name}_nchw"] = dict(facts[name], input="gray_nchw")
         print(f"{name}: {acc:.4f}", flush=True)
     for name, model in refused(k).items():
-        export(model, name)
-    (HERE / "fixtures.json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
+        if not only or name in only:
+            export(model, name)
+    path.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
