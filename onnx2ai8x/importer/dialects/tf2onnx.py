@@ -89,7 +89,8 @@ class _Graph:
         m.CopyFrom(self.model)
         del m.graph.node[:]
         m.graph.node.extend(self.nodes)
-        used = {i for n in self.nodes for i in n.input}
+        # (old exporters also list initializers as graph inputs: those stay)
+        used = {i for n in self.nodes for i in n.input} | {i.name for i in m.graph.input}
         del m.graph.initializer[:]
         m.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), k)
                                    for k, v in self.consts.items() if k in used)
@@ -370,11 +371,11 @@ def _moved(g: _Graph, t, node, p):
     mid = g.fresh(node.output[0])
     after = g.node("Transpose", [mid], node.output, t.name, perm=list(p))
     inv = list(np.argsort(p))
-    if node.op_type in _UNARY and node.input[0] == t.output[0]:
+    if node.op_type in _UNARY and node.input[0] == t.output[0] and \
+            not any(node.output[1:]):  # (a Dropout's mask is not moved)
         new = _copy(node)
         new.input[0] = t.input[0]
         new.output[0] = mid
-        del new.output[1:]
         return [new, after], "an element-wise operation commutes with a transpose"
     if node.op_type in _ARITH and len(node.input) == 2:
         k = 1 if node.input[0] == t.output[0] else 0
