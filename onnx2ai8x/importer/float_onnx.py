@@ -785,7 +785,7 @@ class _Walker:
         self.set(node, draft)
 
     def _dense_input(self, node, v) -> tuple[dict, int]:
-        """Fields for a dense layer's input and the column order of its weights."""
+        """Fields for a dense layer's input and its number of inputs."""
         where = self.where(node)
         if isinstance(v, _Flat):
             a = v.inner
