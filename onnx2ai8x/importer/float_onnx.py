@@ -1,8 +1,9 @@
 """Standard float ONNX -> a Network with float weights (issue 13, the float front end).
 
-Any exporter's float32 graph (torch.onnx.export both ways, tf2onnx-style NHWC graphs,
-onnxruntime QDQ models) is simplified with onnxsim at batch 1, then walked once in
-topological order. Nodes are grouped into hardware layers by pattern, as the hardware
+Any exporter's float32 graph (torch.onnx.export both ways, tf2onnx's NHWC graphs,
+onnxruntime QDQ models) is simplified with onnxsim at batch 1, rewritten into the
+canonical form by the exporter dialects (`dialects/`), then walked once in topological
+order. Nodes are grouped into hardware layers by pattern, as the hardware
 executes a layer (seed 000, "CNN Accelerator" layer pipeline: pooling -> element-wise ->
 convolution -> output shift -> activation):
 
@@ -36,7 +37,7 @@ from ..network import (
     Op,
     unique_name,
 )
-from .dialects import Canonical, canonicalize
+from .dialects import Canonical, canonicalize, explained
 
 OPSET_MIN, OPSET_MAX = 11, 21
 # Ops that only pass values through at inference time.
@@ -142,6 +143,8 @@ class FloatModel:
     cpu_tail: tuple[str, ...] = ()
     qdq: bool = False
     input_gain: float = 1.0  # the model multiplies its input by this first
+    # ... after adding this per channel (canonical layout; empty: none)
+    input_offset: tuple[float, ...] = ()
     # the exporter dialects recognized and rewritten before the walk (dialects/)
     canonical: Canonical | None = None
 
@@ -158,7 +161,6 @@ class _Act:
 
     src: int
     shape: tuple[int, ...]  # per sample, canonical: (C, H, W), (C, L) or (F,)
-    perm: tuple[int, ...] | None = None  # the graph tensor = canonical.transpose(perm)
 
 
 @dataclass
@@ -256,6 +258,11 @@ class _NodeRef:
         return "MaxPool"
 
 
+def _ints(values) -> str:
+    """A shape for a message, (8, 8, 1): plain integers, no numpy reprs."""
+    return "(" + ", ".join(str(int(v)) for v in np.asarray(values).reshape(-1)) + ")"
+
+
 def _layer_name(node) -> str:
     """A readable layer name from an exporter's node name: `/features/features.0/Conv`
     (TorchScript) -> `features.0`; names without a path are kept."""
@@ -304,6 +311,7 @@ class _Walker:
                        if name and name not in self.consts and self.uses.get(name, 0) > 1}
         self.copies: dict[str, _Act] = {}
         self.input_gain = 1.0  # the model scales its input by this before any layer
+        self.input_offset: np.ndarray | None = None  # ... after adding this per channel
         self.layers: list[Layer] = []
         self.infos: list[FloatLayer] = []
         self.parent: dict[int, int] = {}  # union-find over scale groups (-1: input)
@@ -499,8 +507,7 @@ class _Walker:
         value = self.subsampled(value)
         if isinstance(value, _Draft):
             value = self.act(value, where)
-        if isinstance(value, _Pool) and isinstance(value.inner, _Act) and \
-                value.inner.perm is None and not value.vector:
+        if isinstance(value, _Pool) and isinstance(value.inner, _Act) and not value.vector:
             src = value.inner
             fields = self._pool_fields(value, src.shape)
             return dict(fields, input_channels=src.shape[0], input_dim=_dims(src.shape),
@@ -529,11 +536,6 @@ class _Walker:
                         pooled_dim=_dims(value.shape),
                         sources=sources), value.shape
         a = self.act(value, where)
-        if a.perm is not None:
-            raise _fail("layout", where, f"the convolution reads a transposed tensor "
-                        f"(layout {a.perm})", "transpose data to NCHW before the first "
-                        "convolution only (an NHWC model input followed by Transpose "
-                        "[0, 3, 1, 2] is fine)")
         return dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
                     pooled_dim=_dims(a.shape), sources=(a.src,)), a.shape
 
@@ -563,11 +565,15 @@ class _Walker:
         shape = tuple(dims[1:])
         self.model_shape = shape
         perm = None
-        if len(shape) == 3 and _nhwc_input(graph, inp.name, self.consts):
-            perm = (0, 2, 3, 1)  # NHWC input (tf2onnx): canonical NCHW transposed
-            shape = (shape[2], shape[0], shape[1])
+        # A channels-last input: its one reader, a Transpose to channels-first, is the
+        # input mapping's permutation (the exporter dialects leave no other Transpose).
+        self.layout = _channels_last_input(graph, inp.name) if len(shape) >= 2 else None
+        if self.layout is not None:
+            # canonical (N, C, ...) transposed to the model's (N, ..., C)
+            perm = (0, *range(2, len(shape) + 1), 1)
+            shape = (shape[-1], *shape[:-1])
         self.input_perm = perm
-        self.values[inp.name] = _Act(-1, shape, perm)
+        self.values[inp.name] = _Act(-1, shape)
         # A vector input (N, F) is F channels of 1x1 data to the accelerator.
         self.input_shape = (shape[0], 1, 1) if len(shape) == 1 else shape
         for node in graph.node:
@@ -704,14 +710,14 @@ class _Walker:
         if v is None:
             self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], perm)
             return
-        if not isinstance(v, _Act):
-            v = self.act(v, self.where(node))
-        if not perm or perm[0] != 0:
-            raise _fail("transpose", self.where(node), f"transpose {perm} moves the batch",
-                        "transpose only the per-sample axes")
-        base = v.perm or tuple(range(len(v.shape) + 1))
-        new = tuple(base[p] for p in perm)
-        self.set(node, _Act(v.src, v.shape, None if new == tuple(sorted(new)) else new))
+        if (self.layout is not None and node.output[0] == self.layout.output[0]) or \
+                perm == tuple(range(len(perm))):
+            self.set(node, v)  # the input's layout change: part of the input mapping
+            return
+        raise _fail("transpose", self.where(node), f"a transpose {_ints(perm)} inside the "
+                    "network", "the accelerator keeps data channels-first: transpose only "
+                    "the model input (a channels-last input read by one Transpose to "
+                    "channels-first)")
 
     # convolutions and dense layers
     def op_Conv(self, node) -> None:
@@ -783,16 +789,12 @@ class _Walker:
                        subsample=sub)
         self.set(node, draft)
 
-    def _dense_input(self, node, v) -> tuple[dict, int, np.ndarray | None]:
-        """Fields for a dense layer's input and the column order of its weights."""
+    def _dense_input(self, node, v) -> tuple[dict, int]:
+        """Fields for a dense layer's input and its number of inputs."""
         where = self.where(node)
         if isinstance(v, _Flat):
             a = v.inner
             n_in = int(np.prod(a.shape))
-            order = None
-            if a.perm is not None:
-                ps = [p - 1 for p in a.perm[1:]]
-                order = np.arange(n_in).reshape(a.shape).transpose(ps).ravel()
             flatten = len(a.shape) > 1 and int(np.prod(a.shape[1:])) > 1
             if flatten:
                 fields = dict(input_channels=a.shape[0], input_dim=_dims(a.shape),
@@ -801,27 +803,21 @@ class _Walker:
             else:
                 fields = dict(input_channels=n_in, input_dim=(1, 1), pooled_dim=(1, 1),
                               sources=(a.src,))
-            return fields, n_in, order
+            return fields, n_in
         a = self.act(v, where)
         if len(a.shape) != 1 and int(np.prod(a.shape[1:])) != 1:
             raise _fail("dense-input", where, f"a dense layer applied to a {a.shape} tensor "
                         "(it would act on the last axis only)",
                         "flatten the data first (Flatten / Reshape to (N, -1))")
         return dict(input_channels=a.shape[0], input_dim=(1, 1), pooled_dim=(1, 1),
-                    sources=(a.src,)), a.shape[0], None
+                    sources=(a.src,)), a.shape[0]
 
     def _dense(self, node, v, w: np.ndarray, b: np.ndarray | None) -> None:
         where = self.where(node)
-        fields, n_in, order = self._dense_input(node, v)
+        fields, n_in = self._dense_input(node, v)
         if w.shape[1] != n_in:
             raise _fail("dense-shape", where, f"weights take {w.shape[1]} inputs, the data "
                         f"has {n_in}", "check the model")
-        if order is not None:
-            canon = np.empty_like(w)
-            canon[:, order] = w
-            w = canon
-            self.rewrites.append(f"{node.name or node.output[0]}: dense weights reordered "
-                                 "from the transposed (channels-last) flatten")
         out = w.shape[0]
         fields.update(operator=Op.LINEAR, output_channels=out, output_dim=(1, 1),
                       name=_layer_name(node))
@@ -918,6 +914,8 @@ class _Walker:
         if a is None or b is None:
             v = a if b is None else b
             c = self.consts[node.input[1] if b is None else node.input[0]]
+            if (kind == ELTWISE_ADD or b is None) and self._input_offset(node, v, c, kind):
+                return
             d = self._draft_for_fold(v, node)
             vec = None if d is None else self._channel_vector(c, d, node)
             if vec is None:
@@ -937,7 +935,7 @@ class _Walker:
         ops = []
         pool = None
         for v in (a, b):
-            if isinstance(v, _Pool) and isinstance(v.inner, _Act) and v.inner.perm is None \
+            if isinstance(v, _Pool) and isinstance(v.inner, _Act) \
                     and self.uses.get(v.tensor, 0) == 1 and not v.vector and \
                     (pool is None or (pool.kernel, pool.stride, pool.dilation, pool.average,
                                       pool.shape) == (v.kernel, v.stride, v.dilation,
@@ -955,7 +953,7 @@ class _Walker:
             # copy's processors (a pass-through layer keeps data where it is).
             acts = acts[::-1]
         shapes = {x.shape for x in acts}
-        if len(shapes) != 1 or any(x.perm is not None for x in acts):
+        if len(shapes) != 1:
             raise _fail("eltwise-shape", where, f"element-wise operands of shapes "
                         f"{[x.shape for x in acts]} (broadcasting)",
                         "add or subtract tensors of equal shape only")
@@ -966,6 +964,31 @@ class _Walker:
         operands = acts
         self.set(node, _Elt(kind, operands, shape, node.name or node.output[0],
                             node.output[0], pool))
+
+    def _input_offset(self, node, v, c, kind: int) -> bool:
+        """A per-channel constant added to the model input before any scaling (Keras'
+        Normalization mean, a Rescaling offset; dialects/tf2onnx.py puts it first): part
+        of the input mapping, exact, as the accelerator's zero padding then holds zeros
+        of the offset input like the model's padding does."""
+        data = node.input[0] if node.input[0] in self.values else node.input[1]
+        if not isinstance(v, _Act) or v.src >= 0 or \
+                self.input_gain != 1.0 or self.uses.get(data, 0) != 1:
+            return False
+        arr = np.asarray(c, np.float64)
+        rank = 1 + len(v.shape)
+        if arr.ndim > rank:
+            return False
+        full = (1,) * (rank - arr.ndim) + arr.shape
+        if full[0] != 1 or any(d != 1 for d in full[2:]) or full[1] not in (1, v.shape[0]):
+            return False
+        vec = np.broadcast_to(arr.reshape(-1), (v.shape[0],)) * \
+            (-1.0 if kind == ELTWISE_SUB else 1.0)
+        base = np.zeros(v.shape[0]) if self.input_offset is None else self.input_offset
+        self.input_offset = base + vec
+        self.rewrites.append(f"{node.name or node.output[0]}: input offset folded into the "
+                             "input mapping")
+        self.set(node, v)
+        return True
 
     def op_Add(self, node) -> None:
         self._binary(node, ELTWISE_ADD)
@@ -1082,9 +1105,6 @@ class _Walker:
         if isinstance(v, _Act):
             inner = v
             in_shape = v.shape
-            if v.perm is not None:
-                raise _fail("layout", where, "pooling a transposed tensor",
-                            "pool in NCHW layout")
         elif isinstance(v, _Elt) and v.pool is None and self.uses.get(v.tensor, 0) == 1:
             inner, in_shape = v, v.shape
         else:
@@ -1173,18 +1193,21 @@ class _Walker:
                         "simplify the model (onnxsim) or flatten with Flatten")
         src_shape = v.inner.shape if isinstance(v, _Flat) else v.shape
         total = int(np.prod(src_shape))
-        t = [int(x) for x in target]
+        t = [int(x) for x in np.asarray(target).reshape(-1)]
+        if not t:
+            raise _fail("reshape", self.where(node), "a reshape to a scalar",
+                        "only flatten (N, C, H, W) -> (N, C*H*W) before a dense layer")
         t[0] = 1 if t[0] in (0, -1) else t[0]
         if t[0] != 1:
-            raise _fail("reshape", self.where(node), f"reshape to {list(target)} merges "
+            raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} merges "
                         "the batch", "keep the batch axis first")
         rest = t[1:]
         if -1 in rest:
             known = int(np.prod([x for x in rest if x != -1])) or 1
             rest[rest.index(-1)] = total // known
         if int(np.prod(rest)) != total:
-            raise _fail("reshape", self.where(node), f"reshape to {list(target)} of "
-                        f"{src_shape}", "check the model")
+            raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} of "
+                        f"{_ints(src_shape)}", "check the model")
         if len(rest) == 1:
             self._flatten(node, v)
         elif tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
@@ -1221,7 +1244,7 @@ class _Walker:
         acts = [self.act(v, where) for v in vals]
         rank = 1 + len(acts[0].shape)
         axis = int(_attr(node, "axis", 1)) % rank
-        if axis != 1 or any(a.perm is not None for a in acts) or \
+        if axis != 1 or \
                 len({a.shape[1:] for a in acts}) != 1:
             raise _fail("concat", where, f"concatenation along axis {axis} of "
                         f"{[a.shape for a in acts]}",
@@ -1295,21 +1318,16 @@ def _simplify(model, where: str):
     return model
 
 
-def _nhwc_input(graph, name: str, consts) -> bool:
-    """Whether the input is channels-last: its one reader (after scalings by constants,
-    as Keras' Rescaling) is a Transpose to channels-first (tf2onnx)."""
-    for _ in range(8):
-        readers = [n for n in graph.node if name in n.input]
-        if len(readers) != 1:
-            return False
-        node = readers[0]
-        if node.op_type == "Transpose":
-            return tuple(_attr(node, "perm", [])) == (0, 3, 1, 2)
-        if node.op_type not in ("Mul", "Div", "Identity") or any(
-                i != name and i not in consts for i in node.input):
-            return False
-        name = node.output[0]
-    return False
+def _channels_last_input(graph, name: str):
+    """The Transpose to channels-first that is the input's one reader, if the input is
+    channels-last (the canonical form the exporter dialects leave, dialects/tf2onnx.py);
+    else None."""
+    readers = [n for n in graph.node if name in n.input]
+    if len(readers) != 1 or readers[0].op_type != "Transpose":
+        return None
+    perm = tuple(int(p) for p in _attr(readers[0], "perm", []) or [])
+    ok = len(perm) >= 3 and perm == (0, len(perm) - 1, *range(1, len(perm) - 1))
+    return readers[0] if ok else None
 
 
 def _graph_input(model):
@@ -1409,7 +1427,10 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
     canonical = canonicalize(model)
     model = canonical.model
     walker = _Walker(model, device)
-    walker.run()
+    try:
+        walker.run()
+    except Ai8xError as exc:
+        raise explained(exc, canonical) from None
     n = len(walker.layers)
     if n == 0:
         raise _fail("no-layer", where, "the model has no layer", "add a convolution")
@@ -1424,6 +1445,8 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         input_perm=tuple(int(k) for k in np.argsort(walker.input_perm))
         if walker.input_perm else tuple(range(len(walker.model_shape) + 1)),
         input_model_shape=walker.model_shape, input_gain=walker.input_gain,
+        input_offset=() if walker.input_offset is None else
+        tuple(float(v) for v in walker.input_offset),
         model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
         rewrites=(*canonical.rewrites, *walker.rewrites), cpu_tail=tuple(walker.cpu_tail),
         qdq=walker.qdq, canonical=canonical)

@@ -45,7 +45,9 @@ def first_calibration_sample(calibration: Path, result) -> np.ndarray:
     from . import load_array
 
     x = load_array(calibration, "calibration data")
-    first = x[0] if x.ndim > len(result.network.input_shape) else x
+    # one sample in the model's own shape (its rank is the mapping's, less the batch; a
+    # vector model's (N, F) samples are (F, 1, 1) to the accelerator)
+    first = x[0] if x.ndim == len(result.mapping.perm) else x
     return result.mapping.quantize(np.asarray(first)[np.newaxis])[0].astype(np.int64)
 
 

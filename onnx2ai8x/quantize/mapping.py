@@ -4,11 +4,15 @@ A model quantized from float ONNX takes int8 input, as the accelerator does. The
 from the original model's float input is stored in the model's `metadata_props` so that
 `onnx2ai8x run` (and the user's firmware) quantize float samples exactly the same way:
 
-    q = clip(floor(x.transpose(perm) / scale + 0.5), -128, 127), reshaped to `shape`
+    q = clip(floor((x.transpose(perm) + offset) / scale + 0.5), -128, 127),
+    reshaped to `shape`, `offset` one value per channel (none: zero)
 
 `perm` turns the original model's input layout (e.g. NHWC from tf2onnx) into the
-accelerator's channels-first layout. No zero point: the first layer's zero padding must
-stay zero, which an offset would break.
+accelerator's channels-first layout. `offset` is an offset the model itself adds to its
+input first (Keras' Normalization subtracts the mean, Rescaling may add an offset): the
+accelerator's zero padding then holds zeros of the offset input, as the model's padding
+does. No zero point of the int8 codes: the first layer's zero padding must stay zero,
+which a zero point would break.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import numpy as np
 KEY_SCALE = "ai8x.input_scale"
 KEY_PERM = "ai8x.input_perm"
 KEY_SHAPE = "ai8x.input_shape"
+KEY_OFFSET = "ai8x.input_offset"
 KEY_OUTPUT_SCALES = "ai8x.output_scales"
 
 
@@ -30,18 +35,30 @@ class InputMapping:
     scale: float
     perm: tuple[int, ...]  # with the batch axis first: (0, ...)
     shape: tuple[int, ...]  # the accelerator's input per sample, (C, H, W) or (C, L)
+    offset: tuple[float, ...] = ()  # per channel of `shape`, added before the scale
 
-    def quantize(self, x: np.ndarray) -> np.ndarray:
-        """Float samples (N, *model input) -> int8 (N, *accelerator input)."""
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """Float samples (N, *model input) -> the accelerator's layout, offset added."""
         x = np.asarray(x, np.float64)
         if tuple(self.perm) != tuple(range(x.ndim)):
             x = np.transpose(x, self.perm)
         x = x.reshape(x.shape[0], *self.shape)
-        return np.clip(np.floor(x / self.scale + 0.5), -128, 127).astype(np.int8)
+        if self.offset:
+            x = x + np.asarray(self.offset, np.float64).reshape(
+                1, -1, *([1] * (len(self.shape) - 1)))
+        return x
+
+    def quantize(self, x: np.ndarray) -> np.ndarray:
+        """Float samples (N, *model input) -> int8 (N, *accelerator input)."""
+        return np.clip(np.floor(self.values(x) / self.scale + 0.5), -128, 127) \
+            .astype(np.int8)
 
     def metadata(self) -> dict[str, str]:
-        return {KEY_SCALE: repr(float(self.scale)), KEY_PERM: json.dumps(list(self.perm)),
+        meta = {KEY_SCALE: repr(float(self.scale)), KEY_PERM: json.dumps(list(self.perm)),
                 KEY_SHAPE: json.dumps(list(self.shape))}
+        if self.offset:
+            meta[KEY_OFFSET] = json.dumps([float(v) for v in self.offset])
+        return meta
 
     @classmethod
     def from_metadata(cls, props: dict[str, str]) -> InputMapping | None:
@@ -49,7 +66,8 @@ class InputMapping:
             return None
         perm = tuple(json.loads(props.get(KEY_PERM, "[]")))
         shape = tuple(json.loads(props.get(KEY_SHAPE, "[]")))
-        return cls(float(props[KEY_SCALE]), perm, shape)
+        offset = tuple(float(v) for v in json.loads(props.get(KEY_OFFSET, "[]")))
+        return cls(float(props[KEY_SCALE]), perm, shape, offset)
 
 
 def model_mapping(path) -> InputMapping | None:

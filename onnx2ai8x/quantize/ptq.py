@@ -88,9 +88,13 @@ class QuantResult:
                            for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
                  for row in [head, *rows]]
         s = self.summary
-        lines.append(f"input: q = clip(floor(x / {s['input_scale']:.6g} + 0.5), -128, 127)"
+        x = "(x + offset)" if s.get("input_offset") else "x"
+        lines.append(f"input: q = clip(floor({x} / {s['input_scale']:.6g} + 0.5), -128, 127)"
                      + (f", layout {s['input_perm']}" if s["input_perm"] != sorted(
-                         s["input_perm"]) else ""))
+                         s["input_perm"]) else "")
+                     + (", offset per channel " + ", ".join(
+                         f"{v:.6g}" for v in s["input_offset"]) if s.get("input_offset")
+                        else ""))
         if s.get("exact"):
             lines.append(f"{s['source']} (no calibration needed)")
         else:
@@ -270,6 +274,8 @@ def _calibrated(fm, x: np.ndarray, views: list, options: QuantOptions
         group_range[g] = max(group_range.get(g, 0.0), r)
 
     # The input is fed as the user's data: its full range is kept (no clipping).
+    if fm.input_offset:
+        x_hw = _mapping(fm, 1.0).values(x)
     merge(fm.input_group, tensor_range(x_hw * fm.input_gain, "max"))
     for i, info in enumerate(fm.layers):
         if views[i] is None:
@@ -300,6 +306,11 @@ def _calibrated(fm, x: np.ndarray, views: list, options: QuantOptions
     return layers, scale[fm.input_group] / fm.input_gain, out_scale
 
 
+def _mapping(fm, input_scale: float) -> InputMapping:
+    return InputMapping(input_scale, tuple(fm.input_perm), tuple(fm.network.input_shape),
+                        tuple(fm.input_offset))
+
+
 def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOptions(), *,
              labels: np.ndarray | None = None, where: str = "calibration",
              exact=None) -> QuantResult:
@@ -327,7 +338,7 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     else:
         layers, input_scale, out_scale = _calibrated(fm, x, views, options)
     qnet = replace(net, layers=tuple(layers))
-    mapping = InputMapping(input_scale, tuple(fm.input_perm), tuple(net.input_shape))
+    mapping = _mapping(fm, input_scale)
     # A float average is closest to the rounded mean (the accelerator's
     # --avg-pool-rounding, seed 000 "Pooling"); an exact vendor export keeps the
     # hardware default its training used (truncation).
@@ -432,6 +443,7 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
         "calibration_samples": 0 if x is None else int(x.shape[0]),
         "input_scale": mapping.scale,
         "input_zero_point": 0, "input_perm": list(mapping.perm),
+        "input_offset": list(mapping.offset),
         "output_scales": list(output_scales), "top1_agreement": agree,
         "top1_agreement_decided": decided[0], "decided_samples": decided[1],
         "rewrites": list(fm.rewrites), "cpu_tail": list(fm.cpu_tail), "qdq": fm.qdq,

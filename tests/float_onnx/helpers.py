@@ -31,8 +31,8 @@ def metadata(model: onnx.ModelProto) -> dict[str, str]:
 
 def quantized_float_output(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     """The quantized model's first output in float units, computed from the metadata
-    alone: q = clip(floor(x.transpose(perm) / scale + 0.5)) in the accelerator's input
-    shape, out * output scale."""
+    alone: q = clip(floor((x.transpose(perm) + offset) / scale + 0.5)) in the
+    accelerator's input shape, out * output scale."""
     import json
 
     meta = metadata(model)
@@ -40,8 +40,11 @@ def quantized_float_output(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
     perm = json.loads(meta["ai8x.input_perm"])
     shape = json.loads(meta["ai8x.input_shape"])
     out_scale = json.loads(meta["ai8x.output_scales"])[0]
-    q = np.clip(np.floor(np.transpose(x, perm) / scale + 0.5), -128, 127).astype(np.int8)
-    q = q.reshape(q.shape[0], *shape)
+    v = np.transpose(x, perm).reshape(x.shape[0], *shape)
+    offset = json.loads(meta.get("ai8x.input_offset", "[]"))
+    if offset:
+        v = v + np.reshape(offset, (1, -1, *([1] * (len(shape) - 1))))
+    q = np.clip(np.floor(v / scale + 0.5), -128, 127).astype(np.int8)
     out = custom_ops.run(custom_ops.session(model), q)[0]
     return np.asarray(out, np.float64) * out_scale
 

@@ -81,7 +81,9 @@ Recognizer = Callable[[object], "Recognition | None"]
 def _recognizers() -> tuple[Recognizer, ...]:
     """The recognizers in the order they run (imported here, not at module level, so a
     model in no dialect pays for none of them)."""
-    return ()
+    from . import tf2onnx
+
+    return (tf2onnx.recognize,)
 
 
 def canonicalize(model) -> Canonical:
@@ -95,4 +97,22 @@ def canonicalize(model) -> Canonical:
     return Canonical(model=model, recognitions=tuple(recognitions))
 
 
-__all__ = ["Canonical", "Recognition", "canonicalize"]
+def explained(exc, canonical: Canonical):
+    """`exc` (an Ai8xError from the walk) saying which exporter's form the model is in,
+    when a recognizer named it (fact "exporter"): the user then knows whose idiom the
+    node is and where to change it (issue 24: "say which form")."""
+    from dataclasses import replace
+
+    from ...errors import Ai8xError
+
+    source = canonical.fact("exporter")
+    if not source:
+        return exc
+    diags = tuple(replace(d, message=f"{d.message} (in {source})")
+                  for d in exc.diagnostics)
+    return Ai8xError.many(list(diags)) if len(diags) > 1 else Ai8xError(
+        diags[0].code, diags[0].where, diags[0].message, diags[0].hint,
+        exit_code=exc.exit_code)
+
+
+__all__ = ["Canonical", "Recognition", "canonicalize", "explained"]
