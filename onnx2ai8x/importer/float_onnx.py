@@ -36,7 +36,7 @@ from ..network import (
     Op,
     unique_name,
 )
-from .dialects import Canonical, canonicalize
+from .dialects import Canonical, canonicalize, folds_itself
 
 OPSET_MIN, OPSET_MAX = 11, 21
 # Ops that only pass values through at inference time.
@@ -1316,7 +1316,10 @@ def _graph_input(model):
 def _needs_simplify(model) -> bool:
     """Whether onnxsim has anything to do: a node the grouping does not handle itself
     (shape arithmetic to fold, a zero Pad to fuse into a convolution, ...). Importing
-    onnxsim costs seconds (it loads torch), so graphs of known nodes skip it."""
+    onnxsim costs seconds (it loads torch), so graphs of known nodes skip it, as do
+    dialects whose recognizer folds its own constants (dialects.folds_itself)."""
+    if folds_itself(model):
+        return False
     return any(node.domain not in ("", "ai.onnx") or
                not hasattr(_Walker, f"op_{node.op_type}") for node in model.graph.node)
 

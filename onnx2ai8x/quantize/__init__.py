@@ -35,7 +35,7 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     """
     from ..importer.float_onnx import read_float_model
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
-    from .exact import recover
+    from .exact import recover_or_why
     from .ptq import QuantOptions, load_weight_bits, quantize
 
     options = QuantOptions(method=method or DEFAULT_METHOD,
@@ -46,7 +46,11 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
                            wide_output=wide_output)
     # the float model records the device's name, as a Network does
     fm = read_float_model(model, None if device is None else device.name)
-    exact = recover(fm) if weight_bits is None and method is None else None
+    exact = None
+    if weight_bits is None and method is None:
+        exact, why = recover_or_why(fm)
+        if exact is None:
+            _not_exact(fm, why)
     if exact is None and calibration is None:
         raise Ai8xError("usage.calibration", str(model),
                         "a float model needs calibration data to be quantized (it is not "
@@ -59,6 +63,20 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     if device is not None:
         check_device(result.network, fm, device)
     return result
+
+
+def _not_exact(fm, why: tuple[str, str]) -> None:
+    """A model an exporter dialect read as integers that cannot be taken exactly: an
+    error naming the first layer (never a silent fallback to calibration)."""
+    form = None if fm.canonical is None else fm.canonical.fact("vendor_form")
+    if form in (None, "float"):
+        return
+    layer, reason = why
+    raise Ai8xError("float.vendor-not-exact", f"layer {layer}",
+                    f"the model is the vendor training repository's {form} export, but "
+                    f"this layer cannot be taken exactly: {reason}",
+                    "export the quantized checkpoint (quantize.py, then train.py --summary "
+                    "onnx) without editing the graph; a float model needs --calibration")
 
 
 def check_device(network, fm, device: Device) -> None:

@@ -41,8 +41,9 @@ def convert_float(model: Path, device: Device, out: Path, *, calibration: Path |
                   overwrite: bool, options: dict, progress: bool):
     """Quantize `model`, then convert the quantized model into the project `out`.
 
-    The project's known-answer test uses the first calibration sample (quantized with
-    the model's input mapping) unless --sample-input is given; report.json gains the
+    The project's known-answer test uses --sample-input, else the first calibration
+    sample, both in the float model's input units, quantized with the model's input
+    mapping; report.json gains the
     quantization report under "quantization".
     """
     from ..convert import ConvertRequest, convert
@@ -56,13 +57,18 @@ def convert_float(model: Path, device: Device, out: Path, *, calibration: Path |
     with tempfile.TemporaryDirectory(prefix="onnx2ai8x-q-") as tmp:
         qpath = Path(tmp) / f"{Path(model).stem}.onnx"
         qpath.write_bytes(result.model.SerializeToString())
-        sample = sample_input
-        if sample is None and calibration is not None:
+        sample = None
+        source = sample_input if sample_input is not None else calibration
+        if source is not None:
+            # The sample is in the source model's own input units (the vendor export's
+            # x / 128, or its -8 mode's integers; a float model's floats) and goes to
+            # the accelerator through the model's input mapping.
             from . import load_array
 
-            x = load_array(calibration, "calibration data")
-            first = x[0] if x.ndim > len(result.network.input_shape) else x
-            q = result.mapping.quantize(np.asarray(first)[np.newaxis])[0]
+            x = load_array(source, "sample input" if sample_input is not None
+                           else "calibration data")
+            first = x[0] if x.ndim > len(result.mapping.perm) - 1 else x
+            q = result.mapping.quantize(np.asarray(first, np.float64)[np.newaxis])[0]
             sample = Path(tmp) / "sample.npy"
             np.save(sample, q.astype(np.int64), allow_pickle=False)
         converted = convert(ConvertRequest(

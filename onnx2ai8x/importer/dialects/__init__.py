@@ -81,7 +81,19 @@ Recognizer = Callable[[object], "Recognition | None"]
 def _recognizers() -> tuple[Recognizer, ...]:
     """The recognizers in the order they run (imported here, not at module level, so a
     model in no dialect pays for none of them)."""
-    return ()
+    from . import vendor_export
+
+    return (vendor_export.recognize,)
+
+
+def folds_itself(model) -> bool:
+    """Whether a recognizer takes `model` before any constant folding: its dialect's
+    constant arithmetic carries information folding would lose (the vendor export's
+    QAT weight quantization) and the recognizer evaluates it itself, so the reader
+    skips onnxsim (which also costs seconds to import)."""
+    from . import vendor_export
+
+    return vendor_export.claims(model)
 
 
 def canonicalize(model) -> Canonical:
@@ -95,4 +107,4 @@ def canonicalize(model) -> Canonical:
     return Canonical(model=model, recognitions=tuple(recognitions))
 
 
-__all__ = ["Canonical", "Recognition", "canonicalize"]
+__all__ = ["Canonical", "Recognition", "canonicalize", "folds_itself"]

@@ -1,0 +1,678 @@
+"""The vendor training repository's own ONNX export (`ai8x.onnx_export_prep` + torch).
+
+What the export writes, per hardware layer (facts read from its `ai8x.py`):
+
+    [pool -> pool rounding -> clamp] -> Conv/Gemm/MatMul(weights, bias)
+      [-> BatchNormalization -> Div 4]       a checkpoint exported without fuse_bn_layers
+      -> Mul by Pow(2, output_shift)         absent on a wide (32-bit) output layer
+      [-> Floor]                              the `-8` mode's output-shift rounding
+      -> [Relu | Abs]
+      [-> Mul k -> Round -> Div k]            activation quantization (QAT and `-8`)
+      -> Clip(min) -> Clip(max)               the clamp, written as two nodes
+
+and an element-wise layer ends with the same two-node clamp. The forms differ in their
+numbers:
+
+* `q` (`--summary onnx` of a `-q` checkpoint): the weights are the checkpoint's
+  integers, the bias the stored value (integer bias * 2**(bits-1)), activations in
+  [-1, 1) (x / 128), clamps (-1, 127/128).
+* `q-sim8` (`-8`, `simulate=True`): the same integers behind a `Round` / `Div` pair,
+  activations in integer units, clamps (-128, 127), `Floor` after the shift.
+* `q-simplified` (`--summary onnx_simplified`): no clamp and no rounding at all.
+* `qat` (a QAT checkpoint): float weights quantized in the graph from a scale it
+  computes (Abs, ReduceMax, Log, Floor, Clip, Pow); the integers are what the synthesis
+  repository's `quantize.py` computes from the same float weights (see `_qat_layer`).
+
+Whatever the form, the graph's float arithmetic is not the hardware's (the `q` form
+multiplies integer weights by values in [-1, 1) and saturates, the `-8` form's weight
+rounding divides where its training code multiplies): the numbers are the checkpoint's,
+the graph only carries them. This recognizer reads the checkpoint's numbers out of the
+graph and writes each layer in the canonical form `quantize.exact` recovers exactly:
+weights W / 2**(bits-1), bias bias_hw / 2**(bits-1), Mul by 2**output_shift, the
+activation and one Clip(-1, 127/128) (a wide layer: neither Mul nor Clip). Pooling and
+element-wise clamps and roundings are the hardware's own behaviour and are dropped.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...errors import Ai8xError, Diagnostic
+from . import Recognition
+
+DIALECT = "vendor-export"
+_WEIGHT_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+_LAYOUT_OPS = ("Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten")
+_POOL_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool")
+_CLAMP_HI = 127.0 / 128.0  # the 8-bit clamp in [-1, 1) units (ai8x.py `Clamp`)
+_EXPORT_HINT = ("export the quantized checkpoint (`quantize.py`, then `train.py "
+                "--summary onnx`) or the QAT checkpoint as the training repository does")
+
+
+def _fail(where: str, message: str, hint: str = _EXPORT_HINT) -> Ai8xError:
+    return Ai8xError("float.vendor-export", where, message, hint)
+
+
+class _Graph:
+    """Constants, producers and consumers of the model's tensors."""
+
+    def __init__(self, model) -> None:
+        from onnx import numpy_helper
+
+        from ..float_onnx import _CONST_OPS, _attr
+
+        g = model.graph
+        self.model = model
+        self.consts: dict[str, np.ndarray] = {
+            i.name: numpy_helper.to_array(i) for i in g.initializer}
+        self.producer: dict[str, object] = {}
+        self.consumers: dict[str, list] = {}
+        self.outputs = {o.name for o in g.output}
+        for node in g.node:
+            for o in node.output:
+                self.producer[o] = node
+            for i in node.input:
+                if i:
+                    self.consumers.setdefault(i, []).append(node)
+            self._fold(node, _CONST_OPS, _attr, numpy_helper)
+
+    def _fold(self, node, ops, attr, numpy_helper) -> bool:
+        """Evaluate a node of constants (the export's shift and weight arithmetic)."""
+        if node.op_type == "Constant":
+            value = attr(node, "value")
+            if value is None:
+                return False
+            self.consts[node.output[0]] = numpy_helper.to_array(value)
+            return True
+        if not node.input or any(i and i not in self.consts for i in node.input):
+            return False
+        args = [self.consts[i] if i else None for i in node.input]
+        try:
+            if node.op_type in ("Identity", "Dropout"):
+                out = args[0]
+            elif node.op_type == "Transpose":
+                perm = attr(node, "perm")
+                out = np.transpose(args[0], None if perm is None else list(perm))
+            elif node.op_type in ops:
+                out = ops[node.op_type](node, *args)
+            else:
+                return False
+        except (ValueError, TypeError, IndexError, FloatingPointError):
+            return False
+        self.consts[node.output[0]] = np.asarray(out)
+        return True
+
+    def const(self, name: str) -> np.ndarray | None:
+        return self.consts.get(name) if name else None
+
+    def sole_consumer(self, name: str):
+        users = self.consumers.get(name, [])
+        if name in self.outputs or len(users) != 1:
+            return None
+        return users[0]
+
+    def other(self, node, name: str) -> np.ndarray | None:
+        """The constant operand of a binary node whose other operand is `name`."""
+        ins = [i for i in node.input if i != name]
+        return self.const(ins[0]) if len(ins) == 1 and len(node.input) == 2 else None
+
+
+def _scalar(a: np.ndarray | None) -> float | None:
+    if a is None or np.asarray(a).size != 1:
+        return None
+    v = float(np.asarray(a).reshape(-1)[0])
+    return v if math.isfinite(v) else None
+
+
+def _pow2(v: float | None) -> int | None:
+    if v is None or v <= 0:
+        return None
+    m, e = math.frexp(v)
+    return e - 1 if m == 0.5 else None
+
+
+def _is_int(a: np.ndarray) -> bool:
+    a = np.asarray(a, np.float64)
+    return bool(np.all(np.isfinite(a)) and np.all(a == np.round(a)))
+
+
+def _bits_holding(w: np.ndarray) -> int | None:
+    """The fewest weight bits whose range holds the integers `w` (1 bit: -1 and 0)."""
+    lo, hi = (float(w.min()), float(w.max())) if w.size else (0.0, 0.0)
+    for bits in (1, 2, 4, 8):
+        if bits == 1 and lo >= -1 and hi <= 0 or \
+                bits > 1 and lo >= -(1 << (bits - 1)) and hi <= (1 << (bits - 1)) - 1:
+            return bits
+    return None
+
+
+# -- the constant behind a weight or bias input ------------------------------------
+
+def _layout_path(graph: _Graph, name: str) -> tuple[str, list]:
+    """Follow layout-only constant nodes (the export's Transpose of a MatMul weight)
+    back to the value they rearrange; return it and the nodes to replay."""
+    path = []
+    node = graph.producer.get(name)
+    while node is not None and node.op_type in _LAYOUT_OPS and node.input and \
+            node.input[0] in graph.consts:
+        path.append(node)
+        name = node.input[0]
+        node = graph.producer.get(name)
+    return name, path[::-1]
+
+
+def _replay(graph: _Graph, value: np.ndarray, path: list) -> np.ndarray:
+    from ..float_onnx import _CONST_OPS, _attr
+
+    for node in path:
+        if node.op_type == "Transpose":
+            perm = _attr(node, "perm")
+            value = np.transpose(value, None if perm is None else list(perm))
+        elif node.op_type in ("Identity",):
+            pass
+        else:
+            args = [value] + [graph.consts[i] if i else None for i in node.input[1:]]
+            value = np.asarray(_CONST_OPS[node.op_type](node, *args))
+    return value
+
+
+def _cone(graph: _Graph, name: str, limit: int = 64) -> list:
+    """The constant nodes computing `name` (newest first)."""
+    seen, todo, out = set(), [name], []
+    while todo and len(out) < limit:
+        t = todo.pop()
+        node = graph.producer.get(t)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        out.append(node)
+        todo.extend(i for i in node.input if i)
+    return out
+
+
+def _quantized(graph: _Graph, name: str) -> tuple[np.ndarray, float, str] | None:
+    """A fake quantization Round(v) / k (then clamps) computing `name`: the value `v / k`
+    that was quantized, the factor k and the Round node's input."""
+    for node in _cone(graph, name):
+        if node.op_type != "Round":
+            continue
+        users = graph.consumers.get(node.output[0], [])
+        if len(users) != 1 or users[0].op_type not in ("Div", "Mul"):
+            return None
+        k = _scalar(graph.other(users[0], node.output[0]))
+        x = graph.const(node.input[0])
+        if k is None or k == 0 or x is None:
+            return None
+        k = k if users[0].op_type == "Div" else 1.0 / k
+        return np.asarray(x, np.float64) / k, k, node.input[0]
+    return None
+
+
+def _root(graph: _Graph, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The float initializer of `shape` in the constant cone of `name` (QAT weights)."""
+    found = [graph.consts[i] for node in _cone(graph, name) for i in node.input
+             if i in graph.consts and graph.producer.get(i) is None and
+             tuple(graph.consts[i].shape) == shape]
+    return np.asarray(found[0], np.float64) if len(found) == 1 else None
+
+
+# -- one weight layer's numbers ----------------------------------------------------------
+
+class _Layer:
+    """The checkpoint numbers of one weight node, in the weight input's layout."""
+
+    def __init__(self, node, form: str, bits: int, w_int: np.ndarray, path: list,
+                 bias_hw: np.ndarray | None, shift: int | None) -> None:
+        self.node, self.form, self.bits, self.w_int = node, form, bits, w_int
+        self.path, self.bias_hw, self.shift = path, bias_hw, shift
+
+
+def _stored(graph: _Graph, name: str) -> tuple[np.ndarray, str] | None:
+    """The integers a `-q` checkpoint stores behind `name` (as is, or behind the `-8`
+    mode's Round/Div), and the form; None when they are not integers."""
+    q = _quantized(graph, name)
+    if q is not None:
+        value = q[0]
+        return (value, "q-sim8") if _is_int(value) else None
+    value = graph.const(name)
+    if value is None or not _is_int(value):
+        return None
+    return np.asarray(value, np.float64), "q"
+
+
+def _qat_bits(k: float, where: str) -> int:
+    """QAT weights are quantized as Round(w * 2**(bits-1)) / 2**(bits-1) (ai8x.py
+    QuantizeONNX): the factor gives the weight bits."""
+    e = _pow2(k)
+    if e is None or e + 1 not in (1, 2, 4, 8):
+        raise _fail(where, f"the weights are fake-quantized with the factor {k:g}, not "
+                    "2**(bits-1) for 1, 2, 4 or 8 bits")
+    return e + 1
+
+
+def _qat_layer(w: np.ndarray, b: np.ndarray | None, bits: int
+               ) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """The integers, bias and output shift the synthesis repository's `quantize.py`
+    computes from QAT float weights (its default MAX_BIT_SHIFT method, shift quantile
+    1): bit_shift = floor(log2(1 / max|w, b|)) clamped to [-7 - bits, 23 - bits],
+    W = clamp(floor(w * 2**(bits-1) * 2**bit_shift + 0.5)), the bias the same with the
+    same scale, output_shift = -bit_shift. float32 arithmetic, as torch computes it."""
+    f32 = np.float32
+    w = np.asarray(w, f32)
+    params = np.concatenate([w.ravel()] + ([] if b is None else [np.asarray(b, f32)]))
+    peak = f32(np.max(np.abs(params))) if params.size else f32(0)
+    if peak == 0:
+        bit_shift = 23 - bits
+    else:
+        bit_shift = int(np.clip(np.floor(np.log2(f32(1.0) / peak)), -7 - bits, 23 - bits))
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    dist = f32(2.0 ** bit_shift)
+    w_int = np.clip(np.floor(w * f32(2 ** (bits - 1)) * dist + f32(0.5)), lo, hi)
+    b_int = None
+    if b is not None:
+        b_int = np.clip(np.floor(f32(2 ** (bits - 1)) * (np.asarray(b, f32) * dist)
+                                 + f32(0.5)), lo, hi)
+    return w_int.astype(np.float64), None if b_int is None else b_int.astype(np.float64), \
+        -bit_shift
+
+
+def _layer(graph: _Graph, node, shift_const: float | None) -> _Layer | None:
+    """The checkpoint numbers behind a weight node; None for float weights."""
+    where = f"node {node.name or node.output[0]} ({node.op_type})"
+    value_name, path = _layout_path(graph, node.input[1])
+    bias_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    stored = _stored(graph, value_name)
+    if stored is not None:
+        w, form = stored
+        bits = _bits_holding(w)
+        if bits is None:
+            raise _fail(where, f"integer weights from {w.min():.0f} to {w.max():.0f} "
+                        "exceed the 8-bit range of a quantized checkpoint")
+        bias_hw = None
+        if bias_name is not None:
+            sb = _stored(graph, bias_name)
+            if sb is None:
+                raise _fail(where, "integer weights with a bias that is not integer "
+                            "(a quantized checkpoint stores both as integers)")
+            # The stored bias is the integer bias times 2**(bits-1); the bias memory
+            # holds it divided back (floor, as the synthesis tool reads it).
+            bias_hw = np.floor(sb[0] / 2 ** (bits - 1))
+        shift = _pow2(shift_const) if shift_const is not None else None
+        if shift_const is not None and shift is None:
+            raise _fail(where, f"the output scale {shift_const:g} is not a power of two")
+        return _Layer(node, form, bits, w, path, bias_hw, shift)
+    q = _quantized(graph, value_name)
+    if q is None:
+        return None
+    bits = _qat_bits(q[1], where)
+    shape = tuple(graph.consts[value_name].shape)
+    w = _root(graph, value_name, shape)
+    b = None
+    if bias_name is not None:
+        b_value, _ = _layout_path(graph, bias_name)
+        b = _root(graph, b_value, tuple(graph.consts[b_value].shape))
+        if b is None:
+            raise _fail(where, "the QAT bias is not computed from one float tensor")
+    if w is None:
+        raise _fail(where, "the QAT weights are not computed from one float tensor")
+    w_int, b_int, shift = _qat_layer(w, b, bits)
+    return _Layer(node, "qat", bits, w_int, path, b_int, shift)
+
+
+# -- the activation path ------------------------------------------------------------------
+
+def _clamp(graph: _Graph, node) -> tuple[float | None, float | None] | None:
+    """(min, max) of a Clip with constant bounds (either may be absent)."""
+    if node is None or node.op_type != "Clip":
+        return None
+    from ..float_onnx import _attr
+
+    lo, hi = _attr(node, "min"), _attr(node, "max")
+    for k, slot in ((1, "lo"), (2, "hi")):
+        if len(node.input) > k and node.input[k]:
+            v = _scalar(graph.const(node.input[k]))
+            if v is None:
+                return None
+            lo, hi = (v, hi) if slot == "lo" else (lo, v)
+    return lo, hi
+
+
+def _rounding(graph: _Graph, name: str):
+    """A Mul k -> Round|Floor -> Div k (activation or pooling quantization) reading
+    `name`: the nodes, else None."""
+    mul = graph.sole_consumer(name)
+    if mul is None or mul.op_type != "Mul":
+        return None
+    k = _scalar(graph.other(mul, name))
+    rnd = graph.sole_consumer(mul.output[0])
+    if k is None or rnd is None or rnd.op_type not in ("Round", "Floor"):
+        return None
+    div = graph.sole_consumer(rnd.output[0])
+    if div is None or div.op_type != "Div" or div.input[0] != rnd.output[0] or \
+            _scalar(graph.const(div.input[1])) != k:
+        return None
+    return [mul, rnd, div]
+
+
+class _Chain:
+    """The nodes after a layer's main node, up to its clamp."""
+
+    def __init__(self, end: str) -> None:
+        self.end = end
+        self.nodes: list = []
+        self.bn: list = []
+        self.scale = None  # the Mul by 2**shift
+        self.activation = None
+        self.clamps: list[tuple[float | None, float | None]] = []
+
+    def take(self, nodes: list) -> None:
+        self.nodes += nodes
+        self.end = nodes[-1].output[0]
+
+
+def _default_bn(graph: _Graph, node) -> bool:
+    """A BatchNormalization with default statistics (mean 0, variance 1, scale 1,
+    shift 0): what a vendor model's `bn` holds when its checkpoint was fused before
+    quantization and the model was exported without `ai8x.fuse_bn_layers`."""
+    vals = [graph.const(i) for i in node.input[1:5]]
+    if len(vals) != 4 or any(v is None for v in vals):
+        return False
+    gamma, beta, mean, var = (np.asarray(v, np.float64) for v in vals)
+    return bool(np.all(gamma == 1) and np.all(beta == 0) and np.all(mean == 0) and
+                np.all(var == 1))
+
+
+def _follow(graph: _Graph, start: str, layer: bool) -> _Chain:
+    """The export's nodes after a layer's main node (see the module docstring)."""
+    ch = _Chain(start)
+    nxt = graph.sole_consumer(ch.end)
+    if layer and nxt is not None and nxt.op_type == "BatchNormalization" and \
+            _default_bn(graph, nxt):
+        div = graph.sole_consumer(nxt.output[0])
+        if div is not None and div.op_type in ("Div", "Mul") and \
+                _scalar(graph.other(div, nxt.output[0])) == (4.0 if div.op_type == "Div"
+                                                              else 0.25):
+            ch.bn = [nxt, div]
+            ch.take([nxt, div])
+    nxt = graph.sole_consumer(ch.end)
+    if layer and nxt is not None and nxt.op_type == "Mul" and \
+            _rounding(graph, ch.end) is None and \
+            _pow2(_scalar(graph.other(nxt, ch.end))) is not None:
+        ch.scale = nxt
+        ch.take([nxt])
+        nxt = graph.sole_consumer(ch.end)
+        if nxt is not None and nxt.op_type == "Floor":  # the `-8` mode's shift rounding
+            ch.take([nxt])
+    nxt = graph.sole_consumer(ch.end)
+    if layer and nxt is not None and nxt.op_type in ("Relu", "Abs"):
+        ch.activation = nxt
+        ch.take([nxt])
+    nxt = graph.sole_consumer(ch.end)
+    if nxt is not None and nxt.op_type == "Floor" and not layer:
+        ch.take([nxt])  # the `-8` mode's average-pool truncation
+    rounding = _rounding(graph, ch.end)
+    if rounding is not None:
+        ch.take(rounding)
+    for _ in range(2):
+        nxt = graph.sole_consumer(ch.end)
+        bounds = _clamp(graph, nxt)
+        if bounds is None:
+            break
+        ch.clamps.append(bounds)
+        ch.take([nxt])
+    return ch
+
+
+# -- recognition ------------------------------------------------------------------------
+
+def _is_export(graph: _Graph) -> bool:
+    """The export's mark: a weight layer's output multiplied by Pow(2, output_shift)
+    (ai8x.py `calc_out_scale`), or its clamp written as Clip(min) -> Clip(max)."""
+    for node in graph.model.graph.node:
+        if node.op_type == "Pow" and node.input and \
+                _scalar(graph.const(node.input[0])) == 2.0 and \
+                any(u.op_type == "Mul" for u in graph.consumers.get(node.output[0], [])):
+            return True
+        if node.op_type == "Clip" and node.input[0] not in graph.consts:
+            lo, hi = _clamp(graph, node) or (None, None)
+            nxt = _clamp(graph, graph.sole_consumer(node.output[0]))
+            if lo == -1.0 and hi is None and nxt is not None and nxt[0] is None and \
+                    nxt[1] == _CLAMP_HI:
+                return True
+    return False
+
+
+def _units(graph: _Graph) -> float | None:
+    """Integer units per float unit of the activations: 1 for [-1, 1) activations,
+    128 for the `-8` mode's integers (clamps of -128 and 127); None if not clear."""
+    his = set()
+    for node in graph.model.graph.node:
+        if node.op_type == "Clip" and node.input[0] not in graph.consts:
+            lo, hi = _clamp(graph, node) or (None, None)
+            for v in (lo, hi):
+                if v in (-1.0, _CLAMP_HI):
+                    his.add(1.0)
+                elif v in (-128.0, 127.0):
+                    his.add(128.0)
+    return his.pop() if len(his) == 1 else (1.0 if not his else None)
+
+
+def recognize(model) -> Recognition | None:
+    """The vendor export rewritten into the canonical form; None if not the export."""
+    graph = _Graph(model)
+    if not _is_export(graph):
+        return None
+    units = _units(graph)
+    if units is None:
+        raise _fail("model", "the clamps mix the [-1, 1) float form and the -8 mode's "
+                    "integer form", "export the whole model in one mode")
+    return _Rewriter(graph, units).run()
+
+
+def _unfused_bn(nodes: list) -> Diagnostic:
+    return Diagnostic(
+        "float.vendor-unfused-bn", "nodes " + ", ".join(n.name or n.output[0] for n in nodes),
+        "BatchNormalization with default statistics (mean 0, variance 1, scale 1, shift 0) "
+        "followed by Div 4 after a layer of a quantized checkpoint: the export of a vendor "
+        "checkpoint made without ai8x.fuse_bn_layers (its batch norm is already folded "
+        "into the quantized weights); taken as an export artefact and dropped",
+        "export after ai8x.fuse_bn_layers to silence this warning")
+
+
+class _Rewriter:
+    """Writes the canonical model: one pass over the export's nodes."""
+
+    def __init__(self, graph: _Graph, units: float) -> None:
+        self.g = graph
+        self.units = units
+        self.nodes: list = []
+        self.inits: dict[str, np.ndarray] = {}
+        self.alias: dict[str, str] = {}
+        self.done: set[int] = set()
+        self.rewrites: list[str] = []
+        self.warnings: list[Diagnostic] = []
+        self.bits: dict[str, int] = {}
+        self.forms: set[str] = set()
+        self.float_layers: list[str] = []
+        self.dropped_clamps = 0
+
+    # -- emission helpers ----------------------------------------------------------------
+    def src(self, name: str) -> str:
+        if not name:
+            return name
+        if name in self.g.consts:
+            if name not in self.inits:
+                self.inits[name] = np.asarray(self.g.consts[name])
+            return name
+        return self.alias.get(name, name)
+
+    def const(self, name: str, value) -> str:
+        self.inits[name] = np.asarray(value, np.float32)
+        return name
+
+    def emit(self, op: str, inputs: list[str], output: str, name: str, like=None) -> str:
+        from onnx import helper
+
+        node = helper.make_node(op, inputs, [output], name=name)
+        if like is not None:
+            node.attribute.extend(like.attribute)
+        self.nodes.append(node)
+        return output
+
+    def copy(self, node) -> None:
+        from onnx import NodeProto
+
+        new = NodeProto()
+        new.CopyFrom(node)
+        del new.input[:]
+        new.input.extend(self.src(i) for i in node.input)
+        self.nodes.append(new)
+
+    # -- the pass ------------------------------------------------------------------------
+    def run(self) -> Recognition:
+        from ..float_onnx import _graph_input
+
+        model = self.g.model
+        inp = _graph_input(model).name
+        if self.units != 1.0:
+            # `-8` mode: the input is in integer units; the canonical form takes
+            # x / 128 (the walker folds the scaling into the input mapping).
+            scaled = self.emit("Mul", [inp, self.const(f"{inp}__vendor_unit",
+                                                       1.0 / self.units)],
+                               f"{inp}__vendor_units", f"{inp}__vendor_units")
+            self.alias[inp] = scaled
+            self.rewrites.append(f"input {inp}: integer units (the -8 mode) = x / "
+                                 f"{self.units:g} in the canonical form's units")
+        for node in model.graph.node:
+            if id(node) in self.done or all(o in self.g.consts for o in node.output):
+                continue
+            if node.op_type in _WEIGHT_OPS and len(node.input) > 1 and \
+                    node.input[1] in self.g.consts and node.input[0] not in self.g.consts:
+                self.layer(node)
+            elif node.op_type in _POOL_OPS or node.op_type in ("Add", "Sub") and \
+                    all(i not in self.g.consts for i in node.input):
+                self.plain(node)
+            else:
+                self.copy(node)
+        if self.float_layers and self.bits:
+            raise _fail(self.float_layers[0], "float weights in a model whose other layers "
+                        "hold a quantized checkpoint's integers",
+                        "export one checkpoint: all layers quantized (-q) or all QAT")
+        if self.dropped_clamps:
+            self.rewrites.append(f"{self.dropped_clamps} pooling / element-wise clamps and "
+                                 "roundings dropped: the hardware's own saturation and "
+                                 "truncation")
+        return Recognition(model=self.model(), dialect=DIALECT,
+                           rewrites=tuple(self.rewrites), warnings=tuple(self.warnings),
+                           facts={"weight_bits": dict(self.bits),
+                                  "vendor_form": self.form(),
+                                  "input_units": "integer" if self.units != 1.0
+                                  else "float"})
+
+    def form(self) -> str:
+        if not self.bits:
+            return "float"
+        forms = sorted(self.forms)
+        if forms == ["q"] and not any(n.op_type == "Clip" for n in self.g.model.graph.node):
+            return "q-simplified"
+        return "+".join(forms)
+
+    def plain(self, node) -> None:
+        """A pooling or element-wise node: its clamp and rounding are the hardware's."""
+        ch = _follow(self.g, node.output[0], layer=False)
+        self.done.update(id(n) for n in ch.nodes)
+        self.dropped_clamps += bool(ch.nodes)
+        from onnx import NodeProto
+
+        new = NodeProto()
+        new.CopyFrom(node)
+        del new.input[:]
+        new.input.extend(self.src(i) for i in node.input)
+        new.output[0] = ch.end
+        self.nodes.append(new)
+
+    def layer(self, node) -> None:
+        """A weight node and its chain, written canonically (module docstring)."""
+        g = self.g
+        ch = _follow(g, node.output[0], layer=True)
+        self.done.update(id(n) for n in ch.nodes)
+        name = node.name or node.output[0]
+        narrow = ch.scale is not None or any(hi in (_CLAMP_HI, 127.0)
+                                              for _, hi in ch.clamps)
+        shift_const = None if ch.scale is None else \
+            _scalar(g.other(ch.scale, ch.scale.input[0] if ch.scale.input[0] not in
+                            g.consts else ch.scale.input[1]))
+        lay = _layer(g, node, shift_const)
+        if ch.bn:
+            self.warnings.append(_unfused_bn(ch.bn))
+        ins = [self.src(i) for i in node.input]
+        if lay is None:
+            self.float_layers.append(f"node {name} ({node.op_type})")
+            scale = shift_const
+        else:
+            self.bits[name] = lay.bits
+            self.forms.add(lay.form)
+            unit = 2.0 ** -(lay.bits - 1)
+            w = _replay(g, lay.w_int * unit, lay.path)
+            ins[1] = self.const(f"{name}__vendor_w", w)
+            if lay.bias_hw is not None:
+                ins[2] = self.const(f"{name}__vendor_b", lay.bias_hw * unit)
+            scale = None if lay.shift is None else 2.0 ** lay.shift
+            self.rewrites.append(
+                f"{name}: {lay.form} layer, {lay.bits}-bit weights" +
+                (f", output_shift {lay.shift}" if narrow and lay.shift is not None
+                 else ", wide output" if not narrow else "") +
+                (f", {len(ch.clamps)} clamp node(s) -> one Clip(-1, 127/128)"
+                 if narrow else ""))
+        if narrow and scale is None:
+            raise _fail(f"node {name} ({node.op_type})", "an 8-bit layer without its output "
+                        "scale Mul(Pow(2, output_shift))", "export without remove_clamp")
+        steps = [node.op_type] + (["Mul"] if narrow else []) + \
+            ([ch.activation.op_type] if ch.activation is not None else []) + \
+            (["Clip"] if narrow else [])
+        names = [f"{ch.end}__vendor{k}" for k in range(len(steps) - 1)] + [ch.end]
+        from onnx import NodeProto
+
+        new = NodeProto()
+        new.CopyFrom(node)
+        del new.input[:]
+        new.input.extend(ins)
+        new.output[0] = names[0]
+        self.nodes.append(new)
+        t, k = names[0], 1
+        if narrow:
+            t = self.emit("Mul", [t, self.const(f"{name}__vendor_scale", scale)], names[k],
+                          f"{name}__vendor_scale")
+            k += 1
+        if ch.activation is not None:
+            t = self.emit(ch.activation.op_type, [t], names[k],
+                          ch.activation.name or names[k])
+            k += 1
+        if narrow:
+            self.emit("Clip", [t, self.const(f"{name}__vendor_lo", -1.0),
+                               self.const(f"{name}__vendor_hi", _CLAMP_HI)], names[k],
+                      f"{name}__vendor_clamp")
+
+    def model(self):
+        import onnx
+        from onnx import helper, numpy_helper
+
+        src = self.g.model
+        used = {i for n in self.nodes for i in n.input if i}
+        inits = [numpy_helper.from_array(
+            v.astype(np.float32) if v.dtype == np.float64 else v, k)
+            for k, v in self.inits.items() if k in used]
+        inputs = [i for i in src.graph.input if i.name not in self.g.consts]
+        graph = helper.make_graph(self.nodes, src.graph.name or "network", inputs,
+                                  list(src.graph.output), inits)
+        out = helper.make_model(graph, opset_imports=list(src.opset_import),
+                                ir_version=src.ir_version)
+        out.metadata_props.extend(src.metadata_props)
+        onnx.checker.check_model(out)
+        return out
+
+
+def claims(model) -> bool:
+    """Whether `model` is the vendor export (this recognizer folds its constants)."""
+    return _is_export(_Graph(model))
