@@ -59,6 +59,10 @@ MethodOpt = Annotated[str | None, typer.Option(
     "--calibration-method", help="Activation ranges: mse (default), max or percentile.")]
 PercentileOpt = Annotated[float | None, typer.Option(
     "--percentile", help="Percentile for --calibration-method percentile (99.99).")]
+ShiftQuantileOpt = Annotated[float | None, typer.Option(
+    "--shift-quantile", help="The vendor QAT policy's shift_quantile (default 1) for a "
+                             "vendor QAT export: its ONNX computes the shift from the "
+                             "maximum, the vendor's quantize.py from this quantile.")]
 WeightBitsOpt = Annotated[Path | None, typer.Option(
     "--weight-bits", help="YAML of per-layer weight bits (`layer: 4`, `default: 8`).")]
 OverwriteFileOpt = Annotated[bool, typer.Option(
@@ -188,6 +192,7 @@ class ConvertArgs:
     calibration_method: str | None
     percentile: float | None
     weight_bits: Path | None
+    shift_quantile: float | None
     verify: bool
     quiet: bool
     json_out: bool
@@ -237,6 +242,7 @@ def convert_cmd(
     calibration_method: MethodOpt = None,
     percentile: PercentileOpt = None,
     weight_bits: WeightBitsOpt = None,
+    shift_quantile: ShiftQuantileOpt = None,
     verify: VerifyOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
@@ -294,7 +300,8 @@ def _from_float(args: ConvertArgs, dev, calibration: Path | None):
         args.model, dev, args.out, calibration=calibration, labels=args.labels,
         method=args.calibration_method, percentile=args.percentile,
         weight_bits=args.weight_bits, sidecar=args.sidecar, sample_input=args.sample_input,
-        overwrite=args.overwrite, options=args.options, progress=args.progress)
+        overwrite=args.overwrite, options=args.options, progress=args.progress,
+        shift_quantile=args.shift_quantile)
     if args.progress:
         typer.echo(qtable)
     return result
@@ -511,6 +518,7 @@ def quantize_cmd(
     calibration_method: MethodOpt = None,
     percentile: PercentileOpt = None,
     weight_bits: WeightBitsOpt = None,
+    shift_quantile: ShiftQuantileOpt = None,
     report: Annotated[Path | None, typer.Option(
         "--report", help="Where to save the report (default: report.json beside "
                          "the output).")] = None,
@@ -536,7 +544,9 @@ def quantize_cmd(
         check_output(report, (*inputs, output), directory=False, overwrite=True)
     result = quantize_command(model, calibration, output, device=dev, labels=labels,
                               method=calibration_method, percentile=percentile,
-                              weight_bits=weight_bits, report=report)
+                              weight_bits=weight_bits, report=report,
+                              shift_quantile=shift_quantile)
+    _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json(), nl=False)
     elif not quiet:

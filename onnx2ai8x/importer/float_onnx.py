@@ -1379,8 +1379,10 @@ def _dynamic_batch(model) -> bytes:
     return m.SerializeToString()
 
 
-def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
-    """Read a standard float ONNX model (path or onnx.ModelProto) as hardware layers."""
+def read_float_model(path_or_model, device: str | None = None,
+                     dialect_options: dict | None = None) -> FloatModel:
+    """Read a standard float ONNX model (path or onnx.ModelProto) as hardware layers
+    (`dialect_options`: see dialects.canonicalize)."""
     import onnx
 
     where = str(path_or_model) if not isinstance(path_or_model, onnx.ModelProto) else "model"
@@ -1404,7 +1406,7 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         raise _fail("already-ai8x", where, "the model is already ai8x-ONNX",
                     "convert it directly: onnx2ai8x MODEL.onnx --device ...")
     model = _simplify(model, where)
-    canonical = canonicalize(model)
+    canonical = canonicalize(model, dialect_options)
     model = canonical.model
     walker = _Walker(model, device)
     walker.run()

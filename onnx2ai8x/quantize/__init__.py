@@ -26,7 +26,7 @@ def load_array(path: Path, what: str) -> np.ndarray:
 def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
                   labels: Path | None = None, device: Device | None = None,
-                  wide_output: bool = True):
+                  wide_output: bool = True, shift_quantile: float | None = None):
     """Quantize the float model at `model` with the samples in `calibration` (.npy).
 
     A model that already holds the accelerator's integers (the vendor's export of a
@@ -45,7 +45,8 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
                            else load_weight_bits(weight_bits),
                            wide_output=wide_output)
     # the float model records the device's name, as a Network does
-    fm = read_float_model(model, None if device is None else device.name)
+    fm = read_float_model(model, None if device is None else device.name,
+                          {"shift_quantile": shift_quantile})
     exact = None
     if weight_bits is None and method is None:
         exact, why = recover_or_why(fm)
@@ -62,6 +63,11 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     result = quantize(fm, x, options, labels=y, where=str(calibration), exact=exact)
     if device is not None:
         check_device(result.network, fm, device)
+    if fm.canonical is not None and fm.canonical.warnings:
+        from dataclasses import replace
+
+        result = replace(result, warnings=tuple(
+            d.render().replace("error[", "warning[", 1) for d in fm.canonical.warnings))
     return result
 
 

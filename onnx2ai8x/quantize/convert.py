@@ -22,12 +22,13 @@ def _require(path: Path | None, what: str) -> None:
 def quantize_command(model: Path, calibration: Path | None, output: Path, *, device: Device,
                      labels: Path | None = None, method: str | None = None,
                      percentile: float | None = None, weight_bits: Path | None = None,
-                     report: Path | None = None):
+                     report: Path | None = None, shift_quantile: float | None = None):
     """Quantize and write OUT.onnx and its report (both atomically)."""
     from . import quantize_file
 
     result = quantize_file(model, calibration, method=method, percentile=percentile,
-                           weight_bits=weight_bits, labels=labels, device=device)
+                           weight_bits=weight_bits, labels=labels, device=device,
+                           shift_quantile=shift_quantile)
     report = report if report is not None else Path(output).parent / "report.json"
     data = result.model.SerializeToString()
     write_text_atomic(report, result.report_json())
@@ -38,7 +39,8 @@ def quantize_command(model: Path, calibration: Path | None, output: Path, *, dev
 def convert_float(model: Path, device: Device, out: Path, *, calibration: Path | None,
                   labels: Path | None, method: str | None, percentile: float | None,
                   weight_bits: Path | None, sidecar: Path | None, sample_input: Path | None,
-                  overwrite: bool, options: dict, progress: bool):
+                  overwrite: bool, options: dict, progress: bool,
+                  shift_quantile: float | None = None):
     """Quantize `model`, then convert the quantized model into the project `out`.
 
     The project's known-answer test uses --sample-input, else the first calibration
@@ -53,7 +55,8 @@ def convert_float(model: Path, device: Device, out: Path, *, calibration: Path |
     _require(labels, "labels")
     _require(weight_bits, "weight-bits file")
     result = quantize_file(model, calibration, method=method, percentile=percentile,
-                           weight_bits=weight_bits, labels=labels, device=device)
+                           weight_bits=weight_bits, labels=labels, device=device,
+                           shift_quantile=shift_quantile)
     with tempfile.TemporaryDirectory(prefix="onnx2ai8x-q-") as tmp:
         qpath = Path(tmp) / f"{Path(model).stem}.onnx"
         qpath.write_bytes(result.model.SerializeToString())
@@ -75,6 +78,10 @@ def convert_float(model: Path, device: Device, out: Path, *, calibration: Path |
             model=qpath, device=device, output=out, sidecar=sidecar, sample_input=sample,
             overwrite=overwrite, options=options, progress=progress,
             report_extra={"quantization": json.loads(result.report_json())}))
+    if result.warnings:
+        from dataclasses import replace
+
+        converted = replace(converted, warnings=(*result.warnings, *converted.warnings))
     return converted, result.table()
 
 

@@ -70,6 +70,7 @@ class QuantResult:
     model: object  # onnx.ModelProto (ai8x-ONNX)
     layers: tuple[LayerReport, ...]
     summary: dict
+    warnings: tuple[str, ...] = ()  # rendered: what the exporter dialects dropped
 
     def report_json(self) -> str:
         data = dict(self.summary)

@@ -78,12 +78,16 @@ class Canonical:
 Recognizer = Callable[[object], "Recognition | None"]
 
 
-def _recognizers() -> tuple[Recognizer, ...]:
+def _recognizers(options: dict) -> tuple[Recognizer, ...]:
     """The recognizers in the order they run (imported here, not at module level, so a
-    model in no dialect pays for none of them)."""
+    model in no dialect pays for none of them). `options` are the user's choices for
+    facts a dialect's file does not carry (DialectOptions)."""
+    from functools import partial
+
     from . import vendor_export
 
-    return (vendor_export.recognize,)
+    return (partial(vendor_export.recognize,
+                    shift_quantile=options.get("shift_quantile")),)
 
 
 def folds_itself(model) -> bool:
@@ -96,10 +100,11 @@ def folds_itself(model) -> bool:
     return vendor_export.claims(model)
 
 
-def canonicalize(model) -> Canonical:
-    """Run every recognizer on `model` (an onnx.ModelProto, not modified)."""
+def canonicalize(model, options: dict | None = None) -> Canonical:
+    """Run every recognizer on `model` (an onnx.ModelProto, not modified); `options`:
+    e.g. {"shift_quantile": 0.995} (the vendor QAT policy's, which its export loses)."""
     recognitions: list[Recognition] = []
-    for recognize in _recognizers():
+    for recognize in _recognizers(options or {}):
         found = recognize(model)
         if found is not None:
             recognitions.append(found)

@@ -251,17 +251,18 @@ def _qat_bits(k: float, where: str) -> int:
     return e + 1
 
 
-def _qat_layer(w: np.ndarray, b: np.ndarray | None, bits: int
+def _qat_layer(w: np.ndarray, b: np.ndarray | None, bits: int, quantile: float = 1.0
                ) -> tuple[np.ndarray, np.ndarray | None, int]:
     """The integers, bias and output shift the synthesis repository's `quantize.py`
-    computes from QAT float weights (its default MAX_BIT_SHIFT method, shift quantile
-    1): bit_shift = floor(log2(1 / max|w, b|)) clamped to [-7 - bits, 23 - bits],
+    computes from QAT float weights (its default MAX_BIT_SHIFT method): bit_shift =
+    floor(log2(1 / q)) with q the `quantile` of |w, b| (linear interpolation; 1: the
+    maximum) clamped to [-7 - bits, 23 - bits],
     W = clamp(floor(w * 2**(bits-1) * 2**bit_shift + 0.5)), the bias the same with the
     same scale, output_shift = -bit_shift. float32 arithmetic, as torch computes it."""
     f32 = np.float32
     w = np.asarray(w, f32)
     params = np.concatenate([w.ravel()] + ([] if b is None else [np.asarray(b, f32)]))
-    peak = f32(np.max(np.abs(params))) if params.size else f32(0)
+    peak = f32(np.quantile(np.abs(params), quantile)) if params.size else f32(0)
     if peak == 0:
         bit_shift = 23 - bits
     else:
@@ -277,7 +278,8 @@ def _qat_layer(w: np.ndarray, b: np.ndarray | None, bits: int
         -bit_shift
 
 
-def _layer(graph: _Graph, node, shift_const: float | None) -> _Layer | None:
+def _layer(graph: _Graph, node, shift_const: float | None,
+           quantile: float = 1.0) -> _Layer | None:
     """The checkpoint numbers behind a weight node; None for float weights."""
     where = f"node {node.name or node.output[0]} ({node.op_type})"
     value_name, path = _layout_path(graph, node.input[1])
@@ -306,6 +308,18 @@ def _layer(graph: _Graph, node, shift_const: float | None) -> _Layer | None:
     if q is None:
         return None
     bits = _qat_bits(q[1], where)
+    if not any(n.op_type == "ReduceMax" for n in _cone(graph, value_name)):
+        # Fake-quantized with a fixed scale (a QAT model exported with a stored
+        # output_shift): the graph's values are already W / 2**(bits-1).
+        k = 2.0 ** (bits - 1)
+        w = np.asarray(graph.consts[value_name], np.float64) * k
+        b = None if bias_name is None else np.asarray(graph.consts[bias_name],
+                                                      np.float64) * k
+        if not _is_int(w) or b is not None and not _is_int(b):
+            raise _fail(where, f"fake-quantized weights that are not multiples of "
+                        f"1/{k:g}")
+        shift = None if shift_const is None else _pow2(shift_const)
+        return _Layer(node, "qat-fixed-shift", bits, w, path, b, shift)
     shape = tuple(graph.consts[value_name].shape)
     w = _root(graph, value_name, shape)
     b = None
@@ -316,7 +330,7 @@ def _layer(graph: _Graph, node, shift_const: float | None) -> _Layer | None:
             raise _fail(where, "the QAT bias is not computed from one float tensor")
     if w is None:
         raise _fail(where, "the QAT weights are not computed from one float tensor")
-    w_int, b_int, shift = _qat_layer(w, b, bits)
+    w_int, b_int, shift = _qat_layer(w, b, bits, quantile)
     return _Layer(node, "qat", bits, w_int, path, b_int, shift)
 
 
@@ -458,8 +472,11 @@ def _units(graph: _Graph) -> float | None:
     return his.pop() if len(his) == 1 else (1.0 if not his else None)
 
 
-def recognize(model) -> Recognition | None:
-    """The vendor export rewritten into the canonical form; None if not the export."""
+def recognize(model, shift_quantile: float | None = None) -> Recognition | None:
+    """The vendor export rewritten into the canonical form; None if not the export.
+    `shift_quantile`: the QAT policy's (ai8x.py trains with it, its export computes
+    the shift from the maximum instead and quantize.py reads it from the checkpoint);
+    1 when not given."""
     graph = _Graph(model)
     if not _is_export(graph):
         return None
@@ -467,7 +484,11 @@ def recognize(model) -> Recognition | None:
     if units is None:
         raise _fail("model", "the clamps mix the [-1, 1) float form and the -8 mode's "
                     "integer form", "export the whole model in one mode")
-    return _Rewriter(graph, units).run()
+    if shift_quantile is not None and not 0.0 < shift_quantile <= 1.0:
+        raise Ai8xError("usage.shift-quantile", "--shift-quantile",
+                        f"{shift_quantile:g} is not in (0, 1]",
+                        "give the QAT policy's shift_quantile, e.g. 0.995")
+    return _Rewriter(graph, units, 1.0 if shift_quantile is None else shift_quantile).run()
 
 
 def _unfused_bn(nodes: list) -> Diagnostic:
@@ -483,9 +504,10 @@ def _unfused_bn(nodes: list) -> Diagnostic:
 class _Rewriter:
     """Writes the canonical model: one pass over the export's nodes."""
 
-    def __init__(self, graph: _Graph, units: float) -> None:
+    def __init__(self, graph: _Graph, units: float, quantile: float) -> None:
         self.g = graph
         self.units = units
+        self.quantile = quantile
         self.nodes: list = []
         self.inits: dict[str, np.ndarray] = {}
         self.alias: dict[str, str] = {}
@@ -603,7 +625,7 @@ class _Rewriter:
         shift_const = None if ch.scale is None else \
             _scalar(g.other(ch.scale, ch.scale.input[0] if ch.scale.input[0] not in
                             g.consts else ch.scale.input[1]))
-        lay = _layer(g, node, shift_const)
+        lay = _layer(g, node, shift_const, self.quantile)
         if ch.bn:
             self.warnings.append(_unfused_bn(ch.bn))
         ins = [self.src(i) for i in node.input]
