@@ -354,19 +354,22 @@ def _clamp(graph: _Graph, node) -> tuple[float | None, float | None] | None:
 
 def _rounding(graph: _Graph, name: str):
     """A Mul k -> Round|Floor -> Div k (activation or pooling quantization) reading
-    `name`: the nodes, else None."""
+    `name`, the Mul absent when k is 1 (torch drops it): the nodes, else None."""
     mul = graph.sole_consumer(name)
-    if mul is None or mul.op_type != "Mul":
+    if mul is not None and mul.op_type in ("Round", "Floor"):
+        rnd, mul, k = mul, None, 1.0
+    elif mul is None or mul.op_type != "Mul":
         return None
-    k = _scalar(graph.other(mul, name))
-    rnd = graph.sole_consumer(mul.output[0])
+    else:
+        k = _scalar(graph.other(mul, name))
+        rnd = graph.sole_consumer(mul.output[0])
     if k is None or rnd is None or rnd.op_type not in ("Round", "Floor"):
         return None
     div = graph.sole_consumer(rnd.output[0])
     if div is None or div.op_type != "Div" or div.input[0] != rnd.output[0] or \
             _scalar(graph.const(div.input[1])) != k:
         return None
-    return [mul, rnd, div]
+    return [n for n in (mul, rnd, div) if n is not None]
 
 
 class _Chain:

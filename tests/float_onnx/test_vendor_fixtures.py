@@ -1,0 +1,64 @@
+"""Differential tests on exports the vendor training repository's own code wrote for our
+small model (vendor_fixtures/make_fixtures.py): the model exported without
+`ai8x.fuse_bn_layers` (a BatchNormalization with default statistics and a Div 4 after
+each convolution), the plain `q` form, and the `-8` form. All three recover to the same
+integers, and the recovered network's reference run equals the vendor training code's
+own `-8` forward (its integer simulation of the hardware) on a random sample."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent / "vendor_fixtures"
+# What the generator put into the model (make_fixtures.py BITS and SHIFTS), in order.
+BITS = [8, 4, 8, 2, 8]
+
+
+def _recover(name: str, warnings: list | None = None):
+    from onnx2ai8x.devices import get_device
+    from onnx2ai8x.quantize import quantize_file
+
+    result = quantize_file(HERE / name, None, device=get_device("MAX78000"))
+    assert result.summary["exact"] is True and result.summary["calibration_samples"] == 0
+    if warnings is not None:
+        warnings.extend(result.warnings)
+    return result
+
+
+def _weights(result) -> list:
+    return [lay for lay in result.network.layers if lay.weights is not None]
+
+
+def test_unfused_batchnorm_is_dropped_with_a_warning() -> None:
+    warnings: list[str] = []
+    unfused = _weights(_recover("unfused-bn.onnx", warnings))
+    plain = _weights(_recover("plain.onnx"))
+    assert [lay.quantization for lay in plain] == BITS
+    assert len(unfused) == len(plain)
+    for a, b in zip(unfused, plain, strict=True):
+        np.testing.assert_array_equal(a.weights, b.weights)
+        assert (a.output_shift, a.output_width, a.activation) == \
+            (b.output_shift, b.output_width, b.activation)
+        np.testing.assert_array_equal(np.asarray(a.bias_hw), np.asarray(b.bias_hw))
+    # one warning per convolution with a batch norm, naming its nodes and the reason
+    assert len(warnings) == 4
+    assert all(w.startswith("warning[float.vendor-unfused-bn]") and
+               "BatchNormalization" in w and "fuse_bn_layers" in w for w in warnings)
+    assert "/conv1/bn/BatchNormalization" in warnings[0]
+
+
+@pytest.mark.parametrize("name", ["unfused-bn.onnx", "plain.onnx", "sim8.onnx"])
+def test_recovered_network_equals_the_vendor_simulation(name: str) -> None:
+    import custom_ops
+
+    ref = np.load(HERE / "reference.npz")
+    result = _recover(name)
+    assert [lay.quantization for lay in _weights(result)] == BITS
+    units = 1.0 if name == "sim8.onnx" else 128.0
+    q = result.mapping.quantize(ref["sample"] / units)
+    np.testing.assert_array_equal(q, ref["sample"])
+    got = custom_ops.run(custom_ops.session(result.model), q)[0]
+    np.testing.assert_array_equal(np.asarray(got).reshape(ref["output"].shape),
+                                  ref["output"])
