@@ -7,11 +7,17 @@ command (`onnx2ai8x MODEL --device D -o OUT --sample-input X --quiet`, a fresh p
 on the case imported into ai8x-ONNX (automatic mapping, like the export) and on each of
 the vendor's export forms, runs alternating; the median of N each. The target: every
 export form within 0.3 s of the ai8x-ONNX conversion. Exit 1 when one is not.
+
+The processes run as an installed package does: with compiled bytecode (a private
+PYTHONPYCACHEPREFIX, filled by one untimed warm-up run of each command), whatever
+PYTHONDONTWRITEBYTECODE says; otherwise each run would compile every module it imports
+and the larger float path would pay for its size, not for its work.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,11 +34,11 @@ FORMS = ("q", "q-sim8", "q-simplified", "qat")
 BUDGET_S = 0.3
 
 
-def _run(model: Path, device: str, sample: Path, out: Path) -> float:
+def _run(model: Path, device: str, sample: Path, out: Path, env: dict) -> float:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",
                            device, "-o", str(out), "--sample-input", str(sample), "--quiet",
-                           "--overwrite"], capture_output=True, text=True, cwd=ROOT)
+                           "--overwrite"], capture_output=True, text=True, cwd=ROOT, env=env)
     if proc.returncode:
         raise SystemExit(f"{model}: {proc.stderr.strip()}")
     return time.perf_counter() - start
@@ -52,6 +58,9 @@ def main() -> int:
     worst = -1e9
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(t / "pycache")
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         for name in cases:
             case = GOLDEN / name
             device = json.loads((case / "case.json").read_text())["device"]
@@ -64,12 +73,15 @@ def main() -> int:
             np.save(samples["int"], ints)
             np.save(samples["float"], ints / 128.0)
             times: dict[str, list[float]] = {k: [] for k in ("onnx", *FORMS)}
-            for _ in range(args.repeat):
-                times["onnx"].append(_run(model, device, samples["int"], t / "out"))
+            for rep in range(args.repeat + 1):  # the first: warm-up (bytecode)
+                took = {"onnx": _run(model, device, samples["int"], t / "out", env)}
                 for form in FORMS:
                     sample = samples["int" if form == "q-sim8" else "float"]
-                    times[form].append(_run(EXPORTS / name / f"{form}.onnx", device, sample,
-                                            t / "out"))
+                    took[form] = _run(EXPORTS / name / f"{form}.onnx", device, sample,
+                                      t / "out", env)
+                for k, v in took.items():
+                    if rep:
+                        times[k].append(v)
             med = {k: statistics.median(v) for k, v in times.items()}
             worst = max(worst, *(med[f] - med["onnx"] for f in FORMS))
             print(f"{name:<18} {med['onnx']:>11.2f} " +

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import onnxpb
 from ..errors import EXIT_USAGE, Ai8xError
 from ..network import (
     ACT_ABS,
@@ -87,9 +88,7 @@ def _clip(node, x, lo=None, hi=None):
 
 
 def _cast(node, x):
-    from onnx import helper
-
-    return x.astype(helper.tensor_dtype_to_np_dtype(_attr(node, "to")))
+    return x.astype(onnxpb.tensor_dtype_to_np_dtype(_attr(node, "to")))
 
 
 # Constant-only nodes the walk evaluates itself (numpy keeps the inputs' float32 where
@@ -226,11 +225,9 @@ class _Draft:
 
 
 def _attr(node, name: str, default=None):
-    import onnx
-
     for a in node.attribute:
         if a.name == name:
-            return onnx.helper.get_attribute_value(a)
+            return onnxpb.get_attribute_value(a)
     return default
 
 
@@ -282,10 +279,8 @@ class _Walker:
         self.device = device
         graph = model.graph
         self.consts: dict[str, np.ndarray] = {}
-        from onnx import numpy_helper
-
         for init in graph.initializer:
-            self.consts[init.name] = numpy_helper.to_array(init)
+            self.consts[init.name] = onnxpb.to_array(init)
         self.values: dict[str, object] = {}
         self.uses: dict[str, int] = {}
         for node in graph.node:
@@ -312,6 +307,7 @@ class _Walker:
         self.qdq = False
         self.names: set[str] = set()
         self.materialized: dict[int, _Act] = {}
+        self.reshapes: dict[str, tuple[int, ...]] = {}  # Reshape output: per-sample shape
 
     # -- scale groups ------------------------------------------------------------------
     def find(self, i: int) -> int:
@@ -640,8 +636,6 @@ class _Walker:
     op_Dropout = op_Identity
 
     def op_Constant(self, node) -> None:
-        from onnx import numpy_helper
-
         value = _attr(node, "value")
         if value is None:
             for key in ("value_float", "value_int", "value_floats", "value_ints"):
@@ -650,7 +644,7 @@ class _Walker:
                     self.consts[node.output[0]] = np.asarray(got)
                     return
             self.unsupported(node)
-        self.consts[node.output[0]] = numpy_helper.to_array(value)
+        self.consts[node.output[0]] = onnxpb.to_array(value)
 
     def op_QuantizeLinear(self, node) -> None:
         """An activation's QuantizeLinear -> DequantizeLinear pair (QDQ models) clips to
@@ -1180,6 +1174,7 @@ class _Walker:
         if int(np.prod(rest)) != total:
             raise _fail("reshape", self.where(node), f"reshape to {list(target)} of "
                         f"{src_shape}", "check the model")
+        self.reshapes[node.output[0]] = tuple(rest)
         if len(rest) == 1:
             self._flatten(node, v)
         elif tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
@@ -1244,8 +1239,6 @@ class _Walker:
 
 def _simplify(model, where: str):
     """Fix the batch to 1, fold constant shape arithmetic with onnxsim, infer shapes."""
-    import onnx
-
     if len(model.graph.input) - len({i.name for i in model.graph.initializer}
                                     & {i.name for i in model.graph.input}) != 1:
         raise _fail("inputs", where, "the model has more than one input",
@@ -1254,9 +1247,9 @@ def _simplify(model, where: str):
     inputs = [i for i in model.graph.input if i.name not in inits]
     inp = inputs[0]
     tt = inp.type.tensor_type
-    if tt.elem_type != onnx.TensorProto.FLOAT:
+    if tt.elem_type != onnxpb.TensorProto.FLOAT:
         raise _fail("input-type", f"input {inp.name}",
-                    f"the input is {onnx.TensorProto.DataType.Name(tt.elem_type)}, "
+                    f"the input is {_type_name(tt.elem_type)}, "
                     "not float32", "export the float model (quantization is done here)")
     dims = tt.shape.dim
     if len(dims) not in (2, 3, 4):
@@ -1327,11 +1320,11 @@ def _needs_simplify(model) -> bool:
 def _output_shapes(model) -> None:
     """Give graph outputs declared without a shape their inferred one (onnxsim needs
     it; exporters may leave it out)."""
-    import onnx
-
     missing = [o for o in model.graph.output if not o.type.tensor_type.HasField("shape")]
     if not missing:
         return
+    import onnx
+
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     del probe.graph.output[:]
@@ -1345,12 +1338,18 @@ def _output_shapes(model) -> None:
             out.type.CopyFrom(types[out.name])
 
 
-def _dynamic_batch(model) -> bytes:
-    """The simplified model with a symbolic batch, for batched calibration runs."""
-    import onnx
+def _type_name(code: int) -> str:
+    try:
+        return onnxpb.TensorProto.DataType.Name(code)
+    except ValueError:
+        return f"type {code}"
 
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+
+def _dynamic_batch(model, known: dict[str, tuple[int, ...]]) -> bytes:
+    """The simplified model with a symbolic batch, for batched calibration runs.
+    `known`: the per-sample shapes of Reshape outputs the walk computed (shape
+    inference, which needs the onnx package, only runs for others)."""
+    m = onnxpb.copy(model)
     for vi in [*m.graph.input, *m.graph.output]:
         if vi.type.tensor_type.shape.dim:
             d = vi.type.tensor_type.shape.dim[0]
@@ -1358,20 +1357,23 @@ def _dynamic_batch(model) -> bytes:
             d.dim_param = "N"
     del m.graph.value_info[:]
     inits = {i.name: i for i in m.graph.initializer}
-    from onnx import numpy_helper
+    dims = {name: [1, *shape] for name, shape in known.items()}
+    if any(n.op_type == "Reshape" and n.output[0] not in dims for n in m.graph.node):
+        import onnx
 
-    static = onnx.shape_inference.infer_shapes(model)
-    dims = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
-            for vi in [*static.graph.value_info, *static.graph.output]}
+        static = onnx.shape_inference.infer_shapes(model)
+        dims.update({vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+                     for vi in [*static.graph.value_info, *static.graph.output]
+                     if vi.name not in dims})
     for node in m.graph.node:
         if node.op_type == "Reshape" and node.input[1] in inits:
-            shape = numpy_helper.to_array(inits[node.input[1]])
+            shape = onnxpb.to_array(inits[node.input[1]])
             out = dims.get(node.output[0])
             if shape.size and shape[0] in (0, 1) and out and all(out):
                 # Every accepted reshape keeps the batch first: -1 takes the batch and
                 # the rest is spelled out (exporters set allowzero, so 0 cannot copy).
-                new = numpy_helper.from_array(np.array([-1, *out[1:]], np.int64),
-                                              node.input[1])
+                new = onnxpb.from_array(np.array([-1, *out[1:]], np.int64),
+                                        node.input[1])
                 inits[node.input[1]].CopyFrom(new)
                 for a in node.attribute:
                     if a.name == "allowzero":
@@ -1379,19 +1381,30 @@ def _dynamic_batch(model) -> bytes:
     return m.SerializeToString()
 
 
+def _load(path):
+    """The model file, without the onnx package unless the file keeps tensors in
+    external data files (onnx.load resolves those)."""
+    model = onnxpb.load(str(path))
+    if any(t.data_location == onnxpb.TensorProto.EXTERNAL for t in model.graph.initializer):
+        import onnx
+
+        model = onnxpb.from_onnx(onnx.load(str(path)))
+    return model
+
+
 def read_float_model(path_or_model, device: str | None = None,
                      dialect_options: dict | None = None) -> FloatModel:
     """Read a standard float ONNX model (path or onnx.ModelProto) as hardware layers
     (`dialect_options`: see dialects.canonicalize)."""
-    import onnx
-
-    where = str(path_or_model) if not isinstance(path_or_model, onnx.ModelProto) else "model"
-    if isinstance(path_or_model, onnx.ModelProto):
-        model = onnx.ModelProto()
-        model.CopyFrom(path_or_model)
+    is_model = isinstance(path_or_model, onnxpb.ModelProto) or \
+        type(path_or_model).__name__ == "ModelProto"
+    where = "model" if is_model else str(path_or_model)
+    if is_model:
+        model = onnxpb.from_onnx(path_or_model)
+        model = onnxpb.copy(model)
     else:
         try:
-            model = onnx.load(str(path_or_model))
+            model = _load(path_or_model)
         except Exception as exc:  # noqa: BLE001
             raise Ai8xError("model.unreadable", where, f"not a readable ONNX file ({exc})",
                             "export the model with torch.onnx.export or tf2onnx",
@@ -1424,7 +1437,8 @@ def read_float_model(path_or_model, device: str | None = None,
         input_perm=tuple(int(k) for k in np.argsort(walker.input_perm))
         if walker.input_perm else tuple(range(len(walker.model_shape) + 1)),
         input_model_shape=walker.model_shape, input_gain=walker.input_gain,
-        model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
+        model_bytes=_dynamic_batch(model, walker.reshapes),
+        output_tensors=tuple(walker.output_tensors),
         rewrites=(*canonical.rewrites, *walker.rewrites), cpu_tail=tuple(walker.cpu_tail),
         qdq=walker.qdq, canonical=canonical)
 

@@ -38,6 +38,7 @@ import math
 
 import numpy as np
 
+from ... import onnxpb
 from ...errors import Ai8xError, Diagnostic
 from . import Recognition
 
@@ -58,14 +59,12 @@ class _Graph:
     """Constants, producers and consumers of the model's tensors."""
 
     def __init__(self, model) -> None:
-        from onnx import numpy_helper
-
         from ..float_onnx import _CONST_OPS, _attr
 
         g = model.graph
         self.model = model
         self.consts: dict[str, np.ndarray] = {
-            i.name: numpy_helper.to_array(i) for i in g.initializer}
+            i.name: onnxpb.to_array(i) for i in g.initializer}
         self.producer: dict[str, object] = {}
         self.consumers: dict[str, list] = {}
         self.outputs = {o.name for o in g.output}
@@ -75,15 +74,15 @@ class _Graph:
             for i in node.input:
                 if i:
                     self.consumers.setdefault(i, []).append(node)
-            self._fold(node, _CONST_OPS, _attr, numpy_helper)
+            self._fold(node, _CONST_OPS, _attr)
 
-    def _fold(self, node, ops, attr, numpy_helper) -> bool:
+    def _fold(self, node, ops, attr) -> bool:
         """Evaluate a node of constants (the export's shift and weight arithmetic)."""
         if node.op_type == "Constant":
             value = attr(node, "value")
             if value is None:
                 return False
-            self.consts[node.output[0]] = numpy_helper.to_array(value)
+            self.consts[node.output[0]] = onnxpb.to_array(value)
             return True
         if not node.input or any(i and i not in self.consts for i in node.input):
             return False
@@ -570,19 +569,14 @@ class _Rewriter:
         return name
 
     def emit(self, op: str, inputs: list[str], output: str, name: str, like=None) -> str:
-        from onnx import helper
-
-        node = helper.make_node(op, inputs, [output], name=name)
+        node = onnxpb.make_node(op, inputs, [output], name=name)
         if like is not None:
             node.attribute.extend(like.attribute)
         self.nodes.append(node)
         return output
 
     def copy(self, node) -> None:
-        from onnx import NodeProto
-
-        new = NodeProto()
-        new.CopyFrom(node)
+        new = onnxpb.copy(node)
         del new.input[:]
         new.input.extend(self.src(i) for i in node.input)
         self.nodes.append(new)
@@ -652,10 +646,7 @@ class _Rewriter:
         ch = _follow(self.g, node.output[0], layer=False)
         self.done.update(id(n) for n in ch.nodes)
         self.dropped_clamps += bool(ch.nodes)
-        from onnx import NodeProto
-
-        new = NodeProto()
-        new.CopyFrom(node)
+        new = onnxpb.copy(node)
         del new.input[:]
         new.input.extend(self.src(i) for i in node.input)
         new.output[0] = ch.end
@@ -701,10 +692,7 @@ class _Rewriter:
             ([ch.activation.op_type] if ch.activation is not None else []) + \
             (["Clip"] if narrow else [])
         names = [f"{ch.end}__vendor{k}" for k in range(len(steps) - 1)] + [ch.end]
-        from onnx import NodeProto
-
-        new = NodeProto()
-        new.CopyFrom(node)
+        new = onnxpb.copy(node)
         del new.input[:]
         new.input.extend(ins)
         new.output[0] = names[0]
@@ -724,19 +712,17 @@ class _Rewriter:
                       f"{name}__vendor_clamp")
 
     def model(self):
-        from onnx import helper, numpy_helper
-
         src = self.g.model
         used = {i for n in self.nodes for i in n.input if i}
-        inits = [numpy_helper.from_array(
+        inits = [onnxpb.from_array(
             v.astype(np.float32) if v.dtype == np.float64 else v, k)
             for k, v in self.inits.items() if k in used]
         inputs = [i for i in src.graph.input if i.name not in self.g.consts]
         outputs = list(src.graph.output) if not self.outputs else [
-            helper.make_empty_tensor_value_info(name) for name in self.outputs]
-        graph = helper.make_graph(self.nodes, src.graph.name or "network", inputs,
+            onnxpb.ValueInfoProto(name=name) for name in self.outputs]
+        graph = onnxpb.make_graph(self.nodes, src.graph.name or "network", inputs,
                                   outputs, inits)
-        out = helper.make_model(graph, opset_imports=list(src.opset_import),
+        out = onnxpb.make_model(graph, opset_imports=list(src.opset_import),
                                 ir_version=src.ir_version)
         out.metadata_props.extend(src.metadata_props)
         return out
