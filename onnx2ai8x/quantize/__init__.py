@@ -26,12 +26,15 @@ def load_array(path: Path, what: str) -> np.ndarray:
 def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
                   labels: Path | None = None, device: Device | None = None,
-                  wide_output: bool = True, shift_quantile: float | None = None):
+                  wide_output: bool = True, shift_quantile: float | None = None,
+                  sample: np.ndarray | None = None):
     """Quantize the float model at `model` with the samples in `calibration` (.npy).
 
     A model that already holds the accelerator's integers (the vendor's export of a
     quantized or QAT model, `exact.recover`) is taken exactly; calibration data, if
-    given, then only feeds the report.
+    given, then only feeds the report. The recovery is checked against the export on
+    `sample` (the model's input units; else the first calibration sample, else a fixed
+    pseudo-random one): it must be exact (verify_exact).
     """
     from ..importer.float_onnx import read_float_model
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
@@ -63,11 +66,20 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     result = quantize(fm, x, options, labels=y, where=str(calibration), exact=exact)
     if device is not None:
         check_device(result.network, fm, device)
-    if fm.canonical is not None and fm.canonical.warnings:
+    warnings: tuple[str, ...] = ()
+    if fm.canonical is not None:
+        warnings = tuple(d.render().replace("error[", "warning[", 1)
+                         for d in fm.canonical.warnings)
+    if exact is not None:
+        from .verify_exact import check_recovery
+
+        # the recovered network is exactly the export (or the conversion stops)
+        warnings += check_recovery(fm, result, exact[2], sample if sample is not None
+                                   else (None if x is None else x[:1]))
+    if warnings:
         from dataclasses import replace
 
-        result = replace(result, warnings=tuple(
-            d.render().replace("error[", "warning[", 1) for d in fm.canonical.warnings))
+        result = replace(result, warnings=warnings)
     return result
 
 

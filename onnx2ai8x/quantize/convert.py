@@ -54,22 +54,23 @@ def convert_float(model: Path, device: Device, out: Path, *, calibration: Path |
     _require(calibration, "calibration data")
     _require(labels, "labels")
     _require(weight_bits, "weight-bits file")
+    from . import load_array
+
+    # The sample is in the source model's own input units (the vendor export's x / 128,
+    # or its -8 mode's integers; a float model's floats) and goes to the accelerator
+    # through the model's input mapping.
+    source = sample_input if sample_input is not None else calibration
+    x = None if source is None else load_array(
+        source, "sample input" if sample_input is not None else "calibration data")
     result = quantize_file(model, calibration, method=method, percentile=percentile,
                            weight_bits=weight_bits, labels=labels, device=device,
-                           shift_quantile=shift_quantile)
+                           shift_quantile=shift_quantile,
+                           sample=x if sample_input is not None else None)
     with tempfile.TemporaryDirectory(prefix="onnx2ai8x-q-") as tmp:
         qpath = Path(tmp) / f"{Path(model).stem}.onnx"
         qpath.write_bytes(result.model.SerializeToString())
         sample = None
-        source = sample_input if sample_input is not None else calibration
-        if source is not None:
-            # The sample is in the source model's own input units (the vendor export's
-            # x / 128, or its -8 mode's integers; a float model's floats) and goes to
-            # the accelerator through the model's input mapping.
-            from . import load_array
-
-            x = load_array(source, "sample input" if sample_input is not None
-                           else "calibration data")
+        if x is not None:
             q = _one_sample(x, result.mapping, source)
             sample = Path(tmp) / "sample.npy"
             np.save(sample, q.astype(np.int64), allow_pickle=False)

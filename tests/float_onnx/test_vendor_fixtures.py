@@ -62,3 +62,26 @@ def test_recovered_network_equals_the_vendor_simulation(name: str) -> None:
     got = custom_ops.run(custom_ops.session(result.model), q)[0]
     np.testing.assert_array_equal(np.asarray(got).reshape(ref["output"].shape),
                                   ref["output"])
+
+
+def test_a_recovery_that_is_not_exact_is_an_error(monkeypatch) -> None:
+    """The recovered network is checked against the export layer by layer: a recovery
+    off by one output shift in the second layer stops the conversion naming it."""
+    from dataclasses import replace
+
+    from onnx2ai8x.errors import Ai8xError
+    from onnx2ai8x.quantize import exact
+
+    right = exact.recover_or_why
+
+    def off_by_one(fm):
+        (layers, scale, units), why = right(fm)
+        layers = list(layers)
+        layers[1] = replace(layers[1], output_shift=layers[1].output_shift + 1)
+        return (tuple(layers), scale, units), why
+
+    monkeypatch.setattr(exact, "recover_or_why", off_by_one)
+    with pytest.raises(Ai8xError) as err:
+        _recover("plain.onnx")
+    d = err.value.diagnostics[0]
+    assert d.code == "float.vendor-not-exact" and "/conv2/Conv" in d.where

@@ -490,7 +490,14 @@ def recognize(model, shift_quantile: float | None = None) -> Recognition | None:
         raise Ai8xError("usage.shift-quantile", "--shift-quantile",
                         f"{shift_quantile:g} is not in (0, 1]",
                         "give the QAT policy's shift_quantile, e.g. 0.995")
-    return _Rewriter(graph, units, 1.0 if shift_quantile is None else shift_quantile).run()
+    quantile = 1.0 if shift_quantile is None else shift_quantile
+    found = _Rewriter(graph, units, quantile).run()
+    if found.facts["vendor_form"] != "float":
+        # The same rewrite with the hardware's rounding written back in (verify_exact).
+        rounded = _Rewriter(graph, units, quantile, rounded=True)
+        rounded.run()
+        found.facts["verify_model"] = rounded.model().SerializeToString()
+    return found
 
 
 def _unfused_bn(nodes: list) -> Diagnostic:
@@ -538,10 +545,14 @@ def _host_tail(graph: _Graph) -> tuple[list, list[str]]:
 class _Rewriter:
     """Writes the canonical model: one pass over the export's nodes."""
 
-    def __init__(self, graph: _Graph, units: float, quantile: float) -> None:
+    def __init__(self, graph: _Graph, units: float, quantile: float,
+                 rounded: bool = False) -> None:
         self.g = graph
         self.units = units
         self.quantile = quantile
+        # rounded: write the hardware's rounding and saturation into the canonical
+        # form (the recovered network must compute exactly that; verify_exact)
+        self.rounded = rounded
         self.nodes: list = []
         self.inits: dict[str, np.ndarray] = {}
         self.alias: dict[str, str] = {}
@@ -651,6 +662,14 @@ class _Rewriter:
         new.input.extend(self.src(i) for i in node.input)
         new.output[0] = ch.end
         self.nodes.append(new)
+        if self.rounded and node.op_type in ("AveragePool", "GlobalAveragePool"):
+            new.output[0] = f"{ch.end}__vendor_avg"
+            self.round(new.output[0], ch.end, "Floor")  # the pooling unit truncates
+        elif self.rounded and node.op_type in ("Add", "Sub"):
+            new.output[0] = f"{ch.end}__vendor_sum"
+            self.emit("Clip", [new.output[0], self.const("__vendor_lo", -1.0),
+                               self.const("__vendor_hi", _CLAMP_HI)], ch.end,
+                      f"{ch.end}__vendor_saturate")
 
     def layer(self, node) -> None:
         """A weight node and its chain, written canonically (module docstring)."""
@@ -701,6 +720,8 @@ class _Rewriter:
         if narrow:
             t = self.emit("Mul", [t, self.const(f"{name}__vendor_scale", scale)], names[k],
                           f"{name}__vendor_scale")
+            if self.rounded:  # floor(0.5 + acc * 2**T / 128): the output shift rounds
+                t = self.round(t, f"{names[k]}__vendor_rounded", "Round")
             k += 1
         if ch.activation is not None:
             t = self.emit(ch.activation.op_type, [t], names[k],
@@ -710,6 +731,18 @@ class _Rewriter:
             self.emit("Clip", [t, self.const(f"{name}__vendor_lo", -1.0),
                                self.const(f"{name}__vendor_hi", _CLAMP_HI)], names[k],
                       f"{name}__vendor_clamp")
+
+    def round(self, src: str, out: str, how: str) -> str:
+        """src in [-1, 1) units rounded to the 8-bit code grid: `how`(src * 128) / 128
+        ("Floor" truncates; "Round" is floor(x + 0.5), the output shift's rounding)."""
+        t = self.emit("Mul", [src, self.const("__vendor_128", 128.0)], f"{out}__r1",
+                      f"{out}__r1")
+        if how == "Round":
+            t = self.emit("Add", [t, self.const("__vendor_half", 0.5)], f"{out}__r2",
+                          f"{out}__r2")
+        t = self.emit("Floor", [t], f"{out}__r3", f"{out}__r3")
+        return self.emit("Mul", [t, self.const("__vendor_inv128", 1.0 / 128.0)], out,
+                         f"{out}__r4")
 
     def model(self):
         src = self.g.model
