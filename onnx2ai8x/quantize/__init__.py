@@ -55,6 +55,15 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
         exact, why = recover_or_why(fm)
         if exact is None:
             _not_exact(fm, why)
+    if exact is None and calibration is None and fm.canonical is not None and \
+            fm.canonical.fact("vendor_form") == "float":
+        raise Ai8xError("usage.calibration", str(model),
+                        "the vendor training repository's export of a float (not "
+                        "quantized) checkpoint: its weights are not the accelerator's "
+                        "integers", "export the quantized checkpoint (quantize.py, then "
+                        "train.py --summary onnx) to take it exactly, or pass --calibration "
+                        "X.npy (samples in the export's units, x / 128)",
+                        exit_code=EXIT_USAGE)
     if exact is None and calibration is None:
         raise Ai8xError("usage.calibration", str(model),
                         "a float model needs calibration data to be quantized (it is not "

@@ -85,3 +85,41 @@ def test_a_recovery_that_is_not_exact_is_an_error(monkeypatch) -> None:
         _recover("plain.onnx")
     d = err.value.diagnostics[0]
     assert d.code == "float.vendor-not-exact" and "/conv2/Conv" in d.where
+
+
+def test_float_vendor_export_asks_for_the_quantized_export_or_calibration(
+        tmp_path: Path) -> None:
+    from onnx2ai8x.devices import get_device
+    from onnx2ai8x.errors import Ai8xError
+    from onnx2ai8x.quantize import quantize_file
+
+    with pytest.raises(Ai8xError) as err:
+        quantize_file(HERE / "float.onnx", None, device=get_device("MAX78000"))
+    d = err.value.diagnostics[0]
+    assert d.code == "usage.calibration" and "vendor" in d.message
+    assert "quantize.py" in d.hint and "--calibration" in d.hint
+    # with calibration data in the export's units it is an ordinary float model
+    x = tmp_path / "x.npy"
+    np.save(x, np.random.default_rng(1).integers(-128, 128, (16, 1, 12, 12)) / 128.0)
+    result = quantize_file(HERE / "float.onnx", x, device=get_device("MAX78000"))
+    assert result.summary["exact"] is False and result.summary["calibration_samples"] == 16
+
+
+def test_detector_heads_and_concat_1d() -> None:
+    """A 1-D model with a channel concatenation and two heads that its forward permutes,
+    flattens and concatenates: the heads become the outputs (with a warning) and the
+    host's rearrangement of them equals the vendor code's `-8` forward."""
+    import custom_ops
+
+    warnings: list[str] = []
+    result = _recover("heads-q.onnx", warnings)
+    assert [lay.quantization for lay in _weights(result)] == [8, 2, 4, 8, 8]
+    assert len(warnings) == 1 and warnings[0].startswith("warning[float.vendor-host-tail]")
+    ref = np.load(HERE / "heads-reference.npz")
+    assert np.array_equal(result.mapping.quantize(ref["sample"] / 128.0), ref["sample"])
+    h1, h2 = (np.asarray(o) for o in custom_ops.run(custom_ops.session(result.model),
+                                                      ref["sample"]))
+    n = h1.shape[0]
+    host = np.concatenate([h1.transpose(0, 2, 1).reshape(n, -1, 2),
+                           h2.transpose(0, 2, 1).reshape(n, -1, 2)], axis=1)
+    np.testing.assert_array_equal(host, ref["output"])
