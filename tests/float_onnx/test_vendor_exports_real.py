@@ -94,3 +94,19 @@ def test_vendor_export_converts_from_the_command_line(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert (tmp_path / "proj" / "cnn.c").is_file()
+
+
+def test_qat_export_without_the_policys_quantile_warns() -> None:
+    """The export loses the QAT policy's shift_quantile: without --shift-quantile the
+    conversion says which value it assumed."""
+    case = "ai85-mnist"
+    if not (EXPORTS / case / "qat.onnx").is_file():
+        pytest.skip("../shared/exports is absent")
+    from onnx2ai8x.devices import get_device
+    from onnx2ai8x.quantize import quantize_file
+
+    result = quantize_file(EXPORTS / case / "qat.onnx", None, device=get_device("MAX78000"))
+    assert any(w.startswith("warning[float.vendor-shift-quantile]") for w in result.warnings)
+    quiet = quantize_file(EXPORTS / case / "qat.onnx", None, device=get_device("MAX78000"),
+                          shift_quantile=1.0)
+    assert not any("shift-quantile" in w for w in quiet.warnings)

@@ -35,6 +35,7 @@ element-wise clamps and roundings are the hardware's own behaviour and are dropp
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -492,6 +493,13 @@ def recognize(model, shift_quantile: float | None = None) -> Recognition | None:
                         "give the QAT policy's shift_quantile, e.g. 0.995")
     quantile = 1.0 if shift_quantile is None else shift_quantile
     found = _Rewriter(graph, units, quantile).run()
+    if shift_quantile is None and "qat" in found.facts["vendor_form"].split("+"):
+        found = replace(found, warnings=(*found.warnings, Diagnostic(
+            "float.vendor-shift-quantile", "model",
+            "a QAT export: the shifts are computed from the weights' maximum (shift "
+            "quantile 1), as the export does; the vendor's quantize.py uses the QAT "
+            "policy's shift_quantile, which the export does not record",
+            "if the QAT policy set shift_quantile (e.g. 0.995), pass --shift-quantile")))
     if found.facts["vendor_form"] != "float":
         # The same rewrite with the hardware's rounding written back in (verify_exact).
         rounded = _Rewriter(graph, units, quantile, rounded=True)
