@@ -87,6 +87,17 @@ def _clip(node, x, lo=None, hi=None):
     return np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi)
 
 
+def _to_array(tensor) -> np.ndarray:
+    """A tensor's values: onnxpb's reader for the numeric types, onnx's for the rest
+    (strings, bfloat16, ...; importing onnx only then)."""
+    try:
+        return onnxpb.to_array(tensor)
+    except ValueError:
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(tensor)
+
+
 def _cast(node, x):
     return x.astype(onnxpb.tensor_dtype_to_np_dtype(_attr(node, "to")))
 
@@ -280,7 +291,7 @@ class _Walker:
         graph = model.graph
         self.consts: dict[str, np.ndarray] = {}
         for init in graph.initializer:
-            self.consts[init.name] = onnxpb.to_array(init)
+            self.consts[init.name] = _to_array(init)
         self.values: dict[str, object] = {}
         self.uses: dict[str, int] = {}
         for node in graph.node:
@@ -644,7 +655,7 @@ class _Walker:
                     self.consts[node.output[0]] = np.asarray(got)
                     return
             self.unsupported(node)
-        self.consts[node.output[0]] = onnxpb.to_array(value)
+        self.consts[node.output[0]] = _to_array(value)
 
     def op_QuantizeLinear(self, node) -> None:
         """An activation's QuantizeLinear -> DequantizeLinear pair (QDQ models) clips to

@@ -64,8 +64,12 @@ class _Graph:
 
         g = model.graph
         self.model = model
-        self.consts: dict[str, np.ndarray] = {
-            i.name: onnxpb.to_array(i) for i in g.initializer}
+        self.consts: dict[str, np.ndarray] = {}
+        for i in g.initializer:
+            try:
+                self.consts[i.name] = onnxpb.to_array(i)
+            except ValueError:
+                continue  # not a numeric constant of the export (the walker reports it)
         self.producer: dict[str, object] = {}
         self.consumers: dict[str, list] = {}
         self.outputs = {o.name for o in g.output}
@@ -83,22 +87,27 @@ class _Graph:
             value = attr(node, "value")
             if value is None:
                 return False
-            self.consts[node.output[0]] = onnxpb.to_array(value)
+            try:
+                self.consts[node.output[0]] = onnxpb.to_array(value)
+            except ValueError:
+                return False
             return True
         if not node.input or any(i and i not in self.consts for i in node.input):
             return False
         args = [self.consts[i] if i else None for i in node.input]
         try:
-            if node.op_type in ("Identity", "Dropout"):
-                out = args[0]
-            elif node.op_type == "Transpose":
-                perm = attr(node, "perm")
-                out = np.transpose(args[0], None if perm is None else list(perm))
-            elif node.op_type in ops:
-                out = ops[node.op_type](node, *args)
-            else:
-                return False
-        except (ValueError, TypeError, IndexError, FloatingPointError):
+            with np.errstate(all="ignore"):  # a zero maximum gives inf: not our message
+                if node.op_type in ("Identity", "Dropout"):
+                    out = args[0]
+                elif node.op_type == "Transpose":
+                    perm = attr(node, "perm")
+                    out = np.transpose(args[0], None if perm is None else list(perm))
+                elif node.op_type in ops:
+                    out = ops[node.op_type](node, *args)
+                else:
+                    return False
+        except (ValueError, TypeError, IndexError, FloatingPointError, OverflowError,
+                MemoryError):
             return False
         self.consts[node.output[0]] = np.asarray(out)
         return True
