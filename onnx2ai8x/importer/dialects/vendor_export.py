@@ -581,6 +581,7 @@ class _Rewriter:
         self.float_layers: list[str] = []
         self.dropped_clamps = 0
         self.outputs: list[str] = []  # new model outputs (a host tail cut off)
+        self.ends: list[str] = []  # every layer's last tensor (verification outputs)
 
     # -- emission helpers ----------------------------------------------------------------
     def src(self, name: str) -> str:
@@ -679,6 +680,7 @@ class _Rewriter:
         new.input.extend(self.src(i) for i in node.input)
         new.output[0] = ch.end
         self.nodes.append(new)
+        self.ends.append(ch.end)
         if self.rounded and node.op_type in ("AveragePool", "GlobalAveragePool"):
             new.output[0] = f"{ch.end}__vendor_avg"
             self.round(new.output[0], ch.end, "Floor")  # the pooling unit truncates
@@ -728,6 +730,7 @@ class _Rewriter:
             ([ch.activation.op_type] if ch.activation is not None else []) + \
             (["Clip"] if narrow else [])
         names = [f"{ch.end}__vendor{k}" for k in range(len(steps) - 1)] + [ch.end]
+        self.ends.append(ch.end)
         new = onnxpb.copy(node)
         del new.input[:]
         new.input.extend(ins)
@@ -770,6 +773,10 @@ class _Rewriter:
         inputs = [i for i in src.graph.input if i.name not in self.g.consts]
         outputs = list(src.graph.output) if not self.outputs else [
             onnxpb.ValueInfoProto(name=name) for name in self.outputs]
+        if self.rounded:  # every layer's value can be fetched (verify_exact)
+            have = {o.name for o in outputs}
+            outputs += [onnxpb.ValueInfoProto(name=e) for e in dict.fromkeys(self.ends)
+                        if e not in have]
         graph = onnxpb.make_graph(self.nodes, src.graph.name or "network", inputs,
                                   outputs, inits)
         out = onnxpb.make_model(graph, opset_imports=list(src.opset_import),
