@@ -517,13 +517,17 @@ def recognize(model, shift_quantile: float | None = None) -> Recognition | None:
     return found
 
 
-def _unfused_bn(nodes: list) -> Diagnostic:
+def _unfused_bn(found: list[tuple[str, list]]) -> Diagnostic:
+    """One warning for every layer exported with its unfused batch norm."""
+    first = ", ".join(n.name or n.output[0] for n in found[0][1])
+    more = f" and {len(found) - 1} more layers' pairs" if len(found) > 1 else ""
     return Diagnostic(
-        "float.vendor-unfused-bn", "nodes " + ", ".join(n.name or n.output[0] for n in nodes),
-        "BatchNormalization with default statistics (mean 0, variance 1, scale 1, shift 0) "
-        "followed by Div 4 after a layer of a quantized checkpoint: the export of a vendor "
-        "checkpoint made without ai8x.fuse_bn_layers (its batch norm is already folded "
-        "into the quantized weights); taken as an export artefact and dropped",
+        "float.vendor-unfused-bn", f"nodes {first}{more}",
+        f"BatchNormalization with default statistics (mean 0, variance 1, scale 1, shift "
+        f"0) followed by Div 4 after {len(found)} layer(s) of a quantized checkpoint "
+        f"({', '.join(layer for layer, _ in found)}): the export of a vendor checkpoint "
+        "made without ai8x.fuse_bn_layers (its batch norm is already folded into the "
+        "quantized weights); taken as an export artefact and dropped",
         "export after ai8x.fuse_bn_layers to silence this warning")
 
 
@@ -582,6 +586,7 @@ class _Rewriter:
         self.dropped_clamps = 0
         self.outputs: list[str] = []  # new model outputs (a host tail cut off)
         self.ends: list[str] = []  # every layer's last tensor (verification outputs)
+        self.unfused: list[tuple[str, list]] = []  # layer, its BatchNorm and Div nodes
 
     # -- emission helpers ----------------------------------------------------------------
     def src(self, name: str) -> str:
@@ -651,6 +656,8 @@ class _Rewriter:
             raise _fail(self.float_layers[0], "float weights in a model whose other layers "
                         "hold a quantized checkpoint's integers",
                         "export one checkpoint: all layers quantized (-q) or all QAT")
+        if self.unfused:
+            self.warnings.append(_unfused_bn(self.unfused))
         if self.dropped_clamps:
             self.rewrites.append(f"{self.dropped_clamps} pooling / element-wise clamps and "
                                  "roundings dropped: the hardware's own saturation and "
@@ -703,7 +710,7 @@ class _Rewriter:
                             g.consts else ch.scale.input[1]))
         lay = _layer(g, node, shift_const, self.quantile)
         if ch.bn:
-            self.warnings.append(_unfused_bn(ch.bn))
+            self.unfused.append((name, ch.bn))
         ins = [self.src(i) for i in node.input]
         if lay is None:
             self.float_layers.append(f"node {name} ({node.op_type})")
@@ -738,8 +745,12 @@ class _Rewriter:
         self.nodes.append(new)
         t, k = names[0], 1
         if narrow:
+            # node names under the layer's path, so that the walker's layer names
+            # (and a copy layer's) read like the export's: /conv1/Mul -> conv1
+            prefix = name.rsplit("/", 1)[0] if name.startswith("/") and \
+                name.count("/") > 1 else name
             t = self.emit("Mul", [t, self.const(f"{name}__vendor_scale", scale)], names[k],
-                          f"{name}__vendor_scale")
+                          f"{prefix}/Mul")
             if self.rounded:  # floor(0.5 + acc * 2**T / 128): the output shift rounds
                 t = self.round(t, f"{names[k]}__vendor_rounded", "Round")
             k += 1
@@ -750,7 +761,7 @@ class _Rewriter:
         if narrow:
             self.emit("Clip", [t, self.const(f"{name}__vendor_lo", -1.0),
                                self.const(f"{name}__vendor_hi", _CLAMP_HI)], names[k],
-                      f"{name}__vendor_clamp")
+                      f"{prefix}/Clip")
 
     def round(self, src: str, out: str, how: str) -> str:
         """src in [-1, 1) units rounded to the 8-bit code grid: `how`(src * 128) / 128
