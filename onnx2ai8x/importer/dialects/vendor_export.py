@@ -503,5 +503,6 @@ class _Rewriter:
 
 
 def claims(model) -> bool:
-    """Whether `model` is the vendor export (this recognizer folds its constants)."""
-    return _is_export(_Graph(model))
+    """Whether `model` looks like the vendor export (this recognizer folds its
+    constants); a quick look, without evaluating the constant subgraphs."""
+    return _is_export(_Graph(model, fold=False))

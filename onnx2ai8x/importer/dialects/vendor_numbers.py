@@ -26,13 +26,17 @@ def _fail(where: str, message: str, hint: str = _EXPORT_HINT) -> Ai8xError:
 class _Graph:
     """Constants, producers and consumers of the model's tensors."""
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, fold: bool = True) -> None:
+        """`fold`: evaluate every constant subgraph; else (a quick look) only the
+        `Constant` nodes and the small initializers."""
         from ..float_onnx import _CONST_OPS, _attr
 
         g = model.graph
         self.model = model
         self.consts: dict[str, np.ndarray] = {}
         for i in g.initializer:
+            if not fold and int(np.prod(i.dims)) > 16:
+                continue
             try:
                 self.consts[i.name] = onnxpb.to_array(i)
             except ValueError:
@@ -46,7 +50,8 @@ class _Graph:
             for i in node.input:
                 if i:
                     self.consumers.setdefault(i, []).append(node)
-            self._fold(node, _CONST_OPS, _attr)
+            if fold or node.op_type == "Constant":
+                self._fold(node, _CONST_OPS, _attr)
 
     def _fold(self, node, ops, attr) -> bool:
         """Evaluate a node of constants (the export's shift and weight arithmetic)."""
