@@ -414,7 +414,10 @@ class _Rewriter:
         shift_const = None if ch.scale is None else \
             _scalar(g.other(ch.scale, ch.scale.input[0] if ch.scale.input[0] not in
                             g.consts else ch.scale.input[1]))
-        lay = _layer(g, node, shift_const, self.quantile)
+        key = id(node)  # the rounded pass reads the same numbers: computed once
+        if key not in g.layers:
+            g.layers[key] = _layer(g, node, shift_const, self.quantile)
+        lay = g.layers[key]
         if ch.bn:
             self.unfused.append((name, ch.bn))
         ins = [self.src(i) for i in node.input]

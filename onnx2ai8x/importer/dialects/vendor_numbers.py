@@ -44,6 +44,7 @@ class _Graph:
         self.producer: dict[str, object] = {}
         self.consumers: dict[str, list] = {}
         self.outputs = {o.name for o in g.output}
+        self.layers: dict[int, object] = {}  # weight node id -> its _Layer (or None)
         for node in g.node:
             for o in node.output:
                 self.producer[o] = node
