@@ -60,6 +60,10 @@ MethodOpt = Annotated[str | None, typer.Option(
     "--calibration-method", help="Activation ranges: mse (default), max or percentile.")]
 PercentileOpt = Annotated[float | None, typer.Option(
     "--percentile", help="Percentile for --calibration-method percentile (99.99).")]
+ShiftQuantileOpt = Annotated[float | None, typer.Option(
+    "--shift-quantile", help="The vendor QAT policy's shift_quantile (default 1) for a "
+                             "vendor QAT export: its ONNX computes the shift from the "
+                             "maximum, the vendor's quantize.py from this quantile.")]
 WeightBitsOpt = Annotated[Path | None, typer.Option(
     "--weight-bits", help="YAML of per-layer weight bits (`layer: 4`, `default: 8`).")]
 AcceptLossOpt = Annotated[bool, typer.Option("--accept-loss", help=LOSS_HELP)]
@@ -191,6 +195,7 @@ class ConvertArgs:
     percentile: float | None
     weight_bits: Path | None
     accept_loss: bool
+    shift_quantile: float | None
     verify: bool
     quiet: bool
     json_out: bool
@@ -241,6 +246,7 @@ def convert_cmd(
     percentile: PercentileOpt = None,
     weight_bits: WeightBitsOpt = None,
     accept_loss: AcceptLossOpt = False,
+    shift_quantile: ShiftQuantileOpt = None,
     verify: VerifyOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
@@ -299,7 +305,7 @@ def _from_float(args: ConvertArgs, dev, calibration: Path | None):
         method=args.calibration_method, percentile=args.percentile,
         weight_bits=args.weight_bits, sidecar=args.sidecar, sample_input=args.sample_input,
         overwrite=args.overwrite, options=args.options, progress=args.progress,
-        accept_loss=args.accept_loss)
+        accept_loss=args.accept_loss, shift_quantile=args.shift_quantile)
     if args.progress:
         typer.echo(qtable)
     return result
@@ -308,14 +314,19 @@ def _from_float(args: ConvertArgs, dev, calibration: Path | None):
 def _run_convert(args: ConvertArgs, dev):
     """The conversion: an ai8x-ONNX model directly, a float model through the quantizer."""
     from .convert import ConvertRequest, convert
+    from .frontend import QuantizeRequest
 
     if args.calibration is not None:
         return _from_float(args, dev, args.calibration)
     try:
-        result = convert(ConvertRequest(model=args.model, device=dev, output=args.out,
-                                        sidecar=args.sidecar, sample_input=args.sample_input,
-                                        overwrite=args.overwrite, options=args.options,
-                                        progress=args.progress))
+        # (the quantize request applies only when the model turns out to be a float
+        # model the front end recovers exactly: a vendor export)
+        result = convert(ConvertRequest(
+            model=args.model, device=dev, output=args.out, sidecar=args.sidecar,
+            sample_input=args.sample_input, overwrite=args.overwrite, options=args.options,
+            progress=args.progress, quantize=QuantizeRequest(
+                accept_loss=args.accept_loss, shift_quantile=args.shift_quantile,
+                sample=args.sample_input)))
         if result.quant is not None and args.progress:
             # a float model the front end recovered exactly (a vendor export)
             typer.echo(result.quant.table())
@@ -538,6 +549,7 @@ def quantize_cmd(
     percentile: PercentileOpt = None,
     weight_bits: WeightBitsOpt = None,
     accept_loss: AcceptLossOpt = False,
+    shift_quantile: ShiftQuantileOpt = None,
     report: Annotated[Path | None, typer.Option(
         "--report", help="Where to save the report (default: report.json beside "
                          "the output).")] = None,
@@ -564,7 +576,7 @@ def quantize_cmd(
     result, warnings = quantize_command(
         model, calibration, output, device=dev, labels=labels, method=calibration_method,
         percentile=percentile, weight_bits=weight_bits, report=report,
-        accept_loss=accept_loss)
+        accept_loss=accept_loss, shift_quantile=shift_quantile)
     _warn(warnings)
     if json_out:
         typer.echo(result.report_json(), nl=False)

@@ -273,11 +273,20 @@ def progress_steps(enabled: bool) -> Iterator[Step]:
 def _sample_for(request: ConvertRequest, network: Network, quant=None) -> np.ndarray:
     from .runner import check_sample_shape, fit_to_input, load_sample
 
-    if request.sample_input is None and quant is not None and \
-            request.quantize is not None and request.quantize.calibration is not None:
-        from .quantize.convert import first_calibration_sample
+    if quant is not None:
+        # a float source: the sample (else the first calibration sample) is in the
+        # source model's own input units and reaches the accelerator through the
+        # model's input mapping (the vendor export's x / 128 or -8 integers included)
+        source = request.sample_input
+        if source is None and request.quantize is not None:
+            source = request.quantize.calibration
+        if source is not None:
+            from .quantize import load_array
+            from .quantize.convert import one_sample
 
-        return first_calibration_sample(request.quantize.calibration, quant)
+            what = "sample input" if request.sample_input is not None else "calibration data"
+            return one_sample(load_array(source, what), quant.mapping,
+                              source).astype(np.int64)
     if request.sample_input is None:
         return default_sample(network)
     check_sample_shape(request.sample_input, (1, *network.input_shape), one=True)

@@ -34,6 +34,11 @@ class QuantizeRequest:
     percentile: float | None = None
     weight_bits: Path | None = None
     accept_loss: bool = False  # the guard warns instead of refusing
+    # the vendor QAT policy's shift_quantile, which its ONNX export does not record
+    shift_quantile: float | None = None
+    # the known-answer sample in the source model's own input units (an exact recovery
+    # is checked on it; else on the first calibration sample or a fixed one)
+    sample: Path | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +76,7 @@ def front_end(model, device: Device, *, quantize: QuantizeRequest | None = None,
         from .quantize.guard import check_loss
 
         accept = quantize is not None and quantize.accept_loss
-        warnings = check_loss(quant, accept=accept, where=str(model))
+        warnings = (*quant.warnings, *check_loss(quant, accept=accept, where=str(model)))
     return FrontEnd(model=proto, read=read.network, network=network, notes=notes,
                     avg_pool_rounding=read.avg_pool_rounding, quant=quant,
                     warnings=warnings)
@@ -86,16 +91,22 @@ def _source(model, device: Device, quantize: QuantizeRequest | None, onnx_checke
 
     if not isinstance(model, (str, Path)):
         return onnxpb.from_onnx(model), None
-    if quantize is None:
+    if quantize is None or quantize.calibration is None:
         proto = load_onnx(Path(model), onnx_checker=onnx_checker)
         if not is_float_model(proto):
             return proto, None
         # a standard float model: taken exactly when it holds the accelerator's integers
         # (the vendor's export), else the quantizer asks for calibration data
-        quantize = QuantizeRequest()
+        quantize = quantize or QuantizeRequest()
+    sample = None
+    if quantize.sample is not None:
+        from .quantize import load_array
+
+        sample = load_array(quantize.sample, "sample input")
     quant = quantize_file(Path(model), quantize.calibration, method=quantize.method,
                           percentile=quantize.percentile, weight_bits=quantize.weight_bits,
-                          labels=quantize.labels, device=device, check=False)
+                          labels=quantize.labels, device=device, check=False,
+                          shift_quantile=quantize.shift_quantile, sample=sample)
     return onnxpb.from_onnx(quant.model), quant
 
 

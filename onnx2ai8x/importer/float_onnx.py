@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import onnxpb
 from ..errors import EXIT_USAGE, Ai8xError
 from ..network import (
     ACT_ABS,
@@ -37,7 +38,7 @@ from ..network import (
     Op,
     unique_name,
 )
-from .dialects import Canonical, canonicalize, explained
+from .dialects import Canonical, canonicalize, explained, folds_itself
 
 OPSET_MIN, OPSET_MAX = 11, 21
 # Ops that only pass values through at inference time.
@@ -87,10 +88,19 @@ def _clip(node, x, lo=None, hi=None):
     return np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi)
 
 
-def _cast(node, x):
-    from onnx import helper
+def _to_array(tensor) -> np.ndarray:
+    """A tensor's values: onnxpb's reader for the numeric types, onnx's for the rest
+    (strings, bfloat16, ...; importing onnx only then)."""
+    try:
+        return onnxpb.to_array(tensor)
+    except ValueError:
+        from onnx import numpy_helper
 
-    return x.astype(helper.tensor_dtype_to_np_dtype(_attr(node, "to")))
+        return numpy_helper.to_array(tensor)
+
+
+def _cast(node, x):
+    return x.astype(onnxpb.tensor_dtype_to_np_dtype(_attr(node, "to")))
 
 
 # Constant-only nodes the walk evaluates itself (numpy keeps the inputs' float32 where
@@ -228,11 +238,9 @@ class _Draft:
 
 
 def _attr(node, name: str, default=None):
-    import onnx
-
     for a in node.attribute:
         if a.name == name:
-            return onnx.helper.get_attribute_value(a)
+            return onnxpb.get_attribute_value(a)
     return default
 
 
@@ -289,10 +297,8 @@ class _Walker:
         self.device = device
         graph = model.graph
         self.consts: dict[str, np.ndarray] = {}
-        from onnx import numpy_helper
-
         for init in graph.initializer:
-            self.consts[init.name] = numpy_helper.to_array(init)
+            self.consts[init.name] = _to_array(init)
         self.values: dict[str, object] = {}
         self.uses: dict[str, int] = {}
         for node in graph.node:
@@ -323,6 +329,7 @@ class _Walker:
         # every value keyed by id() in `materialized`, kept alive: a freed value's id is
         # reused by a new one, which would then read another value's layer
         self.keyed: list = []
+        self.reshapes: dict[str, tuple[int, ...]] = {}  # Reshape output: per-sample shape
 
     # -- scale groups ------------------------------------------------------------------
     def find(self, i: int) -> int:
@@ -651,8 +658,6 @@ class _Walker:
     op_Dropout = op_Identity
 
     def op_Constant(self, node) -> None:
-        from onnx import numpy_helper
-
         value = _attr(node, "value")
         if value is None:
             for key in ("value_float", "value_int", "value_floats", "value_ints"):
@@ -661,7 +666,7 @@ class _Walker:
                     self.consts[node.output[0]] = np.asarray(got)
                     return
             self.unsupported(node)
-        self.consts[node.output[0]] = numpy_helper.to_array(value)
+        self.consts[node.output[0]] = _to_array(value)
 
     def op_QuantizeLinear(self, node) -> None:
         """An activation's QuantizeLinear -> DequantizeLinear pair (QDQ models) clips to
@@ -1208,6 +1213,7 @@ class _Walker:
         if int(np.prod(rest)) != total:
             raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} of "
                         f"{_ints(src_shape)}", "check the model")
+        self.reshapes[node.output[0]] = tuple(rest)
         if len(rest) == 1:
             self._flatten(node, v)
         elif tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
@@ -1272,8 +1278,6 @@ class _Walker:
 
 def _simplify(model, where: str):
     """Fix the batch to 1, fold constant shape arithmetic with onnxsim, infer shapes."""
-    import onnx
-
     if len(model.graph.input) - len({i.name for i in model.graph.initializer}
                                     & {i.name for i in model.graph.input}) != 1:
         raise _fail("inputs", where, "the model has more than one input",
@@ -1282,9 +1286,9 @@ def _simplify(model, where: str):
     inputs = [i for i in model.graph.input if i.name not in inits]
     inp = inputs[0]
     tt = inp.type.tensor_type
-    if tt.elem_type != onnx.TensorProto.FLOAT:
+    if tt.elem_type != onnxpb.TensorProto.FLOAT:
         raise _fail("input-type", f"input {inp.name}",
-                    f"the input is {onnx.TensorProto.DataType.Name(tt.elem_type)}, "
+                    f"the input is {_type_name(tt.elem_type)}, "
                     "not float32", "export the float model (quantization is done here)")
     dims = tt.shape.dim
     if len(dims) not in (2, 3, 4):
@@ -1339,7 +1343,10 @@ def _graph_input(model):
 def _needs_simplify(model) -> bool:
     """Whether onnxsim has anything to do: a node the grouping does not handle itself
     (shape arithmetic to fold, a zero Pad to fuse into a convolution, ...). Importing
-    onnxsim costs seconds (it loads torch), so graphs of known nodes skip it."""
+    onnxsim costs seconds (it loads torch), so graphs of known nodes skip it, as do
+    dialects whose recognizer folds its own constants (dialects.folds_itself)."""
+    if folds_itself(model):
+        return False
     return any(node.domain not in ("", "ai.onnx") or
                not hasattr(_Walker, f"op_{node.op_type}") for node in model.graph.node)
 
@@ -1347,11 +1354,11 @@ def _needs_simplify(model) -> bool:
 def _output_shapes(model) -> None:
     """Give graph outputs declared without a shape their inferred one (onnxsim needs
     it; exporters may leave it out)."""
-    import onnx
-
     missing = [o for o in model.graph.output if not o.type.tensor_type.HasField("shape")]
     if not missing:
         return
+    import onnx
+
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     del probe.graph.output[:]
@@ -1365,12 +1372,18 @@ def _output_shapes(model) -> None:
             out.type.CopyFrom(types[out.name])
 
 
-def _dynamic_batch(model) -> bytes:
-    """The simplified model with a symbolic batch, for batched calibration runs."""
-    import onnx
+def _type_name(code: int) -> str:
+    try:
+        return onnxpb.TensorProto.DataType.Name(code)
+    except ValueError:
+        return f"type {code}"
 
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
+
+def _dynamic_batch(model, known: dict[str, tuple[int, ...]]) -> bytes:
+    """The simplified model with a symbolic batch, for batched calibration runs.
+    `known`: the per-sample shapes of Reshape outputs the walk computed (shape
+    inference, which needs the onnx package, only runs for others)."""
+    m = onnxpb.copy(model)
     for vi in [*m.graph.input, *m.graph.output]:
         if vi.type.tensor_type.shape.dim:
             d = vi.type.tensor_type.shape.dim[0]
@@ -1378,20 +1391,23 @@ def _dynamic_batch(model) -> bytes:
             d.dim_param = "N"
     del m.graph.value_info[:]
     inits = {i.name: i for i in m.graph.initializer}
-    from onnx import numpy_helper
+    dims = {name: [1, *shape] for name, shape in known.items()}
+    if any(n.op_type == "Reshape" and n.output[0] not in dims for n in m.graph.node):
+        import onnx
 
-    static = onnx.shape_inference.infer_shapes(model)
-    dims = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
-            for vi in [*static.graph.value_info, *static.graph.output]}
+        static = onnx.shape_inference.infer_shapes(model)
+        dims.update({vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+                     for vi in [*static.graph.value_info, *static.graph.output]
+                     if vi.name not in dims})
     for node in m.graph.node:
         if node.op_type == "Reshape" and node.input[1] in inits:
-            shape = numpy_helper.to_array(inits[node.input[1]])
+            shape = onnxpb.to_array(inits[node.input[1]])
             out = dims.get(node.output[0])
             if shape.size and shape[0] in (0, 1) and out and all(out):
                 # Every accepted reshape keeps the batch first: -1 takes the batch and
                 # the rest is spelled out (exporters set allowzero, so 0 cannot copy).
-                new = numpy_helper.from_array(np.array([-1, *out[1:]], np.int64),
-                                              node.input[1])
+                new = onnxpb.from_array(np.array([-1, *out[1:]], np.int64),
+                                        node.input[1])
                 inits[node.input[1]].CopyFrom(new)
                 for a in node.attribute:
                     if a.name == "allowzero":
@@ -1399,17 +1415,30 @@ def _dynamic_batch(model) -> bytes:
     return m.SerializeToString()
 
 
-def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
-    """Read a standard float ONNX model (path or onnx.ModelProto) as hardware layers."""
-    import onnx
+def _load(path):
+    """The model file, without the onnx package unless the file keeps tensors in
+    external data files (onnx.load resolves those)."""
+    model = onnxpb.load(str(path))
+    if any(t.data_location == onnxpb.TensorProto.EXTERNAL for t in model.graph.initializer):
+        import onnx
 
-    where = str(path_or_model) if not isinstance(path_or_model, onnx.ModelProto) else "model"
-    if isinstance(path_or_model, onnx.ModelProto):
-        model = onnx.ModelProto()
-        model.CopyFrom(path_or_model)
+        model = onnxpb.from_onnx(onnx.load(str(path)))
+    return model
+
+
+def read_float_model(path_or_model, device: str | None = None,
+                     dialect_options: dict | None = None) -> FloatModel:
+    """Read a standard float ONNX model (path or onnx.ModelProto) as hardware layers
+    (`dialect_options`: see dialects.canonicalize)."""
+    is_model = isinstance(path_or_model, onnxpb.ModelProto) or \
+        type(path_or_model).__name__ == "ModelProto"
+    where = "model" if is_model else str(path_or_model)
+    if is_model:
+        model = onnxpb.from_onnx(path_or_model)
+        model = onnxpb.copy(model)
     else:
         try:
-            model = onnx.load(str(path_or_model))
+            model = _load(path_or_model)
         except Exception as exc:  # noqa: BLE001
             raise Ai8xError("model.unreadable", where, f"not a readable ONNX file ({exc})",
                             "export the model with torch.onnx.export or tf2onnx",
@@ -1424,7 +1453,7 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         raise _fail("already-ai8x", where, "the model is already ai8x-ONNX",
                     "convert it directly: onnx2ai8x MODEL.onnx --device ...")
     model = _simplify(model, where)
-    canonical = canonicalize(model)
+    canonical = canonicalize(model, dialect_options)
     model = canonical.model
     walker = _Walker(model, device)
     try:
@@ -1447,7 +1476,8 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
         input_model_shape=walker.model_shape, input_gain=walker.input_gain,
         input_offset=() if walker.input_offset is None else
         tuple(float(v) for v in walker.input_offset),
-        model_bytes=_dynamic_batch(model), output_tensors=tuple(walker.output_tensors),
+        model_bytes=_dynamic_batch(model, walker.reshapes),
+        output_tensors=tuple(walker.output_tensors),
         rewrites=(*canonical.rewrites, *walker.rewrites), cpu_tail=tuple(walker.cpu_tail),
         qdq=walker.qdq, canonical=canonical)
 

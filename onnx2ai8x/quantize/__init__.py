@@ -30,16 +30,19 @@ def load_array(path: Path, what: str) -> np.ndarray:
 def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
                   labels: Path | None = None, device: Device | None = None,
-                  wide_output: bool = True, check: bool = True):
+                  wide_output: bool = True, check: bool = True,
+                  shift_quantile: float | None = None, sample: np.ndarray | None = None):
     """Quantize the float model at `model` with the samples in `calibration` (.npy).
 
     A model that already holds the accelerator's integers (the vendor's export of a
     quantized or QAT model, `exact.recover`) is taken exactly; calibration data, if
-    given, then only feeds the report.
+    given, then only feeds the report. The recovery is checked against the export on
+    `sample` (the model's input units; else the first calibration sample, else a fixed
+    pseudo-random one): it must be exact (verify_exact).
     """
     from ..importer.float_onnx import read_float_model
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
-    from .exact import recover
+    from .exact import recover_or_why
     from .ptq import QuantOptions, load_weight_bits, quantize
 
     options = QuantOptions(method=method or DEFAULT_METHOD,
@@ -49,8 +52,22 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
                            else load_weight_bits(weight_bits),
                            wide_output=wide_output)
     # the float model records the device's name, as a Network does
-    fm = read_float_model(model, None if device is None else device.name)
-    exact = recover(fm) if weight_bits is None and method is None else None
+    fm = read_float_model(model, None if device is None else device.name,
+                          {"shift_quantile": shift_quantile})
+    exact = None
+    if weight_bits is None and method is None:
+        exact, why = recover_or_why(fm)
+        if exact is None:
+            _not_exact(fm, why)
+    if exact is None and calibration is None and fm.canonical is not None and \
+            fm.canonical.fact("vendor_form") == "float":
+        raise Ai8xError("usage.calibration", str(model),
+                        "the vendor training repository's export of a float (not "
+                        "quantized) checkpoint: its weights are not the accelerator's "
+                        "integers", "export the quantized checkpoint (quantize.py, then "
+                        "train.py --summary onnx) to take it exactly, or pass --calibration "
+                        "X.npy (samples in the export's units, x / 128)",
+                        exit_code=EXIT_USAGE)
     if exact is None and calibration is None:
         raise Ai8xError("usage.calibration", str(model),
                         "a float model needs calibration data to be quantized (it is not "
@@ -62,7 +79,35 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     result = quantize(fm, x, options, labels=y, where=str(calibration), exact=exact)
     if device is not None and check:  # (the front end checks after its rewrites)
         check_device(result.network, fm, device)
+    warnings: tuple[str, ...] = ()
+    if fm.canonical is not None:
+        warnings = tuple(d.render().replace("error[", "warning[", 1)
+                         for d in fm.canonical.warnings)
+    if exact is not None:
+        from .verify_exact import check_recovery
+
+        # the recovered network is exactly the export (or the conversion stops)
+        warnings += check_recovery(fm, result, exact[2], sample if sample is not None
+                                   else (None if x is None else x[:1]))
+    if warnings:
+        from dataclasses import replace
+
+        result = replace(result, warnings=warnings)
     return result
+
+
+def _not_exact(fm, why: tuple[str, str]) -> None:
+    """A model an exporter dialect read as integers that cannot be taken exactly: an
+    error naming the first layer (never a silent fallback to calibration)."""
+    form = None if fm.canonical is None else fm.canonical.fact("vendor_form")
+    if form in (None, "float"):
+        return
+    layer, reason = why
+    raise Ai8xError("float.vendor-not-exact", f"layer {layer}",
+                    f"the model is the vendor training repository's {form} export, but "
+                    f"this layer cannot be taken exactly: {reason}",
+                    "export the quantized checkpoint (quantize.py, then train.py --summary "
+                    "onnx) without editing the graph; a float model needs --calibration")
 
 
 def check_device(network, fm, device: Device) -> None:

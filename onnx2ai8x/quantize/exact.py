@@ -71,14 +71,22 @@ def integer_weights(w: np.ndarray) -> list[tuple[int, float, np.ndarray]]:
 def recover(fm) -> tuple[tuple[Layer, ...], float, tuple[float, ...]] | None:
     """The integer layers, the input scale and every layer's output scale of `fm` (a
     FloatModel) when it is an exact export of hardware layers; None when it is not."""
+    return recover_or_why(fm)[0]
+
+
+def recover_or_why(fm):
+    """`recover`'s result, or None and (layer name, why it is not exact)."""
     net = fm.network
     clips = [info.clip_max for info in fm.layers if info.clip_max is not None]
     if not clips:
-        return None
+        return None, ("model", "no layer ends with the 8-bit clamp")
     # One code size for the whole network (the vendor's [-1, 1) activations: 1/128).
     u = clips[0] / 127.0
     if any(abs(c / 127.0 - u) > _TOL * u for c in clips):
-        return None
+        return None, ("model", "the layers' clamps differ")
+    # The weight bits an exporter dialect read from the model (the vendor export's QAT
+    # quantization factors): preferred among the exact representations.
+    stated = {} if fm.canonical is None else fm.canonical.fact("weight_bits", {}) or {}
     outputs = set(fm.outputs)
     units: list[float] = []
     layers: list[Layer] = []
@@ -90,46 +98,55 @@ def recover(fm) -> tuple[tuple[Layer, ...], float, tuple[float, ...]] | None:
             units.append(u_in)
             continue
         info = fm.layers[i]
-        b = np.asarray(lay.bias, np.float64)
-        wide = info.clip_max is None and i in outputs and lay.activation is None
-        if not wide and info.clip_max is None:
-            return None  # an 8-bit layer without its clamp is not the export's form
-        if wide and lay.activation in (ACT_RELU, ACT_ABS):
-            return None
-        chosen = None
-        candidates = integer_weights(lay.weights)
-        # First the representations whose bias also fits the weights' width (how
-        # quantization with one power-of-two scale for weights and bias makes them),
-        # then any bias the 8-bit bias memory holds.
-        for bias_fits_width in (True, False):
-            for bits, unit, wq in candidates:
-                if wide:
-                    shift, u_out = 0, u_in * unit
-                    bias_hw = b / (128.0 * u_out)
-                else:
-                    u_out = info.clip_max / 127.0
-                    shift = _pow2(128.0 * u_in * unit / u_out)
-                    if shift is None or not -15 <= shift <= 15:
-                        continue
-                    bias_hw = b / (u_out * 2.0 ** shift)
-                lo, hi = (-128, 127) if not bias_fits_width or bits == 1 else (
-                    -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-                if _is_int(bias_hw) and bias_hw.min() >= lo - 0.5 and \
-                        bias_hw.max() <= hi + 0.5:
-                    chosen = bits, wq, shift, u_out, np.round(bias_hw).astype(np.int64)
-                    break
-            if chosen is not None:
-                break
+        chosen, why = _exact_layer(lay, info, i in outputs, u_in,
+                                   stated.get(info.nodes[0] if info.nodes else None))
         if chosen is None:
-            return None
-        bits, wq, shift, u_out, bias_hw = chosen
+            return None, (lay.name, why)
+        bits, wq, shift, u_out, bias_hw, wide = chosen
         has_bias = bool(np.any(bias_hw != 0))
         layers.append(replace(
             lay, weights=wq, quantization=bits, output_shift=int(shift),
             output_width=32 if wide else 8, bias_hw=bias_hw if has_bias else None,
             bias=bias_hw * 128 if has_bias else None))
         units.append(u_out)
-    return tuple(layers), u, tuple(units)
+    return (tuple(layers), u / fm.input_gain, tuple(units)), None
 
 
-__all__ = ["integer_weights", "recover"]
+def _exact_layer(lay: Layer, info, is_output: bool, u_in: float, stated: int | None):
+    """(bits, W_int, shift, u_out, bias_hw, wide) of one layer, or None and why not."""
+    b = np.asarray(lay.bias, np.float64)
+    wide = info.clip_max is None and is_output and lay.activation is None
+    if not wide and info.clip_max is None:
+        return None, "an 8-bit layer without its clamp"
+    if wide and lay.activation in (ACT_RELU, ACT_ABS):
+        return None, "a wide output layer with an activation"
+    candidates = integer_weights(lay.weights)
+    if not candidates:
+        return None, "the weights are not integers times a power of two"
+    if stated is not None:
+        candidates.sort(key=lambda c: c[0] != stated)
+    # First the representations whose bias also fits the weights' width (how
+    # quantization with one power-of-two scale for weights and bias makes them),
+    # then any bias the 8-bit bias memory holds.
+    for bias_fits_width in (True, False):
+        for bits, unit, wq in candidates:
+            if wide:
+                shift, u_out = 0, u_in * unit
+                bias_hw = b / (128.0 * u_out)
+            else:
+                u_out = info.clip_max / 127.0
+                shift = _pow2(128.0 * u_in * unit / u_out)
+                if shift is None or not -15 <= shift <= 15:
+                    continue
+                bias_hw = b / (u_out * 2.0 ** shift)
+            lo, hi = (-128, 127) if not bias_fits_width or bits == 1 else (
+                -(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+            if _is_int(bias_hw) and bias_hw.min() >= lo - 0.5 and \
+                    bias_hw.max() <= hi + 0.5:
+                return (bits, wq, shift, u_out, np.round(bias_hw).astype(np.int64),
+                        wide), None
+    return None, ("no output shift in [-15, 15] and integer bias in [-128, 127] "
+                  "represent the layer")
+
+
+__all__ = ["integer_weights", "recover", "recover_or_why"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -70,6 +71,7 @@ class QuantResult:
     model: object  # onnx.ModelProto (ai8x-ONNX)
     layers: tuple[LayerReport, ...]
     summary: dict
+    warnings: tuple[str, ...] = ()  # rendered: what the exporter dialects dropped
 
     def report_json(self) -> str:
         data = dict(self.summary)
@@ -317,7 +319,7 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     """Quantize `fm` (onnx2ai8x.importer.float_onnx.FloatModel) with calibration data, or
     take `exact` (onnx2ai8x.quantize.exact.recover's integers) as they are; calibration
     data then only feeds the report."""
-    from custom_ops.builder import build_model
+    from custom_ops.builder import build_proto
 
     if options.method not in METHODS:
         raise _usage(where, f"unknown calibration method {options.method!r}",
@@ -352,7 +354,13 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
            f"{x.shape[0]} calibration samples, {options.method}")
     doc = (f"{net.name}: quantized by onnx2ai8x from float ONNX ({how}); input q = "
            f"clip(floor(x / {mapping.scale:.6g} + 0.5), -128, 127)")
-    model = build_model(qnet, doc=doc, outputs=out_idx, avg_pool_rounding=rounding)
+    # The onnx package is not imported for this (0.2 s of start-up, issue 24's budget for
+    # a recovered export); the message classes are the same, so onnx tools take it.
+    model = build_proto(qnet, doc=doc, outputs=out_idx, avg_pool_rounding=rounding)
+    if "onnx" in sys.modules:
+        from custom_ops import onnx_support
+
+        onnx_support()  # the checker and shape inference know the ai8x ops
     meta = dict(mapping.metadata())
     meta[KEY_OUTPUT_SCALES] = json.dumps([float(s) for s in output_scales])
     if net.device:

@@ -29,7 +29,11 @@ def _zoo() -> list[str]:
             if json.loads((GOLDEN / c / "case.json").read_text()).get("kind") == "zoo"]
 
 
-@pytest.mark.parametrize("fake_quant", [False, True], ids=["integer", "fake-quantized"])
+# Only the fake-quantized form: the hand-written "integer" form (integer weights with the
+# shift lowered by 7 so that its float arithmetic is the hardware's) is not what the vendor
+# writes; its real `q` export (stored shift, float graph saturating) is tested on the
+# vendor's own files in test_vendor_exports_real.py.
+@pytest.mark.parametrize("fake_quant", [True], ids=["fake-quantized"])
 @pytest.mark.parametrize("name", _zoo() or ["golden-absent"])
 def test_golden_zoo_in_vendor_export_form_is_exact(name: str, fake_quant: bool,
                                                    tmp_path: Path) -> None:

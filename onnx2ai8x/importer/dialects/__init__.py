@@ -78,18 +78,33 @@ class Canonical:
 Recognizer = Callable[[object], "Recognition | None"]
 
 
-def _recognizers() -> tuple[Recognizer, ...]:
+def _recognizers(options: dict) -> tuple[Recognizer, ...]:
     """The recognizers in the order they run (imported here, not at module level, so a
-    model in no dialect pays for none of them)."""
-    from . import tf2onnx
+    model in no dialect pays for none of them). `options` are the user's choices for
+    facts a dialect's file does not carry (DialectOptions)."""
+    from functools import partial
 
-    return (tf2onnx.recognize,)
+    from . import tf2onnx, vendor_export
+
+    return (partial(vendor_export.recognize, shift_quantile=options.get("shift_quantile")),
+            tf2onnx.recognize)
 
 
-def canonicalize(model) -> Canonical:
-    """Run every recognizer on `model` (an onnx.ModelProto, not modified)."""
+def folds_itself(model) -> bool:
+    """Whether a recognizer takes `model` before any constant folding: its dialect's
+    constant arithmetic carries information folding would lose (the vendor export's
+    QAT weight quantization) and the recognizer evaluates it itself, so the reader
+    skips onnxsim (which also costs seconds to import)."""
+    from . import vendor_export
+
+    return vendor_export.claims(model)
+
+
+def canonicalize(model, options: dict | None = None) -> Canonical:
+    """Run every recognizer on `model` (an onnx.ModelProto, not modified); `options`:
+    e.g. {"shift_quantile": 0.995} (the vendor QAT policy's, which its export loses)."""
     recognitions: list[Recognition] = []
-    for recognize in _recognizers():
+    for recognize in _recognizers(options or {}):
         found = recognize(model)
         if found is not None:
             recognitions.append(found)
@@ -115,4 +130,4 @@ def explained(exc, canonical: Canonical):
         exit_code=exc.exit_code)
 
 
-__all__ = ["Canonical", "Recognition", "canonicalize", "explained"]
+__all__ = ["Canonical", "Recognition", "canonicalize", "explained", "folds_itself"]
