@@ -48,9 +48,12 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     fm = read_float_model(model, None if device is None else device.name)
     exact = recover(fm) if weight_bits is None and method is None else None
     if exact is None and calibration is None:
-        raise Ai8xError("usage.calibration", str(model),
-                        "a float model needs calibration data to be quantized (it is not "
-                        "an export of integer weights and power-of-two shifts)",
+        what = ("a quantized model whose scales are not all powers of two with zero "
+                "points 0 (or whose biases are off the accelerator's grid) is requantized "
+                "to power-of-two shifts, which needs calibration data" if fm.qdq else
+                "a float model needs calibration data to be quantized (it is not an "
+                "export of integer weights and power-of-two shifts)")
+        raise Ai8xError("usage.calibration", str(model), what,
                         "pass --calibration X.npy: float samples in the model's input "
                         "shape (N x input)", exit_code=EXIT_USAGE)
     x = None if calibration is None else load_array(calibration, "calibration data")

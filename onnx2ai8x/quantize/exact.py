@@ -75,10 +75,18 @@ def recover(fm) -> tuple[tuple[Layer, ...], float, tuple[float, ...]] | None:
     clips = [info.clip_max for info in fm.layers if info.clip_max is not None]
     if not clips:
         return None
-    # One code size for the whole network (the vendor's [-1, 1) activations: 1/128).
-    u = clips[0] / 127.0
-    if any(abs(c / 127.0 - u) > _TOL * u for c in clips):
-        return None
+    canonical = fm.canonical
+    if canonical is not None and canonical.fact("activation_quant") is not None:
+        # A quantized model (dialects/qdq) states its grids: exact only where every
+        # scale is a power of two with zero point 0; the input's is its own.
+        u = canonical.fact("input_scale")
+        if not canonical.fact("pow2") or u is None:
+            return None
+    else:
+        # One code size for the whole network (the vendor's [-1, 1) activations: 1/128).
+        u = clips[0] / 127.0
+        if any(abs(c / 127.0 - u) > _TOL * u for c in clips):
+            return None
     outputs = set(fm.outputs)
     units: list[float] = []
     layers: list[Layer] = []

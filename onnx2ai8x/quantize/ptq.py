@@ -106,9 +106,10 @@ class QuantResult:
             lines.append(f"rewrite: {r}")
         for op in s["cpu_tail"]:
             lines.append(f"left to the CPU: {op} (convert with --softmax for softmax.c)")
-        if s.get("qdq"):
-            lines.append("QDQ model: weights taken from its DequantizeLinear nodes, "
-                         "activation scales re-calibrated")
+        if s.get("qdq") and not s.get("exact"):
+            lines.append("quantized model: weights taken from its DequantizeLinear nodes, "
+                         "requantized to power-of-two shifts, activation scales "
+                         "re-calibrated")
         return "\n".join(lines)
 
 
@@ -331,7 +332,8 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     q_outs = _quantized_outputs(qnet, mapping, x, rounding)
     reports = _layer_reports(fm, layers, views, q_outs, out_scale)
     summary = _summary(fm, x, floats, q_outs, options, exact, mapping, output_scales, labels)
-    how = ("recovered exactly from a vendor export" if exact is not None else
+    how = (("taken exactly from a quantized model" if fm.qdq else
+            "recovered exactly from a vendor export") if exact is not None else
            f"{x.shape[0]} calibration samples, {options.method}")
     doc = (f"{net.name}: quantized by onnx2ai8x from float ONNX ({how}); input q = "
            f"clip(floor(x / {mapping.scale:.6g} + 0.5), -128, 127)")
@@ -413,9 +415,12 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
         if ref0.shape == got0.shape:
             model_sqnr = _sqnr(ref0.astype(np.float64),
                                got0.astype(np.float64) * output_scales[0])
-    source = ("vendor export: integers, shifts and biases recovered exactly, hardware "
-              "rounding restored" if exact is not None else
-              "float ONNX, post-training quantization")
+    source = ("float ONNX, post-training quantization" if exact is None else
+              "quantized model with power-of-two scales: its integers and shifts taken "
+              "exactly (the accelerator rounds half up where the source rounds half to "
+              "even)" if fm.qdq else
+              "vendor export: integers, shifts and biases recovered exactly, hardware "
+              "rounding restored")
     summary = {
         "source": source, "exact": exact is not None,
         "method": None if exact is not None else options.method,
@@ -426,7 +431,8 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
         "input_zero_point": 0, "input_perm": list(mapping.perm),
         "output_scales": list(output_scales), "top1_agreement": agree,
         "rewrites": list(fm.rewrites), "cpu_tail": list(fm.cpu_tail), "qdq": fm.qdq,
-        "qdq_scales": "re-calibrated" if fm.qdq else None,
+        "qdq_scales": None if not fm.qdq else "exact" if exact is not None else
+        "re-calibrated",
         "model_sqnr_db": model_sqnr,
         "float_accuracy": None, "quantized_accuracy": None,
     }

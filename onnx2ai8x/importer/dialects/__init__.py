@@ -81,7 +81,18 @@ Recognizer = Callable[[object], "Recognition | None"]
 def _recognizers() -> tuple[Recognizer, ...]:
     """The recognizers in the order they run (imported here, not at module level, so a
     model in no dialect pays for none of them)."""
-    return ()
+    from . import qdq, qonnx
+
+    # QONNX first: it writes Brevitas' QCDQ form, which the QDQ dialect reads
+    return (qonnx.recognize, qdq.recognize)
+
+
+def handled_ops() -> frozenset[str]:
+    """Op types the recognizers rewrite away (the front end need not simplify a graph
+    for them; onnxsim would fold a quantized weight into float and lose its grid)."""
+    from . import qdq, qonnx
+
+    return qdq.OPS | qonnx.OPS
 
 
 def canonicalize(model) -> Canonical:
