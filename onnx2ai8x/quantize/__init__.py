@@ -36,7 +36,7 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     from ..importer.float_onnx import read_float_model
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
     from .exact import recover
-    from .ptq import QuantOptions, load_weight_bits, quantize
+    from .ptq import QuantOptions, load_weight_bits, quantize, source_ranges
 
     options = QuantOptions(method=method or DEFAULT_METHOD,
                            percentile=DEFAULT_PERCENTILE if percentile is None
@@ -47,10 +47,9 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     # the float model records the device's name, as a Network does
     fm = read_float_model(model, None if device is None else device.name)
     exact = recover(fm) if weight_bits is None and method is None else None
-    if exact is None and calibration is None:
-        what = ("a quantized model whose scales are not all powers of two with zero "
-                "points 0 (or whose biases are off the accelerator's grid) is requantized "
-                "to power-of-two shifts, which needs calibration data" if fm.qdq else
+    if exact is None and calibration is None and source_ranges(fm) is None:
+        what = ("a quantized model that does not state the scale of every layer's "
+                "output needs calibration data to be requantized" if fm.qdq else
                 "a float model needs calibration data to be quantized (it is not an "
                 "export of integer weights and power-of-two shifts)")
         raise Ai8xError("usage.calibration", str(model), what,

@@ -181,6 +181,24 @@ def test_a_power_of_two_model_needs_no_calibration_and_says_so(tmp_path: Path) -
     code, stdout, err = cli(["quantize", BREVITAS / "digits_brevitas_qcdq.onnx", "-o", out])
     assert code == 0, err
     assert "powers of two" in stdout and "no calibration needed" in stdout
-    # a model with float scales needs calibration data, and the message says why
-    code, _, err = cli(["quantize", FIXTURES / "brevitas_float_qcdq.onnx", "-o", out])
-    assert code == 2 and "power" in err
+    # float scales: requantized, from the source's own scales without calibration data
+    code, stdout, err = cli(["quantize", FIXTURES / "brevitas_float_qcdq.onnx", "-o",
+                             tmp_path / "q2.onnx"])
+    assert code == 0, err
+    assert "requantized to power-of-two shifts" in stdout
+    assert "ranges from its scales" in stdout
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.exact],
+                         ids=[c.name for c in CASES if not c.exact])
+def test_requantized_from_the_source_scales_without_calibration(case: Case,
+                                                                digits) -> None:
+    """Without calibration data a quantized model's own scales are the ranges."""
+    from onnx2ai8x.quantize import quantize_file
+
+    x, y = digits
+    result = quantize_file(case.path, None)
+    assert result.summary["qdq_scales"] == "the source's grids"
+    source = run_source(case.source, x).reshape(len(y), -1)
+    got = run_converted(result, x)
+    assert abs(np.mean(got.argmax(1) == y) - np.mean(source.argmax(1) == y)) <= 0.01

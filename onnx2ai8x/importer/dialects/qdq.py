@@ -304,7 +304,6 @@ class _Rewriter:
                         "point differs from its QuantizeLinear's",
                         "quantize and dequantize each tensor with one scale")
         self.counts["removed"] += 1
-        self.activations.setdefault(info.source, info.fact())
         self.activations[node.output[0]] = info.fact()
         value = self._value(node, info, node.output[0])
         if value != node.output[0]:
@@ -326,6 +325,7 @@ class _Rewriter:
         is implied (by the source's bounds, the input mapping, or the hardware's 8-bit
         output clamp)."""
         src = info.source
+        self.activations.setdefault(src, info.fact())
         lo0, hi0 = self.bounds.get(src, (-math.inf, math.inf))
         lo, hi = max(info.low, lo0), min(info.high, hi0)
         need = info.low > lo0 or info.high < hi0
@@ -341,6 +341,7 @@ class _Rewriter:
         if key not in self.clamped:
             self._emit_clip(clip_name or node.name or want, src, want, lo, hi)
             self.clamped[key] = want
+            self.activations[want] = info.fact()
             self.counts["relus" if lo == 0.0 and info.low > lo0 else "clips"] += 1
         return self.clamped[key]
 
