@@ -202,3 +202,46 @@ def test_requantized_from_the_source_scales_without_calibration(case: Case,
     source = run_source(case.source, x).reshape(len(y), -1)
     got = run_converted(result, x)
     assert abs(np.mean(got.argmax(1) == y) - np.mean(source.argmax(1) == y)) <= 0.01
+
+
+def _mutants(model: onnx.ModelProto):
+    """Damaged copies: each quantizer node loses inputs, or a parameter it reads is
+    emptied, lengthened or retyped."""
+    from onnx import numpy_helper
+
+    inits = {i.name: k for k, i in enumerate(model.graph.initializer)}
+    for k, node in enumerate(model.graph.node):
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear", "QLinearConv",
+                                "QGemm", "QLinearAdd", "Quant"):
+            continue
+        cut = onnx.ModelProto()
+        cut.CopyFrom(model)
+        del cut.graph.node[k].input[1:]
+        yield cut
+        for name in node.input[1:3]:
+            if name not in inits:
+                continue
+            arr = numpy_helper.to_array(model.graph.initializer[inits[name]])
+            for bad in (arr.reshape(-1)[:0], np.concatenate([arr.reshape(-1)] * 3),
+                        arr.astype(np.float64), arr.astype(np.int64)):
+                m = onnx.ModelProto()
+                m.CopyFrom(model)
+                m.graph.initializer[inits[name]].CopyFrom(numpy_helper.from_array(bad, name))
+                yield m
+
+
+@pytest.mark.parametrize("name", ["ort_cnn_qdq_channel", "ort_resnet_qoperator",
+                                  "brevitas_float_qonnx"])
+def test_damaged_quantizers_get_a_message_not_a_traceback(name: str) -> None:
+    from onnx2ai8x.importer.float_onnx import read_float_model
+
+    model = onnx.load(str(FIXTURES / f"{name}.onnx"))
+    count = refused = 0
+    for mutant in _mutants(model):
+        count += 1
+        try:
+            read_float_model(mutant)
+        except Ai8xError as exc:
+            refused += 1
+            assert exc.diagnostics[0].where
+    assert count >= 20 and refused >= count // 3, (count, refused)

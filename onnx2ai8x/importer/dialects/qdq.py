@@ -181,17 +181,31 @@ class _Rewriter:
             for k, name in enumerate(node.input):
                 if name in self.rename:
                     node.input[k] = self.rename[name]
-            handler = {_Q: self.quantize, _DQ: self.dequantize, "Clip": self.clip}.get(
-                node.op_type)
-            if node.op_type == "Constant" and not node.input:
-                self.constant(node)
-            elif handler is not None and handler(node):
-                continue
-            elif any(i in self.quant for i in node.input if i):
-                self.mover(node)
-            else:
-                self.keep(node)
+            try:
+                self.step(node)
+            except (ValueError, IndexError, TypeError, KeyError) as exc:
+                # a damaged or inconsistent quantizer (parameter shapes that do not
+                # broadcast, missing inputs, unknown types): its name, not a traceback
+                raise _fail("qdq-params", node, "cannot read the quantization parameters "
+                            f"({type(exc).__name__}: {str(exc)[:160]})",
+                            "check the model with onnx.checker and onnxruntime; scales "
+                            "and zero points must be constants of matching shapes") from None
         self.finish()
+
+    def step(self, node) -> None:
+        handler = {_Q: self.quantize, _DQ: self.dequantize, "Clip": self.clip}.get(
+            node.op_type)
+        if len(node.input) < {_Q: 2, _DQ: 2}.get(node.op_type, 0):
+            raise _fail("qdq-params", node, f"{node.op_type} with {len(node.input)} "
+                        "input(s)", "give it a scale (and a zero point)")
+        if node.op_type == "Constant" and not node.input:
+            self.constant(node)
+        elif handler is not None and handler(node):
+            return
+        elif any(i in self.quant for i in node.input if i):
+            self.mover(node)
+        else:
+            self.keep(node)
 
     def keep(self, node) -> None:
         if node.op_type == "Relu" and node.input[0] in self.before_relu:
@@ -231,6 +245,9 @@ class _Rewriter:
                 info = self.quant.get(src)
                 dtype = np.int8 if info is not None and info.qmin < 0 else np.uint8
             zp = np.zeros(scale.shape, dtype)
+        if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise _fail("qdq-params", node, "a scale that is empty, not finite or not "
+                        "positive", "quantize with positive scales")
         return scale, np.asarray(zp)
 
     # -- quantize / dequantize -----------------------------------------------------------

@@ -84,7 +84,13 @@ class _Rewriter:
                 raise _fail(node, f"QONNX {node.op_type} has no equivalent on the "
                             "accelerator", "quantize with Quant nodes of up to 8 bits and "
                             "use max pooling (Brevitas: QuantMaxPool / nn.MaxPool2d)")
-            self.quant(node)
+            try:
+                self.quant(node)
+            except (ValueError, IndexError, TypeError, KeyError, OverflowError) as exc:
+                raise _fail(node, "cannot read the quantization parameters "
+                            f"({type(exc).__name__}: {str(exc)[:160]})",
+                            "scale, zero point and bit width must be constants of "
+                            "shapes that broadcast to the input") from None
         del self.model.graph.node[:]
         self.model.graph.node.extend(self.nodes)
 
@@ -104,6 +110,9 @@ class _Rewriter:
         if bits.size != 1 or float(bits) != int(bits) or not 1 <= int(bits) <= 32:
             raise _fail(node, f"bit width {bits.reshape(-1)[:4].tolist()}",
                         "quantize with an integer bit width of 1 to 32")
+        if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise _fail(node, "a scale that is empty, not finite or not positive",
+                        "quantize with positive scales")
         if np.any(zero != np.round(zero)):
             raise _fail(node, "a non-integer zero point",
                         "quantize with integer zero points (Brevitas' defaults)")

@@ -84,6 +84,13 @@ def _expand(model, node, spec: _Spec, tag: str) -> list:
 
     if node.op_type == "QLinearConcat":
         spec = _concat_spec(node)
+    need = max([k for t in spec.data for k in t] + list(spec.out or ()) + [0]) + 1
+    if len(node.input) < need or not spec.data:
+        from ...errors import Ai8xError
+
+        raise Ai8xError("float.qdq-params", f"node {node.name or node.output[0]} "
+                        f"({node.op_type})", f"{node.op_type} with {len(node.input)} "
+                        f"inputs (it takes {need})", "export the quantized model again")
     nodes, inputs = [], []
     for k, (q, s, z) in enumerate(spec.data):
         name = f"{tag}__in{k}"
@@ -131,7 +138,15 @@ def to_qdq(model) -> list[str]:
         if spec is None or node.domain not in ("", "ai.onnx", "com.microsoft"):
             new_nodes.append(node)
             continue
-        expanded = _expand(model, node, spec, f"{node.name or node.op_type}__{i}")
+        try:
+            expanded = _expand(model, node, spec, f"{node.name or node.op_type}__{i}")
+        except (ValueError, IndexError, TypeError, KeyError) as exc:
+            from ...errors import Ai8xError
+
+            raise Ai8xError("float.qdq-params", f"node {node.name or node.output[0]} "
+                            f"({node.op_type})", "cannot read the quantization parameters "
+                            f"({type(exc).__name__}: {str(exc)[:160]})",
+                            "check the model with onnx.checker and onnxruntime") from None
         if not expanded:
             new_nodes.append(node)
             continue
