@@ -91,8 +91,13 @@ def recover(fm) -> tuple[tuple[Layer, ...], float, tuple[float, ...]] | None:
     units: list[float] = []
     layers: list[Layer] = []
     for i, lay in enumerate(net.layers):
-        src = (lay.in_sequences or (i - 1,))[0]
-        u_in = u if src < 0 else units[src]
+        sources = lay.in_sequences or (i - 1,)
+        ins = [u if s < 0 else units[s] for s in sources]
+        if any(abs(v - ins[0]) > _TOL * ins[0] for v in ins):
+            # operands the hardware adds or concatenates code by code must share one
+            # code size; a source that rescales them before combining is not exact
+            return None
+        u_in = ins[0]
         if lay.operator.passthrough:
             layers.append(lay)
             units.append(u_in)

@@ -9,9 +9,10 @@ trained in float on scikit-learn's 8x8 digits (the split of examples/digits_floa
 * `cnn`: examples/digits_float's network (Conv-BN-ReLU, pooling, Linear);
 * `resnet`: a stem convolution and two residual blocks with identity shortcuts (Add,
   then ReLU after the Add), pooling, a classifier;
-* `pow2`: the cnn without biases or BatchNorm, quantized with power-of-two scales
-  (onnxruntime's `TensorQuantOverrides` gives every tensor the power-of-two scale that
-  holds its calibrated range, int8 with zero point 0): the accelerator's own numbers.
+* `pow2`, `pow2_resnet`: the cnn and the resnet without biases or BatchNorm, quantized
+  with power-of-two scales (onnxruntime's `TensorQuantOverrides` gives every tensor the
+  power-of-two scale that holds its calibrated range, int8 with zero point 0; a ReLU's
+  input and an Add's operands share its grid): the accelerator's own numbers.
 
 Each is quantized from the calibration split (200 training-set digits never trained
 on) in onnxruntime's QDQ format (per-tensor and per-channel weights) and its QOperator
@@ -91,6 +92,37 @@ class Pow2Net(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class Pow2Block(nn.Module):
+    """Block's shape without biases or BatchNorm."""
+
+    def __init__(self, c: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), nn.ReLU(),
+                                  nn.Conv2d(c, c, 3, padding=1, bias=False))
+        self.relu = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.relu(self.body(x) + x)
+
+
+class Pow2ResNet(nn.Module):
+    """ResNet's shape without biases or BatchNorm (power-of-two quantization)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.ReLU())
+        self.block1 = Pow2Block(16)
+        self.pool = nn.MaxPool2d(2)
+        self.block2 = Pow2Block(16)
+        self.head = nn.Sequential(nn.MaxPool2d(2),
+                                  nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.ReLU())
+        self.classifier = nn.Linear(32 * 2 * 2, 10, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.block2(self.pool(self.block1(self.stem(x))))
+        return self.classifier(torch.flatten(self.head(x), 1))
 
 
 def train(model: nn.Module, split, log=print) -> float:
@@ -178,11 +210,30 @@ def pow2_overrides(float_path: Path, x_cal: np.ndarray) -> dict:
         overrides[name] = [{"scale": np.array(_pow2_scale(float(np.abs(value).max())),
                                               np.float32),
                             "zero_point": np.array(0, np.int8)}]
-    # A ReLU's input takes the ReLU's grid: the layer rounds once (a convolution's
-    # negative values clamp to -128 codes, which the ReLU then zeroes anyway).
+    # A ReLU's input takes the ReLU's grid, so the layer rounds once (a convolution's
+    # negative values clamp to -128 codes, which the ReLU then zeroes anyway); an Add's
+    # operands take its grid, as the accelerator adds codes. Each such group of tensors
+    # gets its coarsest scale, so that none clips.
+    group = {name: name for name in overrides}
+
+    def find(name: str) -> str:
+        while group[name] != name:
+            name = group[name]
+        return name
+
     for node in model.graph.node:
-        if node.op_type == "Relu":
-            overrides[node.input[0]] = overrides[node.output[0]]
+        # onnxruntime gives a MaxPool's output its input's grid whatever it is told
+        if node.op_type in ("Relu", "Add", "MaxPool"):
+            for name in node.input:
+                group[find(name)] = find(node.output[0])
+    coarsest: dict[str, float] = {}
+    for name, (o,) in overrides.items():
+        root = find(name)
+        coarsest[root] = max(coarsest.get(root, 0.0), float(o["scale"]))
+    for name in overrides:
+        if find(name) != name or coarsest[name] != float(overrides[name][0]["scale"]):
+            overrides[name] = [{"scale": np.array(coarsest[find(name)], np.float32),
+                                "zero_point": np.array(0, np.int8)}]
     return overrides
 
 
@@ -193,7 +244,8 @@ def main(out: Path = HERE / "fixtures") -> None:
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / "_float"
     tmp.mkdir(exist_ok=True)
-    models = {"cnn": _digits_float().DigitsFloat, "resnet": ResNet, "pow2": Pow2Net}
+    models = {"cnn": _digits_float().DigitsFloat, "resnet": ResNet, "pow2": Pow2Net,
+              "pow2_resnet": Pow2ResNet}
     floats = {}
     for name, make in models.items():
         torch.manual_seed(SEED)  # the initial weights too
@@ -217,6 +269,11 @@ def main(out: Path = HERE / "fixtures") -> None:
              weight_type=QuantType.QInt8, extra_options={
                  "ActivationSymmetric": True, "WeightSymmetric": True,
                  "TensorQuantOverrides": pow2_overrides(floats["pow2"], x_cal)})
+    quantize(floats["pow2_resnet"], out / "ort_pow2_resnet_qdq.onnx", x_cal,
+             quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+             weight_type=QuantType.QInt8, extra_options={
+                 "ActivationSymmetric": True, "WeightSymmetric": True,
+                 "TensorQuantOverrides": pow2_overrides(floats["pow2_resnet"], x_cal)})
     for f in tmp.iterdir():
         f.unlink()
     tmp.rmdir()

@@ -51,6 +51,7 @@ CASES = [
     Case("ort_resnet_qdq", FIXTURES / "ort_resnet_qdq.onnx", False),
     Case("ort_resnet_qoperator", FIXTURES / "ort_resnet_qoperator.onnx", False),
     Case("ort_pow2_qdq", FIXTURES / "ort_pow2_qdq.onnx", True),
+    Case("ort_pow2_resnet_qdq", FIXTURES / "ort_pow2_resnet_qdq.onnx", True),
     Case("brevitas_pow2_qcdq", BREVITAS / "digits_brevitas_qcdq.onnx", True),
     Case("brevitas_pow2_qonnx", BREVITAS / "digits_brevitas_qonnx.onnx", True,
          BREVITAS / "digits_brevitas_qcdq.onnx"),
@@ -116,11 +117,32 @@ def test_qonnx_and_qcdq_of_one_model_convert_to_the_same_integers() -> None:
     assert a.mapping.scale == b.mapping.scale
 
 
+def test_add_operands_on_different_grids_are_requantized(tmp_path: Path, digits) -> None:
+    """The accelerator adds codes: operands of one Add quantized with different scales
+    (powers of two or not) cannot be taken exactly; the model is requantized."""
+    from onnx import numpy_helper
+
+    from onnx2ai8x.quantize import quantize_file
+
+    model = onnx.load(str(FIXTURES / "ort_pow2_resnet_qdq.onnx"))
+    name = "/block2/body/body.2/Conv_output_0_scale"
+    init = next(i for i in model.graph.initializer if i.name == name)
+    init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) / 2, name))
+    path = tmp_path / "mixed.onnx"
+    onnx.save(model, str(path))
+    result = quantize_file(path, None)
+    assert result.summary["exact"] is False
+    x, y = digits
+    source = run_source(path, x).reshape(len(y), -1)
+    got = run_converted(result, x)
+    assert abs(np.mean(got.argmax(1) == y) - np.mean(source.argmax(1) == y)) <= 0.01
+
+
 def test_resnet_keeps_both_shortcut_adds_and_the_relu_after_each() -> None:
     """The reported bug: two identity-shortcut adds vanished and a ReLU was lost."""
     from onnx2ai8x.importer.float_onnx import read_float_model
 
-    for name in ("ort_resnet_qdq", "ort_resnet_qoperator"):
+    for name in ("ort_resnet_qdq", "ort_resnet_qoperator", "ort_pow2_resnet_qdq"):
         fm = read_float_model(FIXTURES / f"{name}.onnx")
         adds = [lay for lay in fm.network.layers if lay.eltwise == ELTWISE_ADD]
         assert len(adds) == 2, name
