@@ -48,8 +48,9 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     fm = read_float_model(model, None if device is None else device.name)
     exact = recover(fm) if weight_bits is None and method is None else None
     if exact is None and calibration is None and source_ranges(fm) is None:
-        what = ("a quantized model that does not state the scale of every layer's "
-                "output needs calibration data to be requantized" if fm.qdq else
+        what = ("a quantized model that does not state the scale of its input and of "
+                "every layer's output needs calibration data to be requantized" if fm.qdq
+                else
                 "a float model needs calibration data to be quantized (it is not an "
                 "export of integer weights and power-of-two shifts)")
         raise Ai8xError("usage.calibration", str(model), what,

@@ -449,15 +449,34 @@ class _Rewriter:
         self.graph.input.extend(keep)
         del self.graph.value_info[:]
 
-    def pow2(self) -> bool:
+    def not_hardware(self) -> list[str]:
+        """Why the model's numbers are not the accelerator's (empty when they are)."""
         acts = list(self.activations.values())
         if self.input_quant is not None:
             acts.append(self.input_quant)
-        ok_acts = all(is_pow2(s) and z == 0 and -128 <= lo and hi <= 127
-                      for s, z, lo, hi in acts)
-        ok_w = all(all(is_pow2(s) for s in scales) and not any(zs)
-                   for scales, zs in self.weights.values())
-        return bool(acts) and ok_acts and ok_w and not self.rerounded
+        why = []
+        for what, bad in (
+                ("activation scale(s) not a power of two", [a for a in acts
+                                                            if not is_pow2(a[0])]),
+                ("activation zero point(s) not 0", [a for a in acts if a[1] != 0]),
+                ("activation range(s) beyond int8 (e.g. uint8 0..255: the accelerator "
+                 "holds 0..127)", [a for a in acts if a[1] == 0 and
+                                   (a[2] < -128 or a[3] > 127)]),
+                ("weight scale(s) not a power of two",
+                 [w for w in self.weights.values() if not all(map(is_pow2, w[0]))]),
+                ("weight zero point(s) not 0", [w for w in self.weights.values()
+                                                if any(w[1])])):
+            if bad:
+                why.append(f"{len(bad)} {what}")
+        if self.input_quant is None:
+            why.append("the input is not quantized (no input scale)")
+        if self.rerounded:
+            why.append(f"{len(self.rerounded)} activation(s) quantized before and after "
+                       f"a ReLU with different scales ({', '.join(self.rerounded[:3])})")
+        return why
+
+    def pow2(self) -> bool:
+        return bool(self.activations) and not self.not_hardware()
 
     def facts(self) -> dict:
         facts = {"activation_quant": dict(self.activations),
@@ -479,14 +498,10 @@ class _Rewriter:
         if c["moved"]:
             lines.append(f"{c['moved']} integer MaxPool/Flatten/Reshape node(s) run on "
                          "the float value (they commute with the quantizer)")
-        lines.append("scales: powers of two, zero points 0 (the accelerator's numbers: "
-                     "taken exactly)" if self.pow2() else
-                     "scales: not all powers of two with zero points 0 (requantized to "
-                     "the accelerator's power-of-two shifts)")
-        if self.rerounded:
-            lines.append(f"{len(self.rerounded)} activation(s) quantized before and after "
-                         f"a ReLU with different scales ({', '.join(self.rerounded[:3])}): "
-                         "one rounding on the accelerator")
+        lines.append("scales: powers of two, zero points 0, int8 ranges (the "
+                     "accelerator's own numbers)" if self.pow2() else
+                     "scales: not the accelerator's numbers, requantized to power-of-two "
+                     f"shifts: {'; '.join(self.not_hardware())}")
         return lines
 
 
