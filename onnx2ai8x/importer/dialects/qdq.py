@@ -417,6 +417,12 @@ class _Rewriter:
             self.bounds[node.output[0]] = first
         elif node.op_type == "Relu":
             self.bounds[node.output[0]] = (max(0.0, first[0]), max(0.0, first[1]))
+        elif node.op_type == "Clip":
+            lo, hi = (self.consts.get(node.input[k]) if len(node.input) > k else None
+                      for k in (1, 2))
+            self.bounds[node.output[0]] = (
+                first[0] if lo is None else max(first[0], float(np.asarray(lo).item())),
+                first[1] if hi is None else min(first[1], float(np.asarray(hi).item())))
         elif node.op_type == "Concat":
             parts = [self.bounds.get(i, (-math.inf, math.inf)) for i in node.input]
             self.bounds[node.output[0]] = (min(p[0] for p in parts),
