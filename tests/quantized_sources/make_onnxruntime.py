@@ -12,7 +12,9 @@ trained in float on scikit-learn's 8x8 digits (the split of examples/digits_floa
 * `pow2`, `pow2_resnet`: the cnn and the resnet without biases or BatchNorm, quantized
   with power-of-two scales (onnxruntime's `TensorQuantOverrides` gives every tensor the
   power-of-two scale that holds its calibrated range, int8 with zero point 0; a ReLU's
-  input and an Add's operands share its grid): the accelerator's own numbers.
+  input and an Add's operands share its grid): the accelerator's own numbers;
+* `pow2_bias`: the pow2 cnn with biases, moved onto the accelerator's 8-bit bias grid
+  (128 x input scale x weight scale) before quantization.
 
 Each is quantized from the calibration split (200 training-set digits never trained
 on) in onnxruntime's QDQ format (per-tensor and per-channel weights) and its QOperator
@@ -82,13 +84,13 @@ class Pow2Net(nn.Module):
     """No biases, no BatchNorm: every number of the quantized model is a power-of-two
     multiple of an integer the accelerator holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, bias: bool = False) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 32, 3, padding=1, bias=False), nn.ReLU())
-        self.classifier = nn.Linear(32 * 2 * 2, 10, bias=False)
+            nn.Conv2d(1, 16, 3, padding=1, bias=bias), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1, bias=bias), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 32, 3, padding=1, bias=bias), nn.ReLU())
+        self.classifier = nn.Linear(32 * 2 * 2, 10, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
@@ -237,6 +239,32 @@ def pow2_overrides(float_path: Path, x_cal: np.ndarray) -> dict:
     return overrides
 
 
+def snap_biases(float_path: Path, x_cal: np.ndarray) -> dict:
+    """Move each bias onto the accelerator's bias grid, 128 x input scale x weight scale
+    (8-bit, seed 000 "Bias"), so that onnxruntime's int32 bias is a multiple of 128 the
+    bias memory holds; repeated until the power-of-two scales settle. The overrides."""
+    from onnx import numpy_helper
+
+    for _ in range(6):
+        overrides = pow2_overrides(float_path, x_cal)
+        model = onnx.load(str(float_path))
+        inits = {i.name: i for i in model.graph.initializer}
+        moved = False
+        for node in model.graph.node:
+            if node.op_type not in ("Conv", "Gemm") or len(node.input) < 3:
+                continue
+            unit = 128 * float(overrides[node.input[0]][0]["scale"]) * \
+                float(overrides[node.input[1]][0]["scale"])
+            b = numpy_helper.to_array(inits[node.input[2]])
+            snapped = (np.clip(np.round(b / unit), -128, 127) * unit).astype(np.float32)
+            moved |= not np.array_equal(snapped, b)
+            inits[node.input[2]].CopyFrom(numpy_helper.from_array(snapped, node.input[2]))
+        onnx.save(model, str(float_path))
+        if not moved:
+            return overrides
+    raise RuntimeError("the bias grid did not settle")
+
+
 def main(out: Path = HERE / "fixtures") -> None:
     from onnxruntime.quantization import QuantFormat, QuantType
 
@@ -245,7 +273,7 @@ def main(out: Path = HERE / "fixtures") -> None:
     tmp = out / "_float"
     tmp.mkdir(exist_ok=True)
     models = {"cnn": _digits_float().DigitsFloat, "resnet": ResNet, "pow2": Pow2Net,
-              "pow2_resnet": Pow2ResNet}
+              "pow2_resnet": Pow2ResNet, "pow2_bias": functools.partial(Pow2Net, True)}
     floats = {}
     for name, make in models.items():
         torch.manual_seed(SEED)  # the initial weights too
@@ -274,6 +302,11 @@ def main(out: Path = HERE / "fixtures") -> None:
              weight_type=QuantType.QInt8, extra_options={
                  "ActivationSymmetric": True, "WeightSymmetric": True,
                  "TensorQuantOverrides": pow2_overrides(floats["pow2_resnet"], x_cal)})
+    quantize(floats["pow2_bias"], out / "ort_pow2_bias_qdq.onnx", x_cal,
+             quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+             weight_type=QuantType.QInt8, extra_options={
+                 "ActivationSymmetric": True, "WeightSymmetric": True,
+                 "TensorQuantOverrides": snap_biases(floats["pow2_bias"], x_cal)})
     for f in tmp.iterdir():
         f.unlink()
     tmp.rmdir()

@@ -52,6 +52,7 @@ CASES = [
     Case("ort_resnet_qoperator", FIXTURES / "ort_resnet_qoperator.onnx", False),
     Case("ort_pow2_qdq", FIXTURES / "ort_pow2_qdq.onnx", True),
     Case("ort_pow2_resnet_qdq", FIXTURES / "ort_pow2_resnet_qdq.onnx", True),
+    Case("ort_pow2_bias_qdq", FIXTURES / "ort_pow2_bias_qdq.onnx", True),
     Case("brevitas_pow2_qcdq", BREVITAS / "digits_brevitas_qcdq.onnx", True),
     Case("brevitas_pow2_qonnx", BREVITAS / "digits_brevitas_qonnx.onnx", True,
          BREVITAS / "digits_brevitas_qcdq.onnx"),
