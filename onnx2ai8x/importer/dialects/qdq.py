@@ -174,6 +174,7 @@ class _Rewriter:
         self.before_relu: dict[str, QInfo] = {}  # a dequantized tensor a ReLU reads
         self.relu_grid: dict[str, QInfo] = {}  # a ReLU's output -> its input's grid
         self.rerounded: list[str] = []  # activations rounded twice (not exact)
+        self.emitted: set[str] = set()  # the clamps written
 
     # -- the walk ------------------------------------------------------------------------
     def run(self) -> None:
@@ -348,6 +349,12 @@ class _Rewriter:
         need = info.low > lo0 or info.high < hi0
         if src in self.inputs or not need or (lo < 0 and not self._eight_bit(info)):
             return src
+        if lo < 0 and src in self.emitted:
+            # quantized again on another grid (Brevitas requantizes an Add's operands
+            # to the Add's input scale): one rounding and one 8-bit clamp per layer on
+            # the accelerator, so the first clamp stands and the model is requantized
+            self.rerounded.append(node.name or want)
+            return src
         if lo < 0 and self.readers.get(want) and \
                 all(op == "Relu" for op in self.readers[want]):
             # the 8-bit clamp right before a ReLU: the ReLU's own grid clamps (the
@@ -376,6 +383,7 @@ class _Rewriter:
             self.consts[bound] = self.new_consts[bound]
             names.append(bound)
         clip = onnx.helper.make_node("Clip", [src, *names], [out], name=name)
+        self.emitted.add(out)
         self.nodes.append(clip)
         self.bounds[out] = (lo, hi)
 
@@ -477,8 +485,8 @@ class _Rewriter:
         if self.input_quant is None:
             why.append("the input is not quantized (no input scale)")
         if self.rerounded:
-            why.append(f"{len(self.rerounded)} activation(s) quantized before and after "
-                       f"a ReLU with different scales ({', '.join(self.rerounded[:3])})")
+            why.append(f"{len(self.rerounded)} activation(s) quantized twice on different "
+                       f"grids ({', '.join(self.rerounded[:3])})")
         return why
 
     def pow2(self) -> bool:
