@@ -473,9 +473,9 @@ class _Rewriter:
                 ("activation scale(s) not a power of two", [a for a in acts
                                                             if not is_pow2(a[0])]),
                 ("activation zero point(s) not 0", [a for a in acts if a[1] != 0]),
-                ("activation range(s) beyond int8 (e.g. uint8 0..255: the accelerator "
-                 "holds 0..127)", [a for a in acts if a[1] == 0 and
-                                   (a[2] < -128 or a[3] > 127)]),
+                ("activation range(s) other than the accelerator's -128..127 or "
+                 "0..127 (e.g. uint8 0..255, or fewer bits)",
+                 [a for a in acts if a[1] == 0 and (a[2] not in (-128, 0) or a[3] != 127)]),
                 ("weight scale(s) not a power of two",
                  [w for w in self.weights.values() if not all(map(is_pow2, w[0]))]),
                 ("weight zero point(s) not 0", [w for w in self.weights.values()
@@ -498,7 +498,7 @@ class _Rewriter:
         if self.input_quant is not None:
             facts["input_quant"] = self.input_quant
             s, z, lo, hi = self.input_quant
-            if z == 0 and -128 <= lo and hi <= 127:
+            if z == 0 and lo in (-128, 0) and hi == 127:
                 facts["input_scale"] = s
         return facts
 

@@ -132,6 +132,8 @@ class _Rewriter:
             container = np.int32 if lo < 0 or hi > 65535 else np.uint16
             if lo < 0 and hi <= 32767:
                 container = np.int16
+            if hi > (1 << 31) - 1:
+                container = np.int64  # a 32-bit unsigned constant (folded here only)
         if x in self.consts:
             self.weight(node, scale, zero, lo, hi, mode, container)
             return
