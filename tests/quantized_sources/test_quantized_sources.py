@@ -272,3 +272,31 @@ def test_damaged_quantizers_get_a_message_not_a_traceback(name: str) -> None:
             refused += 1
             assert exc.diagnostics[0].where
     assert count >= 20 and refused >= count // 3, (count, refused)
+
+
+def test_a_quantized_final_softmax_is_left_to_the_cpu(tmp_path: Path, digits) -> None:
+    """onnxruntime quantizes a final Softmax's output too (Softmax -> Q -> DQ): the
+    Softmax stays the model's last operation, for the CPU."""
+    from onnx import helper, numpy_helper
+
+    from onnx2ai8x.quantize import quantize_file
+
+    model = onnx.load(str(FIXTURES / "ort_cnn_qdq_tensor.onnx"))
+    last = next(n for n in model.graph.node if "logits" in n.output)
+    last.output[0] = "scores"
+    model.graph.initializer.extend([
+        numpy_helper.from_array(np.asarray(1 / 256, np.float32), "p_scale"),
+        numpy_helper.from_array(np.asarray(0, np.uint8), "p_zero")])
+    model.graph.node.extend([
+        helper.make_node("Softmax", ["scores"], ["p"], name="softmax", axis=1),
+        helper.make_node("QuantizeLinear", ["p", "p_scale", "p_zero"], ["p_q"], name="q"),
+        helper.make_node("DequantizeLinear", ["p_q", "p_scale", "p_zero"], ["logits"],
+                         name="dq")])
+    path = tmp_path / "softmax.onnx"
+    onnx.save(model, str(path))
+    result = quantize_file(path, None)
+    assert result.summary["cpu_tail"] == ["Softmax"]
+    x, y = digits
+    source = run_source(path, x).reshape(len(y), -1)
+    got = run_converted(result, x)
+    assert abs(np.mean(got.argmax(1) == y) - np.mean(source.argmax(1) == y)) <= 0.01

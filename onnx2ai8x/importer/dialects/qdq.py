@@ -56,6 +56,7 @@ _MOVERS = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
            "Identity", "Dropout")
 # Ops whose output lies within the bounds of their (first) input.
 _BOUNDED = (*_MOVERS, "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean")
+_TAIL = ("Softmax", "LogSoftmax", "Sigmoid")
 _DYNAMIC = ("DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
             "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
 _QOPERATOR = ("QLinearConv", "QLinearMatMul", "QGemm", "QLinearAdd", "QLinearMul",
@@ -175,6 +176,7 @@ class _Rewriter:
         self.relu_grid: dict[str, QInfo] = {}  # a ReLU's output -> its input's grid
         self.rerounded: list[str] = []  # activations rounded twice (not exact)
         self.emitted: set[str] = set()  # the clamps written
+        self.tail: set[str] = set()  # outputs of ops the CPU finishes with
 
     # -- the walk ------------------------------------------------------------------------
     def run(self) -> None:
@@ -209,6 +211,8 @@ class _Rewriter:
             self.keep(node)
 
     def keep(self, node) -> None:
+        if node.op_type in _TAIL:
+            self.tail.add(node.output[0])
         if node.op_type == "Relu" and node.input[0] in self.before_relu:
             self.relu_grid[node.output[0]] = self.before_relu[node.input[0]]
         self.nodes.append(node)
@@ -325,7 +329,9 @@ class _Rewriter:
         self.activations[node.output[0]] = info.fact()
         value = self._value(node, info, node.output[0])
         if value != node.output[0]:
-            self._alias(node.output[0], value)
+            self._alias(node.output[0], value,
+                        sole=self.readers.get(node.input[0]) == [_DQ] and
+                        self.readers.get(node.output[0]) == [""])
         return True
 
     def _weight(self, node, q: np.ndarray, scale, zp) -> None:
@@ -347,7 +353,9 @@ class _Rewriter:
         lo0, hi0 = self.bounds.get(src, (-math.inf, math.inf))
         lo, hi = max(info.low, lo0), min(info.high, hi0)
         need = info.low > lo0 or info.high < hi0
-        if src in self.inputs or not need or (lo < 0 and not self._eight_bit(info)):
+        if src in self.inputs or src in self.tail or not need or \
+                (lo < 0 and not self._eight_bit(info)):
+            # (the CPU computes a final Softmax/Sigmoid in float: its grid is not ours)
             return src
         if lo < 0 and src in self.emitted:
             # quantized again on another grid (Brevitas requantizes an Add's operands
@@ -387,8 +395,21 @@ class _Rewriter:
         self.nodes.append(clip)
         self.bounds[out] = (lo, hi)
 
-    def _alias(self, out: str, src: str) -> None:
+    def _alias(self, out: str, src: str, sole: bool = False) -> None:
+        """Readers of `out` read `src`; a model output keeps its name (`sole`: the
+        chain src -> Q -> DQ -> out is read by nothing else, so src's producer can
+        write `out` itself)."""
         outputs = {o.name for o in self.graph.output}
+        producer = next((n for n in reversed(self.nodes) if src in n.output), None)
+        if out in outputs and sole and producer is not None and \
+                self.readers.get(src) == [_Q] and src not in outputs:
+            # the model's output is its producer's own (a final Softmax stays last)
+            producer.output[list(producer.output).index(src)] = out
+            self.bounds[out] = self.bounds.get(src, (-math.inf, math.inf))
+            if src in self.tail:
+                self.tail.add(out)
+            self.rename[src] = out
+            return
         if out in outputs:
             import onnx
 
