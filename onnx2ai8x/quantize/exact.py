@@ -82,6 +82,7 @@ def recover(fm) -> tuple[tuple[Layer, ...], float, tuple[float, ...]] | None:
         u = canonical.fact("input_scale")
         if not canonical.fact("pow2") or u is None:
             return None
+        u = u * fm.input_gain  # the codes layer 0 reads, after the model's own scaling
     else:
         # One code size for the whole network (the vendor's [-1, 1) activations: 1/128).
         u = clips[0] / 127.0
@@ -142,7 +143,8 @@ def recover(fm) -> tuple[tuple[Layer, ...], float, tuple[float, ...]] | None:
             output_width=32 if wide else 8, bias_hw=bias_hw if has_bias else None,
             bias=bias_hw * 128 if has_bias else None))
         units.append(u_out)
-    return tuple(layers), u, tuple(units)
+    # the mapping takes the user's input: q = x * gain / u
+    return tuple(layers), u / fm.input_gain, tuple(units)
 
 
 __all__ = ["integer_weights", "recover"]

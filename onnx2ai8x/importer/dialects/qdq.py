@@ -30,7 +30,9 @@ per-channel activation scales, dynamic quantization) is refused with the node's 
 Facts for the quantizer (`Recognition.facts`):
 
 * "activation_quant": float tensor -> (scale, zero_point, qmin, qmax) of its integers;
-* "input_quant": the same for the model input (how the source maps it to integers);
+* "input_quant": the same for the model input, in the input's own units (how the
+  source maps it to integers; the first grid on its path when it passes scalings by
+  constants, transposes or poolings first);
 * "input_scale": the input scale when it is the accelerator's mapping (zero point 0,
   an int8 range);
 * "weight_quant": float weight name -> (scales, zero_points) of its integers;
@@ -165,6 +167,11 @@ class _Rewriter:
         self.input_quant: tuple | None = None
         self.counts = {"weights": 0, "clips": 0, "relus": 0, "removed": 0, "moved": 0}
         self.inputs = {i.name for i in self.graph.input} - set(self.consts)
+        # tensors that are the input scaled by a positive constant or moved (Keras'
+        # Rescaling, tf2onnx's Transpose): tensor -> the gain from the model input
+        self.input_like: dict[str, float] = dict.fromkeys(self.inputs, 1.0)
+        self.input_grids: set[tuple] = set()
+        self.input_averaged = False
         self.new_consts: dict[str, np.ndarray] = {}
         self.readers: dict[str, list[str]] = {}
         for node in self.graph.node:
@@ -211,12 +218,33 @@ class _Rewriter:
             self.keep(node)
 
     def keep(self, node) -> None:
+        self._input_like(node)
         if node.op_type in _TAIL:
             self.tail.add(node.output[0])
         if node.op_type == "Relu" and node.input[0] in self.before_relu:
             self.relu_grid[node.output[0]] = self.before_relu[node.input[0]]
         self.nodes.append(node)
         self._bound(node)
+
+    def _input_like(self, node) -> None:
+        if not node.input or node.input[0] not in self.input_like or \
+                any(i not in self.consts for i in node.input[1:] if i):
+            return
+        gain = self.input_like[node.input[0]]
+        if node.op_type in ("Mul", "Div") and len(node.input) == 2:
+            c = np.asarray(self.consts[node.input[1]], np.float64)
+            if c.size != 1 or not float(c.reshape(-1)[0]) > 0:
+                return
+            k = float(c.reshape(-1)[0])
+            self.input_like[node.output[0]] = gain * k if node.op_type == "Mul" \
+                else gain / k
+        elif node.op_type in ("Transpose", "Identity", "Reshape", "Flatten", "MaxPool"):
+            self.input_like[node.output[0]] = gain
+        elif node.op_type in ("AveragePool", "GlobalAveragePool"):
+            # the accelerator quantizes the input before it averages (in layer 0):
+            # a grid stated after the average is only the input's range
+            self.input_like[node.output[0]] = gain
+            self.input_averaged = True
 
     def constant(self, node) -> None:
         from onnx import numpy_helper
@@ -279,8 +307,13 @@ class _Rewriter:
             # rounded on the convolution's grid, then again on the ReLU's: one
             # rounding on the hardware
             self.rerounded.append(node.name or node.output[0])
-        if src in self.inputs:
-            self.input_quant = self.quant[node.output[0]].fact()
+        if src in self.input_like:
+            gain = self.input_like[src]
+            grid = (float(scale.reshape(-1)[0]) / gain, *self.quant[node.output[0]].fact()[1:])
+            # the grid nearest the raw input is the input mapping (later grids on the
+            # input's path, after a rescaling or a pooling, only narrow it)
+            self.input_quant = self.input_quant or grid
+            self.input_grids.add(grid)
         self.counts["removed"] += 1
         return True
 
@@ -353,8 +386,11 @@ class _Rewriter:
         lo0, hi0 = self.bounds.get(src, (-math.inf, math.inf))
         lo, hi = max(info.low, lo0), min(info.high, hi0)
         need = info.low > lo0 or info.high < hi0
-        if src in self.inputs or src in self.tail or not need or \
-                (lo < 0 and not self._eight_bit(info)):
+        if src in self.input_like:
+            # the input mapping (float -> int8) clamps the input: a clamp needs no layer
+            self.bounds[src] = (max(info.low, lo0), min(info.high, hi0))
+            return src
+        if src in self.tail or not need or (lo < 0 and not self._eight_bit(info)):
             # (the CPU computes a final Softmax/Sigmoid in float: its grid is not ours)
             return src
         if lo < 0 and src in self.emitted:
@@ -505,6 +541,10 @@ class _Rewriter:
                 why.append(f"{len(bad)} {what}")
         if self.input_quant is None:
             why.append("the input is not quantized (no input scale)")
+        if self.input_averaged:
+            why.append("the input is quantized only after an average pooling")
+        if len(self.input_grids) > 1:
+            why.append(f"the input is quantized on {len(self.input_grids)} grids")
         if self.rerounded:
             why.append(f"{len(self.rerounded)} activation(s) quantized twice on different "
                        f"grids ({', '.join(self.rerounded[:3])})")
