@@ -113,6 +113,11 @@ class QuantResult:
                          "requantized to power-of-two shifts, activation ranges "
                          + ("re-calibrated" if s["calibration_samples"] else
                             "from the source's own scales"))
+            if s.get("qdq_pow2"):
+                lines.append("its scales are powers of two, but it is not the "
+                             "accelerator's numbers: a bias off the 8-bit bias grid, "
+                             "weights beyond 8 bits, a shift beyond -15..15, or operands "
+                             "of one element-wise layer on different scales")
         return "\n".join(lines)
 
 
@@ -470,6 +475,7 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
         "input_zero_point": 0, "input_perm": list(mapping.perm),
         "output_scales": list(output_scales), "top1_agreement": agree,
         "rewrites": list(fm.rewrites), "cpu_tail": list(fm.cpu_tail), "qdq": fm.qdq,
+        "qdq_pow2": bool(fm.canonical is not None and fm.canonical.fact("pow2")),
         "qdq_scales": None if not fm.qdq else "exact" if exact is not None else
         "re-calibrated" if x is not None else "the source's grids",
         "model_sqnr_db": model_sqnr,

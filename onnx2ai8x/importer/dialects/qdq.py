@@ -536,7 +536,9 @@ class _Rewriter:
                 ("weight scale(s) not a power of two",
                  [w for w in self.weights.values() if not all(map(is_pow2, w[0]))]),
                 ("weight zero point(s) not 0", [w for w in self.weights.values()
-                                                if any(w[1])])):
+                                                if any(w[1])]),
+                ("weight(s) with per-channel scales (one shift per layer)",
+                 [w for w in self.weights.values() if len(set(w[0])) > 1])):
             if bad:
                 why.append(f"{len(bad)} {what}")
         if self.input_quant is None:
@@ -573,8 +575,8 @@ class _Rewriter:
         if c["moved"]:
             lines.append(f"{c['moved']} integer MaxPool/Flatten/Reshape node(s) run on "
                          "the float value (they commute with the quantizer)")
-        lines.append("scales: powers of two, zero points 0, int8 ranges (the "
-                     "accelerator's own numbers)" if self.pow2() else
+        lines.append("scales: powers of two, zero points 0, int8 ranges" if self.pow2()
+                     else
                      "scales: not the accelerator's numbers, requantized to power-of-two "
                      f"shifts: {'; '.join(self.not_hardware())}")
         return lines
