@@ -411,8 +411,11 @@ class _Walker:
         fields["name"] = f"{base}_identity"
         self.rewrites.append(f"{node.name or node.output[0]}: {why} = the same operation in "
                              "a layer with a 1x1 identity convolution")
-        return _Draft(fields, w, np.zeros(c), 0, in_shape, tensor, [node.name or base],
-                      vector=nd == 0, same_scale=True)
+        # the element-wise node the layer absorbs is named with it (the report's nodes)
+        inner = value.inner if isinstance(value, _Pool) else value
+        absorbed = [inner.node] if isinstance(inner, _Elt) else []
+        return _Draft(fields, w, np.zeros(c), 0, in_shape, tensor,
+                      [*absorbed, node.name or base], vector=nd == 0, same_scale=True)
 
     def _too_wide(self, lay: Layer) -> bool:
         """The pooling-only layer breaks the pool-channels rule (it needs a convolution

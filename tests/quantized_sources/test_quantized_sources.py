@@ -301,3 +301,18 @@ def test_a_quantized_final_softmax_is_left_to_the_cpu(tmp_path: Path, digits) ->
     source = run_source(path, x).reshape(len(y), -1)
     got = run_converted(result, x)
     assert abs(np.mean(got.argmax(1) == y) - np.mean(source.argmax(1) == y)) <= 0.01
+
+
+def test_the_reported_resnet_converts_without_calibration_and_verifies(tmp_path) -> None:
+    """The file of the report (onnxruntime QDQ ResNet): the main command, no calibration
+    data (ranges from its own scales), passes verify; the report names the requantization
+    and keeps both adds."""
+    import json
+
+    code, out, err = cli([FIXTURES / "ort_resnet_qdq.onnx", "--device", "MAX78000", "-o",
+                          tmp_path / "proj", "--verify"])
+    assert code == 0, err
+    assert "PASS: MAX78000, 12 layers" in out + err
+    report = json.loads((tmp_path / "proj" / "report.json").read_text())["quantization"]
+    assert report["qdq_scales"] == "the source's grids" and report["exact"] is False
+    assert sum("Add" in " ".join(layer["nodes"]) for layer in report["layers"]) == 2
