@@ -52,8 +52,10 @@ def digits_float():
     return module
 
 
-def build(pow2: bool = True) -> nn.Module:
-    """Conv-ReLU blocks with max pooling and a linear classifier, quantization-aware."""
+def build(pow2: bool = True, weight_bits: tuple[int, int, int, int] = (8, 8, 8, 8)
+          ) -> nn.Module:
+    """Conv-ReLU blocks with max pooling and a linear classifier, quantization-aware
+    (`weight_bits`: per layer, the accelerator's 1, 2, 4 or 8)."""
     import brevitas.nn as qnn
     from brevitas import quant
 
@@ -63,9 +65,9 @@ def build(pow2: bool = True) -> nn.Module:
     else:
         wq, aq, bias = quant.Int8WeightPerTensorFloat, quant.Int8ActPerTensorFloat, True
 
-    def conv(cin: int, cout: int):
+    def conv(cin: int, cout: int, bits: int):
         return qnn.QuantConv2d(cin, cout, 3, padding=1, bias=bias, weight_quant=wq,
-                               return_quant_tensor=True)
+                               weight_bit_width=bits, return_quant_tensor=True)
 
     def relu():
         return qnn.QuantReLU(act_quant=aq, return_quant_tensor=True)
@@ -75,10 +77,11 @@ def build(pow2: bool = True) -> nn.Module:
             super().__init__()
             self.features = nn.Sequential(
                 qnn.QuantIdentity(act_quant=aq, return_quant_tensor=True),
-                conv(1, 16), relu(), nn.MaxPool2d(2),
-                conv(16, 32), relu(), nn.MaxPool2d(2),
-                conv(32, 32), relu())
-            self.classifier = qnn.QuantLinear(32 * 2 * 2, 10, bias=bias, weight_quant=wq)
+                conv(1, 16, weight_bits[0]), relu(), nn.MaxPool2d(2),
+                conv(16, 32, weight_bits[1]), relu(), nn.MaxPool2d(2),
+                conv(32, 32, weight_bits[2]), relu())
+            self.classifier = qnn.QuantLinear(32 * 2 * 2, 10, bias=bias, weight_quant=wq,
+                                              weight_bit_width=weight_bits[3])
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.classifier(torch.flatten(self.features(x), 1))
@@ -128,6 +131,9 @@ def export(model: nn.Module, split, out: Path, stem: str = "digits_brevitas"
         del m.graph.input[:]
         m.graph.input.extend(keep)
         m.producer_version = ""
+        for node in m.graph.node:
+            # the exporter's stack traces name this machine's paths and line numbers
+            del node.metadata_props[:]
         onnx.save(m, str(path))  # one self-contained file: the weights inline
         stale = path.with_name(path.name + ".data")
         if stale.exists():

@@ -1,5 +1,6 @@
-"""Make the Brevitas fixtures with float (not power-of-two) scales:
-fixtures/brevitas_{float,residual}_{qcdq,qonnx}.onnx.
+"""Make the Brevitas fixtures: fixtures/brevitas_{float,residual}_{qcdq,qonnx}.onnx with
+float (not power-of-two) scales, and brevitas_pow2_w4_{qcdq,qonnx}.onnx, the example's
+power-of-two network with 4-bit weights in its middle layers (mixed weight widths).
 
     python tests/quantized_sources/make_brevitas.py [--out DIR]
 
@@ -71,7 +72,8 @@ def main(out: Path = HERE / "fixtures") -> None:
     split = ex.digits_float().load_split()
     out.mkdir(parents=True, exist_ok=True)
     for stem, build in (("brevitas_float", lambda: ex.build(pow2=False)),
-                        ("brevitas_residual", residual)):
+                        ("brevitas_residual", residual),
+                        ("brevitas_pow2_w4", lambda: ex.build(weight_bits=(8, 4, 4, 8)))):
         torch.manual_seed(ex.SEED)
         model = build()
         acc = ex.train(model, split, log=lambda _: None)

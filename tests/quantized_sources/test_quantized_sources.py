@@ -56,6 +56,9 @@ CASES = [
     Case("brevitas_pow2_qcdq", BREVITAS / "digits_brevitas_qcdq.onnx", True),
     Case("brevitas_pow2_qonnx", BREVITAS / "digits_brevitas_qonnx.onnx", True,
          BREVITAS / "digits_brevitas_qcdq.onnx"),
+    Case("brevitas_pow2_w4_qcdq", FIXTURES / "brevitas_pow2_w4_qcdq.onnx", True),
+    Case("brevitas_pow2_w4_qonnx", FIXTURES / "brevitas_pow2_w4_qonnx.onnx", True,
+         FIXTURES / "brevitas_pow2_w4_qcdq.onnx"),
     Case("brevitas_float_qcdq", FIXTURES / "brevitas_float_qcdq.onnx", False),
     Case("brevitas_float_qonnx", FIXTURES / "brevitas_float_qonnx.onnx", False,
          FIXTURES / "brevitas_float_qcdq.onnx"),
@@ -141,6 +144,18 @@ def test_add_operands_on_different_grids_are_requantized(tmp_path: Path, digits)
     source = run_source(path, x).reshape(len(y), -1)
     got = run_converted(result, x)
     assert abs(np.mean(got.argmax(1) == y) - np.mean(source.argmax(1) == y)) <= 0.01
+
+
+def test_mixed_weight_widths_are_taken_as_they_are() -> None:
+    """Brevitas 4-bit weights (power-of-two scales) are the accelerator's 4-bit
+    weights: each layer keeps the width it was trained with."""
+    from onnx2ai8x.quantize import quantize_file
+
+    for name in ("brevitas_pow2_w4_qcdq", "brevitas_pow2_w4_qonnx"):
+        result = quantize_file(FIXTURES / f"{name}.onnx", None)
+        assert [lay.quantization for lay in result.network.layers] == [8, 4, 4, 8]
+        for lay in result.network.layers[1:3]:
+            assert -8 <= int(lay.weights.min()) and int(lay.weights.max()) <= 7
 
 
 def test_resnet_keeps_both_shortcut_adds_and_the_relu_after_each() -> None:
@@ -316,3 +331,12 @@ def test_the_reported_resnet_converts_without_calibration_and_verifies(tmp_path)
     report = json.loads((tmp_path / "proj" / "report.json").read_text())["quantization"]
     assert report["qdq_scales"] == "the source's grids" and report["exact"] is False
     assert sum("Add" in " ".join(layer["nodes"]) for layer in report["layers"]) == 2
+
+
+def test_committed_exports_carry_no_exporter_stack_traces() -> None:
+    """The dynamo exporter writes each node's Python stack (this machine's paths and
+    line numbers) into its metadata: the generators strip it, so a rerun writes the
+    same bytes."""
+    for case in CASES:
+        model = onnx.load(str(case.path))
+        assert not any(node.metadata_props for node in model.graph.node), case.name
