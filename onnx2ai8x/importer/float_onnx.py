@@ -38,7 +38,7 @@ from ..network import (
     Op,
     unique_name,
 )
-from .dialects import Canonical, canonicalize, explained, folds_itself
+from .dialects import Canonical, canonicalize, explained, folds_itself, handled_ops
 
 OPSET_MIN, OPSET_MAX = 11, 21
 # Ops that only pass values through at inference time.
@@ -323,7 +323,6 @@ class _Walker:
         self.parent: dict[int, int] = {}  # union-find over scale groups (-1: input)
         self.rewrites: list[str] = []
         self.cpu_tail: list[str] = []
-        self.qdq = False
         self.names: set[str] = set()
         self.materialized: dict[int, _Act] = {}
         # every value keyed by id() in `materialized`, kept alive: a freed value's id is
@@ -432,8 +431,11 @@ class _Walker:
         fields["name"] = f"{base}_identity"
         self.rewrites.append(f"{node.name or node.output[0]}: {why} = the same operation in "
                              "a layer with a 1x1 identity convolution")
-        return _Draft(fields, w, np.zeros(c), 0, in_shape, tensor, [node.name or base],
-                      vector=nd == 0, same_scale=True)
+        # the element-wise node the layer absorbs is named with it (the report's nodes)
+        inner = value.inner if isinstance(value, _Pool) else value
+        absorbed = [inner.node] if isinstance(inner, _Elt) else []
+        return _Draft(fields, w, np.zeros(c), 0, in_shape, tensor,
+                      [*absorbed, node.name or base], vector=nd == 0, same_scale=True)
 
     def _too_wide(self, lay: Layer) -> bool:
         """The pooling-only layer breaks the pool-channels rule (it needs a convolution
@@ -667,47 +669,6 @@ class _Walker:
                     return
             self.unsupported(node)
         self.consts[node.output[0]] = _to_array(value)
-
-    def op_QuantizeLinear(self, node) -> None:
-        """An activation's QuantizeLinear -> DequantizeLinear pair (QDQ models) clips to
-        the quantized range; the scales themselves are re-calibrated (the report says
-        so). A range starting at zero is the ReLU the quantizer fused into it."""
-        self.qdq = True
-        v = self.data(node)
-        if v is None:
-            raise _fail("qdq", self.where(node), "a quantized constant",
-                        "quantize weights with onnxruntime's quantizer (QDQ format)")
-        scale = self.const(node.input[1])
-        zp = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-        if scale is not None:
-            qmin = 0 if zp is None or zp.dtype == np.uint8 else -128
-            zero = 0.0 if zp is None else float(np.asarray(zp).reshape(-1)[0])
-            d = self._draft_for_fold(v, node)
-            if d is not None and (qmin - zero) * float(np.asarray(scale).reshape(-1)[0]) >= 0:
-                d.fields["activation"] = ACT_RELU
-                d.done = True
-                d.nodes.append(node.name or node.output[0])
-        self.set(node, v)
-
-    def op_DequantizeLinear(self, node) -> None:
-        self.qdq = True
-        v = self.data(node)
-        if v is None:
-            x = self.consts[node.input[0]].astype(np.float64)
-            scale = self.consts[node.input[1]].astype(np.float64)
-            zp = self.consts[node.input[2]].astype(np.float64) if len(node.input) > 2 \
-                and node.input[2] else np.zeros(1)
-            axis = int(_attr(node, "axis", 1))
-            if scale.ndim == 1 and scale.size > 1:
-                bshape = [1] * x.ndim
-                bshape[axis] = scale.size
-                scale, zp = scale.reshape(bshape), zp.reshape(bshape)
-            self.consts[node.output[0]] = ((x - zp) * scale).astype(np.float32)
-            return
-        if isinstance(v, _Draft):
-            self._absorb(v, node)  # the float tensor after the pair is the layer's value
-            return
-        self.set(node, v)
 
     def op_Transpose(self, node) -> None:
         v = self.data(node)
@@ -1083,10 +1044,12 @@ class _Walker:
             v.tensor in node.input and v.clip_max is None else None
         if d is not None and hi is not None and hi > 0 and lo is not None and (
                 (d.done and float(lo) <= 0) or
-                abs(float(lo) * 127 + hi * 128) <= 1e-6 * hi):
+                abs(float(lo) * 127 + hi * 128) <= 1e-5 * hi):
             # The 8-bit output clamp, [-128, 127] codes of hi / 127 each (a ReLU before it
             # keeps the lower end at 0): the vendor's training modules end every layer
-            # with it (activations in [-1, 127/128]). The layer's range is hi exactly.
+            # with it (activations in [-1, 127/128]), a quantized model's int8 grid is
+            # Clip(-128 s, 127 s) with 127 s rounded to float32 (hence the tolerance).
+            # The layer's range is hi exactly.
             d.clip_max = hi
             d.done = True
             self._absorb(d, node)
@@ -1344,11 +1307,14 @@ def _needs_simplify(model) -> bool:
     """Whether onnxsim has anything to do: a node the grouping does not handle itself
     (shape arithmetic to fold, a zero Pad to fuse into a convolution, ...). Importing
     onnxsim costs seconds (it loads torch), so graphs of known nodes skip it, as do
-    dialects whose recognizer folds its own constants (dialects.folds_itself)."""
+    dialects whose recognizer folds its own constants (dialects.folds_itself) and the
+    quantized dialects' ops (onnxsim would fold a quantized weight into float and lose
+    its grid)."""
     if folds_itself(model):
         return False
-    return any(node.domain not in ("", "ai.onnx") or
-               not hasattr(_Walker, f"op_{node.op_type}") for node in model.graph.node)
+    known = handled_ops()
+    return any(node.op_type not in known and (node.domain not in ("", "ai.onnx") or
+               not hasattr(_Walker, f"op_{node.op_type}")) for node in model.graph.node)
 
 
 def _output_shapes(model) -> None:
@@ -1479,7 +1445,7 @@ def read_float_model(path_or_model, device: str | None = None,
         model_bytes=_dynamic_batch(model, walker.reshapes),
         output_tensors=tuple(walker.output_tensors),
         rewrites=(*canonical.rewrites, *walker.rewrites), cpu_tail=tuple(walker.cpu_tail),
-        qdq=walker.qdq, canonical=canonical)
+        qdq="qdq" in canonical.dialects, canonical=canonical)
 
 
 __all__ = ["FloatLayer", "FloatModel", "read_float_model"]

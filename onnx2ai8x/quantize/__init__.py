@@ -43,7 +43,7 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     from ..importer.float_onnx import read_float_model
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
     from .exact import recover_or_why
-    from .ptq import QuantOptions, load_weight_bits, quantize
+    from .ptq import QuantOptions, load_weight_bits, quantize, source_ranges
 
     options = QuantOptions(method=method or DEFAULT_METHOD,
                            percentile=DEFAULT_PERCENTILE if percentile is None
@@ -68,10 +68,13 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
                         "train.py --summary onnx) to take it exactly, or pass --calibration "
                         "X.npy (samples in the export's units, x / 128)",
                         exit_code=EXIT_USAGE)
-    if exact is None and calibration is None:
-        raise Ai8xError("usage.calibration", str(model),
-                        "a float model needs calibration data to be quantized (it is not "
-                        "an export of integer weights and power-of-two shifts)",
+    if exact is None and calibration is None and source_ranges(fm) is None:
+        what = ("a quantized model that does not state the scale of its input and of "
+                "every layer's output needs calibration data to be requantized" if fm.qdq
+                else
+                "a float model needs calibration data to be quantized (it is not an "
+                "export of integer weights and power-of-two shifts)")
+        raise Ai8xError("usage.calibration", str(model), what,
                         "pass --calibration X.npy: float samples in the model's input "
                         "shape (N x input)", exit_code=EXIT_USAGE)
     x = None if calibration is None else load_array(calibration, "calibration data")

@@ -80,19 +80,33 @@ def recover_or_why(fm):
     clips = [info.clip_max for info in fm.layers if info.clip_max is not None]
     if not clips:
         return None, ("model", "no layer ends with the 8-bit clamp")
-    # One code size for the whole network (the vendor's [-1, 1) activations: 1/128).
-    u = clips[0] / 127.0
-    if any(abs(c / 127.0 - u) > _TOL * u for c in clips):
-        return None, ("model", "the layers' clamps differ")
+    canonical = fm.canonical
+    if canonical is not None and canonical.fact("activation_quant") is not None:
+        # A quantized model (dialects/qdq) states its grids: exact only where every
+        # scale is a power of two with zero point 0; the input's is its own.
+        u = canonical.fact("input_scale")
+        if not canonical.fact("pow2") or u is None:
+            return None, ("model", "the quantized model's scales are not all powers of two")
+        u = u * fm.input_gain  # the codes layer 0 reads, after the model's own scaling
+    else:
+        # One code size for the whole network (the vendor's [-1, 1) activations: 1/128).
+        u = clips[0] / 127.0
+        if any(abs(c / 127.0 - u) > _TOL * u for c in clips):
+            return None, ("model", "the layers' clamps differ")
     # The weight bits an exporter dialect read from the model (the vendor export's QAT
     # quantization factors): preferred among the exact representations.
-    stated = {} if fm.canonical is None else fm.canonical.fact("weight_bits", {}) or {}
+    stated = {} if canonical is None else canonical.fact("weight_bits", {}) or {}
     outputs = set(fm.outputs)
     units: list[float] = []
     layers: list[Layer] = []
     for i, lay in enumerate(net.layers):
-        src = (lay.in_sequences or (i - 1,))[0]
-        u_in = u if src < 0 else units[src]
+        sources = lay.in_sequences or (i - 1,)
+        ins = [u if s < 0 else units[s] for s in sources]
+        if any(abs(v - ins[0]) > _TOL * ins[0] for v in ins):
+            # operands the hardware adds or concatenates code by code must share one
+            # code size; a source that rescales them before combining is not exact
+            return None, (lay.name, "its operands have different scales")
+        u_in = ins[0]
         if lay.operator.passthrough:
             layers.append(lay)
             units.append(u_in)
@@ -109,6 +123,7 @@ def recover_or_why(fm):
             output_width=32 if wide else 8, bias_hw=bias_hw if has_bias else None,
             bias=bias_hw * 128 if has_bias else None))
         units.append(u_out)
+    # the mapping takes the user's input: q = x * gain / u
     return (tuple(layers), u / fm.input_gain, tuple(units)), None
 
 

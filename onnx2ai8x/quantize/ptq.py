@@ -99,6 +99,8 @@ class QuantResult:
                         else ""))
         if s.get("exact"):
             lines.append(f"{s['source']} (no calibration needed)")
+        elif not s["calibration_samples"]:
+            lines.append(f"{s['source']} (no calibration data: ranges from its scales)")
         else:
             lines.append(f"calibration: {s['calibration_samples']} samples, method "
                          f"{s['method']}")
@@ -118,9 +120,16 @@ class QuantResult:
             lines.append(f"rewrite: {r}")
         for op in s["cpu_tail"]:
             lines.append(f"left to the CPU: {op} (convert with --softmax for softmax.c)")
-        if s.get("qdq"):
-            lines.append("QDQ model: weights taken from its DequantizeLinear nodes, "
-                         "activation scales re-calibrated")
+        if s.get("qdq") and not s.get("exact"):
+            lines.append("quantized model: weights taken from its DequantizeLinear nodes, "
+                         "requantized to power-of-two shifts, activation ranges "
+                         + ("re-calibrated" if s["calibration_samples"] else
+                            "from the source's own scales"))
+            if s.get("qdq_pow2"):
+                lines.append("its scales are powers of two, but it is not the "
+                             "accelerator's numbers: a bias off the 8-bit bias grid, "
+                             "weights beyond 8 bits, a shift beyond -15..15, or operands "
+                             "of one element-wise layer on different scales")
         return "\n".join(lines)
 
 
@@ -261,7 +270,33 @@ def _sqnr(ref: np.ndarray, got: np.ndarray) -> float:
     return 10.0 * math.log10(signal / noise)
 
 
-def _calibrated(fm, x: np.ndarray, views: list, options: QuantOptions
+def _grid_range(grid) -> float:
+    """The range R (code 127 = R) of a source grid (scale, zero point, qmin, qmax): the
+    larger side, so that an int8 grid with zero point 0 keeps its scale exactly."""
+    s, z, lo, hi = grid
+    return float(s) * max(hi - z, z - lo - 1)
+
+
+def source_ranges(fm) -> tuple[float, list[float | None]] | None:
+    """A quantized model's own ranges (dialects/qdq recorded each tensor's grid): the
+    input's and, per layer, that of the tensor holding its value; None when the model
+    has none, or a layer whose output scale matters (8-bit output) has none."""
+    c = fm.canonical
+    grids = c.fact("activation_quant") if c is not None else None
+    if not grids or c.fact("input_quant") is None:
+        return None
+    ranges: list[float | None] = []
+    outputs = set(fm.outputs)
+    for i, (lay, info) in enumerate(zip(fm.network.layers, fm.layers, strict=True)):
+        grid = grids.get(info.tensor) if info.tensor else None
+        if grid is None and not lay.operator.passthrough and not (
+                i in outputs and lay.activation is None):
+            return None
+        ranges.append(None if grid is None else _grid_range(grid))
+    return _grid_range(c.fact("input_quant")), ranges
+
+
+def _calibrated(fm, x: np.ndarray | None, views: list, options: QuantOptions
                 ) -> tuple[list[Layer], float, list[float]]:
     """Layers quantized from calibrated ranges; the input scale; each layer's output
     scale."""
@@ -275,11 +310,19 @@ def _calibrated(fm, x: np.ndarray, views: list, options: QuantOptions
     def merge(g: int, r: float) -> None:
         group_range[g] = max(group_range.get(g, 0.0), r)
 
-    # The input is fed as the user's data: its full range is kept (no clipping).
-    if fm.input_offset:
-        x_hw = _mapping(fm, 1.0).values(x)
-    merge(fm.input_group, tensor_range(x_hw * fm.input_gain, "max"))
+    grids = source_ranges(fm) if x is None else None
+    if grids is not None:
+        # no calibration data: a quantized model's own grids are the ranges
+        merge(fm.input_group, grids[0] * fm.input_gain)
+    else:
+        # The input is fed as the user's data: its full range is kept (no clipping).
+        if fm.input_offset:
+            x_hw = _mapping(fm, 1.0).values(x)
+        merge(fm.input_group, tensor_range(x_hw * fm.input_gain, "max"))
     for i, info in enumerate(fm.layers):
+        if grids is not None and grids[1][i] is not None:
+            merge(fm.groups[i], grids[1][i])
+            continue
         if views[i] is None:
             continue
         if info.clip_max is not None:
@@ -350,7 +393,9 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     q_outs = _quantized_outputs(qnet, mapping, x, rounding)
     reports = _layer_reports(fm, layers, views, q_outs, out_scale)
     summary = _summary(fm, x, floats, q_outs, options, exact, mapping, output_scales, labels)
-    how = ("recovered exactly from a vendor export" if exact is not None else
+    how = (("taken exactly from a quantized model" if fm.qdq else
+            "recovered exactly from a vendor export") if exact is not None else
+           "requantized from the quantized model's own scales" if x is None else
            f"{x.shape[0]} calibration samples, {options.method}")
     doc = (f"{net.name}: quantized by onnx2ai8x from float ONNX ({how}); input q = "
            f"clip(floor(x / {mapping.scale:.6g} + 0.5), -128, 127)")
@@ -440,9 +485,13 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
                                got0.astype(np.float64) * output_scales[0])
             if ref0.shape[1] > 1:
                 decided = _decided_agreement(ref0, got0 * output_scales[0])
-    source = ("vendor export: integers, shifts and biases recovered exactly, hardware "
-              "rounding restored" if exact is not None else
-              "float ONNX, post-training quantization")
+    source = (("quantized model, requantized to power-of-two shifts" if fm.qdq else
+               "float ONNX, post-training quantization") if exact is None else
+              "quantized model with power-of-two scales: its integers and shifts taken "
+              "exactly (the accelerator rounds half up where the source rounds half to "
+              "even)" if fm.qdq else
+              "vendor export: integers, shifts and biases recovered exactly, hardware "
+              "rounding restored")
     summary = {
         "source": source, "exact": exact is not None,
         "method": None if exact is not None else options.method,
@@ -455,7 +504,9 @@ def _summary(fm, x, floats, q_outs, options: QuantOptions, exact, mapping: Input
         "output_scales": list(output_scales), "top1_agreement": agree,
         "top1_agreement_decided": decided[0], "decided_samples": decided[1],
         "rewrites": list(fm.rewrites), "cpu_tail": list(fm.cpu_tail), "qdq": fm.qdq,
-        "qdq_scales": "re-calibrated" if fm.qdq else None,
+        "qdq_pow2": bool(fm.canonical is not None and fm.canonical.fact("pow2")),
+        "qdq_scales": None if not fm.qdq else "exact" if exact is not None else
+        "re-calibrated" if x is not None else "the source's grids",
         "model_sqnr_db": model_sqnr,
         "float_accuracy": None, "quantized_accuracy": None,
     }
@@ -488,4 +539,5 @@ def _layer_view_float(values: np.ndarray, info) -> np.ndarray:
     return np.asarray(values, np.float64).reshape(values.shape[0], -1)
 
 
-__all__ = ["LayerReport", "QuantOptions", "QuantResult", "load_weight_bits", "quantize"]
+__all__ = ["LayerReport", "QuantOptions", "QuantResult", "load_weight_bits", "quantize",
+           "source_ranges"]

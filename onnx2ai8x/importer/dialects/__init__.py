@@ -84,10 +84,19 @@ def _recognizers(options: dict) -> tuple[Recognizer, ...]:
     facts a dialect's file does not carry (DialectOptions)."""
     from functools import partial
 
-    from . import tf2onnx, vendor_export
+    from . import qdq, qonnx, tf2onnx, vendor_export
 
+    # QONNX before QDQ: it writes Brevitas' QCDQ form, which the QDQ dialect reads
     return (partial(vendor_export.recognize, shift_quantile=options.get("shift_quantile")),
-            tf2onnx.recognize)
+            tf2onnx.recognize, qonnx.recognize, qdq.recognize)
+
+
+def handled_ops() -> frozenset[str]:
+    """Op types the recognizers rewrite away (the front end need not simplify a graph
+    for them; onnxsim would fold a quantized weight into float and lose its grid)."""
+    from . import qdq, qonnx
+
+    return qdq.OPS | qonnx.OPS
 
 
 def folds_itself(model) -> bool:
