@@ -86,9 +86,10 @@ def _recognizers(options: dict) -> tuple[Recognizer, ...]:
 
     from . import qdq, qonnx, tf2onnx, vendor_export
 
-    # QONNX before QDQ: it writes Brevitas' QCDQ form, which the QDQ dialect reads
+    # QONNX before QDQ (it writes Brevitas' QCDQ form, which the QDQ dialect reads); the
+    # quantized dialects before tf2onnx's channels-last rules, which read float graphs
     return (partial(vendor_export.recognize, shift_quantile=options.get("shift_quantile")),
-            tf2onnx.recognize, qonnx.recognize, qdq.recognize)
+            qonnx.recognize, qdq.recognize, tf2onnx.recognize)
 
 
 def handled_ops() -> frozenset[str]:
