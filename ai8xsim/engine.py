@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .machine import Machine, NotModelled, SimError
+from .overlap import check_order as check_overlap_order
 
 MASK_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
 CTL_POOLRND = 1 << 13
@@ -532,6 +533,7 @@ def run_layer(m: Machine, lr: LayerRegs, sram: np.ndarray | None = None) -> Laye
         res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
     if sram is None:  # (an input from the FIFOs is not in data memory to overwrite)
         check_read_ahead(m, lr, res, procs, input_words(lr))
+        check_overlap_order(m, lr, res, procs)  # output over input still needed
     return dataclasses.replace(res, source=source)
 
 

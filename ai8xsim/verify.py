@@ -28,6 +28,7 @@ from .creader import (
 from .device import DEVICES
 from .engine import CTL_FIFO, LayerResult, input_processors, read_input, run, snoop_use
 from .machine import Machine, NotModelled, SimError
+from .overlap import Clobbered
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,17 @@ class Outcome:
     # the layer order the run assumed (a project whose snoop units choose it): the
     # verdict holds for that order only
     assumed_order: tuple[int, ...] | None = None
+    # a layer wrote output over input it still needed (overlap.Clobbered): the chip
+    # would compute from overwritten input, so the project fails
+    clobber: str | None = None
 
     @property
     def verdict(self) -> str:
         """PASS, FAIL (known-answer words differ), NOT MODELLED or ERROR."""
         if self.unmodelled is not None:
             return NOT_MODELLED
+        if self.clobber is not None:
+            return FAIL
         if self.error is not None:
             return ERROR
         return PASS if self.passed else FAIL
@@ -158,6 +164,9 @@ def execute(directory: str | Path, *, stop_after: int | None = None,
             return out
     except NotModelled as exc:
         out.unmodelled = str(exc)
+        return out
+    except Clobbered as exc:
+        out.clobber = str(exc)
         return out
     except SimError as exc:
         out.error = str(exc)
@@ -322,6 +331,8 @@ def render(outcome: Outcome, bad: Mismatch | None = None, limit: int = 1) -> str
         return (f"{NOT_MODELLED}: {outcome.unmodelled}\n  the functional model does not "
                 "execute this, so it neither passes nor fails the project: run its "
                 "known-answer test on the chip")
+    if outcome.clobber is not None:
+        return f"FAIL: {outcome.device}, {outcome.clobber}"
     if outcome.error:
         return f"ERROR: {outcome.error}"
     if outcome.passed:

@@ -116,8 +116,9 @@ SoftmaxOpt = Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")]
 MlatorOpt = Annotated[bool, typer.Option(
     "--mlator", help="Unload 8-bit outputs through the mlator (a word per four pixels).")]
 OverlapOpt = Annotated[bool, typer.Option(
-    "--overlap-data", help="Let the input data overlap the first layer's output in data "
-                           "memory.")]
+    "--overlap-data", help="Let a sidecar write a layer's output over its own input (refused "
+                           "without it, as by the vendor's tool); onnx2ai8x checks that the "
+                           "accelerator's read/write order keeps every input it still needs.")]
 NoUnloadOpt = Annotated[bool, typer.Option(
     "--no-unload", help="Do not generate cnn_unload() (read the outputs from data memory "
                         "yourself).")]
@@ -377,6 +378,7 @@ def check_cmd(
     model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to check.")],
     device: DeviceOpt = "MAX78000",
     sidecar: SidecarOpt = None,
+    overlap_data: OverlapOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -390,7 +392,7 @@ def check_cmd(
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
-    result = plan(model, dev, sidecar, onnx_checker=True)
+    result = plan(model, dev, sidecar, onnx_checker=True, overlap_data=overlap_data)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -406,6 +408,7 @@ def sidecar_cmd(
                                                 help="Where to write the YAML "
                                                      "(default: stdout).")] = None,
     sidecar: SidecarOpt = None,
+    overlap_data: OverlapOpt = False,
     overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
@@ -421,7 +424,7 @@ def sidecar_cmd(
         _require_file(sidecar, "sidecar")
     if output is not None:
         check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
-    result = plan(model, dev, sidecar)
+    result = plan(model, dev, sidecar, overlap_data=overlap_data)
     _warn(result.warnings)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)

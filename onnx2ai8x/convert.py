@@ -95,33 +95,35 @@ def load_onnx(path: Path, *, onnx_checker: bool = False):
     return model
 
 
-def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False
+def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False,
+           overlap_data: bool = False
            ) -> tuple[Placement, tuple[int, ...] | None, tuple[str, ...]]:
     """The mapping: the sidecar's when it is full, else inferred around its pins
     (`fifo`: the input is to arrive through the FIFOs); the full sidecar's `snoop`
-    values and its contradictions of the model, as warnings."""
+    values and its contradictions of the model, as warnings. A sidecar's placement
+    passes every check automatic mapping passes (map/memory_check.check_placement) and,
+    without `overlap_data` (--overlap-data), writes no layer over its own input."""
     if sidecar_path is None:
         from .map.auto import auto_place
 
         return auto_place(network, device, None, fifo=fifo), None, ()
     from .sidecar.parse import parse_dict
-    from .sidecar.partial import partial_hints, read_sidecar_text
+    from .sidecar.partial import place_partial, read_sidecar_text
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
-        from .map.auto import auto_place
-
-        return (auto_place(network, device, partial_hints(text, network), fifo=fifo),
-                None, ())
+        return place_partial(text, network, device, fifo=fifo), None, ()
     sidecar = parse_dict(text.data, str(sidecar_path))
     placement = resolve_placement(sidecar, network, device)
-    from .map.memory_check import check_sidecar_placement
+    from .map.memory_check import check_placement, unpermitted_overlaps
 
-    problems = check_sidecar_placement(network, placement)
+    problems = check_placement(network, placement)
+    if not overlap_data:
+        problems += unpermitted_overlaps(network, placement)
     if problems:
-        raise Ai8xError.many([dataclasses.replace(d, where=f"{sidecar_path}: {d.where}")
-                              for d in problems])
+        positions = [lay.yaml_index for lay in sidecar.layers]
+        raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
     from .sidecar.agreement import model_contradictions
 
     warnings = tuple(w.render() for w in model_contradictions(sidecar, network))
@@ -130,9 +132,11 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
 
 
 def plan(model_path: Path, device: Device, sidecar_path: Path | None,
-         step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False) -> Plan:
+         step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False,
+         overlap_data: bool = False) -> Plan:
     """Import, legalize and map; no files are written (`onnx_checker`: see load_onnx;
-    `fifo`: the user asked for FIFO input, so an inferred mapping puts it there)."""
+    `fifo`: the user asked for FIFO input, so an inferred mapping puts it there;
+    `overlap_data`: --overlap-data, a sidecar may write a layer over its own input)."""
     if not isinstance(device, Device):
         # a caller's mistake, not a user's: the stages read device facts, never names
         raise TypeError(f"plan() takes a Device (onnx2ai8x.devices.get_device(name)), "
@@ -162,7 +166,8 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     notes = inserted_layers(network, rewritten)
     network = legalize(rewritten, device)
     step("map")
-    placement, snoop, warnings = _place(network, device, sidecar_path, fifo)
+    placement, snoop, warnings = _place(network, device, sidecar_path, fifo,
+                                        overlap_data)
     # Kernel and bias memory, allocated once (the automatic mapper already did, with its
     # check); the estimate, the report and the project read this allocation.
     if attached(network, placement) is None:
@@ -324,7 +329,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
 
     with progress_steps(request.progress) as step:
         fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
-        result = plan(request.model, request.device, request.sidecar, step, fifo=fifo)
+        result = plan(request.model, request.device, request.sidecar, step, fifo=fifo,
+                      overlap_data=bool(request.options.get("overlap_data")))
         options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
                                  request.model)
         if result.snoop is not None:
