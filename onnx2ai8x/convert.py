@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .devices import Device
-from .errors import EXIT_USAGE, Ai8xError
+from .errors import EXIT_USAGE, Ai8xError, Diagnostic
 from .network import Network
 from .placement import Placement
 
@@ -114,19 +114,33 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
         return place_partial(text, network, device, fifo=fifo), None, ()
-    sidecar = parse_dict(text.data, str(sidecar_path))
-    placement = resolve_placement(sidecar, network, device)
+    positions = None
+    try:
+        sidecar = parse_dict(text.data, str(sidecar_path))
+        positions = [lay.yaml_index for lay in sidecar.layers]
+        from .sidecar.agreement import geometry_contradictions
+
+        wrong = geometry_contradictions(sidecar, network)
+        if wrong:
+            raise Ai8xError.many(wrong)
+        placement = resolve_placement(sidecar, network, device)
+    except Ai8xError as err:  # name the line the user wrote
+        named = Ai8xError.many([text.add_line(d, positions) for d in err.diagnostics])
+        named.exit_code = err.exit_code
+        raise named from None
     from .map.memory_check import check_placement, unpermitted_overlaps
 
     problems = check_placement(network, placement)
     if not overlap_data:
         problems += unpermitted_overlaps(network, placement)
     if problems:
-        positions = [lay.yaml_index for lay in sidecar.layers]
         raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
     from .sidecar.agreement import model_contradictions
 
-    warnings = tuple(w.render() for w in model_contradictions(sidecar, network))
+    warnings = tuple(
+        dataclasses.replace(w, where=text.add_line(Diagnostic(w.code, w.where, ""),
+                                                   positions).where).render()
+        for w in model_contradictions(sidecar, network))
     return (placement, tuple(sidecar.snoop) if sidecar.snoop is not None else None,
             warnings)
 

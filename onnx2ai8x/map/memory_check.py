@@ -424,6 +424,7 @@ def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
                     f"set `{key}: {value & ~3:#06x}` or `{(value + 3) & ~3:#06x}`", key=key))
     diags += _check_liveness(network, placement) + buffer_kept(network, placement)
     diags += read_gap_supported(network, placement) + read_as_written(network, placement)
+    diags += read_where_written(network, placement)
     diags += _check_streaming(network, placement, facts)
     # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py),
     # the placement's own allocation when it carries one.
@@ -522,7 +523,7 @@ def read_gap_supported(network: Network, placement: Placement) -> list[Diagnosti
                 "map.read-gap", _where(network, ll),
                 f"the layer reads with read_gap {pl.input_skip}, but {why}",
                 "let a pass-through layer copy the input without gaps (seed 004, "
-                "Residual Connections) and read the copy"))
+                "Residual Connections) and read the copy", key="read_gap"))
     return diags
 
 
@@ -544,7 +545,34 @@ def read_as_written(network: Network, placement: Placement) -> list[Diagnostic]:
             "map.read-gap", _where(network, ll),
             f"reads the output of `{name}`, written with write_gap {src.write_gap}, with "
             f"read_gap {pl.input_skip}", f"read it with read_gap {src.write_gap} (MAX78002, "
-            f"one input pass), or copy `{name}` with a pass-through layer and read the copy"))
+            f"one input pass), or copy `{name}` with a pass-through layer and read the copy",
+            key="read_gap"))
+    return diags
+
+
+def read_where_written(network: Network, placement: Placement) -> list[Diagnostic]:
+    """A layer reading one layer's output reads the bytes that layer wrote: an
+    `in_offset` that starts its input outside them, or runs past their end, makes it read
+    words nobody wrote for it (a hand-edited `in_offset`; seed 000 "Data Memory": a
+    layer reads from its offset in the memories of its processors)."""
+    diags = []
+    for ll, pl in enumerate(placement.layers):
+        srcs = inputs_of(network, ll)
+        if len(srcs) != 1 or srcs[0] < 0 or pl.streaming or pl.input_skip:
+            continue
+        src, lay = placement.layers[srcs[0]], network.layers[srcs[0]]
+        if src.streaming or src.write_gap or lay.buffer_shift or lay.buffer_insert:
+            continue
+        start, end = src.out_offset, src.out_offset + output_bytes(lay)
+        need = input_bytes(network, ll, False)
+        if start <= pl.in_offset and pl.in_offset + need <= end:
+            continue
+        diags.append(Diagnostic(
+            "map.read-offset", _where(network, ll),
+            f"reads its input at {pl.in_offset:#06x}-{pl.in_offset + need - 1:#06x}, but "
+            f"`{lay.name}` wrote it at {start:#06x}-{end - 1:#06x}",
+            f"set `in_offset: {start:#06x}` (or leave it out: it follows the producer's "
+            "`out_offset`)", key="in_offset"))
     return diags
 
 

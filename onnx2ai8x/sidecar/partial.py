@@ -22,6 +22,8 @@ from ..placement import Placement
 from .parse import LAYER_KEYS, key_lines, load_yaml
 
 _LAYER_NAME = re.compile(r"layer `([^`]*)`")
+# how sidecar.parse and sidecar.resolve name a place: `layer 3 (fc), `key`` or `key`
+_PARSED_WHERE = re.compile(r"(?:layer (?P<layer>\d+)(?: \([^)]*\))?)?(?:, )?(?:`(?P<key>[^`]+)`)?")
 HINT_KEYS = ("processors", "output_processors", "out_offset")
 # Keys that describe the network rather than its mapping: a partial sidecar may restate
 # them (e.g. copied from a full one) but the ONNX model decides them.
@@ -66,6 +68,26 @@ class SidecarText:
             if (pos, diag.key) not in self.lines:
                 where += " (not written in this entry: derived)"
         return replace(diag, where=f"{self.locate(pos, diag.key)}: {where}")
+
+    def add_line(self, diag: Diagnostic, positions: list[int] | None = None) -> Diagnostic:
+        """`diag` from the sidecar's parser or resolver (`FILE: layer N (name), `key``)
+        with the line of that key (or of the global key, or of the layer entry) added:
+        `FILE:LINE: layer N ...`. `positions`: sidecar layer number -> position in
+        `layers` (the file order, when `sequence` reorders it); None: the same."""
+        prefix = f"{self.path}: "
+        if not diag.where.startswith(prefix):
+            return diag
+        rest = diag.where[len(prefix):]
+        found = _PARSED_WHERE.match(rest)
+        if found is None:
+            return diag
+        pos = None
+        if found.group("layer") is not None:
+            pos = int(found.group("layer"))
+            if positions is not None and pos < len(positions):
+                pos = positions[pos]
+        line = self.lines.get((pos, found.group("key") or "")) or self.lines.get((pos, ""))
+        return replace(diag, where=f"{self.path}:{line}: {rest}") if line else diag
 
     @property
     def layer_entries(self) -> list:
