@@ -9,16 +9,22 @@ discarded once the last output pixel needing it has been produced; "Data Memory"
 accelerator supports overlapping data, and the vendor's generator cannot check "for
 inadvertent overwriting of unprocessed input data by newly generated output data").
 
-So a byte of data memory that the layer reads as part of input pixel x and writes as
-part of output pixel t is safe exactly when no output pixel after t needs x. Where the
-layer writes such a byte earlier, the real accelerator would compute later pixels from
-overwritten input: `Clobbered` stops the run (a FAIL verdict naming the layer).
+So an output pixel that reads a byte of its input after the layer has written its own
+output there sees the output, not the input. `honour_order` runs the layer that way:
+the pixels concerned are recomputed from the memories as they are when each is
+produced, and the project's known answer then says whether it matters (FAIL, with a
+note naming the layer; a pixel computed from overwritten input but never checked, like
+the padding positions of a long-dilation Conv1d, changes nothing). Where too many
+pixels are concerned to recompute them one by one, `Clobbered` stops the run (FAIL).
 
-This is worked out from the registers and the addresses the layer really reads and
-writes (the windows by running the model's own slicing over pixel numbers), apart from
-the converter's checker (onnx2ai8x/map/overlap.py), so that the two can be compared.
+The windows come from the registers, by running the model's own pooling and
+convolution slicing over pixel numbers, and the addresses from the layout the layer
+really reads and writes: apart from the converter's checker (onnx2ai8x/map/overlap.py),
+so that the two can be compared (tests/sidecar/test_hand_edits.py).
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -81,45 +87,108 @@ def _read_bytes(lr, procs: list[int], need: np.ndarray, sram_words: int
     return np.concatenate(keys), np.concatenate(needs)
 
 
-def check_order(m, lr, res, procs: list[int]) -> None:
-    """Raise Clobbered when layer `lr` (result `res`, input from data memory through
-    the processors `procs`) wrote a byte of its input before its last use."""
-    if lr.flatten or lr.transposed or not len(res.memory) or len(res.shape) != 3:
-        # one output pixel from the whole input (flatten): every read comes first
-        return
+# Output pixels recomputed one memory state at a time at most (a layer whose overlap
+# damages more pixels than this is reported as a clobber without emulating it).
+MAX_EMULATED = 256
+
+
+def _written_bytes(res, words: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(byte key, write time, byte value) of every byte the layer wrote; the write time
+    is the output pixel's number (all channels of a pixel are written with it), a
+    full-word write covers its four lanes (little-endian)."""
+    pixels_out = res.shape[1] * res.shape[2]
+    time = np.arange(len(res.memory)) % pixels_out
+    base = (res.memory.astype(np.int64) * words + res.word) * 4
+    value = res.value.astype(np.int64)
+    full = res.lane < 0
+    keys = np.concatenate([base[~full] + res.lane[~full],
+                           (base[full][:, None] + np.arange(4)).reshape(-1)])
+    times = np.concatenate([time[~full], np.repeat(time[full], 4)])
+    vals = np.concatenate([value[~full] & 0xFF,
+                           ((value[full][:, None] >> (8 * np.arange(4))) & 0xFF).reshape(-1)])
+    return keys, times, vals.astype(np.uint8)
+
+
+def _needs(lr, res) -> tuple[np.ndarray, np.ndarray]:
+    """(window input pixels per output pixel (-1: padding), last need per input pixel)."""
     out_rows, out_cols = res.shape[1], res.shape[2]
     pixels_out = out_rows * out_cols
-    if pixels_out <= 1:
-        return
     wins = _windows_2d(lr, lr.rows, lr.cols, out_rows, out_cols)
     need = np.full(lr.rows * lr.cols, -1, dtype=np.int64)
     t = np.broadcast_to(np.arange(pixels_out)[:, None], wins.shape)
     ok = wins >= 0
     np.maximum.at(need, wins[ok], t[ok])
+    return wins, need
+
+
+def _pixel_of_read(lr, procs: list[int]) -> np.ndarray:
+    """The input pixel of every byte _read_bytes lists, in the same order."""
+    pixels = lr.rows * lr.cols
+    pix = np.arange(pixels)
+    parts = []
+    for _ in procs:
+        if lr.parallel:
+            parts.append(np.broadcast_to(pix[None, :], (lr.passes, pixels)).reshape(-1))
+        else:
+            parts.append(np.broadcast_to(pix[None, :, None],
+                                         (lr.passes, pixels, lr.operands)).reshape(-1))
+    return np.concatenate(parts)
+
+
+def honour_order(m, lr, res, procs: list[int], before: np.ndarray, recompute
+                 ) -> tuple[object, str | None]:
+    """The layer as the accelerator runs it when its output lands on its own input.
+
+    `res` was computed from the input as it was before the layer (`before`: the data
+    memories then). Where the layer writes a byte of its input before an output pixel
+    that reads it, that pixel sees the written value: each such pixel is recomputed
+    (`recompute(memories) -> LayerResult`) from the memories as they are when it is
+    produced, in pixel order, and the memories end with those values. Returns the
+    corrected result and a note naming the layer (None: no output pixel read a byte
+    after it was overwritten)."""
+    if lr.flatten or lr.transposed or not len(res.memory) or len(res.shape) != 3 \
+            or res.shape[1] * res.shape[2] <= 1:
+        # one output pixel from the whole input (flatten): every read comes first
+        return res, None
     words = m.sram.shape[1]
+    wins, need = _needs(lr, res)
     in_keys, in_need = _read_bytes(lr, procs, need, words)
-    # write time of every byte written: output pixel number (all channels of a pixel
-    # are written with it); a full-word write covers the four lanes
-    time = np.arange(len(res.memory)) % pixels_out
-    base = (res.memory.astype(np.int64) * words + res.word) * 4
-    full = res.lane < 0
-    out_keys = np.concatenate([base[~full] + res.lane[~full],
-                               (base[full][:, None] + np.arange(4)).reshape(-1)])
-    out_time = np.concatenate([time[~full], np.repeat(time[full], 4)])
-    order = np.lexsort((in_need, in_keys))
-    keys, needs = in_keys[order], in_need[order]
-    last = np.r_[keys[1:] != keys[:-1], True]  # the largest need of each byte
-    keys, needs = keys[last], needs[last]
-    pos = np.searchsorted(keys, out_keys)
-    pos = np.minimum(pos, len(keys) - 1)
-    hit = (keys[pos] == out_keys) & (out_time < needs[pos])
-    if not hit.any():
-        return
-    k = np.nonzero(hit)[0][np.argmin(out_time[hit])]
-    key = int(out_keys[k])
-    mem, word = divmod(key // 4, words)
-    raise Clobbered(
-        f"layer {lr.index} writes output pixel {int(out_time[k])} (data memory {mem}, "
-        f"word {word}, byte {key % 4}) over its own input before output pixel "
-        f"{int(needs[pos[k]])} has read it: the accelerator produces output pixels in "
-        "order, so this overlap of output and input overwrites input still needed")
+    in_pixel = _pixel_of_read(lr, procs)
+    out_keys, out_time, out_vals = _written_bytes(res, words)
+    order = np.argsort(out_time, kind="stable")
+    uniq, idx = np.unique(out_keys[order], return_index=True)
+    first_time = out_time[order][idx]  # earliest write of each byte
+    pos = np.clip(np.searchsorted(uniq, in_keys), 0, len(uniq) - 1)
+    written = uniq[pos] == in_keys
+    never = np.iinfo(np.int64).max
+    # per input pixel, when one of its bytes is first overwritten
+    hit_time = np.full(lr.rows * lr.cols, never, dtype=np.int64)
+    np.minimum.at(hit_time, in_pixel[written], first_time[pos[written]])
+    seen = np.where(wins >= 0, hit_time[np.maximum(wins, 0)], never)
+    damaged = np.nonzero(seen.min(axis=1) < np.arange(len(wins)))[0]
+    if not len(damaged):
+        return res, None
+    early = written & (first_time[pos] < in_need)
+    k = int(np.nonzero(early)[0][0])
+    mem, word = divmod(int(in_keys[k]) // 4, words)
+    note = (f"layer {lr.index} writes its output over its own input before it has read "
+            f"all of it (data memory {mem}, word {word}: overwritten by output pixel "
+            f"{int(first_time[pos[k]])}, read afterwards for output pixel "
+            f"{int(in_need[k])}); the accelerator produces output pixels in order, so "
+            f"{len(damaged)} output pixel(s) are computed from overwritten input")
+    if len(damaged) > MAX_EMULATED:
+        raise Clobbered(note)
+    vals = out_vals.copy()
+    pix_of_value = np.arange(len(res.value)) % len(wins)
+    value = res.value.copy()
+    for t_out in damaged:
+        state = before.copy()
+        done = out_time < t_out
+        state.reshape(-1)[out_keys[done]] = vals[done]
+        again = recompute(state)
+        mine = pix_of_value == t_out
+        value[mine] = again.value[mine]
+        _, _, fresh = _written_bytes(again, words)
+        vals[out_time == t_out] = fresh[out_time == t_out]
+    m.sram.reshape(-1)[out_keys] = vals
+    return dataclasses.replace(res, value=value), note

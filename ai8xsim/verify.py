@@ -79,8 +79,8 @@ class Outcome:
         """PASS, FAIL (known-answer words differ), NOT MODELLED or ERROR."""
         if self.unmodelled is not None:
             return NOT_MODELLED
-        if self.clobber is not None:
-            return FAIL
+        if self.clobber is not None and not self.layers:
+            return FAIL  # stopped: too many pixels read overwritten input to emulate
         if self.error is not None:
             return ERROR
         return PASS if self.passed else FAIL
@@ -171,6 +171,9 @@ def execute(directory: str | Path, *, stop_after: int | None = None,
     except SimError as exc:
         out.error = str(exc)
         return out
+    notes = [res.clobber for res in out.layers if res.clobber]
+    if notes:
+        out.clobber = notes[0]
     if m.runs == 0:
         out.error = ("the project never starts the accelerator (no write sets quadrant 0's "
                      "enable bit)")
@@ -331,7 +334,7 @@ def render(outcome: Outcome, bad: Mismatch | None = None, limit: int = 1) -> str
         return (f"{NOT_MODELLED}: {outcome.unmodelled}\n  the functional model does not "
                 "execute this, so it neither passes nor fails the project: run its "
                 "known-answer test on the chip")
-    if outcome.clobber is not None:
+    if outcome.clobber is not None and not outcome.layers:
         return f"FAIL: {outcome.device}, {outcome.clobber}"
     if outcome.error:
         return f"ERROR: {outcome.error}"
@@ -347,6 +350,8 @@ def render(outcome: Outcome, bad: Mismatch | None = None, limit: int = 1) -> str
                      f"0x{mm.expected:08x}, actual 0x{mm.actual:08x} (mask 0x{mm.mask:08x})")
     if outcome.note:
         lines.append(f"  note: {outcome.note}")
+    if outcome.clobber is not None:
+        lines.append(f"  cause: {outcome.clobber}")
     if bad is not None:
         if bad.mask == 0:
             lines.append(f"  first bad layer: {bad.layer} (its output does not have the "

@@ -273,7 +273,8 @@ def test_overlap_is_judged_alike_by_checker_and_simulator(
         assert result.verdict == "PASS", result.text
     else:
         assert result.verdict == "FAIL", result.text
-        assert f"layer {index} writes output pixel" in result.text, result.text
+        assert f"layer {index} writes its output over its own input" in result.text, \
+            result.text
     assert (name in SAFE) == (checker_clobber is None)
 
 
