@@ -37,7 +37,7 @@ def _new_app() -> typer.Typer:
             "  onnx2ai8x float.onnx --device MAX78000 --calibration x.npy\n\n"
             "  onnx2ai8x verify model/ --model model.onnx\n\n"
             "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
-            "--device MAX78000 -o net.onnx"
+            "--sample sample.npy --device MAX78000 -o net.onnx"
         ),
     )
 
@@ -208,7 +208,8 @@ class ConvertArgs:
 
 
 def convert_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to convert.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
+                                          help="ai8x-ONNX model to convert.")],
     device: DeviceOpt = "MAX78000",
     output: OutputDirOpt = None,
     sidecar: SidecarOpt = None,
@@ -259,9 +260,10 @@ def convert_cmd(
         from .emit.build import build_project
 
         built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
-    _print_convert(args, dev, result, built)
-    if args.verify:
-        _verify_written(args, result.layer_order)
+    checked = _verify_written(args, result.layer_order) if args.verify else None
+    _print_convert(args, dev, result, built, checked)
+    if checked is not None:
+        _print_verified(args, checked)
 
 
 def _check_convert_args(args: ConvertArgs):
@@ -326,17 +328,20 @@ def _run_convert(args: ConvertArgs, dev):
             raise
 
 
-def _print_convert(args: ConvertArgs, dev, result, built) -> None:
+def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
+    """The summary, or with --json one JSON document: the report, where the project was
+    written (`project`), the firmware sizes (--build) and the verdict (--verify)."""
     if args.json_out:
-        report = result.report_json
+        data = json.loads(result.report_json)
+        data["project"] = str(args.out)
         if built is not None:
-            data = json.loads(report)
             data["firmware"] = {"elf": str(built.elf), "target": built.target,
                                 "board": built.board, "text": built.sizes.text,
                                 "data": built.sizes.data, "bss": built.sizes.bss,
                                 "flash_bytes": dev.flash_bytes, "sram_bytes": dev.sram_bytes}
-            report = json.dumps(data, indent=2, sort_keys=True)
-        typer.echo(report)
+        if checked is not None:
+            data["verify"] = checked.data
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not args.quiet:
         typer.echo(result.summary)
         typer.echo(f"wrote {args.out}")
@@ -346,16 +351,23 @@ def _print_convert(args: ConvertArgs, dev, result, built) -> None:
             typer.echo(describe(built, dev))
 
 
-def _verify_written(args: ConvertArgs, layer_order: tuple[int, ...] | None) -> None:
+def _verify_written(args: ConvertArgs, layer_order: tuple[int, ...] | None):
+    """--verify: the written project on the virtual accelerator (the result; printed
+    by _print_verified, or inside the JSON document with --json)."""
     from .verification import verify as run_verify
 
     # The project's annotated copy is the ai8x-ONNX it was built from (for a float model,
     # the quantized one), so the layer-by-layer reference can run on it. A project whose
     # snoop units choose the layer order is run along the order its known answer assumes.
     annotated = args.out / f"{args.model.stem}.onnx"
-    checked = run_verify(args.out, model=annotated if annotated.is_file() else args.model,
-                         layer_order=layer_order)
-    if not args.quiet or not checked.passed:
+    return run_verify(args.out, model=annotated if annotated.is_file() else args.model,
+                      layer_order=layer_order)
+
+
+def _print_verified(args: ConvertArgs, checked) -> None:
+    if args.json_out:
+        pass  # in the JSON document already
+    elif not args.quiet or not checked.passed:
         typer.echo(checked.text, err=not checked.passed)
     elif "assumed_layer_order" in checked.data:
         # a PASS that holds for one order only is said even under --quiet
@@ -375,10 +387,12 @@ def _warn(warnings: tuple[str, ...]) -> None:
 
 
 def check_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to check.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
+                                          help="ai8x-ONNX model to check.")],
     device: DeviceOpt = "MAX78000",
     sidecar: SidecarOpt = None,
     overlap_data: OverlapOpt = False,
+    calibration: CalibrationOpt = None,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -386,13 +400,12 @@ def check_cmd(
 
     Example: onnx2ai8x check model.onnx --device MAX78002 --json
     """
-    from .convert import plan
-
     dev = _device(device)
     _require_file(model, "model")
     if sidecar is not None:
         _require_file(sidecar, "sidecar")
-    result = plan(model, dev, sidecar, onnx_checker=True, overlap_data=overlap_data)
+    result = _plan_any(model, dev, sidecar, calibration, onnx_checker=True,
+                       overlap_data=overlap_data)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -401,21 +414,52 @@ def check_cmd(
         typer.echo("ok: the model fits the device")
 
 
+def _plan_any(model: Path, dev, sidecar: Path | None, calibration: Path | None, **kw):
+    """convert.plan on an ai8x-ONNX model, or on a standard float model quantized first
+    (exactly when it holds the accelerator's integers, else with `calibration`), as the
+    main command does: the quantizer's message says what a float model needs."""
+    import tempfile
+
+    from .convert import plan
+
+    if calibration is not None:
+        _require_file(calibration, "calibration data")
+    else:
+        try:
+            return plan(model, dev, sidecar, **kw)
+        except Ai8xError as exc:
+            if exc.code != "model.input-type":
+                raise
+    from .fsutil import write_bytes_atomic
+    from .quantize import quantize_file
+
+    try:
+        quantized = quantize_file(model, calibration, device=dev)
+    except Ai8xError as exc:
+        if exc.code == "float.already-ai8x":
+            return plan(model, dev, sidecar, **kw)
+        raise
+    with tempfile.TemporaryDirectory(prefix="onnx2ai8x-") as tmp:
+        path = Path(tmp) / model.name
+        write_bytes_atomic(path, quantized.model.SerializeToString())
+        return plan(path, dev, sidecar, **kw)
+
+
 def sidecar_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="ai8x-ONNX model.")],
     device: DeviceOpt = "MAX78000",
     output: Annotated[Path | None, typer.Option("--output", "-o",
                                                 help="Where to write the YAML "
                                                      "(default: stdout).")] = None,
     sidecar: SidecarOpt = None,
     overlap_data: OverlapOpt = False,
+    calibration: CalibrationOpt = None,
     overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
 
     Example: onnx2ai8x sidecar model.onnx --device MAX78000 -o model.yaml
     """
-    from .convert import plan
     from .fsutil import write_text_atomic
 
     dev = _device(device)
@@ -424,16 +468,17 @@ def sidecar_cmd(
         _require_file(sidecar, "sidecar")
     if output is not None:
         check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
-    result = plan(model, dev, sidecar, overlap_data=overlap_data)
+    result = _plan_any(model, dev, sidecar, calibration, overlap_data=overlap_data)
     _warn(result.warnings)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)
     else:
         write_text_atomic(output, result.sidecar_text)
+        typer.echo(f"wrote {output}")
 
 
 def run_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="ai8x-ONNX model.")],
     input: Annotated[Path, typer.Option("--input", "-i",
                                         help="Input sample (.npy): integers in "
                                              "[-128, 127], (C,H,W), (C,L) or with a "
@@ -464,6 +509,7 @@ def run_cmd(
             typer.echo(np.array2string(arr, threshold=64))
     else:
         save_arrays_atomic(output, names, outputs)
+        typer.echo(f"wrote {output} ({', '.join(names)})")
 
 
 def import_izer_cmd(
@@ -483,7 +529,7 @@ def import_izer_cmd(
     """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX.
 
     Example: onnx2ai8x import-izer --config-file net.yaml --checkpoint-file net-q.pth.tar
-    --device MAX78000 -o net.onnx
+    --sample sample_net.npy --device MAX78000 -o net.onnx
     """
     dev = _device(device)
     _require_file(config_file, "config file")
@@ -499,10 +545,12 @@ def import_izer_cmd(
                         f"the importer needs PyTorch ({exc})",
                         "pip install 'onnx2ai8x[torch]'", exit_code=EXIT_USAGE) from None
     import_izer_command(config_file, checkpoint_file, dev, output, sample)
+    typer.echo(f"wrote {output}")
 
 
 def quantize_cmd(
-    model: Annotated[Path, typer.Argument(help="Standard float ONNX model.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
+                                          help="Standard float ONNX model.")],
     output: Annotated[Path, typer.Option("--output", "-o",
                                          help="ai8x-ONNX file to write.")],
     calibration: Annotated[Path | None, typer.Option(
@@ -535,26 +583,31 @@ def quantize_cmd(
             _require_file(path, what)
     inputs = (model, calibration, labels, weight_bits)
     check_output(output, inputs, directory=False, overwrite=overwrite)
-    if report is not None:
-        check_output(report, (*inputs, output), directory=False, overwrite=True)
+    # the report beside the output is an output too: never replaced without --overwrite
+    report = report if report is not None else output.parent / "report.json"
+    check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
     result = quantize_command(model, calibration, output, device=dev, labels=labels,
                               method=calibration_method, percentile=percentile,
                               weight_bits=weight_bits, report=report)
     if json_out:
-        typer.echo(result.report_json(), nl=False)
+        data = json.loads(result.report_json())
+        data.update(output=str(output), report=str(report))  # where they were written
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not quiet:
         typer.echo(result.table())
-        typer.echo(f"wrote {output}")
+        typer.echo(f"wrote {output} and {report}")
 
 
 def verify_cmd(
-    project: Annotated[Path, typer.Argument(help="Generated C project directory.")],
+    project: Annotated[Path, typer.Argument(metavar="PROJECT",
+                                            help="Generated C project directory.")],
     model: Annotated[Path | None, typer.Option(
         "--model", help="The ONNX model of the project: on a failure, run the reference "
                         "layer by layer and name the first layer whose output "
                         "differs.")] = None,
     stop_after: Annotated[int | None, typer.Option(
-        "--stop-after", min=0, help="Stop after layer N and write its output as it sits "
+        "--stop-after", min=0, metavar="N",
+        help="Stop after layer N and write its output as it sits "
                                     "in data memory (.memory.txt) and as a tensor "
                                     "(.npy).")] = None,
     output: Annotated[Path | None, typer.Option(
@@ -620,6 +673,15 @@ COMMANDS = {"convert": convert_cmd, "check": check_cmd, "sidecar": sidecar_cmd,
 assert tuple(COMMANDS) == SUBCOMMANDS
 
 
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line shows a required argument as `MODEL.onnx`, not Typer's
+    `{MODEL.onnx}` (which reads like a set or a template placeholder)."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p
+                for p in super().collect_usage_pieces(ctx)]
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The Typer application; with `only`, just that subcommand (and the root options).
 
@@ -631,7 +693,10 @@ def build_app(only: str | None = None) -> typer.Typer:
     app.callback()(_root)
     for name, func in COMMANDS.items():
         if only is None or name == only:
-            app.command(name)(func)
+            # the command list shows each docstring's first line whole (Click would cut
+            # it at 45 characters)
+            app.command(name, cls=_Command,
+                        short_help=(func.__doc__ or "").strip().splitlines()[0])(func)
     return app
 
 

@@ -19,6 +19,9 @@ from .network import Network
 from .placement import Placement
 
 STAGES = ("read", "legalize", "map", "reference", "emit")
+# Graph names exporters give every model (torch.onnx, older torch, tf2onnx, none)
+EXPORTER_GRAPH_NAMES = frozenset({"main_graph", "torch_jit", "torch-jit-export", "graph",
+                                  "tf2onnx", ""})
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,10 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
         named.exit_code = exc.exit_code
         raise named from None
     network = read.network
+    if network.name.strip().lower() in EXPORTER_GRAPH_NAMES:
+        # an exporter's default graph name says nothing (torch.onnx: `main_graph`): the
+        # project, its banner and the sidecar are named after the model file instead
+        network = dataclasses.replace(network, name=Path(model_path).stem)
     step("legalize")
     # element-wise patterns the accelerator runs as pass-through layers (legalize/rewrite)
     rewritten = rewrite(network, device)
@@ -194,7 +201,8 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
                 report_json=to_json(report),
                 sidecar_text=write_sidecar(
                     network, placement,
-                    flags=implied_flags(placement, read.avg_pool_rounding)),
+                    flags=implied_flags(placement, read.avg_pool_rounding),
+                    origin=Path(sidecar_path).name if sidecar_path is not None else None),
                 snoop=snoop,
                 avg_pool_rounding=read.avg_pool_rounding, warnings=warnings)
 
@@ -381,7 +389,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
         }
         write_project(result.network, result.placement, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files)
+                      extra_files=extra_files, stem=stem)
     from .emit.project import project_board
 
     return ConvertResult(summary=result.summary, report_json=result.report_json,
