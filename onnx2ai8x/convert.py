@@ -148,6 +148,22 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
             warnings)
 
 
+def _overlap_notes(network: Network, placement: Placement) -> tuple[str, ...]:
+    """The automatic mapping writes layers over their own input only where the
+    accelerator's order makes it safe (map/overlap.py) and to fit; it says so, and that
+    the written sidecar needs --overlap-data."""
+    from .map.memory_check import overlapping_layers
+
+    over = [network.layers[ll].name for ll in overlapping_layers(network, placement)
+            if not network.layers[ll].buffer_shift]
+    if not over:
+        return ()
+    return (f"to fit, {', '.join(over)} write{'s' if len(over) == 1 else ''} over "
+            f"{'its' if len(over) == 1 else 'their'} own input where the accelerator's "
+            "order (output pixels row by row) has read it first; the written sidecar "
+            "needs --overlap-data when passed back",)
+
+
 def plan(model_path: Path, device: Device, sidecar_path: Path | None,
          step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False,
          overlap_data: bool = False) -> Plan:
@@ -195,6 +211,8 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
         placement = allocate_weights(network, placement)
     warnings += streaming_bias(network, placement)
     cycles = tuple(estimate_cycles(network, placement))
+    if sidecar_path is None:
+        notes = (*notes, *_overlap_notes(network, placement))
     report = summarize(network, placement, list(cycles), notes=notes)
     return Plan(model=model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),

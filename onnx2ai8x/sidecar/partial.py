@@ -221,7 +221,7 @@ def place_partial(sidecar: SidecarText, network: Network, device: Device, *,
     names = [lay.name for lay in network.layers]
     positions = {ll: pos for pos, ll, _ in _entry_layers(sidecar, names)}
     try:
-        return auto_place(network, device, hints, fifo=fifo)
+        placement = auto_place(network, device, hints, fifo=fifo)
     except Ai8xError as err:
         diags = [sidecar.relocate(d, network, positions) for d in err.diagnostics]
         if hints:
@@ -239,3 +239,35 @@ def place_partial(sidecar: SidecarText, network: Network, device: Device, *,
                     "move or drop the pins named above (pinned layers must leave room for "
                     "the data still needed), or let onnx2ai8x choose them"))
         raise Ai8xError.many(diags) from None
+    _pins_kept(sidecar, network, placement, hints, positions)
+    return placement
+
+
+_PLACED = {"processors": "processor_map", "output_processors": "output_processor_map",
+           "out_offset": "out_offset"}
+
+
+def _pins_kept(sidecar: SidecarText, network: Network, placement: Placement,
+               hints: dict[str, dict[str, int]], positions: dict[int, int]) -> None:
+    """Every pin is in the mapping, or the conversion stops at its line: a pin the
+    mapper could not keep (another layer's choice decides it) is never dropped
+    silently."""
+    names = [lay.name for lay in network.layers]
+    diags = []
+    for name, keys in hints.items():
+        ll = names.index(name)
+        for key, value in keys.items():
+            got = getattr(placement.layers[ll], _PLACED[key])
+            if got == value:
+                continue
+            width = 18 if "processors" in key else 6
+            diags.append(Diagnostic(
+                "sidecar.pin-not-kept",
+                f"{sidecar.locate(positions[ll], key)}: layer `{name}`, `{key}`",
+                f"the pinned {value:#0{width}x} cannot be kept: the mapping around the "
+                f"other layers needs {got:#0{width}x} (where the layers that read this "
+                "output find it)",
+                f"pin `{key}: {got:#0{width}x}`, or pin the reading layers' `processors` "
+                "too, or write the full sidecar"))
+    if diags:
+        raise Ai8xError.many(diags)

@@ -176,6 +176,15 @@ PARTIAL = {
                             ("conv2", "processors")),
     "pin-typo": ("  - name: conv2\n    out_ofset: 0x100\n", "sidecar.unknown-key",
                  ("conv2", "out_ofset")),
+    # conv3 pinned onto its own input's processors and offset: its pooling window needs
+    # the whole input before the first output, so no mapping around the pins works
+    "pins-collide": ("  - name: conv2\n    output_processors: 0x00000000ffffffff\n"
+                     "    out_offset: 0x0\n  - name: conv3\n"
+                     "    output_processors: 0x00000000ffffffff\n    out_offset: 0x0\n",
+                     "map.data-memory", ("conv3", "name")),
+    # the reading layer (fc) decides where conv3's output goes: a pin it overrides
+    "pin-not-kept": ("  - name: conv3\n    output_processors: 0x0000000ffffffff0\n",
+                     "sidecar.pin-not-kept", ("conv3", "output_processors")),
 }
 
 
@@ -195,9 +204,16 @@ def test_partial_sidecar_edit(tmp_path: Path, device: str, name: str) -> None:
     assert first.code == code, info.value.render()
     line = key_line(text, *blamed)
     assert first.where.startswith(f"{path}:{line}: "), first.where
-    assert f"`{blamed[1]}`" in first.where
+    if blamed[1] != "name":
+        assert f"`{blamed[1]}`" in first.where
     if name == "pin-typo":
         assert "did you mean `out_offset`?" in first.hint
+    if name == "pins-collide":
+        # the pins are named as the cause, with their lines
+        pins = [d for d in info.value.diagnostics if d.code == "sidecar.pins"]
+        assert pins, info.value.render()
+        for layer, key in (("conv2", "out_offset"), ("conv3", "out_offset")):
+            assert f"{path}:{key_line(text, layer, key)}" in pins[0].message
 
 
 # Overlap edits: a layer writing over its own input. conv2 moved to processors 0-15 puts
