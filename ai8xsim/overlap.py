@@ -135,6 +135,19 @@ def _pixel_of_read(lr, procs: list[int]) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def _writes_where_it_reads(lr, res, procs: list[int]) -> bool:
+    """Does the layer write a word of a memory it reads, inside the words it reads? (A
+    quick test before the byte-exact one: most layers write elsewhere.)"""
+    if lr.parallel:
+        span = (lr.rows * lr.cols + 3) // 4 * lr.passes
+    else:
+        span = lr.rows * lr.cols * lr.passes * lr.operands * (lr.read_gap + 1)
+    memories = sorted({p // 4 for p in procs})
+    inside = np.isin(res.memory, memories) & (res.word >= lr.read_base) \
+        & (res.word < lr.read_base + span)
+    return bool(inside.any())
+
+
 def honour_order(m, lr, res, procs: list[int], before: np.ndarray, recompute
                  ) -> tuple[object, str | None]:
     """The layer as the accelerator runs it when its output lands on its own input.
@@ -151,6 +164,8 @@ def honour_order(m, lr, res, procs: list[int], before: np.ndarray, recompute
         # one output pixel from the whole input (flatten): every read comes first
         return res, None
     words = m.sram.shape[1]
+    if not _writes_where_it_reads(lr, res, procs):
+        return res, None
     wins, need = _needs(lr, res)
     in_keys, in_need = _read_bytes(lr, procs, need, words)
     in_pixel = _pixel_of_read(lr, procs)
