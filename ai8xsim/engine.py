@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .machine import Machine, NotModelled, SimError
+from .overlap import honour_order
 
 MASK_BITS = {0: 8, 1: 1, 2: 2, 3: 4}
 CTL_POOLRND = 1 << 13
@@ -376,6 +377,8 @@ class LayerResult:
     value: np.ndarray
     shape: tuple[int, ...]  # (channels/slots, rows, cols) of `value` before flattening
     source: np.ndarray | None = None  # (processors, passes, operands, rows, cols) read
+    # the layer wrote over its own input before reading all of it (overlap.honour_order)
+    clobber: str | None = None
 
 
 def _store(m: Machine, lr: LayerRegs, linear: np.ndarray, lane: np.ndarray,
@@ -498,6 +501,7 @@ def run_layer(m: Machine, lr: LayerRegs, sram: np.ndarray | None = None) -> Laye
         # No processor enabled: the layer reads nothing and writes nothing.
         empty = np.zeros(0, dtype=np.int64)
         return LayerResult(lr, empty, empty, empty, empty, (0, 0, 0))
+    before = m.sram.copy() if sram is None else None  # for honour_order
     rounding = bool(m.ctl(0, m.dev.reg_ctl) & CTL_POOLRND)
     procs = input_processors(lr)
     if lr.transposed:
@@ -532,6 +536,10 @@ def run_layer(m: Machine, lr: LayerRegs, sram: np.ndarray | None = None) -> Laye
         res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
     if sram is None:  # (an input from the FIFOs is not in data memory to overwrite)
         check_read_ahead(m, lr, res, procs, input_words(lr))
+        # an output over input still to be read: the order the accelerator runs
+        res, note = honour_order(m, lr, res, procs, before,
+                                 lambda state: run_layer(m, lr, state))
+        res = dataclasses.replace(res, clobber=note)
     return dataclasses.replace(res, source=source)
 
 

@@ -28,6 +28,7 @@ from .creader import (
 from .device import DEVICES
 from .engine import CTL_FIFO, LayerResult, input_processors, read_input, run, snoop_use
 from .machine import Machine, NotModelled, SimError
+from .overlap import Clobbered
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,17 @@ class Outcome:
     # the layer order the run assumed (a project whose snoop units choose it): the
     # verdict holds for that order only
     assumed_order: tuple[int, ...] | None = None
+    # a layer wrote output over input it still needed (overlap.Clobbered): the chip
+    # would compute from overwritten input, so the project fails
+    clobber: str | None = None
 
     @property
     def verdict(self) -> str:
         """PASS, FAIL (known-answer words differ), NOT MODELLED or ERROR."""
         if self.unmodelled is not None:
             return NOT_MODELLED
+        if self.clobber is not None and not self.layers:
+            return FAIL  # stopped: too many pixels read overwritten input to emulate
         if self.error is not None:
             return ERROR
         return PASS if self.passed else FAIL
@@ -159,9 +165,15 @@ def execute(directory: str | Path, *, stop_after: int | None = None,
     except NotModelled as exc:
         out.unmodelled = str(exc)
         return out
+    except Clobbered as exc:
+        out.clobber = str(exc)
+        return out
     except SimError as exc:
         out.error = str(exc)
         return out
+    notes = [res.clobber for res in out.layers if res.clobber]
+    if notes:
+        out.clobber = notes[0]
     if m.runs == 0:
         out.error = ("the project never starts the accelerator (no write sets quadrant 0's "
                      "enable bit)")
@@ -322,6 +334,8 @@ def render(outcome: Outcome, bad: Mismatch | None = None, limit: int = 1) -> str
         return (f"{NOT_MODELLED}: {outcome.unmodelled}\n  the functional model does not "
                 "execute this, so it neither passes nor fails the project: run its "
                 "known-answer test on the chip")
+    if outcome.clobber is not None and not outcome.layers:
+        return f"FAIL: {outcome.device}, {outcome.clobber}"
     if outcome.error:
         return f"ERROR: {outcome.error}"
     if outcome.passed:
@@ -336,6 +350,8 @@ def render(outcome: Outcome, bad: Mismatch | None = None, limit: int = 1) -> str
                      f"0x{mm.expected:08x}, actual 0x{mm.actual:08x} (mask 0x{mm.mask:08x})")
     if outcome.note:
         lines.append(f"  note: {outcome.note}")
+    if outcome.clobber is not None:
+        lines.append(f"  cause: {outcome.clobber}")
     if bad is not None:
         if bad.mask == 0:
             lines.append(f"  first bad layer: {bad.layer} (its output does not have the "

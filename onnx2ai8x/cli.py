@@ -38,7 +38,7 @@ def _new_app() -> typer.Typer:
             "  onnx2ai8x float.onnx --device MAX78000 --calibration x.npy\n\n"
             "  onnx2ai8x verify model/ --model model.onnx\n\n"
             "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
-            "--device MAX78000 -o net.onnx"
+            "--sample sample.npy --device MAX78000 -o net.onnx"
         ),
     )
 
@@ -122,8 +122,9 @@ SoftmaxOpt = Annotated[bool, typer.Option("--softmax", help="Add softmax.c.")]
 MlatorOpt = Annotated[bool, typer.Option(
     "--mlator", help="Unload 8-bit outputs through the mlator (a word per four pixels).")]
 OverlapOpt = Annotated[bool, typer.Option(
-    "--overlap-data", help="Let the input data overlap the first layer's output in data "
-                           "memory.")]
+    "--overlap-data", help="Let a sidecar write a layer's output over its own input (refused "
+                           "without it, as by the vendor's tool); onnx2ai8x checks that the "
+                           "accelerator's read/write order keeps every input it still needs.")]
 NoUnloadOpt = Annotated[bool, typer.Option(
     "--no-unload", help="Do not generate cnn_unload() (read the outputs from data memory "
                         "yourself).")]
@@ -215,7 +216,8 @@ class ConvertArgs:
 
 
 def convert_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to convert.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
+                                          help="ai8x-ONNX model to convert.")],
     device: DeviceOpt = "MAX78000",
     output: OutputDirOpt = None,
     sidecar: SidecarOpt = None,
@@ -268,9 +270,10 @@ def convert_cmd(
         from .emit.build import build_project
 
         built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
-    _print_convert(args, dev, result, built)
-    if args.verify:
-        _verify_written(args, result.layer_order)
+    checked = _verify_written(args, result.layer_order) if args.verify else None
+    _print_convert(args, dev, result, built, checked)
+    if checked is not None:
+        _print_verified(args, checked)
 
 
 def _check_convert_args(args: ConvertArgs):
@@ -345,17 +348,20 @@ def _run_convert(args: ConvertArgs, dev):
             raise
 
 
-def _print_convert(args: ConvertArgs, dev, result, built) -> None:
+def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
+    """The summary, or with --json one JSON document: the report, where the project was
+    written (`project`), the firmware sizes (--build) and the verdict (--verify)."""
     if args.json_out:
-        report = result.report_json
+        data = json.loads(result.report_json)
+        data["project"] = str(args.out)
         if built is not None:
-            data = json.loads(report)
             data["firmware"] = {"elf": str(built.elf), "target": built.target,
                                 "board": built.board, "text": built.sizes.text,
                                 "data": built.sizes.data, "bss": built.sizes.bss,
                                 "flash_bytes": dev.flash_bytes, "sram_bytes": dev.sram_bytes}
-            report = json.dumps(data, indent=2, sort_keys=True)
-        typer.echo(report)
+        if checked is not None:
+            data["verify"] = checked.data
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not args.quiet:
         typer.echo(result.summary)
         typer.echo(f"wrote {args.out}")
@@ -365,16 +371,23 @@ def _print_convert(args: ConvertArgs, dev, result, built) -> None:
             typer.echo(describe(built, dev))
 
 
-def _verify_written(args: ConvertArgs, layer_order: tuple[int, ...] | None) -> None:
+def _verify_written(args: ConvertArgs, layer_order: tuple[int, ...] | None):
+    """--verify: the written project on the virtual accelerator (the result; printed
+    by _print_verified, or inside the JSON document with --json)."""
     from .verification import verify as run_verify
 
     # The project's annotated copy is the ai8x-ONNX it was built from (for a float model,
     # the quantized one), so the layer-by-layer reference can run on it. A project whose
     # snoop units choose the layer order is run along the order its known answer assumes.
     annotated = args.out / f"{args.model.stem}.onnx"
-    checked = run_verify(args.out, model=annotated if annotated.is_file() else args.model,
-                         layer_order=layer_order)
-    if not args.quiet or not checked.passed:
+    return run_verify(args.out, model=annotated if annotated.is_file() else args.model,
+                      layer_order=layer_order)
+
+
+def _print_verified(args: ConvertArgs, checked) -> None:
+    if args.json_out:
+        pass  # in the JSON document already
+    elif not args.quiet or not checked.passed:
         typer.echo(checked.text, err=not checked.passed)
     elif "assumed_layer_order" in checked.data:
         # a PASS that holds for one order only is said even under --quiet
@@ -394,10 +407,12 @@ def _warn(warnings: tuple[str, ...]) -> None:
 
 
 def check_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model to check (or a standard "
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
+                                          help="ai8x-ONNX model to check (or a standard "
                                                "float model, with --calibration).")],
     device: DeviceOpt = "MAX78000",
     sidecar: SidecarOpt = None,
+    overlap_data: OverlapOpt = False,
     calibration: CalibrationOpt = None,
     calibration_method: MethodOpt = None,
     percentile: PercentileOpt = None,
@@ -413,21 +428,18 @@ def check_cmd(
 
     Example: onnx2ai8x check model.onnx --device MAX78002 --json
     """
-    from .convert import plan
     from .frontend import QuantizeRequest
 
     dev = _device(device)
     _require_file(model, "model")
-    for path, what in ((sidecar, "sidecar"), (calibration, "calibration data"),
-                       (weight_bits, "weight-bits file")):
+    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file")):
         if path is not None:
             _require_file(path, what)
-    quantize = None
-    if calibration is not None or weight_bits is not None or accept_loss:
-        quantize = QuantizeRequest(calibration=calibration, method=calibration_method,
-                                   percentile=percentile, weight_bits=weight_bits,
-                                   accept_loss=accept_loss)
-    result = plan(model, dev, sidecar, onnx_checker=True, quantize=quantize)
+    quantize = QuantizeRequest(calibration=calibration, method=calibration_method,
+                               percentile=percentile, weight_bits=weight_bits,
+                               accept_loss=accept_loss)
+    result = _plan_any(model, dev, sidecar, quantize, onnx_checker=True,
+                       overlap_data=overlap_data)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -436,20 +448,38 @@ def check_cmd(
         typer.echo("ok: the model fits the device")
 
 
+def _plan_any(model: Path, dev, sidecar: Path | None, quantize, **kw):
+    """convert.plan on an ai8x-ONNX model, or on a standard float model through the one
+    front end (taken exactly when it holds the accelerator's integers, else quantized
+    with `quantize.calibration`): the quantizer's message says what a float model
+    needs. Calibration data given for an ai8x-ONNX model is not needed and ignored."""
+    from .convert import plan
+
+    if quantize.calibration is not None:
+        _require_file(quantize.calibration, "calibration data")
+    try:
+        return plan(model, dev, sidecar, quantize=quantize, **kw)
+    except Ai8xError as exc:
+        if exc.code != "float.already-ai8x":
+            raise
+    return plan(model, dev, sidecar, **kw)
+
+
 def sidecar_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="ai8x-ONNX model.")],
     device: DeviceOpt = "MAX78000",
     output: Annotated[Path | None, typer.Option("--output", "-o",
                                                 help="Where to write the YAML "
                                                      "(default: stdout).")] = None,
     sidecar: SidecarOpt = None,
+    overlap_data: OverlapOpt = False,
+    calibration: CalibrationOpt = None,
     overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
 
     Example: onnx2ai8x sidecar model.onnx --device MAX78000 -o model.yaml
     """
-    from .convert import plan
     from .fsutil import write_text_atomic
 
     dev = _device(device)
@@ -458,16 +488,20 @@ def sidecar_cmd(
         _require_file(sidecar, "sidecar")
     if output is not None:
         check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
-    result = plan(model, dev, sidecar)
+    from .frontend import QuantizeRequest
+
+    result = _plan_any(model, dev, sidecar, QuantizeRequest(calibration=calibration),
+                       overlap_data=overlap_data)
     _warn(result.warnings)
     if output is None:
         typer.echo(result.sidecar_text, nl=False)
     else:
         write_text_atomic(output, result.sidecar_text)
+        typer.echo(f"wrote {output}")
 
 
 def run_cmd(
-    model: Annotated[Path, typer.Argument(help="ai8x-ONNX model.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="ai8x-ONNX model.")],
     input: Annotated[Path, typer.Option("--input", "-i",
                                         help="Input sample (.npy): integers in "
                                              "[-128, 127], (C,H,W), (C,L) or with a "
@@ -498,6 +532,7 @@ def run_cmd(
             typer.echo(np.array2string(arr, threshold=64))
     else:
         save_arrays_atomic(output, names, outputs)
+        typer.echo(f"wrote {output} ({', '.join(names)})")
 
 
 def import_izer_cmd(
@@ -517,7 +552,7 @@ def import_izer_cmd(
     """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX.
 
     Example: onnx2ai8x import-izer --config-file net.yaml --checkpoint-file net-q.pth.tar
-    --device MAX78000 -o net.onnx
+    --sample sample_net.npy --device MAX78000 -o net.onnx
     """
     dev = _device(device)
     _require_file(config_file, "config file")
@@ -533,10 +568,12 @@ def import_izer_cmd(
                         f"the importer needs PyTorch ({exc})",
                         "pip install 'onnx2ai8x[torch]'", exit_code=EXIT_USAGE) from None
     import_izer_command(config_file, checkpoint_file, dev, output, sample)
+    typer.echo(f"wrote {output}")
 
 
 def quantize_cmd(
-    model: Annotated[Path, typer.Argument(help="Standard float ONNX model.")],
+    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
+                                          help="Standard float ONNX model.")],
     output: Annotated[Path, typer.Option("--output", "-o",
                                          help="ai8x-ONNX file to write.")],
     calibration: Annotated[Path | None, typer.Option(
@@ -571,28 +608,33 @@ def quantize_cmd(
             _require_file(path, what)
     inputs = (model, calibration, labels, weight_bits)
     check_output(output, inputs, directory=False, overwrite=overwrite)
-    if report is not None:
-        check_output(report, (*inputs, output), directory=False, overwrite=True)
+    # the report beside the output is an output too: never replaced without --overwrite
+    report = report if report is not None else output.parent / "report.json"
+    check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
     result, warnings = quantize_command(
         model, calibration, output, device=dev, labels=labels, method=calibration_method,
         percentile=percentile, weight_bits=weight_bits, report=report,
         accept_loss=accept_loss, shift_quantile=shift_quantile)
     _warn(warnings)
     if json_out:
-        typer.echo(result.report_json(), nl=False)
+        data = json.loads(result.report_json())
+        data.update(output=str(output), report=str(report))  # where they were written
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not quiet:
         typer.echo(result.table())
-        typer.echo(f"wrote {output}")
+        typer.echo(f"wrote {output} and {report}")
 
 
 def verify_cmd(
-    project: Annotated[Path, typer.Argument(help="Generated C project directory.")],
+    project: Annotated[Path, typer.Argument(metavar="PROJECT",
+                                            help="Generated C project directory.")],
     model: Annotated[Path | None, typer.Option(
         "--model", help="The ONNX model of the project: on a failure, run the reference "
                         "layer by layer and name the first layer whose output "
                         "differs.")] = None,
     stop_after: Annotated[int | None, typer.Option(
-        "--stop-after", min=0, help="Stop after layer N and write its output as it sits "
+        "--stop-after", min=0, metavar="N",
+        help="Stop after layer N and write its output as it sits "
                                     "in data memory (.memory.txt) and as a tensor "
                                     "(.npy).")] = None,
     output: Annotated[Path | None, typer.Option(
@@ -658,6 +700,15 @@ COMMANDS = {"convert": convert_cmd, "check": check_cmd, "sidecar": sidecar_cmd,
 assert tuple(COMMANDS) == SUBCOMMANDS
 
 
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line shows a required argument as `MODEL.onnx`, not Typer's
+    `{MODEL.onnx}` (which reads like a set or a template placeholder)."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p
+                for p in super().collect_usage_pieces(ctx)]
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The Typer application; with `only`, just that subcommand (and the root options).
 
@@ -669,7 +720,10 @@ def build_app(only: str | None = None) -> typer.Typer:
     app.callback()(_root)
     for name, func in COMMANDS.items():
         if only is None or name == only:
-            app.command(name)(func)
+            # the command list shows each docstring's first line whole (Click would cut
+            # it at 45 characters)
+            app.command(name, cls=_Command,
+                        short_help=(func.__doc__ or "").strip().splitlines()[0])(func)
     return app
 
 

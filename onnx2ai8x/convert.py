@@ -14,12 +14,15 @@ from pathlib import Path
 import numpy as np
 
 from .devices import Device
-from .errors import EXIT_USAGE, Ai8xError
+from .errors import EXIT_USAGE, Ai8xError, Diagnostic
 from .frontend import QuantizeRequest
 from .network import Network
 from .placement import Placement
 
 STAGES = ("read", "legalize", "map", "reference", "emit")
+# Graph names exporters give every model (torch.onnx, older torch, tf2onnx, none)
+EXPORTER_GRAPH_NAMES = frozenset({"main_graph", "torch_jit", "torch-jit-export", "graph",
+                                  "tf2onnx", ""})
 
 
 @dataclass(frozen=True)
@@ -98,47 +101,80 @@ def load_onnx(path: Path, *, onnx_checker: bool = False):
     return model
 
 
-def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False
+def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False,
+           overlap_data: bool = False
            ) -> tuple[Placement, tuple[int, ...] | None, tuple[str, ...]]:
     """The mapping: the sidecar's when it is full, else inferred around its pins
     (`fifo`: the input is to arrive through the FIFOs); the full sidecar's `snoop`
-    values and its contradictions of the model, as warnings."""
+    values and its contradictions of the model, as warnings. A sidecar's placement
+    passes every check automatic mapping passes (map/memory_check.check_placement) and,
+    without `overlap_data` (--overlap-data), writes no layer over its own input."""
     if sidecar_path is None:
         from .map.auto import auto_place
 
         return auto_place(network, device, None, fifo=fifo), None, ()
     from .sidecar.parse import parse_dict
-    from .sidecar.partial import partial_hints, read_sidecar_text
+    from .sidecar.partial import place_partial, read_sidecar_text
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
-        from .map.auto import auto_place
+        return place_partial(text, network, device, fifo=fifo), None, ()
+    positions = None
+    try:
+        sidecar = parse_dict(text.data, str(sidecar_path))
+        positions = [lay.yaml_index for lay in sidecar.layers]
+        from .sidecar.agreement import geometry_contradictions
 
-        return (auto_place(network, device, partial_hints(text, network), fifo=fifo),
-                None, ())
-    sidecar = parse_dict(text.data, str(sidecar_path))
-    placement = resolve_placement(sidecar, network, device)
-    from .map.memory_check import check_sidecar_placement
+        wrong = geometry_contradictions(sidecar, network)
+        if wrong:
+            raise Ai8xError.many(wrong)
+        placement = resolve_placement(sidecar, network, device)
+    except Ai8xError as err:  # name the line the user wrote
+        named = Ai8xError.many([text.add_line(d, positions) for d in err.diagnostics])
+        named.exit_code = err.exit_code
+        raise named from None
+    from .map.memory_check import check_placement, unpermitted_overlaps
 
-    problems = check_sidecar_placement(network, placement)
+    problems = check_placement(network, placement)
+    if not overlap_data:
+        problems += unpermitted_overlaps(network, placement)
     if problems:
-        raise Ai8xError.many([dataclasses.replace(d, where=f"{sidecar_path}: {d.where}")
-                              for d in problems])
+        raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
     from .sidecar.agreement import model_contradictions
 
-    warnings = tuple(w.render() for w in model_contradictions(sidecar, network))
+    warnings = tuple(
+        dataclasses.replace(w, where=text.add_line(Diagnostic(w.code, w.where, ""),
+                                                   positions).where).render()
+        for w in model_contradictions(sidecar, network))
     return (placement, tuple(sidecar.snoop) if sidecar.snoop is not None else None,
             warnings)
 
 
+def _overlap_notes(network: Network, placement: Placement) -> tuple[str, ...]:
+    """The automatic mapping writes layers over their own input only where the
+    accelerator's order makes it safe (map/overlap.py) and to fit; it says so, and that
+    the written sidecar needs --overlap-data."""
+    from .map.memory_check import overlapping_layers
+
+    over = [network.layers[ll].name for ll in overlapping_layers(network, placement)
+            if not network.layers[ll].buffer_shift]
+    if not over:
+        return ()
+    return (f"to fit, {', '.join(over)} write{'s' if len(over) == 1 else ''} over "
+            f"{'its' if len(over) == 1 else 'their'} own input where the accelerator's "
+            "order (output pixels row by row) has read it first; the written sidecar "
+            "needs --overlap-data when passed back",)
+
+
 def plan(model_path: Path, device: Device, sidecar_path: Path | None,
          step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False,
-         quantize: QuantizeRequest | None = None) -> Plan:
+         quantize: QuantizeRequest | None = None, overlap_data: bool = False) -> Plan:
     """Import (the one front end: read, rewrite, legalize), then map; no files are
     written (`onnx_checker`: see load_onnx; `fifo`: the user asked for FIFO input, so an
     inferred mapping puts it there; `quantize`: the model is a float model, quantized
-    first)."""
+    first; `overlap_data`: --overlap-data, a sidecar may write a layer over its own
+    input)."""
     if not isinstance(device, Device):
         # a caller's mistake, not a user's: the stages read device facts, never names
         raise TypeError(f"plan() takes a Device (onnx2ai8x.devices.get_device(name)), "
@@ -153,21 +189,29 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     fe = front_end(model_path, device, quantize=quantize, onnx_checker=onnx_checker,
                    step=step)
     network, notes = fe.network, fe.notes
+    if network.name.strip().lower() in EXPORTER_GRAPH_NAMES:
+        # an exporter's default graph name says nothing (torch.onnx: `main_graph`): the
+        # project, its banner and the sidecar are named after the model file instead
+        network = dataclasses.replace(network, name=Path(model_path).stem)
     step("map")
-    placement, snoop, warnings = _place(network, device, sidecar_path, fifo)
+    placement, snoop, warnings = _place(network, device, sidecar_path, fifo,
+                                        overlap_data)
     # Kernel and bias memory, allocated once (the automatic mapper already did, with its
     # check); the estimate, the report and the project read this allocation.
     if attached(network, placement) is None:
         placement = allocate_weights(network, placement)
     warnings = fe.warnings + warnings + streaming_bias(network, placement)
     cycles = tuple(estimate_cycles(network, placement))
+    if sidecar_path is None:
+        notes = (*notes, *_overlap_notes(network, placement))
     report = summarize(network, placement, list(cycles), notes=notes)
     return Plan(model=fe.model, network=network, device=device, placement=placement,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
                 sidecar_text=write_sidecar(
                     network, placement,
-                    flags=implied_flags(placement, fe.avg_pool_rounding)),
+                    flags=implied_flags(placement, fe.avg_pool_rounding),
+                    origin=Path(sidecar_path).name if sidecar_path is not None else None),
                 snoop=snoop,
                 avg_pool_rounding=fe.avg_pool_rounding, warnings=warnings, quant=fe.quant)
 
@@ -332,7 +376,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
     with progress_steps(request.progress) as step:
         fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
         result = plan(request.model, request.device, request.sidecar, step, fifo=fifo,
-                      quantize=request.quantize)
+                      quantize=request.quantize,
+                      overlap_data=bool(request.options.get("overlap_data")))
         options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
                                  request.model)
         if result.snoop is not None:
@@ -374,7 +419,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
         }
         write_project(result.network, result.placement, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files)
+                      extra_files=extra_files, stem=stem)
     from .emit.project import project_board
 
     return ConvertResult(summary=result.summary, report_json=result.report_json,

@@ -37,6 +37,9 @@ class Diagnostic:
     where: str
     message: str
     hint: str = ""
+    # the sidecar key the problem is about (`out_offset`, ...), when a checker knows it:
+    # a hand-written sidecar's message then names the key and its line (convert._place)
+    key: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", clip(self.code, 80))

@@ -138,6 +138,9 @@ def _write_file_atomic(path: Path, write: Callable[[object], None]) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
+        # mkstemp creates the file 0600; the user's files get the mode any program's
+        # new file gets (0666 less the umask), like the output directories (_sibling_dir)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -145,6 +148,13 @@ def _write_file_atomic(path: Path, write: Callable[[object], None]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -185,6 +185,8 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
                 mismatches=len(outcome.mismatches))
     if outcome.note:
         data["note"] = outcome.note
+    if outcome.clobber is not None:
+        data["clobber"] = outcome.clobber
     if outcome.mismatches:
         mm = outcome.mismatches[0]
         data["first_mismatch"] = {"address": mm.address, "expected": mm.expected,

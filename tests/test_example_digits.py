@@ -84,12 +84,38 @@ def test_readme_run_command_writes_the_project(tmp_path):
     assert report["device"] == "MAX78000"
 
 
+# How far a retrained model's accuracies may be from the committed ones: float training
+# is seeded, single-threaded and deterministic, but the summation order of the CPU's
+# vector units (AVX2 vs AVX-512) changes the last bits of the weights, and 7 of 9 weight
+# tensors differ on another CPU (issue 25) — a few of the 360 held-out digits flip.
+ACCURACY_TOLERANCE = 0.015
+
+
 @pytest.mark.slow
-def test_training_reproduces_the_committed_files_byte_for_byte(tmp_path):
+def test_training_reproduces_what_it_can(tmp_path, metrics):
+    """What is reproducible on any CPU: the split, the sample and the settings exactly,
+    the accuracies within ACCURACY_TOLERANCE; and the conversion of the model training
+    wrote is byte-identical from one run to the next. Byte-identical weights hold on the
+    CPU that wrote the committed files only, so they are not asserted."""
     pytest.importorskip("torch")
     result = subprocess.run([sys.executable, str(EXAMPLE / "train.py"), "--out",
                              str(tmp_path), "--quiet"], capture_output=True, text=True,
                             check=False, timeout=600)
     assert result.returncode == 0, result.stderr
-    for name in FILES:
-        assert (tmp_path / name).read_bytes() == (EXAMPLE / name).read_bytes(), name
+    assert (tmp_path / "sample.npy").read_bytes() == (EXAMPLE / "sample.npy").read_bytes()
+    again = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("seed", "train_samples", "held_out_samples", "float_epochs", "qat_epochs",
+                "sample_index", "sample_label"):
+        assert again[key] == metrics[key], key
+    for key in ("float_accuracy", "qat_float_accuracy", "quantized_accuracy"):
+        assert abs(again[key] - metrics[key]) <= ACCURACY_TOLERANCE, (key, again[key])
+    onnx.checker.check_model(onnx.load(tmp_path / "digits.onnx"), full_check=True)
+    outs = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli",
+                               str(tmp_path / "digits.onnx"), "-o", str(out), "--quiet"],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        outs.append({f.name: f.read_bytes() for f in sorted(out.iterdir()) if f.is_file()})
+    assert outs[0] == outs[1]

@@ -49,6 +49,10 @@ def _per_layer_cycles(count: int, cycles: Sequence[int]) -> list[int]:
     return (values + [0] * count)[:count]
 
 
+# the first ONNX IR version with NodeProto.metadata_props (onnx/onnx.proto, IR 10)
+NODE_METADATA_IR = 10
+
+
 def annotate_model(model, network: Network, placement: Placement, cycles: Sequence[int], *,
                    report: object | None = None) -> object:
     """Return a copy of `model` (onnx2ai8x.onnxpb or onnx messages) carrying the
@@ -85,6 +89,10 @@ def annotate_model(model, network: Network, placement: Placement, cycles: Sequen
         totals += [("ai8x.macs", str(macs)), ("ai8x.weight_memory_pct", str(wpct)),
                    ("ai8x.data_memory_pct", str(dpct))]
     annotated.doc_string = doc
+    if any(len(node.metadata_props) for node in annotated.graph.node):
+        # node metadata_props came with IR version 10 (ONNX 1.16): a file declaring an
+        # older IR would carry fields its version does not have
+        annotated.ir_version = max(annotated.ir_version, NODE_METADATA_IR)
     props = {p.key: p for p in annotated.metadata_props}
     for key, value in totals:
         if key in props:

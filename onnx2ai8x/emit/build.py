@@ -55,6 +55,29 @@ class BuildResult:
     board: str
     sizes: ElfSizes
     log: str
+    # the linker's "Memory region ... Used Size" table as make prints it (region -> bytes;
+    # empty when the log has none): it counts alignment gaps and every loaded section,
+    # so it is what the part's memories really hold, a few hundred bytes above the sums
+    # of the size tool's columns
+    regions: tuple[tuple[str, int], ...] = ()
+
+    def used(self, region: str) -> int | None:
+        return dict(self.regions).get(region)
+
+
+_UNITS = {"B": 1, "KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
+_REGION = re.compile(r"^\s*(\w+):\s+(\d+)\s*(B|KB|MB|GB)\s+\d+\s*(?:B|KB|MB|GB)\s+[\d.]+%",
+                     re.MULTILINE)
+
+
+def linker_regions(log: str) -> tuple[tuple[str, int], ...]:
+    """The linker's memory-region table (ld --print-memory-usage, which the SDK's
+    makefiles ask for) from make's output: (region, used bytes), last link only."""
+    start = log.rfind("Memory region")
+    if start < 0:
+        return ()
+    return tuple((name, int(value) * _UNITS[unit])
+                 for name, value, unit in _REGION.findall(log[start:]))
 
 
 def missing_tools(riscv: bool = False) -> tuple[str, ...]:
@@ -176,14 +199,19 @@ def build_project(project: Path, device: Device, *, board: str,
         raise Ai8xError("build.size", str(elf), "; ".join(problems),
                         "reduce the network's weights or the sample data, or use the larger "
                         "part")
-    return BuildResult(elf=elf, target=device.name, board=board, sizes=sizes, log=log)
+    return BuildResult(elf=elf, target=device.name, board=board, sizes=sizes, log=log,
+                       regions=linker_regions(log))
 
 
 def describe(result: BuildResult, device: Device) -> str:
-    """One paragraph for the command's output."""
+    """One paragraph for the command's output: the flash and SRAM the linker reports
+    (make prints the same table), and the size tool's sections."""
     s = result.sizes
+    flash = result.used("FLASH") or s.flash
+    sram = result.used("SRAM") or s.sram
     return (f"built {result.elf} ({result.target}, {result.board}): "
-            f"text {s.text:,} + data {s.data:,} = {s.flash:,} B of "
-            f"{device.flash_bytes:,} B flash ({100 * s.flash / device.flash_bytes:.1f} %); "
-            f"data {s.data:,} + bss {s.bss:,} = {s.sram:,} B of {device.sram_bytes:,} B SRAM "
-            f"({100 * s.sram / device.sram_bytes:.1f} %)")
+            f"{flash:,} B of {device.flash_bytes:,} B flash "
+            f"({100 * flash / device.flash_bytes:.1f} %), {sram:,} B of "
+            f"{device.sram_bytes:,} B SRAM ({100 * sram / device.sram_bytes:.1f} %)"
+            + (" as the linker counts them" if result.regions else "")
+            + f"; sections: text {s.text:,}, data {s.data:,}, bss {s.bss:,}")

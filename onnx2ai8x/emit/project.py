@@ -298,8 +298,9 @@ def _input_description(net: Network, chw: bool) -> str:
 
 def render_project(placement: Placement, program: RegisterProgram, data: ProjectData,
                    options: EmitOptions, sample: np.ndarray | None = None,
-                   name: str | None = None) -> dict[str, str]:
-    """File name -> text of the C project (pure)."""
+                   name: str | None = None, stem: str | None = None) -> dict[str, str]:
+    """File name -> text of the C project (pure); `stem` names the side files the
+    README lists (the model file's stem; default: the network's name)."""
     hw = derive(placement, options)
     dual_core.check_fast_fifo(hw)
     net = placement.network
@@ -344,7 +345,8 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
         kat=not options.no_kat, unload_flag=not options.no_unload,
         boost=_boost(options.boost, name), riscv=options.riscv, fast_fifo=options.fast_fifo,
-        zero_sram=options.zero_sram,
+        zero_sram=options.zero_sram, stem=stem or name,
+        other_boards=[b for b in device.boards if b != board],
     )
     env = _environment()
     files = {
@@ -368,11 +370,12 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
 def write_project(network: Network, placement: Placement, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
-                  data: ProjectData | None = None) -> None:
+                  data: ProjectData | None = None, stem: str | None = None) -> None:
     """Write the C project for a placed network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
-    allocation and the data-section functions.
+    allocation and the data-section functions. `stem`: the name of the extra files
+    (`STEM.yaml`, `STEM.onnx`) the README lists (default: the network's name).
     """
     if placement.network is not network:
         # keeps the kernel/bias allocation, which was made for `network`
@@ -380,7 +383,7 @@ def write_project(network: Network, placement: Placement, out_dir: Path | str, *
     if data is None:
         data = project_data(network, placement, sample, outputs, options)
     program = register_program(placement, data.memory, options)
-    files = render_project(placement, program, data, options, sample)
+    files = render_project(placement, program, data, options, sample, stem=stem)
 
     def fill(tmp: Path) -> None:
         for fname, text in sorted(files.items()):

@@ -205,12 +205,14 @@ def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
 
 def write_sidecar(network: Network, placement: Placement, *,
                   reasons: Mapping[str, str | Sequence[str]] | None = None,
-                  flags: Sequence[tuple[str, str]] = ()) -> str:
+                  flags: Sequence[tuple[str, str]] = (), origin: str | None = None) -> str:
     """The sidecar YAML text for `placement` on its device (vendor syntax,
     deterministic).
 
     `reasons` adds comment lines per layer name (why the mapper chose something);
-    `flags` (see implied_flags) are stated in the header.
+    `flags` (see implied_flags) are stated in the header. `origin`: the sidecar the
+    placement was read from (its keys are kept, the header says so instead of claiming
+    every key was chosen here).
     """
     dev = placement.device.name
     reasons = reasons or {}
@@ -218,8 +220,16 @@ def write_sidecar(network: Network, placement: Placement, *,
     lines = [
         "---",
         f"# Network `{network.name}` placed on {dev}.",
-        "# Every mapping key below was chosen by onnx2ai8x; edit and pass back with --sidecar.",
+        "# Every mapping key below was chosen by onnx2ai8x; edit and pass back with --sidecar."
+        if origin is None else
+        f"# Mapping keys given in {origin} are kept (checked by onnx2ai8x), the rest were "
+        "chosen by onnx2ai8x; edit and pass back with --sidecar.",
     ]
+    if any(lay.weights is not None and abs(lay.quantization or 8) != 8
+           for lay in network.layers):
+        # the annotated ONNX and the report state the total shift; say why they differ
+        lines.append("# `output_shift` excludes the implicit 8 - |quantization| of narrow "
+                     "weights (seed 004); the annotated ONNX states the total.")
     if flags:
         lines.append("# Build it with these command-line options (the YAML has no key for "
                      "them):")

@@ -378,30 +378,33 @@ def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
                 "map.processors", where,
                 f"{lay.input_channels} input channels need {per_pass} processors per pass "
                 f"({passes} pass(es)); the map {pl.processor_map:#018x} enables "
-                f"{popcount(pl.processor_map)}", f"enable exactly {per_pass} processors"))
+                f"{popcount(pl.processor_map)}", f"enable exactly {per_pass} processors",
+                key="processors"))
         opasses, oper = multipass(lay.output_channels)
         if popcount(pl.output_processor_map) != oper:
             diags.append(Diagnostic(
                 "map.processors", where,
                 f"{lay.output_channels} output channels need {oper} output processors; "
                 f"the map {pl.output_processor_map:#018x} enables "
-                f"{popcount(pl.output_processor_map)}", f"enable exactly {oper} processors"))
+                f"{popcount(pl.output_processor_map)}", f"enable exactly {oper} processors",
+                key="output_processors"))
         if pl.big_data:
             if ll != 0:
                 diags.append(Diagnostic("map.chw", where, "only the first layer reads CHW data",
-                                        "use HWC (remove `data_format: CHW`)"))
+                                        "use HWC (remove `data_format: CHW`)",
+                                        key="data_format"))
             elif any(popcount((pl.processor_map >> (4 * i)) & 0xF) > 1 for i in range(16)):
                 diags.append(Diagnostic(
                     "map.chw", where, "CHW input needs one channel per memory instance "
                     f"(processors 0, 4, 8, ...), the map is {pl.processor_map:#018x}",
-                    "enable one processor out of each group of four"))
+                    "enable one processor out of each group of four", key="processors"))
         in_size = input_bytes(network, ll, pl.big_data)
         if not pl.streaming and pl.in_offset + in_size > facts.data_instance_bytes:
             diags.append(Diagnostic(
                 "map.data-memory", where,
                 f"the input ({in_size} bytes per instance) at offset {pl.in_offset:#x} ends "
                 f"past the {facts.data_instance_bytes:#x}-byte data memory instance",
-                "use a smaller input, a lower `in_offset`, or streaming"))
+                "use a smaller input, a lower `in_offset`, or streaming", key="in_offset"))
         out_size = output_bytes(lay) * (pl.write_gap + 1)
         if not 0 <= pl.out_offset or pl.out_offset + out_size - 4 * pl.write_gap \
                 > facts.data_instance_bytes and (not pl.streaming or ll == n - 1):
@@ -409,13 +412,19 @@ def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
                 "map.data-memory", where,
                 f"the output ({out_size} bytes per instance) at offset {pl.out_offset:#x} "
                 f"ends past the {facts.data_instance_bytes:#x}-byte data memory instance",
-                "lower `out_offset` or reduce the output size"))
-        if pl.out_offset % 4 or pl.in_offset % 4:
-            diags.append(Diagnostic("map.alignment", where,
-                                    "data offsets must be multiples of 4 (one word)",
-                                    "round `in_offset`/`out_offset` to a multiple of 4"))
+                f"lower `out_offset` to {max(facts.data_instance_bytes - out_size, 0):#x} "
+                "or below, or reduce the output size", key="out_offset"))
+        for key, value in (("in_offset", pl.in_offset), ("out_offset", pl.out_offset)):
+            if value % 4:
+                # the offset registers count words: the hardware would use value & ~3
+                diags.append(Diagnostic(
+                    "map.alignment", where,
+                    f"`{key}` {value:#06x} is not a multiple of 4; data offsets count whole "
+                    f"words (the accelerator would use {value & ~3:#06x})",
+                    f"set `{key}: {value & ~3:#06x}` or `{(value + 3) & ~3:#06x}`", key=key))
     diags += _check_liveness(network, placement) + buffer_kept(network, placement)
     diags += read_gap_supported(network, placement) + read_as_written(network, placement)
+    diags += read_where_written(network, placement)
     diags += _check_streaming(network, placement, facts)
     # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py),
     # the placement's own allocation when it carries one.
@@ -514,7 +523,7 @@ def read_gap_supported(network: Network, placement: Placement) -> list[Diagnosti
                 "map.read-gap", _where(network, ll),
                 f"the layer reads with read_gap {pl.input_skip}, but {why}",
                 "let a pass-through layer copy the input without gaps (seed 004, "
-                "Residual Connections) and read the copy"))
+                "Residual Connections) and read the copy", key="read_gap"))
     return diags
 
 
@@ -536,7 +545,34 @@ def read_as_written(network: Network, placement: Placement) -> list[Diagnostic]:
             "map.read-gap", _where(network, ll),
             f"reads the output of `{name}`, written with write_gap {src.write_gap}, with "
             f"read_gap {pl.input_skip}", f"read it with read_gap {src.write_gap} (MAX78002, "
-            f"one input pass), or copy `{name}` with a pass-through layer and read the copy"))
+            f"one input pass), or copy `{name}` with a pass-through layer and read the copy",
+            key="read_gap"))
+    return diags
+
+
+def read_where_written(network: Network, placement: Placement) -> list[Diagnostic]:
+    """A layer reading one layer's output reads the bytes that layer wrote: an
+    `in_offset` that starts its input outside them, or runs past their end, makes it read
+    words nobody wrote for it (a hand-edited `in_offset`; seed 000 "Data Memory": a
+    layer reads from its offset in the memories of its processors)."""
+    diags = []
+    for ll, pl in enumerate(placement.layers):
+        srcs = inputs_of(network, ll)
+        if len(srcs) != 1 or srcs[0] < 0 or pl.streaming or pl.input_skip:
+            continue
+        src, lay = placement.layers[srcs[0]], network.layers[srcs[0]]
+        if src.streaming or src.write_gap or lay.buffer_shift or lay.buffer_insert:
+            continue
+        start, end = src.out_offset, src.out_offset + output_bytes(lay)
+        need = input_bytes(network, ll, False)
+        if start <= pl.in_offset and pl.in_offset + need <= end:
+            continue
+        diags.append(Diagnostic(
+            "map.read-offset", _where(network, ll),
+            f"reads its input at {pl.in_offset:#06x}-{pl.in_offset + need - 1:#06x}, but "
+            f"`{lay.name}` wrote it at {start:#06x}-{end - 1:#06x}",
+            f"set `in_offset: {start:#06x}` (or leave it out: it follows the producer's "
+            "`out_offset`)", key="in_offset"))
     return diags
 
 
@@ -545,7 +581,8 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
 
     Buffers written while the streaming layers run are checked against each other by
     `_check_streaming` (the vendor's rules); against the layers after the streaming part
-    they are ordinary live ranges.
+    they are ordinary live ranges. An output over its own input is judged by the
+    hardware's read/write order (map/overlap.py).
     """
     bufs = buffers(network, placement)
     diags = []
@@ -556,26 +593,73 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
             if a is b or a.born >= b.born or a.streaming and b.streaming \
                     or a.producer == DATA_BUFFER:  # buffer_kept says it better
                 continue
-            if _writes_over_own_input(network, placement, a, b):
+            if not (b.born <= a.dies and b.collides(a)):
                 continue
-            if b.born <= a.dies and b.collides(a):
+            own = _own_input_order(network, placement, a, b)
+            if own is True:
+                continue
+            if own is not None:
                 diags.append(Diagnostic(
                     "map.overwrite", _where(network, b.producer),
-                    f"the output (bytes {b.start:#x}-{b.end - 1:#x}) overwrites the data of "
-                    f"{_where(network, a.producer)} (bytes {a.start:#x}-{a.end - 1:#x}) "
-                    f"which layer `{network.layers[min(a.dies, len(network.layers) - 1)].name}`"
-                    " still reads", "move `out_offset` to a free region"))
+                    f"the output (bytes {b.start:#x}-{b.end - 1:#x}) overlaps its own input "
+                    f"(bytes {a.start:#x}-{a.end - 1:#x}) in an order the accelerator cannot "
+                    f"run: {own.describe()} (the layer produces its output pixels row by "
+                    "row, seed 000 Streaming Mode)", "move `out_offset` further below the "
+                    "input, or to a free region", key="out_offset"))
+                continue
+            diags.append(Diagnostic(
+                "map.overwrite", _where(network, b.producer),
+                f"the output (bytes {b.start:#x}-{b.end - 1:#x}) overwrites the data of "
+                f"{_where(network, a.producer)} (bytes {a.start:#x}-{a.end - 1:#x}) "
+                f"which layer `{network.layers[min(a.dies, len(network.layers) - 1)].name}`"
+                " still reads", "move `out_offset` to a free region", key="out_offset"))
     return diags
 
 
-def _writes_over_own_input(network: Network, placement: Placement, a: Buffer,
-                           b: Buffer) -> bool:
-    """Output `b` overwrites `a`, its layer's only input, where in_place_margin allows."""
+def _own_input_order(network: Network, placement: Placement, a: Buffer, b: Buffer):
+    """For output `b` over `a`, the only input of its layer and read by no later layer:
+    True when the hardware's order makes it safe, else the first clobbered word
+    (overlap.Clobber); None when `a` is not such an input or the order is not modelled."""
+    from .overlap import first_clobber
+
     ll = b.producer
-    if a.streaming or b.streaming or a.gap or b.gap or inputs_of(network, ll) != (a.producer,):
-        return False
-    margin = in_place_margin(network, ll, a.producer == INPUT and placement.layers[0].big_data)
-    return margin is not None and b.start + margin <= a.start
+    # the last streaming layer's output is whole (not circular) once streaming ends
+    whole = not a.streaming or a.producer == stream_count(placement) - 1
+    if not whole or b.streaming or a.gap or b.gap or a.dies != ll \
+            or inputs_of(network, ll) != (a.producer,):
+        return None
+    big = a.producer == INPUT and placement.layers[0].big_data
+    try:
+        found = first_clobber(network.layers[ll], placement.layers[ll], big)
+    except ValueError:
+        return None
+    return True if found is None else found
+
+
+def unpermitted_overlaps(network: Network, placement: Placement) -> list[Diagnostic]:
+    """Without --overlap-data a layer may not write over its own input: the vendor's tool
+    refuses it ("... is overwriting input ...", seed 000 "Data Memory": its generator
+    cannot check the order, so the overlap must be asked for). With the flag, onnx2ai8x
+    checks the order (`_check_liveness`). A data buffer's shift layer is left to
+    `buffer_kept`: it moves the buffer in place by design. An input written by the
+    streaming layers is not one the vendor's tool checks (its facedet demo, built
+    without the flag, writes layer 2 below the last streaming layer's output)."""
+    bufs = {buf.producer: buf for buf in buffers(network, placement)}
+    diags = []
+    for ll in overlapping_layers(network, placement):
+        src = bufs[inputs_of(network, ll)[0]]
+        if network.layers[ll].buffer_shift or src.streaming:
+            continue
+        out = bufs[ll]
+        diags.append(Diagnostic(
+            "map.overlap", _where(network, ll),
+            f"the output (bytes {out.start:#x}-{out.end - 1:#x}) lands on the layer's own "
+            f"input (bytes {src.start:#x}-{src.end - 1:#x}); like the vendor's tool, "
+            "onnx2ai8x refuses that unless --overlap-data asks for it",
+            "pass --overlap-data (onnx2ai8x then checks that the accelerator's read/write "
+            "order never overwrites input it still needs), or move `out_offset` to a free "
+            "region", key="out_offset"))
+    return diags
 
 
 def overlapping_layers(network: Network, placement: Placement) -> tuple[int, ...]:

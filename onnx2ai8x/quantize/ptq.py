@@ -193,6 +193,23 @@ def _sources(i: int, lay: Layer) -> tuple[int, ...]:
     return tuple(lay.in_sequences) if lay.in_sequences is not None else (i - 1,)
 
 
+def _check_weight_bits_names(fm, options: QuantOptions) -> None:
+    """Every name in --weight-bits is a layer or an ONNX node of the model: a misspelt
+    name would otherwise leave that layer at the default width without a word."""
+    import difflib
+
+    table = options.weight_bits or {}
+    known = sorted({lay.name for lay in fm.network.layers}
+                   | {node for info in fm.layers for node in info.nodes})
+    for key in table:
+        if key == "default" or key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        raise _usage("--weight-bits", f"no layer or node named `{key}` in the model",
+                     (f"did you mean `{close[0]}`? " if close else "")
+                     + f"layers: {', '.join(lay.name for lay in fm.network.layers)}")
+
+
 def _bits_for(lay: Layer, info, options: QuantOptions) -> int:
     table = options.weight_bits or {}
     for key in (lay.name, *info.nodes):
@@ -368,6 +385,7 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
         raise _usage(where, f"unknown calibration method {options.method!r}",
                      f"use one of {', '.join(METHODS)}")
     net = fm.network
+    _check_weight_bits_names(fm, options)
     n = len(net.layers)
     x, floats, views = None, {}, [None] * n
     if calibration is not None:

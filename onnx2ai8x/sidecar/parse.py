@@ -298,6 +298,33 @@ def load_yaml(text: str, source: str = "<string>") -> dict:
     return data
 
 
+def key_lines(text: str) -> dict[tuple[int | None, str], int]:
+    """Where each key is written, for messages about a hand-written sidecar: line
+    numbers (1-based) of the global keys `(None, key)`, of each layer entry's keys
+    `(position in layers, key)` and of the entry itself `(position, "")`. Empty when the
+    text has no such shape (load_yaml has already refused invalid YAML)."""
+    try:
+        root = yaml.compose(text, Loader=_SafeLoader)  # noqa: S506 - nodes only
+    except yaml.YAMLError:
+        return {}
+    lines: dict[tuple[int | None, str], int] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return lines
+    for key, value in root.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        lines[(None, key.value)] = key.start_mark.line + 1
+        if key.value != "layers" or not isinstance(value, yaml.SequenceNode):
+            continue
+        for pos, entry in enumerate(value.value):
+            lines[(pos, "")] = entry.start_mark.line + 1
+            if isinstance(entry, yaml.MappingNode):
+                for k, _ in entry.value:
+                    if isinstance(k, yaml.ScalarNode):
+                        lines[(pos, k.value)] = k.start_mark.line + 1
+    return lines
+
+
 def parse_file(path: str | Path) -> Sidecar:
     path = Path(path)
     try:

@@ -8,13 +8,22 @@ user wants to pin, by `name`, with any of `processors`, `output_processors` and
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import EXIT_USAGE, Ai8xError
-from ..network import Network
-from .parse import load_yaml
+from ..devices import Device
+from ..errors import EXIT_USAGE, Ai8xError, Diagnostic
+from ..map.hw import multipass, popcount
+from ..map.memory_check import output_bytes
+from ..network import Layer, Network
+from ..placement import Placement
+from .parse import LAYER_KEYS, key_lines, load_yaml
 
+_LAYER_NAME = re.compile(r"layer `([^`]*)`")
+# how sidecar.parse and sidecar.resolve name a place: `layer 3 (fc), `key`` or `key`
+_PARSED_WHERE = re.compile(r"(?:layer (?P<layer>\d+)(?: \([^)]*\))?)?(?:, )?(?:`(?P<key>[^`]+)`)?")
 HINT_KEYS = ("processors", "output_processors", "out_offset")
 # Keys that describe the network rather than its mapping: a partial sidecar may restate
 # them (e.g. copied from a full one) but the ONNX model decides them.
@@ -31,6 +40,54 @@ class SidecarText:
 
     path: Path
     data: dict
+    # line numbers of the keys as written (parse.key_lines): messages about a hand edit
+    # name the line
+    lines: dict = field(default_factory=dict)
+
+    def locate(self, pos: int | None, key: str = "") -> str:
+        """`FILE:LINE: ` for `key` of layer entry `pos` (a global key with None), or of
+        the entry when the key is not written there."""
+        line = self.lines.get((pos, key)) or self.lines.get((pos, ""))
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def relocate(self, diag: Diagnostic, network: Network,
+                 positions: dict[int, int] | list[int]) -> Diagnostic:
+        """`diag` (about a network layer) placed at the sidecar line the user wrote:
+        the layer's entry (`positions`: layer index -> position in `layers`) and, when
+        the checker names the key, that key's line (or the entry's, saying that the key
+        is not written there and its value was derived)."""
+        names = [lay.name for lay in network.layers]
+        found = _LAYER_NAME.match(diag.where)
+        ll = names.index(found.group(1)) if found and found.group(1) in names else \
+            0 if diag.where == "network input" else None
+        pos = dict(enumerate(positions)).get(ll) if isinstance(positions, list) else \
+            positions.get(ll) if ll is not None else None
+        where = diag.where
+        if diag.key and pos is not None:
+            where += f", `{diag.key}`"
+            if (pos, diag.key) not in self.lines:
+                where += " (not written in this entry: derived)"
+        return replace(diag, where=f"{self.locate(pos, diag.key)}: {where}")
+
+    def add_line(self, diag: Diagnostic, positions: list[int] | None = None) -> Diagnostic:
+        """`diag` from the sidecar's parser or resolver (`FILE: layer N (name), `key``)
+        with the line of that key (or of the global key, or of the layer entry) added:
+        `FILE:LINE: layer N ...`. `positions`: sidecar layer number -> position in
+        `layers` (the file order, when `sequence` reorders it); None: the same."""
+        prefix = f"{self.path}: "
+        if not diag.where.startswith(prefix):
+            return diag
+        rest = diag.where[len(prefix):]
+        found = _PARSED_WHERE.match(rest)
+        if found is None:
+            return diag
+        pos = None
+        if found.group("layer") is not None:
+            pos = int(found.group("layer"))
+            if positions is not None and pos < len(positions):
+                pos = positions[pos]
+        line = self.lines.get((pos, found.group("key") or "")) or self.lines.get((pos, ""))
+        return replace(diag, where=f"{self.path}:{line}: {rest}") if line else diag
 
     @property
     def layer_entries(self) -> list:
@@ -54,7 +111,7 @@ def read_sidecar_text(path: Path) -> SidecarText:
     except (OSError, UnicodeDecodeError) as exc:
         raise Ai8xError("sidecar.unreadable", str(path), f"cannot read the sidecar ({exc})",
                         "pass a UTF-8 YAML file") from None
-    return SidecarText(Path(path), load_yaml(text, str(path)))
+    return SidecarText(Path(path), load_yaml(text, str(path)), key_lines(text))
 
 
 def _mask_or_int(value: object, where: str, key: str) -> int:
@@ -64,12 +121,11 @@ def _mask_or_int(value: object, where: str, key: str) -> int:
     return int(value)
 
 
-def partial_hints(sidecar: SidecarText, network: Network) -> dict[str, dict[str, int]]:
-    """{layer name: {hint key: value}} for `onnx2ai8x.map.auto.auto_place`."""
-    names = [lay.name for lay in network.layers]
-    hints: dict[str, dict[str, int]] = {}
+def _entry_layers(sidecar: SidecarText, names: list[str]) -> list[tuple[int, int, dict]]:
+    """(position in `layers`, network layer index, entry) of each partial entry."""
+    out = []
     for pos, entry in enumerate(sidecar.layer_entries):
-        where = f"{sidecar.path}: layers[{pos}]"
+        where = f"{sidecar.locate(pos)}: layers[{pos}]"
         if not isinstance(entry, dict):
             raise Ai8xError("sidecar.structure", where, "a layer entry must be a mapping",
                             "write `- name: conv1` followed by the keys to pin")
@@ -81,17 +137,137 @@ def partial_hints(sidecar: SidecarText, network: Network) -> dict[str, dict[str,
                                 f"{len(names)} layers", "name the layer the entry pins")
             name = names[pos]
         if name not in names:
-            raise Ai8xError("sidecar.partial", where, f"no layer named `{name}` in the model",
-                            f"use one of: {', '.join(names)}")
-        where = f"{sidecar.path}: layer `{name}`"
+            close = difflib.get_close_matches(str(name), names, n=1, cutoff=0.6)
+            raise Ai8xError("sidecar.partial", f"{sidecar.locate(pos, 'name')}: layers[{pos}]",
+                            f"no layer named `{name}` in the model",
+                            (f"did you mean `{close[0]}`? " if close else "")
+                            + f"use one of: {', '.join(names)}")
+        out.append((pos, names.index(name), entry))
+    return out
+
+
+def _check_pin(sidecar: SidecarText, pos: int, key: str, value: int, layer: Layer,
+               device: Device) -> None:
+    """A pinned value the mapper could not honour is refused here, at its line: the
+    processor counts the layer's channels need, a whole-word offset inside data memory
+    (an offset is never rounded silently)."""
+    where = f"{sidecar.locate(pos, key)}: layer `{layer.name}`, `{key}`"
+    if key == "out_offset":
+        size = output_bytes(layer)
+        if value % 4:
+            raise Ai8xError("sidecar.alignment", where,
+                            f"`out_offset` {value:#06x} is not a multiple of 4; data offsets "
+                            f"count whole words (the accelerator would use {value & ~3:#06x})",
+                            f"pin `out_offset: {value & ~3:#06x}` or {(value + 3) & ~3:#06x}")
+        if value + size > device.data_instance_bytes:
+            raise Ai8xError("sidecar.value", where,
+                            f"the output ({size} bytes per memory instance) at {value:#06x} "
+                            f"ends past the {device.data_instance_bytes:#x}-byte data memory "
+                            f"instance of the {device.name}",
+                            f"pin `out_offset` at {device.data_instance_bytes - size:#06x} or "
+                            "below")
+        return
+    channels = layer.input_channels if key == "processors" else layer.output_channels
+    passes, per_pass = multipass(channels)
+    if popcount(value) != per_pass:
+        raise Ai8xError("sidecar.value", where,
+                        f"{channels} {'input' if key == 'processors' else 'output'} channels "
+                        f"need {per_pass} processors per pass ({passes} pass(es)); "
+                        f"{value:#018x} enables {popcount(value)}",
+                        f"enable exactly {per_pass} processors, or leave `{key}` out")
+
+
+def partial_hints(sidecar: SidecarText, network: Network, device: Device | None = None
+                  ) -> dict[str, dict[str, int]]:
+    """{layer name: {hint key: value}} for `onnx2ai8x.map.auto.auto_place`, each pin
+    checked against the layer (with `device`, against its data memory too)."""
+    names = [lay.name for lay in network.layers]
+    hints: dict[str, dict[str, int]] = {}
+    for pos, ll, entry in _entry_layers(sidecar, names):
+        name = names[ll]
         unknown = sorted(k for k in entry if k not in HINT_KEYS and k not in _DESCRIPTIVE)
         if unknown:
-            raise Ai8xError("sidecar.partial", where,
+            key = unknown[0]
+            close = difflib.get_close_matches(str(key), LAYER_KEYS, n=1, cutoff=0.6)
+            if key not in LAYER_KEYS:
+                raise Ai8xError("sidecar.unknown-key",
+                                f"{sidecar.locate(pos, key)}: layer `{name}`, `{key}`",
+                                f"unknown layer key `{key}`",
+                                f"did you mean `{close[0]}`?" if close else
+                                f"a partial sidecar pins {', '.join(HINT_KEYS)}")
+            raise Ai8xError("sidecar.partial", f"{sidecar.locate(pos, key)}: layer `{name}`",
                             f"a partial sidecar can pin only {', '.join(HINT_KEYS)}; "
-                            f"`{unknown[0]}` needs the full mapping",
+                            f"`{key}` needs the full mapping",
                             "write the full sidecar with `onnx2ai8x sidecar MODEL.onnx -o "
                             "FILE`, edit it, and pass it back with --sidecar")
-        pinned = {k: _mask_or_int(entry[k], where, k) for k in HINT_KEYS if k in entry}
+        pinned = {k: _mask_or_int(entry[k], f"{sidecar.locate(pos, k)}: layer `{name}`", k)
+                  for k in HINT_KEYS if k in entry}
+        if device is not None:
+            for key, value in pinned.items():
+                _check_pin(sidecar, pos, key, value, network.layers[ll], device)
         if pinned:
             hints[str(name)] = pinned
     return hints
+
+
+def place_partial(sidecar: SidecarText, network: Network, device: Device, *,
+                  fifo: bool = False) -> Placement:
+    """The automatic mapping around a partial sidecar's pins. When it fails and the
+    model maps without the pins, the message says that the pins caused it and where
+    they are written."""
+    from ..map.auto import auto_place
+
+    hints = partial_hints(sidecar, network, device)
+    names = [lay.name for lay in network.layers]
+    positions = {ll: pos for pos, ll, _ in _entry_layers(sidecar, names)}
+    try:
+        placement = auto_place(network, device, hints, fifo=fifo)
+    except Ai8xError as err:
+        diags = [sidecar.relocate(d, network, positions) for d in err.diagnostics]
+        if hints:
+            try:
+                auto_place(network, device, None, fifo=fifo)
+            except Ai8xError:
+                pass
+            else:
+                pins = "; ".join(
+                    f"`{k}: {v:#x}` of `{name}` ({sidecar.locate(positions[names.index(name)], k)})"
+                    for name, keys in hints.items() for k, v in keys.items())
+                diags.append(Diagnostic(
+                    "sidecar.pins", str(sidecar.path),
+                    f"the model maps without the sidecar's pins; with them it does not: {pins}",
+                    "move or drop the pins named above (pinned layers must leave room for "
+                    "the data still needed), or let onnx2ai8x choose them"))
+        raise Ai8xError.many(diags) from None
+    _pins_kept(sidecar, network, placement, hints, positions)
+    return placement
+
+
+_PLACED = {"processors": "processor_map", "output_processors": "output_processor_map",
+           "out_offset": "out_offset"}
+
+
+def _pins_kept(sidecar: SidecarText, network: Network, placement: Placement,
+               hints: dict[str, dict[str, int]], positions: dict[int, int]) -> None:
+    """Every pin is in the mapping, or the conversion stops at its line: a pin the
+    mapper could not keep (another layer's choice decides it) is never dropped
+    silently."""
+    names = [lay.name for lay in network.layers]
+    diags = []
+    for name, keys in hints.items():
+        ll = names.index(name)
+        for key, value in keys.items():
+            got = getattr(placement.layers[ll], _PLACED[key])
+            if got == value:
+                continue
+            width = 18 if "processors" in key else 6
+            diags.append(Diagnostic(
+                "sidecar.pin-not-kept",
+                f"{sidecar.locate(positions[ll], key)}: layer `{name}`, `{key}`",
+                f"the pinned {value:#0{width}x} cannot be kept: the mapping around the "
+                f"other layers needs {got:#0{width}x} (where the layers that read this "
+                "output find it)",
+                f"pin `{key}: {got:#0{width}x}`, or pin the reading layers' `processors` "
+                "too, or write the full sidecar"))
+    if diags:
+        raise Ai8xError.many(diags)

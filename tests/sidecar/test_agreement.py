@@ -46,10 +46,12 @@ def test_contradicting_sidecar_warns_and_the_model_is_followed(tmp_path: Path) -
     assert warned.returncode == 0, warned.stderr
     lines = [ln for ln in warned.stderr.splitlines() if ln.startswith("warning[")]
     assert len(lines) == 2, warned.stderr
-    assert lines[0].startswith(f"warning[sidecar.contradicts-model] {bad}: layer 0, "
-                               "`activate`: the sidecar gives layer 0 no activation, but "
-                               "the model's layer `layer0` (conv2d) applies ReLU; "
-                               "onnx2ai8x follows the model")
+    # at the line of layer 0's entry (its `activate` was removed: issue 25 names lines)
+    entry_line = bad_text.splitlines().index("  - pad: 1") + 1
+    assert lines[0].startswith(f"warning[sidecar.contradicts-model] {bad}:{entry_line}: "
+                               "layer 0, `activate`: the sidecar gives layer 0 no "
+                               "activation, but the model's layer `layer0` (conv2d) applies "
+                               "ReLU; onnx2ai8x follows the model")
     assert "the model's layer `layer4` (linear) applies no activation" in lines[1]
     assert "the sidecar gives layer 4 `activate: ReLU`" in lines[1]
     assert "vendor's tool, which reads only the sidecar, would apply ReLU" in lines[1]

@@ -30,4 +30,8 @@ def test_extra_sidecar_layer_is_a_clear_error(tmp_path: Path) -> None:
     # the written sidecar itself still applies
     same = tmp_path / "same.yaml"
     same.write_text(written)
-    assert plan(model, MAX78000, same).sidecar_text == written
+    # (its header now says where the keys came from: issue 25)
+    assert plan(model, MAX78000, same).sidecar_text == written.replace(
+        "# Every mapping key below was chosen by onnx2ai8x; edit and pass back with "
+        "--sidecar.", "# Mapping keys given in same.yaml are kept (checked by onnx2ai8x), "
+        "the rest were chosen by onnx2ai8x; edit and pass back with --sidecar.")
