@@ -320,13 +320,15 @@ IMPLIED_ZERO_SRAM = ("note: --zero-sram implied: the network's data buffer must 
 def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.annotate import annotate_model
     from .emit.project import write_project
-    from .options import EmitOptions
+    from .options import EmitOptions, option_warnings
 
     with progress_steps(request.progress) as step:
         fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
         result = plan(request.model, request.device, request.sidecar, step, fifo=fifo)
         options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
                                  request.model)
+        result = dataclasses.replace(result, warnings=(
+            *result.warnings, *option_warnings(options, request.options)))
         if result.snoop is not None:
             options = dataclasses.replace(options, snoop=result.snoop)
         if result.placement.layers[0].streaming and not options.uses_fifo:

@@ -22,10 +22,10 @@ from ..fsutil import write_dir_atomic
 from ..map.hw import HwNetwork, derive
 from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
-from ..options import EmitOptions
+from ..options import EmitOptions, check_device_options
 from ..placement import Placement
 from . import dual_core
-from .firmware import DEBUG_WAIT_SECONDS, clock_plan, vscode_files
+from .firmware import DEBUG_WAIT_SECONDS, options_clock_plan, power_plan, vscode_files
 from .registers import RegisterProgram, WeightMemoryMap, register_program
 from .unload import Unload, plan_unload
 
@@ -300,6 +300,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
                    options: EmitOptions, sample: np.ndarray | None = None,
                    name: str | None = None) -> dict[str, str]:
     """File name -> text of the C project (pure)."""
+    check_device_options(options, placement.device)
     hw = derive(placement, options)
     dual_core.check_fast_fifo(hw)
     net = placement.network
@@ -337,7 +338,8 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         mask_high=~(device.kernel_stride_words - 1) & 0xFFFFFFFF,
         mask_low=device.kernel_stride_words - 1,
         group_mask=group_mask, group_unmask=~group_mask & 0xF,
-        has_pll=bool(device.pll_mhz), clock=clock_plan(device, pipeline),
+        has_pll=bool(device.pll_mhz), clock=options_clock_plan(device, pipeline, options),
+        power=power_plan(device, options, final), fifo_wait=options.fifo_wait,
         debug_wait=DEBUG_WAIT_SECONDS, board=board, boards=device.boards,
         input_desc=_input_description(net, placement.layers[hw.start_layer].big_data),
         softmax=options.softmax, softmax_wide=final_layer.output_width == 32,
