@@ -359,17 +359,51 @@ def convert(request: ConvertRequest) -> ConvertResult:
         extra_files = {
             f"{stem}.yaml": result.sidecar_text.encode(),
             f"{stem}.onnx": annotated.SerializeToString(deterministic=True),
-            "report.json": result.report_json.encode(),
         }
+        timing = _PhaseTiming(result, options)
         write_project(result.network, result.placement, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files)
+                      extra_files=extra_files, finish=timing.files)
+        result = dataclasses.replace(result, report_json=timing.report_json,
+                                     summary=result.summary + timing.text)
     from .emit.project import project_board
 
     return ConvertResult(summary=result.summary, report_json=result.report_json,
                          board=project_board(result.device, options.board),
                          warnings=result.warnings,
                          layer_order=_snoop_order(result.placement, options))
+
+
+class _PhaseTiming:
+    """Adds where the time goes (onnx2ai8x.phases) to the report, counted from the C as
+    written: `files(directory)` is write_project's `finish`."""
+
+    def __init__(self, result, options) -> None:
+        self.result, self.options = result, options
+        self.report_json, self.text = result.report_json, ""
+
+    def files(self, directory: Path) -> dict[str, bytes]:
+        import json
+
+        from .emit.firmware import options_clock_plan
+        from .map.hw import derive
+        from .phases import phase_report, phases_json, render_phases
+
+        placement, options = self.result.placement, self.options
+        clock = options_clock_plan(placement.device, derive(placement, options).pipeline,
+                                   options)
+        run = clock.run or clock.load
+        final = placement.network.layers[placement.final_layer]
+        report = phase_report(directory, system_mhz=clock.system_mhz,
+                              run_mhz=run.base_mhz // run.divider,
+                              inference_cycles=self.result.report.total_cycles,
+                              fast_fifo=options.fast_fifo, mlator=options.mlator,
+                              softmax=options.softmax, outputs=final.output_channels)
+        data = json.loads(self.report_json)
+        data["phases"] = phases_json(report)
+        self.report_json = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        self.text = render_phases(report)
+        return {"report.json": self.report_json.encode()}
 
 
 def _snoop_order(placement: Placement, options) -> tuple[int, ...] | None:

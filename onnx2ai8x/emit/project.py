@@ -10,7 +10,7 @@ import array
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -370,11 +370,13 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
 def write_project(network: Network, placement: Placement, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
-                  data: ProjectData | None = None) -> None:
+                  data: ProjectData | None = None,
+                  finish: Callable[[Path], Mapping[str, bytes]] | None = None) -> None:
     """Write the C project for a placed network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
-    allocation and the data-section functions.
+    allocation and the data-section functions. `finish(directory)` returns more files,
+    computed from the project as written (before it is moved into place).
     """
     if placement.network is not network:
         # keeps the kernel/bias allocation, which was made for `network`
@@ -389,6 +391,10 @@ def write_project(network: Network, placement: Placement, out_dir: Path | str, *
             (tmp / fname).parent.mkdir(exist_ok=True)
             (tmp / fname).write_text(text, encoding="utf-8")
         for fname, blob in sorted((extra_files or {}).items()):
+            (tmp / fname).write_bytes(blob)
+        # files computed from the written C (the report's phase counts), before the
+        # directory is moved into place
+        for fname, blob in sorted((finish(tmp) if finish else {}).items()):
             (tmp / fname).write_bytes(blob)
 
     write_dir_atomic(Path(out_dir), fill, overwrite)
