@@ -141,7 +141,7 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     from .importer.onnx_reader import read_model_full
     from .legalize import legalize
     from .legalize.rewrite import inserted_layers, rewrite
-    from .map.advice import streaming_bias
+    from .map.advice import energy_hints, streaming_bias
     from .map.latency import estimate_cycles
     from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
@@ -168,6 +168,7 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     if attached(network, placement) is None:
         placement = allocate_weights(network, placement)
     warnings += streaming_bias(network, placement)
+    warnings += energy_hints(network, placement)
     cycles = tuple(estimate_cycles(network, placement))
     report = summarize(network, placement, list(cycles), notes=notes)
     return Plan(model=model, network=network, device=device, placement=placement,
