@@ -12,7 +12,7 @@ from tests.emit.test_firmware_build import Case, _build, _convert, sdk  # noqa: 
 
 CASES = (
     Case("ai85-mnist-energy", "MAX78000", golden="ai85-mnist", extra=("--energy",),
-         expect=("LED_On(1)", "for (i = 0; i < 100; i++)")),
+         expect=("SYS_START;", "for (i = 0; i < 100; i++)")),
     Case("ai87-kws20-energy", "MAX78002", golden="ai87-kws20_v3_1", extra=("--energy",),
          expect=("gpio_trig2", "MXC_SYS_ClockSourceEnable")),
     Case("ai85-cats-dogs-energy-no-fifo-wait", "MAX78000", golden="ai85-cats-dogs",

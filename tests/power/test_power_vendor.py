@@ -79,9 +79,24 @@ def _normalized(change: dict, ours: bool) -> dict:
     return out
 
 
+# the projects without the option, shared by the options compared on the same case
+_BASES: dict[tuple[str, tuple[str, ...]], tuple[Path, Path]] = {}
+
+
+def _bases(name: str, base: tuple[str, ...], factory: pytest.TempPathFactory
+           ) -> tuple[Path, Path]:
+    key = (name, base)
+    if key not in _BASES:
+        tmp = factory.mktemp("base")
+        theirs, log = vendor_project(name, tmp / "v", base)
+        assert theirs is not None, log
+        _BASES[key] = (theirs, _ours(name, tmp / "o", base))
+    return _BASES[key]
+
+
 def _ours(name: str, tmp: Path, extra: tuple[str, ...]) -> Path:
     work = tmp / "work"
-    work.mkdir(exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     project, proc = pipeline.convert_case(name, work, sidecar=True, extra=extra,
                                           out=tmp / "project")
     assert proc.returncode == 0, proc.stderr
@@ -91,12 +106,11 @@ def _ours(name: str, tmp: Path, extra: tuple[str, ...]) -> Path:
 @pytest.mark.parametrize(("name", "option", "base"), OPTION_CASES,
                          ids=[f"{n}[{' '.join(o)}]" for n, o, _ in OPTION_CASES])
 def test_option_equals_the_vendors(name: str, option: tuple[str, ...], base: tuple[str, ...],
-                                   tmp_path: Path, vendor_tool) -> None:  # noqa: F811
-    theirs0, log = vendor_project(name, tmp_path / "v0", base)
-    assert theirs0 is not None, log
+                                   tmp_path: Path, tmp_path_factory: pytest.TempPathFactory,
+                                   vendor_tool) -> None:  # noqa: F811
+    theirs0, ours0 = _bases(name, base, tmp_path_factory)
     theirs1, log = vendor_project(name, tmp_path / "v1", option)
     assert theirs1 is not None, log
-    ours0 = _ours(name, tmp_path / "o0", base)
     ours1 = _ours(name, tmp_path / "o1", option)
     compare = subprocess.run([sys.executable, str(pipeline.C2TRACE), "compare", str(ours1),
                               str(theirs1)], capture_output=True, text=True, timeout=300)
