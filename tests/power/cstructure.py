@@ -4,11 +4,12 @@ c2trace compares register writes, memories and the known answer; it does not loo
 main()'s loops, its sleep calls or the power monitor's triggers. Here a project's
 functions become sequences of normalized statements: comments and whitespace go,
 printf texts become `printf` (wording is ours to choose), constant-address register
-writes go (c2trace's business), and the two spellings of an accelerator clock switch
-(our `cnn_clock(source, divider)` helper, an inline `MXC_GCR->pclkdiv` update) become one
-form. An option's effect is then the statements it adds and removes relative to the
-same project without it; for the same option, ours must add and remove what the vendor
-tool's does.
+writes go (c2trace's business), so do local declarations without initializer (they do
+nothing; the vendor declares a loop counter it may not use), and the two spellings of
+an accelerator clock switch (our `cnn_clock(source, divider)` helper, an inline
+`MXC_GCR->pclkdiv` update) become one form. An option's effect is then the statements
+it adds and removes relative to the same project without it; for the same option, ours
+must add and remove what the vendor tool's does.
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ _CLOCK_INLINE = re.compile(
     r"MXC_S_GCR_PCLKDIV_CNNCLKSEL_(\w+)")
 _CLOCK_CALL = re.compile(r"cnn_clock\(MXC_S_GCR_PCLKDIV_CNNCLKSEL_(\w+),"
                          r"MXC_S_GCR_PCLKDIV_CNNCLKDIV_(DIV\d+)\)")
+_DECLARATION = re.compile(r"\s*(?:static\s+)?(?:unsigned\s+)?(?:int|u?int\d+_t|q\d+_t)"
+                          r"\s+[\w\s,\*\[\]]+")
 _PRINTF = re.compile(r'printf\("(?:[^"\\]|\\.)*"(?:,[^;]*)?\)')
 
 
@@ -70,6 +73,8 @@ def statements(body: str) -> list[str]:
     out.append("".join(cur))
     norm, nest = [], 0
     for stmt in out:
+        if _DECLARATION.fullmatch(stmt):
+            continue  # a local without initializer does nothing (and may go unused)
         if stmt in "{}" and stmt:
             nest += 1 if stmt == "{" else -1
             norm.append(stmt)

@@ -153,3 +153,8 @@ def test_structure_sees_a_statement_move_into_a_loop() -> None:
 def test_options_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         EmitOptions().energy = True  # type: ignore[misc]
+
+
+def test_structure_ignores_plain_declarations() -> None:
+    assert statements("int i; int digs, tens; i = 3;") == ["i=3"]
+    assert statements("int8_t *p = (int8_t *) q;") == ["int8_t*p=(int8_t*)q"]
