@@ -157,7 +157,11 @@ def execute(directory: str | Path, *, stop_after: int | None = None,
                 for addr, n in op.runs:
                     out.unloaded.extend(m.read_words(addr, n))
             elif isinstance(op, Check):
-                checks.append(op)
+                # the memory as the check reads it, at its place in main(): a project
+                # that runs on afterwards (--forever starts the accelerator again)
+                # must not change what was compared
+                checks.append((op, [m.read_words(addr, len(words))
+                                    for addr, _, words in op.groups]))
             elif isinstance(op, Call):
                 continue
         if pending and start():
@@ -181,9 +185,8 @@ def execute(directory: str | Path, *, stop_after: int | None = None,
     if not checks:
         out.error = "the project has no known-answer check (check_output over SAMPLE_OUTPUT)"
         return out
-    for chk in checks:
-        for addr, mask, words in chk.groups:
-            values = m.read_words(addr, len(words))
+    for chk, seen in checks:
+        for (addr, mask, words), values in zip(chk.groups, seen, strict=True):
             for k, (want, got) in enumerate(zip(words, values, strict=True)):
                 a = addr + 4 * k
                 out.checked_words += 1

@@ -176,6 +176,65 @@ EMIT_FLAGS = ("fifo", "fast_fifo", "softmax", "mlator", "overlap_data", "no_unlo
               "max_checklines", "new_kernel_loader", "timer", "boost", "riscv",
               "compact_weights", "mexpress", "avg_pool_rounding", "board", "zero_sram")
 
+# ---- power, clock and run-mode options (issue 29; the vendor's spelling and defaults)
+PipelineOpt = Annotated[bool | None, typer.Option(
+    "--pipeline/--no-pipeline", help="MAX78002: run the accelerator with its pipeline "
+                                     "(default: on where the part has it).")]
+PllOpt = Annotated[bool | None, typer.Option(
+    "--pll/--no-pll", help="MAX78002: clock the accelerator from the IPLL (200 MHz; "
+                           "default) or from the APB clock (--no-pll).")]
+MaxSpeedOpt = Annotated[bool, typer.Option(
+    "--max-speed", help="Load weights and input at the inference clock, as fast as "
+                        "possible (needs --pll; default: load at a quarter of it).")]
+BalanceSpeedOpt = Annotated[bool, typer.Option(
+    "--balance-speed", help="Load weights and input at a quarter of the PLL rate, infer "
+                            "at the full rate (the default).")]
+ClockDividerOpt = Annotated[int | None, typer.Option(
+    "--clock-divider", help="Accelerator clock divider: 1, 2, 4, 8 or 16 (default: 1 "
+                            "with the pipeline, else the lowest that keeps 50 MHz).")]
+DeepsleepOpt = Annotated[bool, typer.Option(
+    "--deepsleep", help="With --riscv: the Arm core waits in low-power mode.")]
+PowerdownOpt = Annotated[bool, typer.Option(
+    "--powerdown", help="Power down the memories of unused quadrants during inference.")]
+NoWfiOpt = Annotated[bool, typer.Option(
+    "--no-wfi", help="Spin on the completion flag instead of sleeping (WFI).")]
+OneShotOpt = Annotated[bool, typer.Option(
+    "--one-shot", help="MAX78002: run one layer per cnn_continue() (layer by layer).")]
+ForeverOpt = Annotated[bool, typer.Option(
+    "--forever", help="After the known-answer test, run the inference in an endless "
+                      "loop.")]
+FifoGoOpt = Annotated[bool, typer.Option(
+    "--fifo-go", help="MAX78002, streaming: start processing before the first FIFO "
+                      "word.")]
+NoFifoWaitOpt = Annotated[bool, typer.Option(
+    "--no-fifo-wait", help="Push FIFO words without checking for space (the source must "
+                           "keep pace with the inference).")]
+FastFifoQuadOpt = Annotated[bool, typer.Option(
+    "--fast-fifo-quad", help="Fast FIFO in quad fan-out mode (the vendor's option; not "
+                             "supported: refused with the reason).")]
+RiscvDebugOpt = Annotated[bool, typer.Option(
+    "--riscv-debug", help="The RISC-V core sets up its JTAG debug port (implies "
+                          "--riscv).")]
+RiscvExclusiveOpt = Annotated[bool, typer.Option(
+    "--riscv-exclusive", help="Exclusive SRAM access for the RISC-V core (implies "
+                              "--riscv).")]
+RiscvCacheOpt = Annotated[bool, typer.Option(
+    "--riscv-cache", help="RISC-V instruction cache on (implies --riscv; always on in "
+                          "an SDK project).")]
+RiscvFlashOpt = Annotated[bool, typer.Option(
+    "--riscv-flash", help="RISC-V kernels and input from flash (implies --riscv; the "
+                          "default of an SDK project).")]
+EnergyOpt = Annotated[bool, typer.Option(
+    "--energy", help="Energy measurement: 100 runs each of weight load, input load and "
+                     "inference between the EVKit power monitor's triggers (replaces "
+                     "--timer).")]
+
+POWER_FLAGS = ("pipeline", "pll", "max_speed", "balance_speed", "clock_divider", "deepsleep",
+               "powerdown", "no_wfi", "one_shot", "forever", "fifo_go", "no_fifo_wait",
+               "fast_fifo_quad", "riscv_debug", "riscv_exclusive", "riscv_cache",
+               "riscv_flash", "energy")
+EMIT_FLAGS += POWER_FLAGS
+
 
 @dataclass(frozen=True)
 class ConvertArgs:
@@ -240,6 +299,24 @@ def convert_cmd(
     avg_pool_rounding: RoundingOpt = False,
     board: BoardOpt = None,
     zero_sram: ZeroSramOpt = False,
+    pipeline: PipelineOpt = None,
+    pll: PllOpt = None,
+    max_speed: MaxSpeedOpt = False,
+    balance_speed: BalanceSpeedOpt = False,
+    clock_divider: ClockDividerOpt = None,
+    deepsleep: DeepsleepOpt = False,
+    powerdown: PowerdownOpt = False,
+    no_wfi: NoWfiOpt = False,
+    one_shot: OneShotOpt = False,
+    forever: ForeverOpt = False,
+    fifo_go: FifoGoOpt = False,
+    no_fifo_wait: NoFifoWaitOpt = False,
+    fast_fifo_quad: FastFifoQuadOpt = False,
+    riscv_debug: RiscvDebugOpt = False,
+    riscv_exclusive: RiscvExclusiveOpt = False,
+    riscv_cache: RiscvCacheOpt = False,
+    riscv_flash: RiscvFlashOpt = False,
+    energy: EnergyOpt = False,
     build: BuildOpt = False,
     maxim_path: MaximPathOpt = None,
     calibration: CalibrationOpt = None,

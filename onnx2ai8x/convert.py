@@ -181,7 +181,7 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
                         f"not {device!r}")
     from .emit.sidecar_writer import implied_flags, write_sidecar
     from .frontend import front_end
-    from .map.advice import streaming_bias
+    from .map.advice import energy_hints, streaming_bias
     from .map.latency import estimate_cycles
     from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
@@ -201,6 +201,7 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     if attached(network, placement) is None:
         placement = allocate_weights(network, placement)
     warnings = fe.warnings + warnings + streaming_bias(network, placement)
+    warnings += energy_hints(network, placement)
     cycles = tuple(estimate_cycles(network, placement))
     if sidecar_path is None:
         notes = (*notes, *_overlap_notes(network, placement))
@@ -371,7 +372,7 @@ IMPLIED_ZERO_SRAM = ("note: --zero-sram implied: the network's data buffer must 
 def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.annotate import annotate_model
     from .emit.project import write_project
-    from .options import EmitOptions
+    from .options import EmitOptions, option_warnings
 
     with progress_steps(request.progress) as step:
         fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
@@ -380,6 +381,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
                       overlap_data=bool(request.options.get("overlap_data")))
         options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
                                  request.model)
+        result = dataclasses.replace(result, warnings=(
+            *result.warnings, *option_warnings(options, request.options)))
         if result.snoop is not None:
             options = dataclasses.replace(options, snoop=result.snoop)
         if result.placement.layers[0].streaming and not options.uses_fifo:
@@ -415,11 +418,13 @@ def convert(request: ConvertRequest) -> ConvertResult:
         extra_files = {
             f"{stem}.yaml": result.sidecar_text.encode(),
             f"{stem}.onnx": annotated.SerializeToString(deterministic=True),
-            "report.json": result.report_json.encode(),
         }
+        timing = _PhaseTiming(result, options)
         write_project(result.network, result.placement, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files, stem=stem)
+                      extra_files=extra_files, stem=stem, finish=timing.files)
+        result = dataclasses.replace(result, report_json=timing.report_json,
+                                     summary=result.summary + timing.text)
     from .emit.project import project_board
 
     return ConvertResult(summary=result.summary, report_json=result.report_json,
@@ -427,6 +432,38 @@ def convert(request: ConvertRequest) -> ConvertResult:
                          warnings=result.warnings,
                          layer_order=_snoop_order(result.placement, options),
                          quant=result.quant)
+
+
+class _PhaseTiming:
+    """Adds where the time goes (onnx2ai8x.phases) to the report, counted from the C as
+    written: `files(directory)` is write_project's `finish`."""
+
+    def __init__(self, result, options) -> None:
+        self.result, self.options = result, options
+        self.report_json, self.text = result.report_json, ""
+
+    def files(self, directory: Path) -> dict[str, bytes]:
+        import json
+
+        from .emit.firmware import options_clock_plan
+        from .map.hw import derive
+        from .phases import phase_report, phases_json, render_phases
+
+        placement, options = self.result.placement, self.options
+        clock = options_clock_plan(placement.device, derive(placement, options).pipeline,
+                                   options)
+        run = clock.run or clock.load
+        final = placement.network.layers[placement.final_layer]
+        report = phase_report(directory, system_mhz=clock.system_mhz,
+                              run_mhz=run.base_mhz // run.divider,
+                              inference_cycles=self.result.report.total_cycles,
+                              fast_fifo=options.fast_fifo, mlator=options.mlator,
+                              softmax=options.softmax, outputs=final.output_channels)
+        data = json.loads(self.report_json)
+        data["phases"] = phases_json(report)
+        self.report_json = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        self.text = render_phases(report)
+        return {"report.json": self.report_json.encode()}
 
 
 def _snoop_order(placement: Placement, options) -> tuple[int, ...] | None:

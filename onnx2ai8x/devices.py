@@ -247,6 +247,16 @@ class Device:
     # HWC channels) or 0, 16, 32, 48 (CHW), on both parts.
     fast_fifo_processors_hwc: int = 0x000F
     fast_fifo_processors_chw: int = 0x0001000100010001
+    # Run-mode features (the vendor tool's SUPPORT_FIFO_GO, SUPPORT_ONESHOT,
+    # REQUIRE_ONESHOT_CLEAR): MAX78002 can start before the first FIFO word and run one
+    # layer per continue; its interrupt acknowledge then leaves the enable bit alone.
+    support_fifo_go: bool = False
+    support_oneshot: bool = False
+    oneshot_clear: bool = True
+    # Seed 000, "Energy Measurement": the EVKit's power monitor is triggered by LED1/LED2
+    # on MAX78000 and by two port pins (P1.6 system, P1.7 CNN; REQUIRE_PMON_GPIO) on
+    # MAX78002: (port, pin) of the system and the CNN trigger, None for the LEDs.
+    pmon_pins: tuple[tuple[int, int], tuple[int, int]] | None = None
 
     def __str__(self) -> str:
         return self.name
@@ -449,6 +459,8 @@ MAX78002 = Device(
     flash_bytes=2560 * 1024, sram_bytes=384 * 1024,
     ipo_mhz=120, apb_mhz=60, pll_mhz=200, no_pipeline_mhz=50,
     boards=("EvKit_V1",),
+    support_fifo_go=True, support_oneshot=True, oneshot_clear=False,
+    pmon_pins=((1, 6), (1, 7)),
 )
 
 DEVICES: tuple[Device, ...] = (MAX78000, MAX78002)

@@ -1,9 +1,10 @@
 """Code-generation options (the vendor tool's spelling, seed 000 "Network Loader" options)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from .devices import MAX78000
+from .devices import MAX78000, Device
 from .errors import EXIT_USAGE, Ai8xError
 
 
@@ -46,6 +47,25 @@ class EmitOptions:
     # Zero the data, kernel, TRAM and bias memories with their built-in self-tests in
     # cnn_init (the vendor's --zero-sram); all-zero kernels are then not written.
     zero_sram: bool = False
+    # ---- power, clock and run-mode options (issue 29; the vendor's spelling, seed 000
+    # "Energy Measurement" and the vendor tool's Power / RISC-V / FIFO option groups)
+    pll: bool | None = None  # None: on where the part has an IPLL (MAX78002)
+    # Load kernels, bias and input at a quarter of the PLL rate, infer at the full rate
+    # (False: --max-speed, everything at the run clock)
+    balance_speed: bool = True
+    clock_divider: int | None = None  # None: 1 with the pipeline, else the lowest that fits
+    deepsleep: bool = False  # the Arm core waits for the RISC-V core in deep sleep
+    wfi: bool = True  # False (--no-wfi): spin on the completion flag instead of sleeping
+    one_shot: bool = False  # run one layer per cnn_continue() (MAX78002)
+    forever: bool = False  # after the known-answer test, infer again in an endless loop
+    fifo_go: bool = False  # start processing before the first FIFO word (MAX78002)
+    fifo_wait: bool = True  # False (--no-fifo-wait): push without checking FIFO space
+    fast_fifo_quad: bool = False
+    riscv_debug: bool = False  # the RISC-V core sets up its JTAG debug port
+    riscv_exclusive: bool = False  # the RISC-V core gets exclusive SRAM access
+    riscv_cache: bool | None = None  # accepted: an SDK RISC-V project always runs cached
+    riscv_flash: bool | None = None  # accepted: tables stay in flash (.rodata)
+    energy: bool = False  # seed 000 "Energy Measurement": 100x loops, power-monitor triggers
 
     @property
     def uses_fifo(self) -> bool:
@@ -55,11 +75,12 @@ class EmitOptions:
     def from_cli(cls, **kw: object) -> EmitOptions:
         """Options from the converter's command line (None / unset flags keep defaults);
         an Ai8xError (usage) for a value out of its range (OPTION_RULES)."""
+        kw = _negated_flags(kw)
         values = {k: v for k, v in kw.items() if k in cls.__dataclass_fields__ and v is not None}
         # The CLI flag can only switch the new kernel loader on; it is on by default.
         if values.get("new_kernel_loader") is False:
             values.pop("new_kernel_loader")
-        options = cls(**values)  # type: ignore[arg-type]
+        options = implied_options(cls(**values))  # type: ignore[arg-type]
         check_options(options)
         return options
 
@@ -70,7 +91,7 @@ class EmitOptions:
         i = 0
         while i < len(args):
             arg = args[i]
-            if arg in ("--timer", "--boost", "--max-checklines"):
+            if arg in ("--timer", "--boost", "--max-checklines", "--clock-divider"):
                 value = args[i + 1]
                 key = arg[2:].replace("-", "_")
                 kw[key] = value if key == "boost" else int(value)
@@ -81,8 +102,60 @@ class EmitOptions:
                 kw[flag] = True
             elif flag == "no_mexpress":
                 kw["mexpress"] = False
+            elif flag in VENDOR_NEGATIONS:
+                field, value = VENDOR_NEGATIONS[flag]
+                kw[field] = value
             i += 1
-        return cls(**kw)  # type: ignore[arg-type]
+        return implied_options(cls(**kw))  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- power options
+# The vendor's negative flags and the field each sets (its command line, option groups
+# "Power saving", "Streaming and FIFOs", "RISC-V").
+VENDOR_NEGATIONS = {
+    "no_pipeline": ("pipeline", False), "no_pll": ("pll", False), "apb": ("pll", False),
+    "max_speed": ("balance_speed", False), "no_wfi": ("wfi", False),
+    "no_fifo_wait": ("fifo_wait", False), "no_riscv_cache": ("riscv_cache", False),
+    "no_riscv_flash": ("riscv_flash", False),
+}
+
+
+def _negated_flags(kw: dict) -> dict:
+    """CLI keywords of the negative flags (`no_wfi=True`) as the fields they set.
+    --balance-speed is the default; only --max-speed changes it (both: a usage error)."""
+    out = dict(kw)
+    if out.get("max_speed") and out.get("balance_speed"):
+        raise Ai8xError("usage.option", "--max-speed", "contradicts --balance-speed",
+                        "give one of the two", exit_code=EXIT_USAGE)
+    out.pop("balance_speed", None)
+    for flag, (field, value) in VENDOR_NEGATIONS.items():
+        if out.pop(flag, None):
+            out[field] = value
+    return out
+
+
+def implied_options(options: EmitOptions) -> EmitOptions:
+    """What an option implies, as the vendor's command line does: each RISC-V variant
+    implies --riscv, --fast-fifo-quad implies --fast-fifo, and --energy replaces --timer
+    (the measurement loops bracket the inference with the power-monitor triggers)."""
+    changes: dict[str, object] = {}
+    if options.riscv_debug or options.riscv_exclusive or options.riscv_cache \
+            or options.riscv_flash:
+        changes["riscv"] = True
+    if options.fast_fifo_quad:
+        changes["fast_fifo"] = True
+    if options.energy and options.timer is not None:
+        changes["timer"] = None
+    return dataclasses.replace(options, **changes) if changes else options
+
+
+def option_warnings(options: EmitOptions, asked: dict) -> tuple[str, ...]:
+    """Warnings for options another option overrides (`asked`: the command line's
+    values)."""
+    if options.energy and asked.get("timer") is not None:
+        return ("warning: --timer is ignored with --energy: the power monitor times the "
+                "measurement loops (drop --timer)",)
+    return ()
 
 
 # --------------------------------------------------------------------------- option rules
@@ -128,13 +201,127 @@ def fast_fifo_rule(options: EmitOptions) -> str | None:
     return "--fast-fifo: add --riscv, or use --fifo for the Arm core's FIFOs"
 
 
-OPTION_RULES = (timer_rule, boost_rule, max_checklines_rule, fast_fifo_rule)
+# Seed 000 / the vendor's --clock-divider: the CNN clock divider field takes these values.
+CLOCK_DIVIDERS = (1, 2, 4, 8, 16)
+
+
+def clock_divider_rule(options: EmitOptions) -> str | None:
+    """--clock-divider is one of the accelerator clock's dividers: 1, 2, 4, 8 or 16."""
+    if options.clock_divider is None or options.clock_divider in CLOCK_DIVIDERS:
+        return None
+    return (f"--clock-divider {options.clock_divider}: use one of "
+            f"{', '.join(map(str, CLOCK_DIVIDERS))}")
+
+
+def deepsleep_rule(options: EmitOptions) -> str | None:
+    """--deepsleep puts the Arm core into deep sleep while the RISC-V core runs the
+    network; without --riscv the Arm core runs it and cannot sleep that deeply."""
+    if not options.deepsleep or options.riscv:
+        return None
+    return "--deepsleep: add --riscv (the RISC-V core runs the network while the Arm sleeps)"
+
+
+def one_shot_timer_rule(options: EmitOptions) -> str | None:
+    """--one-shot runs the network one layer per cnn_continue(); --timer would time only
+    the first layer, so the two do not go together."""
+    if not (options.one_shot and options.timer is not None):
+        return None
+    return "--one-shot: drop --timer (a one-shot run stops after every layer)"
+
+
+def fast_fifo_quad_rule(options: EmitOptions) -> str | None:
+    """--fast-fifo-quad (the fast FIFO fanned out to four quadrants) is not generated by
+    this converter: its first layer would need the processor map repeated in every
+    quadrant and the quad-pack control bit, which the emitter does not write."""
+    if not options.fast_fifo_quad:
+        return None
+    return "--fast-fifo-quad: not supported; use --fast-fifo (single fan-out)"
+
+
+OPTION_RULES = (timer_rule, boost_rule, max_checklines_rule, fast_fifo_rule,
+                clock_divider_rule, deepsleep_rule, one_shot_timer_rule, fast_fifo_quad_rule)
 
 
 def check_options(options: EmitOptions) -> None:
     """Every option rule; an Ai8xError (usage) naming the first value out of range."""
     for rule in OPTION_RULES:
         problem = rule(options)
+        if problem is not None:
+            option, _, message = problem.partition(": ")
+            raise Ai8xError("usage.option", option, message,
+                            " ".join((rule.__doc__ or "").split()), exit_code=EXIT_USAGE)
+
+
+# --------------------------------------------------------------------------- device rules
+# Options one part does not have (the vendor tool refuses them the same way); each takes
+# the options and the Device, and its docstring is the reason a user reads.
+
+def pipeline_rule(options: EmitOptions, device: Device) -> str | None:
+    """--pipeline: only MAX78002's accelerator has the pipeline."""
+    if not options.pipeline or device.support_pipeline:
+        return None
+    return f"--pipeline: {device.name} has no accelerator pipeline; drop --pipeline"
+
+
+def pll_rule(options: EmitOptions, device: Device) -> str | None:
+    """--pll: only MAX78002 has the IPLL that can clock the accelerator."""
+    if not options.pll or device.pll_mhz:
+        return None
+    return f"--pll: {device.name} has no IPLL; drop --pll (the APB clock drives the CNN)"
+
+
+def max_speed_rule(options: EmitOptions, device: Device) -> str | None:
+    """--max-speed loads weights and data at the PLL rate: it needs the IPLL (--pll)."""
+    if options.balance_speed or uses_pll(options, device):
+        return None
+    return "--max-speed: needs --pll (MAX78002); drop --max-speed or --no-pll"
+
+
+def fifo_go_rule(options: EmitOptions, device: Device) -> str | None:
+    """--fifo-go (start before the first FIFO word) exists on MAX78002 only."""
+    if not options.fifo_go or device.support_fifo_go:
+        return None
+    return f"--fifo-go: {device.name} cannot start before the first FIFO word; drop it"
+
+
+def one_shot_rule(options: EmitOptions, device: Device) -> str | None:
+    """--one-shot (one layer per cnn_continue()) exists on MAX78002 only."""
+    if not options.one_shot or device.support_oneshot:
+        return None
+    return f"--one-shot: {device.name} has no one-shot mode; drop --one-shot"
+
+
+def no_pipeline_speed_rule(options: EmitOptions, device: Device) -> str | None:
+    """Without the pipeline the accelerator must not run faster than its no-pipeline
+    limit (50 MHz): choose a larger --clock-divider or keep the pipeline."""
+    if not device.support_pipeline or options.pipeline is not False \
+            or options.clock_divider is None:
+        return None
+    mhz = (device.pll_mhz if uses_pll(options, device) else device.apb_mhz) \
+        // options.clock_divider
+    if mhz <= device.no_pipeline_mhz:
+        return None
+    return (f"--clock-divider {options.clock_divider}: {mhz} MHz without the pipeline "
+            f"exceeds {device.no_pipeline_mhz} MHz; use a larger divider or drop "
+            "--no-pipeline")
+
+
+DEVICE_OPTION_RULES = (pipeline_rule, pll_rule, max_speed_rule, fifo_go_rule, one_shot_rule,
+                       no_pipeline_speed_rule)
+
+
+def uses_pll(options: EmitOptions, device: Device) -> bool:
+    """The accelerator clock comes from the IPLL: by default where the part has one."""
+    if options.pll is None:
+        return bool(device.pll_mhz)
+    return options.pll and bool(device.pll_mhz)
+
+
+def check_device_options(options: EmitOptions, device: Device) -> None:
+    """Every device option rule; an Ai8xError (usage) naming the first option the part
+    does not have."""
+    for rule in DEVICE_OPTION_RULES:
+        problem = rule(options, device)
         if problem is not None:
             option, _, message = problem.partition(": ")
             raise Ai8xError("usage.option", option, message,

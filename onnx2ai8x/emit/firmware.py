@@ -59,25 +59,71 @@ def _power_of_two_at_least(n: int) -> int:
     return value
 
 
-def clock_plan(device: Device, pipeline: bool) -> ClockPlan:
-    """The vendor's default clocks for `device` (seed 000, "CNN clock"; izer/backend).
-
-    Without an IPLL the accelerator runs from the APB clock, divider 1. With the IPLL
-    and the pipeline it loads at a quarter of the PLL rate and runs at the full rate.
-    Without the pipeline the accelerator must stay at or below `no_pipeline_mhz`, so the
-    PLL is divided down to that and there is no switch.
-    """
-    if not device.pll_mhz:
-        return ClockPlan(system_mhz=device.ipo_mhz, enable_ipll=False,
-                         load=CnnClock("PCLK", 1, device.apb_mhz), run=None)
-    load = CnnClock("IPLL", LOAD_DIVIDER_WITH_PLL, device.pll_mhz)
+def default_divider(mhz: int, pipeline: bool, no_pipeline_mhz: int) -> int:
+    """The vendor's default CNN clock divider: 1 with the pipeline, else the smallest
+    power of two that keeps the accelerator at or below its no-pipeline limit."""
     if pipeline:
-        run: CnnClock | None = CnnClock("IPLL", 1, device.pll_mhz)
+        return 1
+    return _power_of_two_at_least(-(-mhz // no_pipeline_mhz))
+
+
+def clock_plan(device: Device, pipeline: bool, pll: bool | None = None,
+               balance: bool = True, divider: int | None = None) -> ClockPlan:
+    """The clocks the options select (seed 000, "CNN clock"; the vendor's --pll,
+    --balance-speed/--max-speed, --clock-divider).
+
+    The accelerator runs from the IPLL where the part has one (`pll` None), else from the
+    APB clock, at `divider` (default: 1 with the pipeline, else the lowest that keeps it
+    within `no_pipeline_mhz`). Balanced ("balance power", the default) with the IPLL and
+    the pipeline, weights, bias and input load at a quarter of the PLL rate and only the
+    inference runs at the selected rate; with --max-speed everything runs at it.
+    """
+    use_pll = bool(device.pll_mhz) if pll is None else pll and bool(device.pll_mhz)
+    source = "IPLL" if use_pll else "PCLK"
+    base = device.pll_mhz if use_pll else device.apb_mhz
+    if divider is None:
+        divider = default_divider(base, pipeline, device.no_pipeline_mhz)
+    selected = CnnClock(source, divider, base)
+    if use_pll and balance:
+        load = CnnClock(source, LOAD_DIVIDER_WITH_PLL, base)
+        run = selected if pipeline else None
     else:
-        divider = _power_of_two_at_least(-(-device.pll_mhz // device.no_pipeline_mhz))
-        load = CnnClock("IPLL", max(divider, LOAD_DIVIDER_WITH_PLL), device.pll_mhz)
-        run = None
-    return ClockPlan(system_mhz=device.ipo_mhz, enable_ipll=True, load=load, run=run)
+        load, run = selected, None
+    return ClockPlan(system_mhz=device.ipo_mhz, enable_ipll=use_pll, load=load, run=run)
+
+
+def options_clock_plan(device: Device, pipeline: bool, options) -> ClockPlan:
+    """clock_plan for a project's EmitOptions."""
+    return clock_plan(device, pipeline, options.pll, options.balance_speed,
+                      options.clock_divider)
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """What main.c does around the inference for the power and run-mode options."""
+
+    energy: bool  # --energy: idle span, then 100x weights, 100x input, 100x inference
+    # the power monitor's trigger pins ((port, pin) system, CNN), None: the EVKit's LEDs
+    pmon: tuple[tuple[int, int], tuple[int, int]] | None
+    forever: bool
+    one_shot: int  # --one-shot: the number of cnn_continue() calls after the start, or 0
+    wfi: bool
+    deepsleep: bool
+    riscv_debug: bool
+    riscv_exclusive: bool
+
+
+def power_plan(device: Device, options, final_layer: int) -> PowerPlan:
+    """The power and run-mode options as main.c applies them. With --one-shot the
+    accelerator stops after every layer: main continues it once per layer after the
+    first, up to the final layer."""
+    return PowerPlan(energy=options.energy,
+                     pmon=device.pmon_pins if options.energy else None,
+                     forever=options.forever,
+                     one_shot=final_layer if options.one_shot else 0,
+                     wfi=options.wfi, deepsleep=options.deepsleep,
+                     riscv_debug=options.riscv_debug,
+                     riscv_exclusive=options.riscv_exclusive)
 
 
 def _json(value: object) -> str:

@@ -10,7 +10,7 @@ import array
 import dataclasses
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +22,10 @@ from ..fsutil import write_dir_atomic
 from ..map.hw import HwNetwork, derive
 from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
-from ..options import EmitOptions
+from ..options import EmitOptions, check_device_options
 from ..placement import Placement
 from . import dual_core
-from .firmware import DEBUG_WAIT_SECONDS, clock_plan, vscode_files
+from .firmware import DEBUG_WAIT_SECONDS, options_clock_plan, power_plan, vscode_files
 from .registers import RegisterProgram, WeightMemoryMap, register_program
 from .unload import Unload, plan_unload
 
@@ -301,6 +301,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
                    name: str | None = None, stem: str | None = None) -> dict[str, str]:
     """File name -> text of the C project (pure); `stem` names the side files the
     README lists (the model file's stem; default: the network's name)."""
+    check_device_options(options, placement.device)
     hw = derive(placement, options)
     dual_core.check_fast_fifo(hw)
     net = placement.network
@@ -338,7 +339,8 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         mask_high=~(device.kernel_stride_words - 1) & 0xFFFFFFFF,
         mask_low=device.kernel_stride_words - 1,
         group_mask=group_mask, group_unmask=~group_mask & 0xF,
-        has_pll=bool(device.pll_mhz), clock=clock_plan(device, pipeline),
+        has_pll=bool(device.pll_mhz), clock=options_clock_plan(device, pipeline, options),
+        power=power_plan(device, options, final), fifo_wait=options.fifo_wait,
         debug_wait=DEBUG_WAIT_SECONDS, board=board, boards=device.boards,
         input_desc=_input_description(net, placement.layers[hw.start_layer].big_data),
         softmax=options.softmax, softmax_wide=final_layer.output_width == 32,
@@ -370,12 +372,15 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
 def write_project(network: Network, placement: Placement, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
-                  data: ProjectData | None = None, stem: str | None = None) -> None:
+                  data: ProjectData | None = None, stem: str | None = None,
+                  finish: Callable[[Path], Mapping[str, bytes]] | None = None) -> None:
     """Write the C project for a placed network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
     allocation and the data-section functions. `stem`: the name of the extra files
     (`STEM.yaml`, `STEM.onnx`) the README lists (default: the network's name).
+    `finish(directory)` returns more files, computed from the project as written (before
+    it is moved into place).
     """
     if placement.network is not network:
         # keeps the kernel/bias allocation, which was made for `network`
@@ -390,6 +395,10 @@ def write_project(network: Network, placement: Placement, out_dir: Path | str, *
             (tmp / fname).parent.mkdir(exist_ok=True)
             (tmp / fname).write_text(text, encoding="utf-8")
         for fname, blob in sorted((extra_files or {}).items()):
+            (tmp / fname).write_bytes(blob)
+        # files computed from the written C (the report's phase counts), before the
+        # directory is moved into place
+        for fname, blob in sorted((finish(tmp) if finish else {}).items()):
             (tmp / fname).write_bytes(blob)
 
     write_dir_atomic(Path(out_dir), fill, overwrite)

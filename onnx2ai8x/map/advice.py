@@ -39,3 +39,40 @@ def streaming_bias(network: Network, placement: Placement) -> tuple[str, ...]:
             "check the output on the board, or train the layer without a bias "
             "(bias=False) or with a smaller input that needs no streaming")))
     return tuple(found)
+
+
+# --------------------------------------------------------------------------- energy hints
+# The vendor tool's energy and performance hints (shown unless --ignore-energy-warning),
+# as named warnings with the layer and a fix. They change nothing in the project.
+
+def energy_hints(network: Network, placement: Placement) -> tuple[str, ...]:
+    """Layers that cost more energy than they need to.
+
+    - A hidden layer (not the first) whose input channel count is not a multiple of 4:
+      the accelerator moves data four channels (one 32-bit word) at a time, so the
+      best energy per inference comes with multiples of 4.
+    - A depthwise convolution whose output processors are not its input processors:
+      the data moves across processors instead of staying put ("broadcast" mode, where
+      each processor's output lands in its own memory), which costs time and energy.
+    """
+    found = []
+    first = next((i for i, pl in enumerate(placement.layers) if pl.processor_map), 0)
+    for index, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
+        where = f"layer {index} ({lay.name})"
+        if index != first and lay.input_channels % 4:
+            found.append(_warning(Diagnostic(
+                "map.energy-channels", where,
+                f"the layer reads {lay.input_channels} input channels, not a multiple of 4; "
+                "the accelerator moves four channels per word, so the best energy per "
+                "inference comes with multiples of 4",
+                f"give the layer before it {lay.input_channels + (-lay.input_channels) % 4} "
+                "output channels (the extra ones can be zero)")))
+        if lay.conv_groups > 1 and pl.processor_map != pl.output_processor_map:
+            found.append(_warning(Diagnostic(
+                "map.energy-depthwise", where,
+                "the depthwise convolution moves data across processors (input "
+                f"{pl.processor_map:#018x}, output {pl.output_processor_map:#018x}), which "
+                "costs time and energy",
+                "place its output on its input processors (output_processor_map equal to "
+                "processor_map, broadcast mode)")))
+    return tuple(found)

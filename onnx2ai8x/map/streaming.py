@@ -150,6 +150,9 @@ def stream_values(hw: HwNetwork, ll: int) -> StreamValues:
     return _max78000(hw, ll)
 
 
+STREAM_FIFO_GO = 1 << 25
+
+
 def stream1(hw: HwNetwork, ll: int, sv: StreamValues) -> int:
     if sv.start >= 1 << hw.dev.regs.max_isval_bits:
         lay = hw.network.layers[ll]
@@ -157,6 +160,9 @@ def stream1(hw: HwNetwork, ll: int, sv: StreamValues) -> int:
                         f"streaming start {sv.start} exceeds the device limit of "
                         f"{(1 << hw.dev.regs.max_isval_bits) - 1}",
                         "use a narrower input or less pooling in the streaming layers")
+    if hw.options.fifo_go and ll == hw.start_layer:
+        # --fifo-go (MAX78002): the first layer starts before the first FIFO word arrives
+        return sv.start | STREAM_FIFO_GO
     return sv.start
 
 

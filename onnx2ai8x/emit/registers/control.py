@@ -15,6 +15,8 @@ CTL_EXT_SYNC = 1 << 11
 CTL_ENABLE = 1
 CTL_DONE = 1 << 12
 CTL_STREAM_DONE = 1 << 14
+# --one-shot (MAX78002): the accelerator stops after every layer until cnn_continue()
+CTL_ONE_SHOT = 1 << 8
 
 
 def _any_bias(hw: HwNetwork) -> bool:
@@ -142,6 +144,8 @@ def _run_control(hw: HwNetwork) -> int:
         val |= 1 << 7
     if dev.support_pipeline and not hw.pipeline:
         val |= 1 << 5
+    if opts.one_shot:
+        val |= CTL_ONE_SHOT
     return val
 
 
@@ -209,7 +213,10 @@ def cnn_continue(hw: HwNetwork) -> tuple[Write, ...]:
 def cnn_isr(hw: HwNetwork) -> tuple[Write, ...]:
     """Acknowledge the interrupt in every quadrant (clear done, streaming done, enable)."""
     bits = CTL_DONE | CTL_ENABLE
-    if any(p.streaming for p in hw.placement.layers):
+    if hw.options.one_shot and not hw.dev.oneshot_clear:
+        # one layer per continue: only the done bit is cleared, the run stays enabled
+        bits = CTL_DONE
+    elif any(p.streaming for p in hw.placement.layers):
         bits |= CTL_STREAM_DONE
     return tuple(Write(hw.dev.ctl_addr(g, hw.dev.regs.reg_ctl), ~bits & 0xFFFFFFFF, "&=",
                        f"Acknowledge quadrant {g}") for g in hw.groups_used)

@@ -1,0 +1,76 @@
+"""Energy hints (issue 29): the vendor tool's energy and performance notices, as named
+warnings with the layer and a fix.
+
+The converter's hints must name the layers the vendor tool names for the same sidecar
+(vendor-gated, like tests/ai8xsim/test_vendor_projects.py); without the vendor tool the
+hints are checked on cases whose layers are known to need them.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.ai8xsim.test_vendor_projects import PYTHON, SYNTH, vendor_tool  # noqa: F401
+from tests.conftest import GOLDEN
+from tests.golden import pipeline
+
+# cases whose vendor notices cover both hints and none (checked against the vendor tool)
+HINT_CASES = ("ai87-suite-depthwise17x5x7-move", "ai87-suite-depthwise1x1-move",
+              "ai85-suite-conv1d-multilayer",
+              "ai85-mnist", "ai87-kws20_v3_1")
+_OURS = re.compile(r"^warning\[map\.energy-(channels|depthwise)\] layer (\d+) ", re.M)
+_VENDORS = re.compile(r"Layer (\d+): (?:The input channel count|depth-wise convolution "
+                      r"moves data)", re.M)
+
+
+def _our_hints(name: str, tmp: Path) -> tuple[set[tuple[str, int]], str]:
+    if not GOLDEN.is_dir():
+        pytest.skip("golden corpus absent")
+    _, proc = pipeline.convert_case(name, tmp, sidecar=True)
+    assert proc.returncode == 0, proc.stderr
+    return {(kind, int(ll)) for kind, ll in _OURS.findall(proc.stderr)}, proc.stderr
+
+
+def test_depthwise_moving_data_is_named_with_a_fix(tmp_path: Path) -> None:
+    hints, stderr = _our_hints("ai87-suite-depthwise17x5x7-move", tmp_path)
+    assert ("depthwise", 0) in hints
+    assert "output_processor_map equal to processor_map" in stderr
+    assert "0x000000000001ffff" in stderr  # the layer's input processors
+
+
+def test_hidden_layers_with_odd_channel_counts_are_named(tmp_path: Path) -> None:
+    hints, stderr = _our_hints("ai85-suite-conv1d-multilayer", tmp_path)
+    # its hidden layers 1-8 read 3 channels; layer 0 reads the input and is not named
+    assert hints == {("channels", ll) for ll in range(1, 9)}
+    assert "give the layer before it 4 output channels" in stderr
+
+
+def test_a_network_without_waste_gets_no_hint(tmp_path: Path) -> None:
+    hints, _ = _our_hints("ai85-mnist", tmp_path)
+    assert hints == set()
+
+
+@pytest.mark.parametrize("name", HINT_CASES)
+def test_hints_name_the_vendors_layers(name: str, tmp_path: Path,
+                                       vendor_tool) -> None:  # noqa: F811
+    import json
+    import os
+    import subprocess
+
+    case = json.loads((GOLDEN / name / "case.json").read_text())
+    args = [a for a in case["vendor_args"] if a not in ("--verbose", "--display-checkpoint")]
+    proc = subprocess.run(
+        [str(PYTHON), "ai8xize.py", "--test-dir", str(tmp_path / "v"), "--prefix", "p",
+         "--checkpoint-file", str(GOLDEN / name / "checkpoint.pth.tar"),
+         "--config-file", str(GOLDEN / name / "network.yaml"),
+         "--sample-input", str(GOLDEN / name / "sample.npy"), "--device", case["device"],
+         "--no-version-check", "--overwrite", *args],
+        cwd=SYNTH, env={**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"},
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-400:]
+    vendor_layers = {int(ll) for ll in _VENDORS.findall(proc.stdout + proc.stderr)}
+    (tmp_path / "o").mkdir()
+    hints, _ = _our_hints(name, tmp_path / "o")
+    assert {ll for _, ll in hints} == vendor_layers
