@@ -1387,6 +1387,9 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
     else:
         try:
             model = onnx.load(str(path_or_model))
+            from .. import onnxpb
+
+            onnxpb.check_text(model)  # names are text from here on (see check_text)
         except Exception as exc:  # noqa: BLE001
             raise Ai8xError("model.unreadable", where, f"not a readable ONNX file ({exc})",
                             "export the model with torch.onnx.export or tf2onnx",

@@ -36,7 +36,36 @@ _FIELD_OF = {
     AttributeProto.FLOAT: "f", AttributeProto.INT: "i", AttributeProto.STRING: "s",
     AttributeProto.TENSOR: "t", AttributeProto.GRAPH: "g",
 }
-_KNOWN_TYPES = frozenset(range(1, 15))
+# The attribute types a reader can read (onnxpb.get_attribute_value): FLOAT to GRAPHS.
+# The sparse-tensor and type-proto kinds (11 to 14) are valid ONNX but no op of ai8x-ONNX
+# has one, so an attribute of such a type is a damaged or foreign node.
+_KNOWN_TYPES = frozenset(range(1, 11))
+
+# (fewest, most) inputs and outputs of each op of ai8x-ONNX (docs/design.md section 1),
+# from the ONNX operator specifications (opset 11 and later: Pad, Slice and Split take
+# their sizes as inputs) and custom_ops/README.md for the `ai8x` domain. Optional inputs
+# count, empty names included; None is "any number". The reader indexes inputs and
+# outputs by position, so a node outside its op's counts is refused here.
+_MANY = None
+_ARITY = {
+    "ConvInteger": (2, 4, 1, 1), "MatMulInteger": (2, 4, 1, 1),
+    "MaxPool": (1, 1, 1, 2), "AveragePool": (1, 1, 1, 1),
+    "Add": (2, 2, 1, 1), "Sub": (2, 2, 1, 1), "Mul": (2, 2, 1, 1),
+    "BitwiseOr": (2, 2, 1, 1), "BitwiseXor": (2, 2, 1, 1),
+    "Concat": (1, _MANY, 1, 1), "Split": (1, 2, 1, _MANY), "Reshape": (2, 2, 1, 1),
+    "Flatten": (1, 1, 1, 1), "Identity": (1, 1, 1, 1), "Cast": (1, 1, 1, 1),
+    "Abs": (1, 1, 1, 1), "Slice": (3, 5, 1, 1), "Pad": (1, 4, 1, 1),
+    "Constant": (0, 0, 1, 1),
+    "OutputShift": (1, 1, 1, 1), "Clamp": (1, 1, 1, 1), "PoolRound": (1, 1, 1, 1),
+}
+# Attributes the reader needs and the specifications give no default for.
+_REQUIRED = {"OutputShift": ("shift",), "Cast": ("to",), "Constant": ("value",)}
+# Window attributes: one value per spatial axis (pads: two), each at least this much.
+_WINDOW = {"kernel_shape": (1, 1), "strides": (1, 1), "dilations": (1, 1), "pads": (2, 0)}
+_WINDOW_OPS = frozenset({"ConvInteger", "MaxPool", "AveragePool"})
+# Far above any accelerator window, stride or pad (the legalizer names the real limits):
+# a larger value is a damaged file.
+MAX_WINDOW_VALUE = 1 << 16
 
 # A network for a MAX7800x has at most 1,024 input channels and rows/columns of at most
 # 2,048 (MAX78002); 65,536 is far above both, so a larger dim is a damaged file, not a
@@ -72,6 +101,50 @@ def check_attributes(model: ModelProto) -> None:
                             f"attribute `{attr.name}` declares a "
                             f"{AttributeProto.AttributeType.Name(kind)} but holds none",
                             "re-export the model")
+
+
+def check_nodes(model: ModelProto) -> None:
+    """Every node of a known op has its op's number of inputs and outputs and the
+    attributes the reader needs; window attributes have one value per spatial axis."""
+    for node in model.graph.node:
+        label = f"node {node.name or node.op_type!r} ({node.op_type})"
+        counts = _ARITY.get(node.op_type)
+        if counts is not None:
+            _check_count(node, label, "inputs", len(node.input), counts[0], counts[1])
+            _check_count(node, label, "outputs", len(node.output), counts[2], counts[3])
+        names = {a.name for a in node.attribute}
+        for name in _REQUIRED.get(node.op_type, ()):
+            if name not in names:
+                raise _fail("model.attribute", label,
+                            f"the node has no `{name}` attribute; {node.op_type} needs one",
+                            "re-export the model")
+        if node.op_type in _WINDOW_OPS:
+            _check_window(node, label)
+
+
+def _check_count(node, label: str, what: str, have: int, least: int,
+                 most: int | None) -> None:
+    if have < least or (most is not None and have > most):
+        bound = f"needs {least} {what}" if have < least else f"takes at most {most} {what}"
+        raise _fail("model.node", label, f"{node.op_type} {bound}, the node has {have}",
+                    "re-export the model; the file is damaged or hand-edited")
+
+
+def _check_window(node, label: str) -> None:
+    values = {a.name: list(a.ints) for a in node.attribute if a.name in _WINDOW}
+    axes = len(values.get("kernel_shape", ())) or None
+    for name, got in values.items():
+        per_axis, least = _WINDOW[name]
+        if axes is not None and len(got) != per_axis * axes:
+            raise _fail("model.attribute", label,
+                        f"attribute `{name}` has {len(got)} values; a window of {axes} "
+                        f"axes needs {per_axis * axes}",
+                        "re-export the model; the file is damaged or hand-edited")
+        if any(not least <= v <= MAX_WINDOW_VALUE for v in got):
+            raise _fail("model.attribute", label,
+                        f"attribute `{name}` holds {', '.join(map(str, got[:8]))}; each value "
+                        f"must be between {least} and {MAX_WINDOW_VALUE}",
+                        "re-export the model; the file is damaged or hand-edited")
 
 
 def check_tensors(model: ModelProto) -> None:
@@ -132,8 +205,9 @@ def validate(model: ModelProto) -> None:
     """All of the above, before the reader looks at a node."""
     check_interface(model)
     check_attributes(model)
+    check_nodes(model)
     check_tensors(model)
 
 
-__all__ = ["MAX_INPUT_DIM", "check_attributes", "check_interface", "check_tensors",
-           "validate"]
+__all__ = ["MAX_INPUT_DIM", "MAX_WINDOW_VALUE", "check_attributes", "check_interface",
+           "check_nodes", "check_tensors", "validate"]

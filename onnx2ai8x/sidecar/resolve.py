@@ -895,4 +895,13 @@ def resolve_placement(sidecar: Sidecar, network: Network, device: Device) -> Pla
                         "write one entry per hardware layer (`onnx2ai8x sidecar model.onnx` "
                         "writes a matching sidecar to start from)")
     resolved = resolve(sidecar, weights_from_network(network), device, network.input_shape)
+    if len(resolved.layers) != len(network.layers):
+        # `next_sequence: stop` (or -1) ends the run early, as the vendor's tool does; the
+        # layers after it would not run, yet the model computes its output with them
+        raise Ai8xError("sidecar.sequence", f"layers[{len(resolved.layers) - 1}]",
+                        f"the sidecar's `next_sequence` ends the network after "
+                        f"{len(resolved.layers)} of the model's {len(network.layers)} "
+                        "hardware layers",
+                        "remove the `next_sequence` that stops early; every layer of the "
+                        "model must run")
     return to_placement(resolved, network)

@@ -143,6 +143,112 @@ def _structural(rng: random.Random, base: bytes) -> bytes:
     return model.SerializeToString()
 
 
+def _mutate_onnx(rng: random.Random, base: bytes) -> bytes:
+    """One damage of a serialized model: bytes, structure, text or a node's shape."""
+    if rng.random() < 0.3:
+        return _mutate_bytes(rng, base)
+    data = base
+    for _ in range(rng.choice((1, 1, 2, 3))):  # damages compound: each reader guards alone
+        pick = rng.random()
+        mutate = _structural if pick < 0.45 else _bad_text if pick < 0.65 else _broken_node
+        try:
+            data = mutate(rng, data)
+        except (IndexError, ValueError):  # nothing left to damage (an emptied graph)
+            break
+    return data
+
+
+def _strings(model) -> list[str]:
+    """The text fields of a model a reader interprets: names, op types, attribute names,
+    metadata."""
+    graph = model.graph
+    out = [graph.name, *(p.key for p in model.metadata_props),
+           *(p.value for p in model.metadata_props)]
+    for node in graph.node:
+        out += [node.name, node.op_type, *node.input, *node.output,
+                *(a.name for a in node.attribute), *(p.key for p in node.metadata_props),
+                *(p.value for p in node.metadata_props)]
+    out += [t.name for t in graph.initializer] + [v.name for v in graph.input]
+    return [s for s in out if s and isinstance(s, str)]  # bytes: already damaged
+
+
+def _bad_text(rng: random.Random, base: bytes) -> bytes:
+    """A text field (a node name, a tensor name, an attribute name, metadata) made of bytes
+    that are not UTF-8, in one place or everywhere it occurs: the protobuf runtime
+    decodes such a proto2 string as `bytes`, not `str`."""
+    model = onnxpb.ModelProto.FromString(base)
+    if rng.random() < 0.3:  # text a reader parses further: a layer's sidecar entry (JSON)
+        node = rng.choice(model.graph.node)
+        node.metadata_props.add(key=rng.choice(["ai8x.sidecar", "ai8x.operator"]),
+                                value=rng.choice(['{"name": "damaged"}', "conv2d"]))
+        base = model.SerializeToString()
+    strings = _strings(model)
+    if not strings:
+        return base
+    text = rng.choice(strings).encode()
+    at = rng.randrange(len(text))
+    bad = text[:at] + rng.choice([b"\xff", b"\xc3", b"\x80"]) + text[at + 1:]
+    old, new = _varint(len(text)) + text, _varint(len(bad)) + bad
+    return base.replace(old, new) if rng.random() < 0.6 else base.replace(old, new, 1)
+
+
+def _broken_node(rng: random.Random, base: bytes) -> bytes:
+    """A node or attribute of the wrong shape for its op: a required attribute removed, a
+    list attribute of another length, an input or output removed, another op of the same
+    family, a graph input or weight of another rank."""
+    model = onnxpb.ModelProto.FromString(base)
+    graph = model.graph
+    nodes = list(graph.node)
+    node = rng.choice(nodes)
+    how = rng.randrange(7)
+    if how == 0 and node.attribute:  # a required attribute missing
+        del node.attribute[rng.randrange(len(node.attribute))]
+    elif how == 1:  # a list attribute of another length
+        lists = [a for n in nodes for a in n.attribute if a.type == AttributeProto.INTS]
+        if lists:
+            attr = rng.choice(lists)
+            values = list(attr.ints)
+            del attr.ints[:]
+            attr.ints.extend(rng.choice([[], values[:1], values * 2, values[:-1],
+                                         [rng.choice([0, -1, 1 << 40])] * len(values)]))
+    elif how == 2 and (node.input or node.output):  # an input or output removed
+        field = node.input if node.input and rng.random() < 0.6 else node.output
+        if rng.random() < 0.5:
+            del field[:]
+        else:
+            del field[rng.randrange(len(field)):]
+    elif how == 3:  # another op of the same family, or of another domain
+        swaps = {"MaxPool": rng.choice(["AveragePool", "Conv", "Flatten"]),
+                 "AveragePool": "MaxPool", "Conv": "ConvTranspose",
+                 "ConvInteger": "MatMulInteger", "MatMulInteger": "ConvInteger",
+                 "Gemm": "MatMul", "Add": rng.choice(["Sub", "Mul", "Concat"]),
+                 "Flatten": "Reshape", "Reshape": "Flatten", "Relu": "Abs",
+                 "OutputShift": "Clamp", "Clamp": "OutputShift", "Identity": "Split",
+                 "Slice": "Pad", "Concat": "Split"}
+        node.op_type = swaps.get(node.op_type, rng.choice(list(swaps)))
+        if rng.random() < 0.2:
+            node.domain = rng.choice(["", "ai8x", "ai.onnx"])
+    elif how == 4 and graph.input:  # the input of another rank
+        dims = graph.input[0].type.tensor_type.shape.dim
+        keep = rng.choice([1, 2, 5])
+        while len(dims) > keep:
+            del dims[len(dims) - 1]
+        while len(dims) < keep:
+            dims.add().dim_value = 2
+    elif how == 5 and graph.initializer:  # a tensor of another rank, data kept
+        t = rng.choice(graph.initializer)
+        arr = onnxpb.to_array(t)
+        shape = rng.choice([(arr.size,), (1, arr.size), (*arr.shape, 1), ()])
+        if shape == () and arr.size != 1:
+            shape = (arr.size,)
+        t.CopyFrom(onnxpb.from_array(arr.reshape(shape), t.name))
+    else:  # a node's attributes all taken from another node
+        other = rng.choice(nodes)
+        del node.attribute[:]
+        node.attribute.extend(other.attribute)
+    return model.SerializeToString()
+
+
 def onnx_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     cases = []
     fixed = [b"", b"not onnx", _deep_onnx(5000), _deep_onnx(90),
@@ -151,10 +257,8 @@ def onnx_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     for i in range(count):
         if i < len(fixed):
             data = fixed[i]
-        elif rng.random() < 0.4:
-            data = _mutate_bytes(rng, base["model.onnx"])
         else:
-            data = _structural(rng, base["model.onnx"])
+            data = _mutate_onnx(rng, base["model.onnx"])
         command = rng.choice(["convert", "check", "sidecar", "run"])
         files = {"model.onnx": data, "sample.npy": base["sample.npy"]}
         if command == "convert":
@@ -187,13 +291,25 @@ def _merge_bomb(levels: int) -> str:
 
 _ODD_YAML = ["-1", "99999999999999999999", "~", "[]", "{}", "nan", ".inf", "0x",
              "'text'", "[1, [2, [3]]]", "*nope", "&a", "!!python/object:os.system",
-             "0b102", "1e400", "yes", "\"\\xff\"", "- 1", "{a: 1, a: 2}"]
+             "0b102", "1e400", "yes", "\"\\xff\"", "- 1", "{a: 1, a: 2}",
+             # typed the wrong way inside a list or mapping, or out of range
+             "[1, x]", "[3, null]", "[1.5, 2]", "[[3, 3]]", "{a: 1}", "[]", "3x", "3x3x3",
+             "[0, 0]", "[1, 2, 3]", "true", "2.5", "-0x10", "1_000", "0o17", "1e3",
+             "9223372036854775808", "[-1, -1]", "0x" + "f" * 40]
 
 
 def _mutate_yaml(rng: random.Random, text: str) -> str:
     lines = text.splitlines()
-    how = rng.randrange(6)
-    if how == 0 and lines:
+    how = rng.randrange(7)
+    if how == 6:  # a key of the format the file does not set, given an odd value
+        from onnx2ai8x.sidecar.parse import LAYER_KEYS
+
+        starts = [k for k, line in enumerate(lines) if line.startswith("  - ")]
+        if starts:
+            lines.insert(rng.choice(starts) + 1, f"    {rng.choice(LAYER_KEYS)}: "
+                         + rng.choice(_ODD_YAML + ["99999999999999999999", "65536", "0",
+                                                   "1", "2", "-99999999999999999999"]))
+    elif how == 0 and lines:
         k = rng.randrange(len(lines))
         if ":" in lines[k]:
             key = lines[k].split(":", 1)[0]
