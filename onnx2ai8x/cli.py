@@ -369,8 +369,10 @@ def _verify_written(args: ConvertArgs, layer_order: tuple[int, ...] | None) -> N
 def _warn(warnings: tuple[str, ...]) -> None:
     """Warnings go to stderr whatever --quiet or --json say: the output is written, but
     the user should know what it does not follow (a sidecar that contradicts the model)."""
+    from .errors import plain
+
     for text in warnings:
-        typer.echo(text, err=True)
+        typer.echo(plain(text), err=True)
 
 
 def check_cmd(

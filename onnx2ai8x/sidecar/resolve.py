@@ -226,6 +226,10 @@ def _weight_bits(sidecar: Sidecar, lay, ck: CheckpointLayer, q: int | None,
     against the weights, else what the weights need."""
     w = ck.weight
     where_ck = f"checkpoint layer `{ck.name}`"
+    if not w.size:  # nothing to take a width (or a range for the messages) from
+        raise _fail(sidecar, lay, None, "sidecar.weights",
+                    f"{where_ck} has no weights (shape {tuple(w.shape)})",
+                    "export the layer with its weights")
     absw = np.abs(w)
     if q is not None:
         if q == -1:

@@ -135,7 +135,9 @@ def _structural(rng: random.Random, base: bytes) -> bytes:
         node = rng.choice(nodes)
         if node.input:
             node.input[rng.randrange(len(node.input))] = rng.choice(
-                ["", "nope", graph.input[0].name if graph.input else "x", node.output[0]])
+                ["", "nope", graph.input[0].name if graph.input else "x", node.output[0],
+                 *[t.name for t in graph.initializer][:1],  # data from a weight or bias
+                 rng.choice(graph.initializer).name if graph.initializer else ""])
     elif how == 12 and graph.initializer:  # a float tensor where integers belong
         t = rng.choice(graph.initializer)
         arr = onnxpb.to_array(t).astype(np.float32) + rng.choice([0.5, 0.25, 0.0])
@@ -200,8 +202,16 @@ def _broken_node(rng: random.Random, base: bytes) -> bytes:
     graph = model.graph
     nodes = list(graph.node)
     node = rng.choice(nodes)
-    how = rng.randrange(7)
-    if how == 0 and node.attribute:  # a required attribute missing
+    how = rng.randrange(8)
+    if how == 7:  # a window op fed a tensor of another rank: a weight, a bias, a flat row
+        windows = [n for n in nodes if n.op_type in ("MaxPool", "AveragePool", "Conv",
+                                                     "ConvInteger", "Flatten") and n.input]
+        sources = [t.name for t in graph.initializer] + [
+            n.output[0] for n in nodes if n.op_type in ("Flatten", "Gemm", "MatMulInteger")
+            and n.output]
+        if windows and sources:
+            rng.choice(windows).input[0] = rng.choice(sources)
+    elif how == 0 and node.attribute:  # a required attribute missing
         del node.attribute[rng.randrange(len(node.attribute))]
     elif how == 1:  # a list attribute of another length
         lists = [a for n in nodes for a in n.attribute if a.type == AttributeProto.INTS]
@@ -453,6 +463,14 @@ def checkpoint_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
         lambda: with_state(conv2__op__weight=None),
         lambda: with_state(conv3__op__weight=w.clone()),
         lambda: with_state(conv1__op__weight=w.to_sparse()),
+        # no values at all, or values the declared width cannot hold
+        lambda: with_state(conv1__op__weight=w[:0]),
+        lambda: with_state(conv1__op__weight=w[:, :0]),
+        lambda: with_state(conv2__op__weight=torch.zeros((4, 8, 0, 0))),
+        lambda: with_state(conv1__weight_bits=torch.tensor([8.0, 8.0])),
+        lambda: with_state(conv1__weight_bits=torch.tensor(1.0)),
+        lambda: with_state(conv1__op__weight=torch.sign(w) + (w == 0)),
+        lambda: with_state(conv1__op__weight=w[:0], conv1__op__bias=torch.zeros(0)),
         lambda: saved([1, 2, 3]),
         lambda: saved({"state_dict": 3}),
         lambda: b"",
@@ -464,6 +482,10 @@ def checkpoint_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
             b"  - ")[1],  # fewer layers than the checkpoint
         lambda: _mutate_yaml(rng, base["net.yaml"].decode()).encode(),
         lambda: _bomb(rng).encode(),
+        lambda: base["net.yaml"].replace(b"    kernel_size: 3x3", b"    kernel_size: 3x3\n"
+                                         + rng.choice([b"    quantization: binary",
+                                                       b"    quantization: 1",
+                                                       b"    quantization: 2"])),
     ]
     cases = []
     for i in range(count):
@@ -472,6 +494,8 @@ def checkpoint_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
         files = {"net.yaml": config, "net.pth.tar": ckpt, "x.npy": base["net.npy"]}
         argv = ("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
                 "net.pth.tar", "--sample", "x.npy", "-o", "net.onnx")
+        if i >= len(makers) and rng.random() < 0.5:  # binary weights exist on the MAX78002
+            argv += ("--device", "MAX78002")
         cases.append(Case("checkpoint", f"{i:04d}", argv, files, outputs=("net.onnx",)))
     return cases
 
