@@ -1357,7 +1357,12 @@ def _dynamic_batch(model) -> bytes:
     inits = {i.name: i for i in m.graph.initializer}
     from onnx import numpy_helper
 
-    static = onnx.shape_inference.infer_shapes(model)
+    try:
+        static = onnx.shape_inference.infer_shapes(model)
+    except Exception as exc:  # noqa: BLE001 - onnx raises its own kinds for a bad graph
+        raise _fail("shapes", model.graph.name or "model",
+                    f"shape inference failed: {str(exc).splitlines()[0][:200]}",
+                    "re-export the model; every tensor needs a static shape") from None
     dims = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
             for vi in [*static.graph.value_info, *static.graph.output]}
     for node in m.graph.node:
@@ -1403,6 +1408,9 @@ def read_float_model(path_or_model, device: str | None = None) -> FloatModel:
     if any(o.domain == "ai8x" for o in model.opset_import):
         raise _fail("already-ai8x", where, "the model is already ai8x-ONNX",
                     "convert it directly: onnx2ai8x MODEL.onnx --device ...")
+    from .validate import check_float_graph
+
+    check_float_graph(model, opset)  # what the walk trusts, before it reads a node
     model = _simplify(model, where)
     canonical = canonicalize(model)
     model = canonical.model

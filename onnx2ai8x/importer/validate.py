@@ -201,6 +201,33 @@ def check_interface(model: ModelProto) -> None:
                         "an output must be the result of a layer; re-export the model")
 
 
+def check_float_graph(model: ModelProto, opset: int) -> None:
+    """What the float reader (importer/float_onnx.py) trusts, checked once before it
+    reads a node: attribute types (check_attributes), initializers whose dims match their
+    data (check_tensors), window attributes of one value per axis, and every standard
+    node with the number of inputs and outputs its operator schema allows at `opset`
+    (issue 24: IndexErrors deep in the walker on a node missing an input or output)."""
+    from onnx import defs
+
+    check_attributes(model)
+    check_tensors(model)
+    for node in model.graph.node:
+        label = f"node {node.name or node.op_type!r} ({node.op_type})"
+        if node.op_type in _WINDOW_OPS | {"Conv", "ConvTranspose"} and \
+                node.domain in ("", "ai.onnx"):
+            _check_window(node, label)
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = defs.get_schema(node.op_type, opset, "")
+        except defs.SchemaError:
+            continue  # an op the walker does not know names itself
+        _check_count(node, label, "inputs", len(node.input), schema.min_input,
+                     None if schema.max_input >= 1 << 30 else schema.max_input)
+        _check_count(node, label, "outputs", len(node.output), schema.min_output,
+                     None if schema.max_output >= 1 << 30 else schema.max_output)
+
+
 def validate(model: ModelProto) -> None:
     """All of the above, before the reader looks at a node."""
     check_interface(model)
@@ -210,4 +237,4 @@ def validate(model: ModelProto) -> None:
 
 
 __all__ = ["MAX_INPUT_DIM", "MAX_WINDOW_VALUE", "check_attributes", "check_interface",
-           "check_nodes", "check_tensors", "validate"]
+           "check_float_graph", "check_nodes", "check_tensors", "validate"]

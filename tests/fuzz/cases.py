@@ -19,7 +19,7 @@ from onnx2ai8x.onnxpb import AttributeProto
 
 from .runner import Case
 
-KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project")
+KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project", "float")
 
 
 # --------------------------------------------------------------------------- bytes
@@ -653,7 +653,78 @@ def project_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- float models
+
+_WEIGHT_BITS = [b"default: 1\n", b"default: 2\n", b"default: 4\n", b"default: 3\n",
+                b"default: 8\nnope: 4\n", b"- 1\n", b"default: [8]\n", b"\xff\xfe",
+                b"default: 99999999999999999999\n", b"{default: 8, default: 4}\n", b""]
+
+
+def _float_options(rng: random.Random) -> tuple[list[str], dict]:
+    """Options of the float path, some hostile: weight widths, calibration method,
+    percentile, labels."""
+    argv: list[str] = []
+    files: dict = {}
+    if rng.random() < 0.4:
+        argv += ["--weight-bits", "bits.yaml"]
+        files["bits.yaml"] = rng.choice(_WEIGHT_BITS)
+    if rng.random() < 0.3:
+        argv += ["--calibration-method", rng.choice(["max", "mse", "percentile", "x", ""])]
+    if rng.random() < 0.2:
+        argv += ["--percentile", rng.choice(["99.99", "0", "-1", "100", "101", "nan", "1e9"])]
+    if rng.random() < 0.2:
+        argv += ["--labels", "labels.npy"]
+        files["labels.npy"] = rng.choice([
+            _npy(np.arange(16) % 10), _npy(np.arange(3)), _npy(np.full(16, -1)),
+            _npy(np.full(16, 1 << 40)), _npy(np.zeros((16, 2))), _npy(np.full(16, np.nan)),
+            b"", _npy(np.array(["a"] * 16))])
+    return argv, files
+
+
+def _damaged_calibration(rng: random.Random, cal: bytes) -> bytes:
+    """Calibration samples (N x the input) damaged: bytes, values, shape, type, header."""
+    good = np.load(io.BytesIO(cal))
+    makers = [
+        lambda: _mutate_bytes(rng, cal), lambda: _npy(good.astype(np.float64)),
+        lambda: _npy(np.full(good.shape, np.nan, np.float32)),
+        lambda: _npy(np.full(good.shape, np.inf, np.float32)),
+        lambda: _npy(good[:0]), lambda: _npy(good[:1]), lambda: _npy(good[0]),
+        lambda: _npy(good[..., :3]), lambda: _npy(good.astype(np.int8)),
+        lambda: _npy(good.astype(np.complex64)), lambda: _npy(good * 1e30),
+        lambda: _npy(np.zeros_like(good)), lambda: _npz(x=good),
+        lambda: _npy_header((1 << 40, *good.shape[1:]), "<f4"),
+        lambda: _npy(np.array([{"a": 1}], dtype=object)), lambda: b""]
+    return rng.choice(makers)()
+
+
+def float_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """`quantize` and `convert --calibration` (the float readers): a float model (the
+    digits example, or one wide linear layer) damaged as the ONNX kind damages models,
+    its calibration data damaged as the sample kind damages samples, or hostile options."""
+    cases = []
+    for i in range(count):
+        model_key = "float-wide.onnx" if rng.random() < 0.25 else "float.onnx"
+        model, cal = base[model_key], base[model_key.replace(".onnx", "-cal.npy")]
+        pick = rng.random()
+        if pick < 0.45:
+            model = _mutate_onnx(rng, model)
+        elif pick < 0.75:
+            cal = _damaged_calibration(rng, cal)
+        argv, files = _float_options(rng) if pick >= 0.6 else ([], {})
+        if rng.random() < 0.5:
+            argv = ["quantize", "model.onnx", "--calibration", "cal.npy", "-o", "q.onnx",
+                    *argv]
+        else:
+            argv = ["convert", "model.onnx", "--calibration", "cal.npy", "-o", "out",
+                    *argv]
+        argv += ["--device", rng.choice(["MAX78000", "MAX78002"])]
+        files.update({"model.onnx": model, "cal.npy": cal})
+        cases.append(Case("float", f"{i:04d}", tuple(argv), files, outputs=("out", "q.onnx",
+                                                                            "report.json")))
+    return cases
+
+
 GENERATORS = {"onnx": onnx_cases, "sidecar": sidecar_cases, "sample": sample_cases,
               "checkpoint": checkpoint_cases, "output": output_cases,
-              "options": option_cases, "project": project_cases}
+              "options": option_cases, "project": project_cases, "float": float_cases}
 assert tuple(GENERATORS) == KINDS
