@@ -90,6 +90,12 @@ def tensor_dtype_to_np_dtype(data_type: int) -> np.dtype:
         raise ValueError(f"unsupported tensor data type {data_type}") from None
 
 
+def np_dtype_of(data_type: int) -> np.dtype | None:
+    """The numpy dtype of a TensorProto data type, None for a type the toolchain does
+    not read."""
+    return _NP_OF.get(data_type)
+
+
 def np_dtype_to_tensor_dtype(dtype: np.dtype) -> int | None:
     """The TensorProto data type of a numpy dtype (None if not one of ours)."""
     return _TYPE_OF.get(np.dtype(dtype).newbyteorder("="))
@@ -424,5 +430,5 @@ __all__ = [
     "from_onnx",
     "get_attribute_value", "load", "make_attribute", "make_function", "make_graph",
     "make_model", "make_node", "make_opsetid", "make_tensor", "make_tensor_value_info",
-    "np_dtype_to_tensor_dtype", "tensor_dtype_to_np_dtype", "to_array", "to_onnx",
+    "np_dtype_of", "np_dtype_to_tensor_dtype", "tensor_dtype_to_np_dtype", "to_array", "to_onnx",
 ]

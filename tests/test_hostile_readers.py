@@ -305,7 +305,33 @@ def _float_name_not_utf8():
     return data.replace(b"QQQQQQQQQQQQQQ", b"\xff" * 14)
 
 
+def _gemm_weights_of_rank_one():
+    from onnx import numpy_helper
+
+    m = _float_digits()
+    gemm = next(n for n in m.graph.node if n.op_type == "Gemm")
+    w = next(i for i in m.graph.initializer if i.name == gemm.input[1])
+    w.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(w).reshape(-1), w.name))
+    return m.SerializeToString()  # was: IndexError in float_onnx _dense
+
+
+def _conv_fed_a_vector():
+    m = _float_digits()
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    del dims[2:]  # (N, C): a 2-D convolution of no rows or columns
+    return m.SerializeToString()  # was: IndexError in float_onnx _conv
+
+
+def _input_of_negative_size():
+    m = _float_digits()
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = -5
+    return m.SerializeToString()  # with a ConvTranspose: an IndexError in float_onnx _conv
+
+
 @pytest.mark.parametrize("make, code", [
+    (_gemm_weights_of_rank_one, "float.dense-shape"),
+    (_conv_fed_a_vector, "float.conv-rank"),
+    (_input_of_negative_size, "model.input"),
     (_gemm_missing_weights, "model.node"),
     (_pool_without_output, "model.node"),
     (_conv_without_input, "model.node"),
@@ -338,6 +364,9 @@ def _calibration_header_of_a_petabyte() -> bytes:
     # was: UnicodeDecodeError in quantize/ptq.py load_weight_bits
     ("weight-bits", b"\xff\xfe default: 8\n", "usage.calibration"),
     ("weight-bits", b"default: 3\n", "usage.calibration"),
+    # was: ValueError in quantize/calibrate.py tensor_range (numpy's percentile range)
+    ("percentile", b"1e9", "usage.calibration"),
+    ("percentile", b"nan", "usage.calibration"),
 ])
 def test_damaged_float_inputs_are_a_message(work, capsys, what, data, code):
     pytest.importorskip("onnx")
@@ -345,6 +374,8 @@ def test_damaged_float_inputs_are_a_message(work, capsys, what, data, code):
     extra = []
     if what == "calibration":
         (work / "cal.npy").write_bytes(data)
+    elif what == "percentile":
+        extra = ["--calibration-method", "percentile", "--percentile", data.decode()]
     else:
         (work / "bits.yaml").write_bytes(data)
         extra = ["--weight-bits", work / "bits.yaml"]

@@ -726,6 +726,9 @@ class _Walker:
             raise _fail("conv-rank", where, f"{nd}-D convolution",
                         "use Conv1d, Conv2d or ConvTranspose2d")
         fields, in_shape = self.layer_input(self.data(node), node)
+        if len(in_shape) != nd + 1:  # (C, L) or (C, H, W): as many axes as the kernel
+            raise _fail("conv-rank", where, f"a {nd}-D kernel on data of shape "
+                        f"{tuple(in_shape)}", "check the model")
         groups = int(_attr(node, "group", 1))
         kernel = _pair(w.shape[2:], nd, 1)
         strides = _pair(_attr(node, "strides"), nd, 1)
@@ -808,6 +811,9 @@ class _Walker:
     def _dense(self, node, v, w: np.ndarray, b: np.ndarray | None) -> None:
         where = self.where(node)
         fields, n_in, order = self._dense_input(node, v)
+        if w.ndim != 2:
+            raise _fail("dense-shape", where, f"weights of shape {tuple(w.shape)}; a dense "
+                        "layer has (outputs, inputs)", "check the model")
         if w.shape[1] != n_in:
             raise _fail("dense-shape", where, f"weights take {w.shape[1]} inputs, the data "
                         f"has {n_in}", "check the model")

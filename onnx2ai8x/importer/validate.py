@@ -31,6 +31,8 @@ _ATTRIBUTE_TYPES = {
     "shift": _INT, "weight_bits": _INT, "min": _INT, "max": _INT, "count": _INT,
     "rounding": AttributeProto.STRING,
 }
+# The names above that only the `ai8x` domain's ops use with these types.
+_AI8X_NAMES = frozenset({"shift", "weight_bits", "min", "max", "count", "rounding"})
 # The field each attribute type keeps its value in.
 _FIELD_OF = {
     AttributeProto.FLOAT: "f", AttributeProto.INT: "i", AttributeProto.STRING: "s",
@@ -77,18 +79,23 @@ def _fail(code: str, where: str, message: str, hint: str) -> Ai8xError:
     return Ai8xError(code, where, message, hint)
 
 
-def check_attributes(model: ModelProto) -> None:
-    """Every attribute has a known type, holds a value of it, and the ops' attributes
-    have the types their specification gives."""
+def check_attributes(model: ModelProto, known: frozenset[int] = _KNOWN_TYPES,
+                     standard_only: bool = False) -> None:
+    """Every attribute has a `known` type, holds a value of it, and the ops' attributes
+    have the types their specification gives (`standard_only`: the ONNX domain's ops
+    only, the names of the `ai8x` domain's excepted: a float model's other domains name
+    their attributes as they like)."""
     for node in model.graph.node:
         label = f"node {node.name or node.op_type!r} ({node.op_type})"
+        standard = node.domain in ("", "ai.onnx")
         for attr in node.attribute:
             kind = attr.type
-            if kind not in _KNOWN_TYPES:
+            if kind not in known:
                 raise _fail("model.attribute", label,
                             f"attribute `{attr.name}` has unknown type {kind}",
                             "re-export the model; attribute types are set by the exporter")
-            want = _ATTRIBUTE_TYPES.get(attr.name)
+            want = None if standard_only and (not standard or attr.name in _AI8X_NAMES) \
+                else _ATTRIBUTE_TYPES.get(attr.name)
             if want is not None and kind != want:
                 raise _fail("model.attribute", label,
                             f"attribute `{attr.name}` is of type "
@@ -147,9 +154,13 @@ def _check_window(node, label: str) -> None:
                         "re-export the model; the file is damaged or hand-edited")
 
 
-def check_tensors(model: ModelProto) -> None:
-    """Every initializer's dims, data and data type agree (onnxpb.to_array's checks)."""
+def check_tensors(model: ModelProto, own_types_only: bool = False) -> None:
+    """Every initializer's dims, data and data type agree (onnxpb.to_array's checks).
+    `own_types_only`: tensors of other data types (bfloat16, 4-bit, strings: a float
+    model's exporter may write them; its reader decides) are left out."""
     for tensor in model.graph.initializer:
+        if own_types_only and onnxpb.np_dtype_of(tensor.data_type) is None:
+            continue
         try:
             onnxpb.to_array(tensor)
         except ValueError as exc:
@@ -209,8 +220,18 @@ def check_float_graph(model: ModelProto, opset: int) -> None:
     (issue 24: IndexErrors deep in the walker on a node missing an input or output)."""
     from onnx import defs
 
-    check_attributes(model)
-    check_tensors(model)
+    check_attributes(model, known=frozenset(range(1, 15)), standard_only=True)
+    check_tensors(model, own_types_only=True)
+    consts = {t.name for t in model.graph.initializer}
+    for inp in model.graph.input:
+        dims = inp.type.tensor_type.shape.dim
+        for k, dim in enumerate(dims[1:], start=1):
+            if inp.name not in consts and dim.HasField("dim_value") and \
+                    not 1 <= dim.dim_value <= MAX_INPUT_DIM:
+                raise _fail("model.input", f"input {inp.name!r}",
+                            f"dimension {k} of the input is {dim.dim_value}; it must be "
+                            f"between 1 and {MAX_INPUT_DIM}",
+                            "re-export the model with the input shape of your data")
     for node in model.graph.node:
         label = f"node {node.name or node.op_type!r} ({node.op_type})"
         if node.op_type in _WINDOW_OPS | {"Conv", "ConvTranspose"} and \

@@ -316,6 +316,9 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     if options.method not in METHODS:
         raise _usage(where, f"unknown calibration method {options.method!r}",
                      f"use one of {', '.join(METHODS)}")
+    if not 0 < options.percentile <= 100:  # NaN too
+        raise _usage(where, f"--percentile {options.percentile:g} is not a percentile",
+                     "give a value above 0 and at most 100, e.g. 99.99")
     net = fm.network
     n = len(net.layers)
     x, floats, views = None, {}, [None] * n
