@@ -22,7 +22,7 @@ from .runner import run_case
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "examples" / "digits"
 DEFAULT_CASES = {"onnx": 60, "sidecar": 40, "sample": 30, "checkpoint": 25,
-                 "output": 31, "options": 40, "project": 60, "float": 30}
+                 "output": 31, "options": 40, "project": 80, "float": 40}
 
 TINY_YAML = b"""arch: tiny
 dataset: fuzz
