@@ -328,7 +328,25 @@ def _input_of_negative_size():
     return m.SerializeToString()  # with a ConvTranspose: an IndexError in float_onnx _conv
 
 
+def _initializer_of_unknown_type():
+    m = _float_digits()
+    m.graph.initializer[0].data_type = 99
+    return m.SerializeToString()  # was: KeyError in onnx's numpy_helper (float walker)
+
+
+def _four_bit_initializer_of_negative_dims():
+    from onnx import TensorProto
+
+    m = _float_digits()
+    init = m.graph.initializer[0]
+    init.data_type = TensorProto.INT4
+    init.dims[0] = -1
+    return m.SerializeToString()  # was: ValueError in onnx's numpy_helper (float walker)
+
+
 @pytest.mark.parametrize("make, code", [
+    (_initializer_of_unknown_type, "model.tensor"),
+    (_four_bit_initializer_of_negative_dims, "model.tensor"),
     (_gemm_weights_of_rank_one, "float.dense-shape"),
     (_conv_fed_a_vector, "float.conv-rank"),
     (_input_of_negative_size, "model.input"),

@@ -160,12 +160,38 @@ def check_tensors(model: ModelProto, own_types_only: bool = False) -> None:
     model's exporter may write them; its reader decides) are left out."""
     for tensor in model.graph.initializer:
         if own_types_only and onnxpb.np_dtype_of(tensor.data_type) is None:
+            _check_foreign_tensor(tensor)
             continue
         try:
             onnxpb.to_array(tensor)
         except ValueError as exc:
             raise _fail("model.tensor", f"initializer {tensor.name!r}", str(exc),
                         "re-export the model; the file is damaged or hand-edited") from None
+
+
+def _check_foreign_tensor(tensor) -> None:
+    """A tensor of a data type onnxpb does not read (4-bit, bfloat16, strings, ...): its
+    dims bounded, and decodable by onnx's own reader, which the float walker uses."""
+    where = f"initializer {tensor.name!r}"
+    if tensor.data_type not in TensorProto.DataType.values():
+        raise _fail("model.tensor", where, f"unknown tensor data type {tensor.data_type}",
+                    "re-export the model; the file is damaged or hand-edited")
+    count = 1
+    for d in tensor.dims:
+        count *= d if d >= 0 else -1
+        if count < 0 or count > onnxpb.MAX_TENSOR_ELEMENTS:
+            raise _fail("model.tensor", where, f"dims {', '.join(map(str, tensor.dims))} "
+                        "are negative or absurd", "re-export the model; the file is "
+                        "damaged or hand-edited")
+    from onnx import numpy_helper
+
+    try:
+        numpy_helper.to_array(tensor)
+    except Exception as exc:  # noqa: BLE001 - onnx raises many kinds for a bad tensor
+        why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise _fail("model.tensor", where, f"the tensor of data type {tensor.data_type} "
+                    f"cannot be read ({why})",
+                    "re-export the model; the file is damaged or hand-edited") from None
 
 
 def check_interface(model: ModelProto) -> None:
