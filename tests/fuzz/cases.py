@@ -1,8 +1,14 @@
 """Seeded generators of hostile inputs for every input kind and subcommand.
 
-Each generator takes a random.Random and the well-formed base files (the digits example
-and a tiny vendor project built in the test) and returns Cases (tests/fuzz/runner.py).
-The same seed gives the same cases: a failure is reproduced by its seed and index.
+Each generator takes a random.Random and the well-formed base files (the digits example,
+its float twin, a wide float linear layer and a tiny vendor project built in the test)
+and returns Cases (tests/fuzz/runner.py). The same seed gives the same cases: a failure
+is reproduced by its seed and index.
+
+Damages compound (a model may get two or three), and reach past the bytes into what the
+readers interpret: text that is not UTF-8 (the protobuf runtime hands it over as bytes),
+nodes with an operand or attribute missing or of another op, window ops fed tensors of
+another rank, sidecar keys the file did not set, given values of the wrong kind or range.
 """
 from __future__ import annotations
 
