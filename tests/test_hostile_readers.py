@@ -344,7 +344,16 @@ def _four_bit_initializer_of_negative_dims():
     return m.SerializeToString()  # was: ValueError in onnx's numpy_helper (float walker)
 
 
+def _gemm_alpha_of_another_type():
+    m = _float_digits()
+    gemm = next(n for n in m.graph.node if n.op_type == "Gemm")
+    attr = next(a for a in gemm.attribute if a.name == "alpha")
+    attr.type = attr.TYPE_PROTO
+    return m.SerializeToString()  # was: TypeError in float_onnx op_Gemm (float(TypeProto))
+
+
 @pytest.mark.parametrize("make, code", [
+    (_gemm_alpha_of_another_type, "model.attribute"),
     (_initializer_of_unknown_type, "model.tensor"),
     (_four_bit_initializer_of_negative_dims, "model.tensor"),
     (_gemm_weights_of_rank_one, "float.dense-shape"),

@@ -273,6 +273,15 @@ def check_float_graph(model: ModelProto, opset: int) -> None:
                      None if schema.max_input >= 1 << 30 else schema.max_input)
         _check_count(node, label, "outputs", len(node.output), schema.min_output,
                      None if schema.max_output >= 1 << 30 else schema.max_output)
+        for attr in node.attribute:  # the attribute types the operator's schema gives
+            spec = schema.attributes.get(attr.name)
+            want = None if spec is None else int(getattr(spec.type, "value", spec.type))
+            if want is not None and attr.type != want:
+                raise _fail("model.attribute", label,
+                            f"attribute `{attr.name}` is of type "
+                            f"{AttributeProto.AttributeType.Name(attr.type)}, the operator "
+                            f"takes {AttributeProto.AttributeType.Name(want)}",
+                            "re-export the model with the operator's attribute types")
 
 
 def validate(model: ModelProto) -> None:
