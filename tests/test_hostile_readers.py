@@ -352,7 +352,14 @@ def _gemm_alpha_of_another_type():
     return m.SerializeToString()  # was: TypeError in float_onnx op_Gemm (float(TypeProto))
 
 
+def _input_of_unknown_type():
+    m = _float_digits()
+    m.graph.input[0].type.tensor_type.elem_type = 99
+    return m.SerializeToString()  # was: ValueError in float_onnx _simplify (enum name)
+
+
 @pytest.mark.parametrize("make, code", [
+    (_input_of_unknown_type, "model.input-type"),
     (_gemm_alpha_of_another_type, "model.attribute"),
     (_initializer_of_unknown_type, "model.tensor"),
     (_four_bit_initializer_of_negative_dims, "model.tensor"),

@@ -250,6 +250,11 @@ def check_float_graph(model: ModelProto, opset: int) -> None:
     check_tensors(model, own_types_only=True)
     consts = {t.name for t in model.graph.initializer}
     for inp in model.graph.input:
+        kind = inp.type.tensor_type.elem_type
+        if inp.name not in consts and kind not in TensorProto.DataType.values():
+            raise _fail("model.input-type", f"input {inp.name!r}",
+                        f"the input is of unknown element type {kind}",
+                        "re-export the model; the file is damaged or hand-edited")
         dims = inp.type.tensor_type.shape.dim
         for k, dim in enumerate(dims[1:], start=1):
             if inp.name not in consts and dim.HasField("dim_value") and \
