@@ -479,8 +479,10 @@ def _print_verified(args: ConvertArgs, checked) -> None:
 def _warn(warnings: tuple[str, ...]) -> None:
     """Warnings go to stderr whatever --quiet or --json say: the output is written, but
     the user should know what it does not follow (a sidecar that contradicts the model)."""
+    from .errors import plain
+
     for text in warnings:
-        typer.echo(text, err=True)
+        typer.echo(plain(text), err=True)
 
 
 def check_cmd(

@@ -4,6 +4,7 @@ The CLI renders these; no traceback reaches a user (guide: "No tracebacks for us
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # Exit codes documented in README.md.
@@ -29,6 +30,43 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
+def show(value: object) -> str:
+    """A value as a message shows it: numbers plainly, sequences (lists, tuples, numpy
+    arrays) as `[1, 2]` / `(1, 2)` of plain numbers, bytes as text. Python's repr of a
+    numpy number (`np.int64(8)`) or array (`array([...], dtype=...)`) means nothing to
+    a user (issue 24), and a list of numpy numbers formats as exactly that."""
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        value = value.tolist()  # numpy scalars and arrays: Python numbers and lists
+    if isinstance(value, bool | int | str):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    if isinstance(value, list | tuple):
+        inner = ", ".join(show(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else \
+            f"({inner}{',' if len(value) == 1 else ''})"
+    return str(value)
+
+
+# What Python's repr makes of numpy values inside a formatted list or tuple (numpy 2:
+# `np.int64(-1)`, `np.float32(0.5)`, `np.True_`, `np.str_('x')`), and of arrays.
+_NUMPY_SCALAR = re.compile(r"np\.(?:u?int|float|complex|str_|bytes_|longdouble)\w*\(([^()]*)\)")
+_NUMPY_BOOL = re.compile(r"np\.(True|False)_")
+_NUMPY_ARRAY = re.compile(r"array\((\[[^()]*\])(?:, dtype=\w+)?\)")
+
+
+def plain(text: str) -> str:
+    """`text` with numpy reprs replaced by their plain values: the last line of defence
+    for a message that formatted a list of numpy numbers (messages should use show())."""
+    if "np." not in text and "array(" not in text:
+        return text
+    text = _NUMPY_SCALAR.sub(r"\1", text)
+    text = _NUMPY_BOOL.sub(r"\1", text)
+    return _NUMPY_ARRAY.sub(lambda m: " ".join(m.group(1).split()), text)
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One problem found in a model or sidecar (each part bounded in length)."""
@@ -43,9 +81,9 @@ class Diagnostic:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "code", clip(self.code, 80))
-        object.__setattr__(self, "where", clip(self.where, MAX_WHERE))
-        object.__setattr__(self, "message", clip(self.message, MAX_MESSAGE))
-        object.__setattr__(self, "hint", clip(self.hint, MAX_HINT))
+        object.__setattr__(self, "where", clip(plain(self.where), MAX_WHERE))
+        object.__setattr__(self, "message", clip(plain(self.message), MAX_MESSAGE))
+        object.__setattr__(self, "hint", clip(plain(self.hint), MAX_HINT))
 
     def render(self) -> str:
         text = f"error[{self.code}] {self.where}: {self.message}"

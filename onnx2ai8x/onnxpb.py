@@ -90,6 +90,12 @@ def tensor_dtype_to_np_dtype(data_type: int) -> np.dtype:
         raise ValueError(f"unsupported tensor data type {data_type}") from None
 
 
+def np_dtype_of(data_type: int) -> np.dtype | None:
+    """The numpy dtype of a TensorProto data type, None for a type the toolchain does
+    not read."""
+    return _NP_OF.get(data_type)
+
+
 def np_dtype_to_tensor_dtype(dtype: np.dtype) -> int | None:
     """The TensorProto data type of a numpy dtype (None if not one of ours)."""
     return _TYPE_OF.get(np.dtype(dtype).newbyteorder("="))
@@ -354,9 +360,45 @@ def copy(message: Message) -> Message:
 # --------------------------------------------------------------------------- files
 
 def load(path: str | bytes | Any) -> ModelProto:
-    """Read an .onnx file (raises DecodeError on bytes that are not a ModelProto)."""
+    """Read an .onnx file (raises DecodeError on bytes that are not a ModelProto, or
+    whose text fields are not UTF-8: see check_text)."""
     with open(path, "rb") as fh:
-        return ModelProto.FromString(fh.read())
+        return decode(fh.read())
+
+
+def decode(data: bytes) -> ModelProto:
+    """A ModelProto from its serialized bytes, its text checked (see check_text)."""
+    model = ModelProto.FromString(data)
+    check_text(model)
+    return model
+
+
+def check_text(message: Message, where: str = "model") -> None:
+    """Raise DecodeError naming the first text field that is not UTF-8.
+
+    onnx.proto is proto2, whose `string` fields the protobuf runtime does not validate
+    when decoding: a field holding other bytes reads back as `bytes`, not `str`, and
+    every reader that splits, joins, formats or decodes names would fail on it in its
+    own way (issue 24: TypeError, UnicodeDecodeError, unserializable JSON). Checked once
+    here, when a file is read, so readers may trust that names are text.
+    """
+    stack = [(message, where)]
+    while stack:
+        msg, path = stack.pop()
+        for field, value in msg.ListFields():
+            name = f"{path}.{field.name}"
+            if field.type == field.TYPE_STRING:
+                values = (value,) if isinstance(value, str | bytes) else value
+                for k, text in enumerate(values):
+                    if not isinstance(text, str):
+                        shown = bytes(text)[:60].decode("utf-8", "backslashreplace")
+                        index = f"[{k}]" if len(values) > 1 else ""
+                        raise DecodeError(f"{name}{index} is not UTF-8 text: `{shown}`")
+            elif field.type == field.TYPE_MESSAGE:
+                if isinstance(value, Message):
+                    stack.append((value, name))
+                else:
+                    stack.extend((m, f"{name}[{k}]") for k, m in enumerate(value))
 
 
 def to_onnx(model: Message) -> Any:
@@ -384,8 +426,9 @@ __all__ = [
     "AttributeProto", "DecodeError", "Dimension", "FunctionProto", "GraphProto",
     "Message", "ModelProto", "NodeProto", "OperatorSetIdProto",
     "StringStringEntryProto", "TensorProto", "TensorShapeProto", "TypeProto",
-    "TypeProtoTensor", "ValueInfoProto", "copy", "from_array", "from_onnx",
+    "TypeProtoTensor", "ValueInfoProto", "check_text", "copy", "decode", "from_array",
+    "from_onnx",
     "get_attribute_value", "load", "make_attribute", "make_function", "make_graph",
     "make_model", "make_node", "make_opsetid", "make_tensor", "make_tensor_value_info",
-    "np_dtype_to_tensor_dtype", "tensor_dtype_to_np_dtype", "to_array", "to_onnx",
+    "np_dtype_of", "np_dtype_to_tensor_dtype", "tensor_dtype_to_np_dtype", "to_array", "to_onnx",
 ]

@@ -333,6 +333,11 @@ def _weight(state: dict, key: str, op: str | None, lwhere: str) -> np.ndarray:
                         f"`{key}` has {weight_f.ndim} dimensions {weight_f.shape}; "
                         "expected 2 (linear), 3 (conv1d) or 4 (conv2d)",
                         "export only layers the accelerator runs")
+    if weight_f.size == 0:
+        # every later step (weight width, kernel shape, packing) reads the values
+        raise Ai8xError("checkpoint.invalid", lwhere,
+                        f"`{key}` holds no values (shape {weight_f.shape})",
+                        "re-save the checkpoint; a layer needs at least one weight")
     return _integers(weight_f, key, lwhere)
 
 

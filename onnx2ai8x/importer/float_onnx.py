@@ -703,6 +703,9 @@ class _Walker:
             raise _fail("conv-rank", where, f"{nd}-D convolution",
                         "use Conv1d, Conv2d or ConvTranspose2d")
         fields, in_shape = self.layer_input(self.data(node), node)
+        if len(in_shape) != nd + 1:  # (C, L) or (C, H, W): as many axes as the kernel
+            raise _fail("conv-rank", where, f"a {nd}-D kernel on data of shape "
+                        f"{tuple(in_shape)}", "check the model")
         groups = int(_attr(node, "group", 1))
         kernel = _pair(w.shape[2:], nd, 1)
         strides = _pair(_attr(node, "strides"), nd, 1)
@@ -781,6 +784,9 @@ class _Walker:
     def _dense(self, node, v, w: np.ndarray, b: np.ndarray | None) -> None:
         where = self.where(node)
         fields, n_in = self._dense_input(node, v)
+        if w.ndim != 2:
+            raise _fail("dense-shape", where, f"weights of shape {tuple(w.shape)}; a dense "
+                        "layer has (outputs, inputs)", "check the model")
         if w.shape[1] != n_in:
             raise _fail("dense-shape", where, f"weights take {w.shape[1]} inputs, the data "
                         f"has {n_in}", "check the model")
@@ -1361,7 +1367,12 @@ def _dynamic_batch(model, known: dict[str, tuple[int, ...]]) -> bytes:
     if any(n.op_type == "Reshape" and n.output[0] not in dims for n in m.graph.node):
         import onnx
 
-        static = onnx.shape_inference.infer_shapes(model)
+        try:
+            static = onnx.shape_inference.infer_shapes(model)
+        except Exception as exc:  # noqa: BLE001 - onnx raises its own kinds for a bad graph
+            raise _fail("shapes", model.graph.name or "model",
+                        f"shape inference failed: {str(exc).splitlines()[0][:200]}",
+                        "re-export the model; every tensor needs a static shape") from None
         dims.update({vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
                      for vi in [*static.graph.value_info, *static.graph.output]
                      if vi.name not in dims})
@@ -1389,6 +1400,7 @@ def _load(path):
         import onnx
 
         model = onnxpb.from_onnx(onnx.load(str(path)))
+        onnxpb.check_text(model)  # names are text from here on (see check_text)
     return model
 
 
@@ -1418,6 +1430,9 @@ def read_float_model(path_or_model, device: str | None = None,
     if any(o.domain == "ai8x" for o in model.opset_import):
         raise _fail("already-ai8x", where, "the model is already ai8x-ONNX",
                     "convert it directly: onnx2ai8x MODEL.onnx --device ...")
+    from .validate import check_float_graph
+
+    check_float_graph(model, opset)  # what the walk trusts, before it reads a node
     model = _simplify(model, where)
     canonical = canonicalize(model, dialect_options)
     model = canonical.model

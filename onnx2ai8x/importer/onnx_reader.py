@@ -100,7 +100,7 @@ def _load(model) -> ModelProto:
     if isinstance(model, ModelProto):
         return model
     if isinstance(model, bytes):
-        return ModelProto.FromString(model)
+        return onnxpb.decode(model)
     if hasattr(model, "SerializeToString"):
         return onnxpb.from_onnx(model)
     path = Path(model)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ..errors import Ai8xError
+from ..errors import Ai8xError, show
 from ..onnxpb import (
     GraphProto,
     NodeProto,
@@ -213,6 +213,9 @@ def _slice(node: NodeProto, ins: list[Typed], consts) -> list[Typed]:
     axes = np.arange(len(starts)) if axes is None else axes
     steps = np.ones(len(starts), dtype=np.int64) if steps is None else steps
     out = list(shape)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise _fail(node, f"{len(starts)} starts, {len(ends)} ends, {len(axes)} axes and "
+                          f"{len(steps)} steps; a slice needs as many of each")
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         a = int(axis) % len(shape)
         if step == 0:
@@ -238,6 +241,11 @@ def _pad(node: NodeProto, ins: list[Typed], consts) -> list[Typed]:
 
 # Inputs a rule reads (ONNX operator specifications); fewer is a damaged graph.
 _ARITY = {"ConvInteger": 2, "MatMulInteger": 2}
+# The least rank of the first input a rule reads: a window op slides over (N, C, spatial
+# axes...); axis ops need an axis. A rule indexes its input's dimensions by position, so
+# a lower rank is refused before the rule runs (issue 24: an IndexError in _pool).
+_MIN_RANK = {"ConvInteger": 3, "MaxPool": 3, "AveragePool": 3, "Concat": 1, "Split": 1,
+             "Slice": 1, "Pad": 1}
 
 _RULES: dict[tuple[str, str], Callable[..., list[Typed]]] = {
     ("", "ConvInteger"): _conv,
@@ -320,6 +328,10 @@ def infer_shapes(graph: GraphProto, consts: Mapping[str, np.ndarray]
         if len(ins) < _ARITY.get(node.op_type, 1):
             raise _fail(node, f"{node.op_type} needs {_ARITY[node.op_type]} inputs, the "
                         f"node has {len(ins)}")
+        rank = _MIN_RANK.get(node.op_type, 0)
+        if len(ins[0][0]) < rank:
+            raise _fail(node, f"{node.op_type} needs an input of rank {rank} or more, "
+                        f"`{node.input[0]}` has shape {show(ins[0][0])}")
         try:
             outs = rule(node, ins, consts)
         except _Unsupported:

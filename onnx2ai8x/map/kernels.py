@@ -462,6 +462,13 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
     """First column (searching up, or down from `offs`) free for `length` columns in every
     processor of `pmap`, stepping by four; -1 when the reverse search finds nothing."""
     mem = memory.mem
+    if length > mem.kernel_words_large:
+        # Longer than any processor's kernel memory: no start fits, and a reverse search
+        # would index columns beyond the one wrap the vendor's indexing allows (issue 24:
+        # an IndexError for a large linear layer on the MAX78002).
+        if must_fit:
+            raise _exhausted(layer, first, offs, length)
+        return -1
 
     def instance_mask(o: int) -> int:
         if o + 1 >= mem.kernel_words_small:

@@ -17,14 +17,21 @@ if TYPE_CHECKING:
 
 
 def load_array(path: Path, what: str) -> np.ndarray:
+    """The array of an .npy file. It is mapped first: a header that declares more values
+    than the file holds is refused by the mapping, before anything is allocated (issue
+    24: a 1 PiB allocation from a 128-byte calibration file)."""
     import numpy as np  # not at import: the command line reads this package's guard
 
     try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+        mapped = np.load(path, mmap_mode="r", allow_pickle=False)
+        if not isinstance(mapped, np.ndarray):  # an .npz archive
+            mapped.close()
+            raise ValueError("it is an .npz archive, not one array")
+        return np.array(mapped)
+    except (OSError, ValueError, MemoryError, EOFError) as exc:
         raise Ai8xError("usage.bad-input", str(path), f"the {what} is not a readable .npy "
-                        f"array ({exc})", "save it with numpy.save",
-                        exit_code=EXIT_USAGE) from None
+                        f"array ({str(exc)[:200] or type(exc).__name__})",
+                        "save it with numpy.save", exit_code=EXIT_USAGE) from None
 
 
 def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,

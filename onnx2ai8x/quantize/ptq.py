@@ -144,7 +144,7 @@ def load_weight_bits(path) -> dict[str, int]:
 
     try:
         data = yaml.safe_load(open(path, encoding="utf-8").read())
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8 text
         raise _usage(str(path), f"not a readable YAML file ({exc})",
                      "write lines like `conv1: 4`") from None
     if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
@@ -152,7 +152,9 @@ def load_weight_bits(path) -> dict[str, int]:
                      "write lines like `conv1: 4` and optionally `default: 8`")
     bad = {k: v for k, v in data.items() if v not in WEIGHT_BITS}
     if bad:
-        raise _usage(str(path), f"weight bits {bad} are not one of {WEIGHT_BITS}",
+        shown = ", ".join(f"`{k}: {v}`" for k, v in bad.items())
+        raise _usage(str(path), f"weight bits {shown} are not one of "
+                     f"{', '.join(map(str, WEIGHT_BITS))}",
                      "use 1, 2, 4 or 8 bits")
     return {str(k): int(v) for k, v in data.items()}
 
@@ -171,13 +173,22 @@ def _float_outputs(fm, x: np.ndarray, names: list[str]) -> dict[str, np.ndarray]
             have.add(n)
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                providers=["CPUExecutionProvider"])
     parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
-    for k in range(0, x.shape[0], _CHUNK):
-        outs = sess.run(names, {fm.input_name: x[k:k + _CHUNK].astype(np.float32)})
-        for n, o in zip(names, outs, strict=True):
-            parts[n].append(np.asarray(o))
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        for k in range(0, x.shape[0], _CHUNK):
+            outs = sess.run(names, {fm.input_name: x[k:k + _CHUNK].astype(np.float32)})
+            for n, o in zip(names, outs, strict=True):
+                parts[n].append(np.asarray(o))
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own kinds for a bad graph
+        # The walk reads what it maps; onnxruntime checks the whole graph, so a model it
+        # cannot run (an operand of the wrong shape, say) is refused here, by name.
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise Ai8xError("float.onnxruntime", fm.network.name,
+                        f"the float model does not run on onnxruntime: {text[:300]}",
+                        "check the model with onnx.checker.check_model(model, "
+                        "full_check=True) and re-export it") from None
     return {n: np.concatenate(v) for n, v in parts.items()}
 
 
@@ -384,6 +395,9 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     if options.method not in METHODS:
         raise _usage(where, f"unknown calibration method {options.method!r}",
                      f"use one of {', '.join(METHODS)}")
+    if not 0 < options.percentile <= 100:  # NaN too
+        raise _usage(where, f"--percentile {options.percentile:g} is not a percentile",
+                     "give a value above 0 and at most 100, e.g. 99.99")
     net = fm.network
     _check_weight_bits_names(fm, options)
     n = len(net.layers)

@@ -168,8 +168,26 @@ def _suggest(word: str, choices: tuple[str, ...]) -> str:
         "known keys: " + ", ".join(sorted(choices))
 
 
-def _is_int(value: object) -> bool:
+# No field of the accelerator or of the generated C is wider than 32 bits, apart from
+# the processor masks (64 bits, read by _mask). A larger integer is a typing slip or a
+# hostile file; refused here it never reaches the writers (an ONNX attribute holds at
+# most 64 bits, issue 24: `dilation: 99999999999999999999` escaped as a ValueError).
+MAX_INT = 1 << 32
+
+
+def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    """A whole number of at most 32 bits (plus sign) of magnitude (see MAX_INT)."""
+    return _whole(value) and -MAX_INT <= value <= MAX_INT
+
+
+def _int_message(key: str, value: object, what: str) -> str:
+    if _whole(value):
+        return f"`{key}` is {value}, out of the range of any hardware field (±{MAX_INT})"
+    return f"`{key}` must be {what}, got {value!r}"
 
 
 class _LayerReader:
@@ -195,7 +213,7 @@ class _LayerReader:
     def int(self, key: str, low: int | None = None, high: int | None = None) -> int:
         value = self.data[key]
         if not _is_int(value):
-            raise self.fail(key, f"`{key}` must be an integer, got {value!r}",
+            raise self.fail(key, _int_message(key, value, "an integer"),
                             KEY_HINTS.get(key, INT_HINT), code="sidecar.type")
         if (low is not None and value < low) or (high is not None and value > high):
             rng = f"{low if low is not None else '-inf'} to {high if high is not None else 'inf'}"
@@ -230,8 +248,10 @@ class _LayerReader:
         elif isinstance(value, list) and len(value) in (1, 2) and all(map(_is_int, value)):
             items = list(value) * (2 // len(value))
         else:
-            raise self.fail(key, f"`{key}` must be an integer or a list [H, W] of integers, "
-                                 f"got {value!r}", code="sidecar.type")
+            shown = next((v for v in (value if isinstance(value, list) else [value])
+                          if _whole(v) and not _is_int(v)), value)
+            raise self.fail(key, _int_message(key, shown, "an integer or a list [H, W] of "
+                                                          "integers"), code="sidecar.type")
         if min(items) < low:
             raise self.fail(key, f"`{key}` is {value!r}; values must be at least {low}")
         return items[0], items[1]
@@ -254,7 +274,7 @@ def _mask(value: object, bits: int, fail, key: str) -> int:
         except ValueError:
             raise fail(f"`{key}` must be a hexadecimal mask, got {value!r}",
                        "sidecar.type") from None
-    if not _is_int(value):
+    if not _whole(value):  # 64 bits: bounded by the processor count below
         raise fail(f"`{key}` must be a hexadecimal mask, got {value!r}", "sidecar.type")
     if not 1 <= value < 2 ** bits:
         raise fail(f"`{key}` is {value:#x}; it must select 1 to {bits} processors "

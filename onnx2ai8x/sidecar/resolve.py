@@ -226,6 +226,10 @@ def _weight_bits(sidecar: Sidecar, lay, ck: CheckpointLayer, q: int | None,
     against the weights, else what the weights need."""
     w = ck.weight
     where_ck = f"checkpoint layer `{ck.name}`"
+    if not w.size:  # nothing to take a width (or a range for the messages) from
+        raise _fail(sidecar, lay, None, "sidecar.weights",
+                    f"{where_ck} has no weights (shape {tuple(w.shape)})",
+                    "export the layer with its weights")
     absw = np.abs(w)
     if q is not None:
         if q == -1:
@@ -895,4 +899,13 @@ def resolve_placement(sidecar: Sidecar, network: Network, device: Device) -> Pla
                         "write one entry per hardware layer (`onnx2ai8x sidecar model.onnx` "
                         "writes a matching sidecar to start from)")
     resolved = resolve(sidecar, weights_from_network(network), device, network.input_shape)
+    if len(resolved.layers) != len(network.layers):
+        # `next_sequence: stop` (or -1) ends the run early, as the vendor's tool does; the
+        # layers after it would not run, yet the model computes its output with them
+        raise Ai8xError("sidecar.sequence", f"layers[{len(resolved.layers) - 1}]",
+                        f"the sidecar's `next_sequence` ends the network after "
+                        f"{len(resolved.layers)} of the model's {len(network.layers)} "
+                        "hardware layers",
+                        "remove the `next_sequence` that stops early; every layer of the "
+                        "model must run")
     return to_placement(resolved, network)

@@ -1,8 +1,14 @@
 """Seeded generators of hostile inputs for every input kind and subcommand.
 
-Each generator takes a random.Random and the well-formed base files (the digits example
-and a tiny vendor project built in the test) and returns Cases (tests/fuzz/runner.py).
-The same seed gives the same cases: a failure is reproduced by its seed and index.
+Each generator takes a random.Random and the well-formed base files (the digits example,
+its float twin, a wide float linear layer and a tiny vendor project built in the test)
+and returns Cases (tests/fuzz/runner.py). The same seed gives the same cases: a failure
+is reproduced by its seed and index.
+
+Damages compound (a model may get two or three), and reach past the bytes into what the
+readers interpret: text that is not UTF-8 (the protobuf runtime hands it over as bytes),
+nodes with an operand or attribute missing or of another op, window ops fed tensors of
+another rank, sidecar keys the file did not set, given values of the wrong kind or range.
 """
 from __future__ import annotations
 
@@ -19,7 +25,7 @@ from onnx2ai8x.onnxpb import AttributeProto
 
 from .runner import Case
 
-KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project")
+KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project", "float")
 
 
 # --------------------------------------------------------------------------- bytes
@@ -135,11 +141,127 @@ def _structural(rng: random.Random, base: bytes) -> bytes:
         node = rng.choice(nodes)
         if node.input:
             node.input[rng.randrange(len(node.input))] = rng.choice(
-                ["", "nope", graph.input[0].name if graph.input else "x", node.output[0]])
+                ["", "nope", graph.input[0].name if graph.input else "x", node.output[0],
+                 *[t.name for t in graph.initializer][:1],  # data from a weight or bias
+                 rng.choice(graph.initializer).name if graph.initializer else ""])
     elif how == 12 and graph.initializer:  # a float tensor where integers belong
         t = rng.choice(graph.initializer)
         arr = onnxpb.to_array(t).astype(np.float32) + rng.choice([0.5, 0.25, 0.0])
         t.CopyFrom(onnxpb.from_array(arr, t.name))
+    return model.SerializeToString()
+
+
+def _mutate_onnx(rng: random.Random, base: bytes) -> bytes:
+    """One damage of a serialized model: bytes, structure, text or a node's shape."""
+    if rng.random() < 0.3:
+        return _mutate_bytes(rng, base)
+    data = base
+    for _ in range(rng.choice((1, 1, 2, 3))):  # damages compound: each reader guards alone
+        pick = rng.random()
+        mutate = _structural if pick < 0.45 else _bad_text if pick < 0.65 else _broken_node
+        try:
+            data = mutate(rng, data)
+        except (IndexError, ValueError):  # nothing left to damage (an emptied graph)
+            break
+    return data
+
+
+def _strings(model) -> list[str]:
+    """The text fields of a model a reader interprets: names, op types, attribute names,
+    metadata."""
+    graph = model.graph
+    out = [graph.name, *(p.key for p in model.metadata_props),
+           *(p.value for p in model.metadata_props)]
+    for node in graph.node:
+        out += [node.name, node.op_type, *node.input, *node.output,
+                *(a.name for a in node.attribute), *(p.key for p in node.metadata_props),
+                *(p.value for p in node.metadata_props)]
+    out += [t.name for t in graph.initializer] + [v.name for v in graph.input]
+    return [s for s in out if s and isinstance(s, str)]  # bytes: already damaged
+
+
+def _bad_text(rng: random.Random, base: bytes) -> bytes:
+    """A text field (a node name, a tensor name, an attribute name, metadata) made of bytes
+    that are not UTF-8, in one place or everywhere it occurs: the protobuf runtime
+    decodes such a proto2 string as `bytes`, not `str`."""
+    model = onnxpb.ModelProto.FromString(base)
+    if rng.random() < 0.3:  # text a reader parses further: a layer's sidecar entry (JSON)
+        node = rng.choice(model.graph.node)
+        node.metadata_props.add(key=rng.choice(["ai8x.sidecar", "ai8x.operator"]),
+                                value=rng.choice(['{"name": "damaged"}', "conv2d"]))
+        base = model.SerializeToString()
+    strings = _strings(model)
+    if not strings:
+        return base
+    text = rng.choice(strings).encode()
+    at = rng.randrange(len(text))
+    bad = text[:at] + rng.choice([b"\xff", b"\xc3", b"\x80"]) + text[at + 1:]
+    old, new = _varint(len(text)) + text, _varint(len(bad)) + bad
+    return base.replace(old, new) if rng.random() < 0.6 else base.replace(old, new, 1)
+
+
+def _broken_node(rng: random.Random, base: bytes) -> bytes:
+    """A node or attribute of the wrong shape for its op: a required attribute removed, a
+    list attribute of another length, an input or output removed, another op of the same
+    family, a graph input or weight of another rank."""
+    model = onnxpb.ModelProto.FromString(base)
+    graph = model.graph
+    nodes = list(graph.node)
+    node = rng.choice(nodes)
+    how = rng.randrange(8)
+    if how == 7:  # a window op fed a tensor of another rank: a weight, a bias, a flat row
+        windows = [n for n in nodes if n.op_type in ("MaxPool", "AveragePool", "Conv",
+                                                     "ConvInteger", "Flatten") and n.input]
+        sources = [t.name for t in graph.initializer] + [
+            n.output[0] for n in nodes if n.op_type in ("Flatten", "Gemm", "MatMulInteger")
+            and n.output]
+        if windows and sources:
+            rng.choice(windows).input[0] = rng.choice(sources)
+    elif how == 0 and node.attribute:  # a required attribute missing
+        del node.attribute[rng.randrange(len(node.attribute))]
+    elif how == 1:  # a list attribute of another length
+        lists = [a for n in nodes for a in n.attribute if a.type == AttributeProto.INTS]
+        if lists:
+            attr = rng.choice(lists)
+            values = list(attr.ints)
+            del attr.ints[:]
+            attr.ints.extend(rng.choice([[], values[:1], values * 2, values[:-1],
+                                         [rng.choice([0, -1, 1 << 40])] * len(values)]))
+    elif how == 2 and (node.input or node.output):  # an input or output removed
+        field = node.input if node.input and rng.random() < 0.6 else node.output
+        if rng.random() < 0.5:
+            del field[:]
+        else:
+            del field[rng.randrange(len(field)):]
+    elif how == 3:  # another op of the same family, or of another domain
+        swaps = {"MaxPool": rng.choice(["AveragePool", "Conv", "Flatten"]),
+                 "AveragePool": "MaxPool", "Conv": "ConvTranspose",
+                 "ConvInteger": "MatMulInteger", "MatMulInteger": "ConvInteger",
+                 "Gemm": "MatMul", "Add": rng.choice(["Sub", "Mul", "Concat"]),
+                 "Flatten": "Reshape", "Reshape": "Flatten", "Relu": "Abs",
+                 "OutputShift": "Clamp", "Clamp": "OutputShift", "Identity": "Split",
+                 "Slice": "Pad", "Concat": "Split"}
+        node.op_type = swaps.get(node.op_type, rng.choice(list(swaps)))
+        if rng.random() < 0.2:
+            node.domain = rng.choice(["", "ai8x", "ai.onnx"])
+    elif how == 4 and graph.input:  # the input of another rank
+        dims = graph.input[0].type.tensor_type.shape.dim
+        keep = rng.choice([1, 2, 5])
+        while len(dims) > keep:
+            del dims[len(dims) - 1]
+        while len(dims) < keep:
+            dims.add().dim_value = 2
+    elif how == 5 and graph.initializer:  # a tensor of another rank, data kept
+        t = rng.choice(graph.initializer)
+        arr = onnxpb.to_array(t)
+        shape = rng.choice([(arr.size,), (1, arr.size), (*arr.shape, 1), ()])
+        if shape == () and arr.size != 1:
+            shape = (arr.size,)
+        t.CopyFrom(onnxpb.from_array(arr.reshape(shape), t.name))
+    else:  # a node's attributes all taken from another node
+        other = rng.choice(nodes)
+        del node.attribute[:]
+        node.attribute.extend(other.attribute)
     return model.SerializeToString()
 
 
@@ -151,10 +273,8 @@ def onnx_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     for i in range(count):
         if i < len(fixed):
             data = fixed[i]
-        elif rng.random() < 0.4:
-            data = _mutate_bytes(rng, base["model.onnx"])
         else:
-            data = _structural(rng, base["model.onnx"])
+            data = _mutate_onnx(rng, base["model.onnx"])
         command = rng.choice(["convert", "check", "sidecar", "run"])
         files = {"model.onnx": data, "sample.npy": base["sample.npy"]}
         if command == "convert":
@@ -187,13 +307,25 @@ def _merge_bomb(levels: int) -> str:
 
 _ODD_YAML = ["-1", "99999999999999999999", "~", "[]", "{}", "nan", ".inf", "0x",
              "'text'", "[1, [2, [3]]]", "*nope", "&a", "!!python/object:os.system",
-             "0b102", "1e400", "yes", "\"\\xff\"", "- 1", "{a: 1, a: 2}"]
+             "0b102", "1e400", "yes", "\"\\xff\"", "- 1", "{a: 1, a: 2}",
+             # typed the wrong way inside a list or mapping, or out of range
+             "[1, x]", "[3, null]", "[1.5, 2]", "[[3, 3]]", "{a: 1}", "[]", "3x", "3x3x3",
+             "[0, 0]", "[1, 2, 3]", "true", "2.5", "-0x10", "1_000", "0o17", "1e3",
+             "9223372036854775808", "[-1, -1]", "0x" + "f" * 40]
 
 
 def _mutate_yaml(rng: random.Random, text: str) -> str:
     lines = text.splitlines()
-    how = rng.randrange(6)
-    if how == 0 and lines:
+    how = rng.randrange(7)
+    if how == 6:  # a key of the format the file does not set, given an odd value
+        from onnx2ai8x.sidecar.parse import LAYER_KEYS
+
+        starts = [k for k, line in enumerate(lines) if line.startswith("  - ")]
+        if starts:
+            lines.insert(rng.choice(starts) + 1, f"    {rng.choice(LAYER_KEYS)}: "
+                         + rng.choice(_ODD_YAML + ["99999999999999999999", "65536", "0",
+                                                   "1", "2", "-99999999999999999999"]))
+    elif how == 0 and lines:
         k = rng.randrange(len(lines))
         if ":" in lines[k]:
             key = lines[k].split(":", 1)[0]
@@ -337,6 +469,14 @@ def checkpoint_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
         lambda: with_state(conv2__op__weight=None),
         lambda: with_state(conv3__op__weight=w.clone()),
         lambda: with_state(conv1__op__weight=w.to_sparse()),
+        # no values at all, or values the declared width cannot hold
+        lambda: with_state(conv1__op__weight=w[:0]),
+        lambda: with_state(conv1__op__weight=w[:, :0]),
+        lambda: with_state(conv2__op__weight=torch.zeros((4, 8, 0, 0))),
+        lambda: with_state(conv1__weight_bits=torch.tensor([8.0, 8.0])),
+        lambda: with_state(conv1__weight_bits=torch.tensor(1.0)),
+        lambda: with_state(conv1__op__weight=torch.sign(w) + (w == 0)),
+        lambda: with_state(conv1__op__weight=w[:0], conv1__op__bias=torch.zeros(0)),
         lambda: saved([1, 2, 3]),
         lambda: saved({"state_dict": 3}),
         lambda: b"",
@@ -348,6 +488,10 @@ def checkpoint_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
             b"  - ")[1],  # fewer layers than the checkpoint
         lambda: _mutate_yaml(rng, base["net.yaml"].decode()).encode(),
         lambda: _bomb(rng).encode(),
+        lambda: base["net.yaml"].replace(b"    kernel_size: 3x3", b"    kernel_size: 3x3\n"
+                                         + rng.choice([b"    quantization: binary",
+                                                       b"    quantization: 1",
+                                                       b"    quantization: 2"])),
     ]
     cases = []
     for i in range(count):
@@ -356,6 +500,8 @@ def checkpoint_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
         files = {"net.yaml": config, "net.pth.tar": ckpt, "x.npy": base["net.npy"]}
         argv = ("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
                 "net.pth.tar", "--sample", "x.npy", "-o", "net.onnx")
+        if i >= len(makers) and rng.random() < 0.5:  # binary weights exist on the MAX78002
+            argv += ("--device", "MAX78002")
         cases.append(Case("checkpoint", f"{i:04d}", argv, files, outputs=("net.onnx",)))
     return cases
 
@@ -513,7 +659,78 @@ def project_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- float models
+
+_WEIGHT_BITS = [b"default: 1\n", b"default: 2\n", b"default: 4\n", b"default: 3\n",
+                b"default: 8\nnope: 4\n", b"- 1\n", b"default: [8]\n", b"\xff\xfe",
+                b"default: 99999999999999999999\n", b"{default: 8, default: 4}\n", b""]
+
+
+def _float_options(rng: random.Random) -> tuple[list[str], dict]:
+    """Options of the float path, some hostile: weight widths, calibration method,
+    percentile, labels."""
+    argv: list[str] = []
+    files: dict = {}
+    if rng.random() < 0.4:
+        argv += ["--weight-bits", "bits.yaml"]
+        files["bits.yaml"] = rng.choice(_WEIGHT_BITS)
+    if rng.random() < 0.3:
+        argv += ["--calibration-method", rng.choice(["max", "mse", "percentile", "x", ""])]
+    if rng.random() < 0.2:
+        argv += ["--percentile", rng.choice(["99.99", "0", "-1", "100", "101", "nan", "1e9"])]
+    if rng.random() < 0.2:
+        argv += ["--labels", "labels.npy"]
+        files["labels.npy"] = rng.choice([
+            _npy(np.arange(16) % 10), _npy(np.arange(3)), _npy(np.full(16, -1)),
+            _npy(np.full(16, 1 << 40)), _npy(np.zeros((16, 2))), _npy(np.full(16, np.nan)),
+            b"", _npy(np.array(["a"] * 16))])
+    return argv, files
+
+
+def _damaged_calibration(rng: random.Random, cal: bytes) -> bytes:
+    """Calibration samples (N x the input) damaged: bytes, values, shape, type, header."""
+    good = np.load(io.BytesIO(cal))
+    makers = [
+        lambda: _mutate_bytes(rng, cal), lambda: _npy(good.astype(np.float64)),
+        lambda: _npy(np.full(good.shape, np.nan, np.float32)),
+        lambda: _npy(np.full(good.shape, np.inf, np.float32)),
+        lambda: _npy(good[:0]), lambda: _npy(good[:1]), lambda: _npy(good[0]),
+        lambda: _npy(good[..., :3]), lambda: _npy(good.astype(np.int8)),
+        lambda: _npy(good.astype(np.complex64)), lambda: _npy(good * 1e30),
+        lambda: _npy(np.zeros_like(good)), lambda: _npz(x=good),
+        lambda: _npy_header((1 << 40, *good.shape[1:]), "<f4"),
+        lambda: _npy(np.array([{"a": 1}], dtype=object)), lambda: b""]
+    return rng.choice(makers)()
+
+
+def float_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """`quantize` and `convert --calibration` (the float readers): a float model (the
+    digits example, or one wide linear layer) damaged as the ONNX kind damages models,
+    its calibration data damaged as the sample kind damages samples, or hostile options."""
+    cases = []
+    for i in range(count):
+        model_key = "float-wide.onnx" if rng.random() < 0.25 else "float.onnx"
+        model, cal = base[model_key], base[model_key.replace(".onnx", "-cal.npy")]
+        pick = rng.random()
+        if pick < 0.45:
+            model = _mutate_onnx(rng, model)
+        elif pick < 0.75:
+            cal = _damaged_calibration(rng, cal)
+        argv, files = _float_options(rng) if pick >= 0.6 else ([], {})
+        if rng.random() < 0.5:
+            argv = ["quantize", "model.onnx", "--calibration", "cal.npy", "-o", "q.onnx",
+                    *argv]
+        else:
+            argv = ["convert", "model.onnx", "--calibration", "cal.npy", "-o", "out",
+                    *argv]
+        argv += ["--device", rng.choice(["MAX78000", "MAX78002"])]
+        files.update({"model.onnx": model, "cal.npy": cal})
+        cases.append(Case("float", f"{i:04d}", tuple(argv), files, outputs=("out", "q.onnx",
+                                                                            "report.json")))
+    return cases
+
+
 GENERATORS = {"onnx": onnx_cases, "sidecar": sidecar_cases, "sample": sample_cases,
               "checkpoint": checkpoint_cases, "output": output_cases,
-              "options": option_cases, "project": project_cases}
+              "options": option_cases, "project": project_cases, "float": float_cases}
 assert tuple(GENERATORS) == KINDS

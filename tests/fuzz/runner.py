@@ -10,17 +10,22 @@ cares about, with HOME pointing into that directory. The child's outcome is judg
 - traceback: the exit code is not 0, 1 or 2, or stderr holds a Python traceback or the
   CLI's "internal error" last line of defence;
 - lost file: a file that existed before the run is missing or changed (inputs, the
-  user's file), or a hidden temporary file was left behind.
+  user's file), or a hidden temporary file was left behind;
+- a Python repr of a numpy value in a message (`np.int64(8)`, `array([...])`).
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import resource
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# A Python repr of a numpy value in a message (issue 24: `[np.int64(-1), np.int64(8)]`).
+NUMPY_REPR = re.compile(r"np\.\w+\(|np\.(True|False)_|array\(\[|dtype=")
 
 TIME_LIMIT_S = 60.0
 # Far above any conversion of ours (~0.5 GB) and far below the machine: a reader that
@@ -156,6 +161,10 @@ def run_case(case: Case, workdir: Path, time_limit: float = TIME_LIMIT_S) -> Out
         lines = stderr.strip().splitlines()
         shown = [ln for ln in lines if "internal error" in ln or "Error" in ln] or lines
         problems.append("traceback: " + (shown[-1][:300] if shown else ""))
+    repr_found = NUMPY_REPR.search(stderr)
+    if repr_found:
+        at = repr_found.start()
+        problems.append(f"python repr in a message: {stderr[max(0, at - 80):at + 80]!r}")
     if len(stderr) > 20_000:
         problems.append(f"unbounded message: {len(stderr)} characters on stderr")
     after = _snapshot(root)

@@ -22,7 +22,7 @@ from .runner import run_case
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "examples" / "digits"
 DEFAULT_CASES = {"onnx": 60, "sidecar": 40, "sample": 30, "checkpoint": 25,
-                 "output": 31, "options": 40, "project": 80}
+                 "output": 31, "options": 40, "project": 80, "float": 40}
 
 TINY_YAML = b"""arch: tiny
 dataset: fuzz
@@ -101,6 +101,33 @@ def _upsampling_project(tmp: Path) -> dict:
                     model=model, sample=tmp / "x.npy")
 
 
+def _float_base() -> dict:
+    """The float models the float kind damages: the float digits example with 16 of its
+    calibration samples, and one linear layer 256 -> 1024 (as wide as a layer gets,
+    larger than the MAX78000's kernel memory) with its calibration data."""
+    from onnx import TensorProto, helper
+
+    def npy(arr: np.ndarray) -> bytes:
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        return buf.getvalue()
+
+    rng = np.random.default_rng(24)
+    w = rng.uniform(-0.1, 0.1, (1024, 256)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["f"], axis=1),
+         helper.make_node("Gemm", ["f", "w"], ["y"], transB=1)], "wide",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024])],
+        [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.reshape(-1).tolist())])
+    wide = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    floats = ROOT / "examples" / "digits_float"
+    return {"float.onnx": (floats / "digits_float.onnx").read_bytes(),
+            "float-cal.npy": npy(np.load(floats / "calibration.npy")[:16]),
+            "float-wide.onnx": wide.SerializeToString(),
+            "float-wide-cal.npy": npy(rng.uniform(-1, 1, (8, 1, 16, 16)).astype(np.float32))}
+
+
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> dict:
     pytest.importorskip("torch")
@@ -114,7 +141,7 @@ def base(tmp_path_factory) -> dict:
             "model.yaml": plan(model, MAX78000, None).sidecar_text.encode(),
             "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy,
             "project": _project(tmp / "p"), "project-fifo": _project(tmp / "f", "--fifo"),
-            "project-up": _upsampling_project(tmp)}
+            "project-up": _upsampling_project(tmp), **_float_base()}
 
 
 _STATS: dict[str, list[float]] = {}  # per kind: seconds per case (tests/fuzz/conftest.py)
@@ -149,13 +176,14 @@ def test_well_formed_bases_convert(base, tmp_path):
 
     files = {"model.onnx": base["model.onnx"], "sample.npy": base["sample.npy"],
              "net.yaml": base["model.yaml"], "p.yaml": base["net.yaml"],
-             "p.pth.tar": base["net.pth.tar"], "p.npy": base["net.npy"]}
+             "p.pth.tar": base["net.pth.tar"], "p.npy": base["net.npy"],
+             "f.onnx": base["float.onnx"], "f.npy": base["float-cal.npy"]}
     for argv in (("convert", "model.onnx", "--sidecar", "net.yaml", "--sample-input",
                   "sample.npy", "-o", "out"),
+                 ("quantize", "f.onnx", "--calibration", "f.npy", "-o", "q.onnx"),
                  ("run", "model.onnx", "--input", "sample.npy", "-o", "y.npy"),
                  ("import-izer", "--config-file", "p.yaml", "--checkpoint-file",
                   "p.pth.tar", "--sample", "p.npy", "-o", "p.onnx")):
-        outcome = run_case(Case("base", argv[0], argv, files, outputs=("out", "y.npy",
-                                                                        "p.onnx")),
-                           tmp_path)
+        outcome = run_case(Case("base", argv[0], argv, files, outputs=(
+            "out", "y.npy", "p.onnx", "q.onnx", "report.json")), tmp_path)
         assert outcome.code == 0 and not outcome.problems, outcome.stderr
