@@ -225,8 +225,9 @@ def test_a_power_of_two_model_needs_no_calibration_and_says_so(tmp_path: Path) -
     assert code == 0, err
     assert "powers of two" in stdout and "no calibration needed" in stdout
     # float scales: requantized, from the source's own scales without calibration data
+    (tmp_path / "second").mkdir()  # (its report.json beside it: a new directory)
     code, stdout, err = cli(["quantize", FIXTURES / "brevitas_float_qcdq.onnx", "-o",
-                             tmp_path / "q2.onnx"])
+                             tmp_path / "second" / "q2.onnx"])
     assert code == 0, err
     assert "requantized to power-of-two shifts" in stdout
     assert "ranges from its scales" in stdout
