@@ -440,7 +440,7 @@ def test_reshape_message_shows_plain_numbers(work, capsys):
             .astype(np.float32))
     err = _refused(["quantize", work / "r.onnx", "--calibration", work / "cal.npy", "-o",
                     work / "q.onnx"], capsys, "float.reshape")
-    assert "[-1, 8]" in err
+    assert "-1, 8" in err and "np." not in err and "int64" not in err
 
 
 def test_show_and_plain_render_numpy_values_plainly():
