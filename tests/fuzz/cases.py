@@ -705,11 +705,15 @@ def _damaged_calibration(rng: random.Random, cal: bytes) -> bytes:
 
 def float_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     """`quantize` and `convert --calibration` (the float readers): a float model (the
-    digits example, or one wide linear layer) damaged as the ONNX kind damages models,
-    its calibration data damaged as the sample kind damages samples, or hostile options."""
+    digits example, one wide linear layer, or an exporter dialect's file) damaged as the
+    ONNX kind damages models, its calibration data damaged as the sample kind damages
+    samples, or hostile options."""
     cases = []
     for i in range(count):
-        model_key = "float-wide.onnx" if rng.random() < 0.25 else "float.onnx"
+        # half the digits example, the rest spread over the other bases (the wide layer
+        # and one model per exporter dialect)
+        others = sorted(k for k in base if k.startswith("float-") and k.endswith(".onnx"))
+        model_key = "float.onnx" if rng.random() < 0.5 else rng.choice(others)
         model, cal = base[model_key], base[model_key.replace(".onnx", "-cal.npy")]
         pick = rng.random()
         if pick < 0.45:

@@ -103,8 +103,9 @@ def _upsampling_project(tmp: Path) -> dict:
 
 def _float_base() -> dict:
     """The float models the float kind damages: the float digits example with 16 of its
-    calibration samples, and one linear layer 256 -> 1024 (as wide as a layer gets,
-    larger than the MAX78000's kernel memory) with its calibration data."""
+    calibration samples, one linear layer 256 -> 1024 (as wide as a layer gets, larger
+    than the MAX78000's kernel memory), and one model per exporter dialect, each with
+    calibration data."""
     from onnx import TensorProto, helper
 
     def npy(arr: np.ndarray) -> bytes:
@@ -122,10 +123,29 @@ def _float_base() -> dict:
         [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.reshape(-1).tolist())])
     wide = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     floats = ROOT / "examples" / "digits_float"
-    return {"float.onnx": (floats / "digits_float.onnx").read_bytes(),
+    base = {"float.onnx": (floats / "digits_float.onnx").read_bytes(),
             "float-cal.npy": npy(np.load(floats / "calibration.npy")[:16]),
             "float-wide.onnx": wide.SerializeToString(),
             "float-wide-cal.npy": npy(rng.uniform(-1, 1, (8, 1, 16, 16)).astype(np.float32))}
+    # One file each exporter dialect reads (importer/dialects), written by the real tool:
+    # the damage then reaches each recognizer's own reading of its exporter's idioms.
+    dialects = {
+        "keras": (ROOT / "tests" / "float_onnx" / "keras" / "gray_cnn.onnx", (8, 8, 1)),
+        "vendor": (ROOT / "tests" / "float_onnx" / "vendor_fixtures" / "unfused-bn.onnx",
+                   (1, 12, 12)),
+        "vendor8": (ROOT / "tests" / "float_onnx" / "vendor_fixtures" / "sim8.onnx",
+                    (1, 12, 12)),
+        "qdq": (ROOT / "tests" / "quantized_sources" / "fixtures" / "ort_resnet_qdq.onnx",
+                (1, 8, 8)),
+        "qop": (ROOT / "tests" / "quantized_sources" / "fixtures" / "ort_cnn_qoperator.onnx",
+                (1, 8, 8)),
+        "qonnx": (ROOT / "tests" / "quantized_sources" / "fixtures" /
+                  "brevitas_residual_qonnx.onnx", (1, 8, 8))}
+    for name, (path, shape) in dialects.items():
+        base[f"float-{name}.onnx"] = path.read_bytes()
+        base[f"float-{name}-cal.npy"] = npy(rng.uniform(-1, 1, (8, *shape))
+                                            .astype(np.float32))
+    return base
 
 
 @pytest.fixture(scope="module")
