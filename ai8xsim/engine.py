@@ -694,9 +694,13 @@ def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
     mems, words, lanes, values = [], [], [], []
     for i, p in enumerate(procs):
         g = p // 16
-        gprocs = [q for q in procs if q // 16 == g]
-        first = gprocs[0] & ~3
-        slot = p - first
+        # A quadrant's enabled processors take turns: the k-th of them (in processor
+        # order, gaps skipped) fills byte lane k % 4 of time slot k // 4. The vendor tool
+        # counts the time slots (ONED bits 0-3) as (enabled processors - 1) // 4 and
+        # requires the output processors to be the input's packed per quadrant, so input
+        # on processors 0, 4, 8, 12 leaves as four bytes of one word (its pass-through
+        # configurations, e.g. tests/test-passthrough-2.yaml, hold that known answer).
+        slot = sum(1 for q in procs if q // 16 == g and q < p)
         t, lane = slot // 4, slot % 4
         pix = first_pixel + np.arange(pixels)
         for k in range(passes):

@@ -153,3 +153,27 @@ def judge(case: str, kind: Kind, outcome: Outcome) -> None:
         f"{entry.why}) but verify says {outcome.verdict}: remove or correct its entry in "
         f"tests/ai8xsim/exceptions.py\n{render(outcome)}")
     pytest.xfail(f"{entry.reason.value}: {entry.why}")
+
+
+@dataclass(frozen=True)
+class RandomClass:
+    """A class of disagreement the random differential (tests/ai8xsim/differential.py)
+    has classified: which of the three is wrong (`reason`) and why. `matches` picks the
+    class out of a result's detail text (the vendor's or our message, a verify verdict,
+    the first differing register)."""
+
+    name: str
+    reason: Reason
+    why: str
+    needle: str  # text of the result's detail that identifies the class
+
+    def matches(self, detail: str) -> bool:
+        return self.needle in detail
+
+
+RANDOM_CLASSES: tuple[RandomClass, ...] = ()
+
+
+def random_class(result) -> RandomClass | None:
+    """The class of a random-differential disagreement, or None (unexplained)."""
+    return next((c for c in RANDOM_CLASSES if c.matches(result.detail)), None)
