@@ -328,8 +328,10 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
 
 
 def _instance_words(m: Machine, lr: LayerRegs) -> int:
-    """Words per kernel-memory instance in the region holding the layer's mask start."""
-    start = lr.mask_start // 8
+    """Words per kernel-memory instance in the region holding the layer's mask start
+    (a mask unit is one bit of each of a kernel's taps: 8 units a byte per tap, 9
+    bytes a word)."""
+    start = lr.mask_start // 8 * lr.kernel[0] * lr.kernel[1] // 9
     size = 0
     for first, words in m.dev.mask_regions:
         if start >= first:
@@ -438,11 +440,13 @@ def unmodelled(m: Machine, layer: int) -> str | None:
     lr = decode(m, layer)
     if lr.calcx4 and (not dev.mask_regions or lr.out_count is None):
         return "processing four output channels per step (POST bit 29) on this device"
-    if lr.calcx4 and (not lr.is_conv or lr.kernel != (3, 3) or lr.weight_bits != 8
-                      or lr.depthwise):
-        # The vendor tool lays out calcx4 kernels only for 3x3 8-bit convolutions (its
-        # kernel count for 1x1 or narrower weights would not split into four instances).
-        return "calcx4 (POST bit 29) other than on a 3x3 8-bit full convolution"
+    if lr.calcx4 and (not lr.is_conv or lr.depthwise or lr.kernel != (3, 3)):
+        # 3x3 kernels of every width (8, 4, 2 and 1 bits) run as the vendor's projects
+        # state them (its multipass5 suite configurations with 2-bit weights, with and
+        # without read-ahead). For 1x1 kernels the vendor tool leaves the kernels
+        # unsplit (every output channel's kernel in instance 0, some not loaded at
+        # all), so no project shows which instance words the hardware reads.
+        return "calcx4 (POST bit 29) other than on a 3x3 full convolution"
     if lr.depthwise and not lr.broadcast and _depthwise_gaps(lr.processors):
         return _depthwise_gaps(lr.processors)
     if lr.read_ahead:

@@ -84,6 +84,21 @@ def vendor_project(files: tuple[Path, Path, Path], device: str, out: Path,
     return project, ""
 
 
+def vendor_suite_project(name: str, device: str, out: Path, options: tuple[str, ...] = ()
+                         ) -> tuple[Path | None, str]:
+    """The vendor tool's project for its own suite configuration tests/test-NAME.yaml,
+    run with the suite's sample data and weights (no checkpoint)."""
+    cmd = [str(PYTHON), "ai8xize.py", "--test-dir", str(out), "--prefix", "p",
+           "--config-file", f"tests/test-{name}.yaml", "--device", device,
+           "--no-version-check", "--overwrite", *options]
+    proc = subprocess.run(cmd, cwd=SYNTH, env=_vendor_env(out), capture_output=True,
+                          text=True, timeout=900)
+    project = out / "p"
+    if proc.returncode != 0 or not (project / "cnn.c").is_file():
+        return None, (proc.stdout + proc.stderr)[-300:]
+    return project, ""
+
+
 def our_project(files: tuple[Path, Path, Path], device: str, out: Path,
                 options: tuple[str, ...] = ()) -> tuple[Path | None, str]:
     """onnx2ai8x's project for the same files (import-izer, then convert with the

@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 
 from ai8xsim.verify import NOT_MODELLED, PASS, execute, render
-from tests.ai8xsim.differential import agrees, our_project, run_config, vendor_available
+from tests.ai8xsim.differential import (
+    agrees,
+    our_project,
+    run_config,
+    vendor_available,
+    vendor_suite_project,
+)
 from tests.ai8xsim.exceptions import random_class
 from tests.ai8xsim.random_nets import DEVICES, Config, Weights, generate, write
 
@@ -109,3 +115,54 @@ def test_sweep_against_the_vendor(device: str, tmp_path: Path) -> None:
             bad.append(f"{result.name}: vendor {result.vendor}, ours {result.ours}, "
                        f"same {result.same}: {result.detail}")
     assert not bad, "\n".join(bad)
+
+
+def _calcx4(kernel: int, bits: int, cin: int, cout: int) -> Config:
+    """Three MAX78002 layers, all calcx4: 3 -> cin (3x3), cin -> cout and cout -> 64
+    (`kernel` x `kernel`, `bits`-bit weights)."""
+    def procs(ch: int) -> str:
+        return f"0x{(1 << ch // ((ch + 63) // 64)) - 1:016x}"
+
+    body = ("    processors: 0x0000000000000007\n    calcx4: true\n"
+            "    operation: conv2d\n    kernel_size: 3x3\n    pad: 1\n"
+            "    activate: ReLU\n    out_offset: 0x4000\n")
+    for i, (p, act) in enumerate(((procs(cin), "None"), (procs(cout), "ReLU")), 1):
+        body += (f"  - name: l{i}\n    processors: {p}\n    calcx4: true\n"
+                 f"    operation: conv2d\n    kernel_size: {kernel}x{kernel}\n"
+                 f"    pad: {kernel // 2}\n    activate: {act}\n"
+                 f"    out_offset: 0x{0x8000 * (i % 2):04x}\n")
+    return _one_layer("MAX78002", body, (3, 6, 5), (
+        Weights("l0", (cin, 3, 3, 3), True, 8, 0),
+        Weights("l1", (cout, cin, kernel, kernel), True, bits, 0),
+        Weights("l2", (64, cout, kernel, kernel), False, bits, 0)))
+
+
+@pytest.mark.parametrize(("bits", "cin", "cout"), [(4, 64, 128), (2, 128, 64), (1, 64, 64)])
+def test_calcx4_runs_3x3_kernels_of_every_width(bits: int, cin: int, cout: int,
+                                                tmp_path: Path) -> None:
+    """calcx4 on 3x3 kernels narrower than 8 bits (multi-pass in and out): executed,
+    and PASS (the vendor's projects for the same configurations PASS as well and are
+    register-exact with ours: the differential's probes)."""
+    _ours_pass(_calcx4(3, bits, cin, cout), tmp_path)
+
+
+def test_calcx4_on_1x1_kernels_is_not_modelled(tmp_path: Path) -> None:
+    _ours_pass(_calcx4(1, 8, 64, 64), tmp_path, NOT_MODELLED)
+
+
+# The vendor suite's calcx4 configurations that are not golden cases (3x3 kernels,
+# 2-bit weights, five passes, streaming from the FIFOs, with and without read-ahead):
+# the vendor tool runs them with its own sample weights (tests/weights_*.npy).
+HELD_OUT_X4 = ("ffsx4-nopad-multipass5q2", "ffsx4readahead-nopad-multipass5",
+               "ffsx4readahead-nopad-multipass5-bias")
+
+
+@pytest.mark.skipif(not SWEEP, reason="set ONNX2AI8X_RANDOM_SWEEP=N to run the sweep")
+@pytest.mark.parametrize("name", HELD_OUT_X4)
+def test_vendor_calcx4_suite_configuration_passes(name: str, tmp_path: Path) -> None:
+    if not vendor_available():
+        pytest.skip("vendor synthesis tool or c2trace absent")
+    project, why = vendor_suite_project(name, "MAX78002", tmp_path, ("--fifo",))
+    assert project is not None, why
+    outcome = execute(project)
+    assert outcome.verdict == PASS, render(outcome)
