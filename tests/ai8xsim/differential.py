@@ -196,12 +196,46 @@ def sweep(devices: tuple[str, ...], count: int, out: Path, start: int = 0) -> No
                             "ERROR", None, f"{type(exc).__name__}: {exc}"[:400])
         with record.open("a") as handle:
             handle.write(result.line() + "\n")
-        mark = "ok " if agrees(result) else "BAD"
+        from tests.ai8xsim.exceptions import random_class
+
+        known = random_class(generate(seed, device), result)
+        mark = "ok " if agrees(result) else f"CLS[{known.name}]" if known else "BAD"
         print(f"{mark} {result.name} vendor={result.vendor} ours={result.ours} "
               f"same={result.same} {time.time() - began:.0f}s {result.detail[:200]}",
               flush=True)
-        if agrees(result):
+        if agrees(result) or known:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def summary(record: Path) -> str:
+    """The sweep's figures per device from its record: configurations, vendor refusals,
+    vendor C PASS, ours register-exact and PASS, disagreements by class."""
+    from collections import Counter
+
+    from tests.ai8xsim.exceptions import random_class
+
+    rows = [Result(**{**r, "kinds": tuple(r["kinds"])})
+            for r in map(json.loads, record.read_text().splitlines()) if r]
+    lines = []
+    for device in DEVICES:
+        mine = [r for r in rows if r.device == device]
+        if not mine:
+            continue
+        judged = [r for r in mine if r.vendor != "refused"]
+        classes: Counter[str] = Counter()
+        for r in mine:
+            if not agrees(r):
+                known = random_class(generate(r.seed, device), r)
+                classes[known.name if known else f"UNEXPLAINED {r.name}"] += 1
+        lines.append(
+            f"{device}: {len(mine)} configurations; vendor refused {len(mine) - len(judged)}"
+            f"; vendor C PASS {sum(r.vendor == PASS for r in judged)}/{len(judged)}; ours "
+            f"register-exact and PASS {sum(agrees(r) for r in judged)}/{len(judged)}; "
+            f"ours PASS where the vendor refused "
+            f"{sum(r.ours == PASS for r in mine if r.vendor == 'refused')}"
+            f"/{len(mine) - len(judged)}; disagreements: "
+            + (", ".join(f"{k} x{n}" for k, n in sorted(classes.items())) or "none"))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--summary", action="store_true",
+                        help="print the figures of the sweep recorded in OUT and stop")
     args = parser.parse_args(argv)
+    if args.summary:
+        print(summary(args.out / "results.jsonl"))
+        return 0
     if not vendor_available():
         print(f"vendor tool absent ({SYNTH}, {PYTHON}) or c2trace missing ({C2TRACE})")
         return 2

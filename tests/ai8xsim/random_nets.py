@@ -7,11 +7,10 @@ element-wise layer (its operands written interleaved with `write_gap: 1`, option
 followed by a convolution), with max or average pooling, ReLU/Abs/no activation, a
 wide (32-bit) last layer, multi-pass channel counts (above 64), HWC or CHW input,
 processors packed, shifted or spread (one channel every fourth processor), and the
-output offsets in free data memory; on the MAX78002 also `read_gap` instead of an
-element-wise layer's own interleaving. Options: `--fifo` (FIFO input) and streaming of
-the first layers. `write` turns a configuration into the three files both tools read:
-the sidecar, a vendor-format checkpoint with random weights of the layer's width, and a
-random sample.
+output offsets in free data memory; on the MAX78002 also calcx4 on 3x3 convolutions.
+Options: `--fifo` (FIFO input) and streaming of the first one or two convolutions.
+`write` turns a configuration into the three files both tools read: the sidecar, a
+vendor-format checkpoint with random weights of the layer's width, and a random sample.
 
 The drawing is deterministic in (seed, device): a configuration is named by them
 (`Config.name`) and comes back the same in every run.
@@ -130,8 +129,8 @@ class _Builder:
         self.lines: list[str] = []
         self.weights: list[Weights] = []
         self.kinds: list[str] = []
-        self.used_regions: set[int] = {0}
         self.count = 0
+        self.stream_left = 0  # convolutions still to stream
 
     def region(self, avoid: set[int]) -> int:
         """A free output region (not the input of this layer nor any kept output)."""
@@ -191,9 +190,17 @@ def _conv(b: _Builder, t: _Tensor, kind: str, last: bool, extra: dict | None = N
     else:
         k = 3 if kind == "conv3x3" else 1
         pad = rng.choice((0, 1, 1)) if k == 3 and min(dim) >= 3 else (1 if k == 3 else 0)
+        if b.stream_left:
+            pad = 1  # (the vendor wants padding on the last streaming layer)
         entries.update(operation="conv2d", kernel_size=f"{k}x{k}", pad=pad)
         out_dim = (dim[0] + 2 * pad - k + 1, dim[1] + 2 * pad - k + 1)
         shape = (out_ch, t.channels, k, k)
+    if b.stream_left:
+        b.stream_left -= 1
+        entries["streaming"] = "true"
+    if kind == "conv3x3" and b.device == "MAX78002" and out_ch % 4 == 0 \
+            and rng.random() < 0.25:
+        entries["calcx4"] = "true"
     out = _pack(out_ch, rng)
     wide = last and out_ch <= 64 and rng.random() < 0.25
     act = "None" if wide else rng.choice(("ReLU", "ReLU", "None", "Abs"))
@@ -293,8 +300,17 @@ def generate(seed: int, device: str) -> Config:
     else:
         passes = (channels + 63) // 64
         procs = _block(0, (channels + passes - 1) // passes)
+    options: tuple[str, ...] = ()
+    if not one_d and not chw and channels <= 4 and rng.random() < 0.35:
+        # FIFO input (HWC, the channels on processors 0-3 that FIFO 0 feeds), and
+        # maybe the first one or two convolutions streaming from it
+        procs = _block(0, channels)
+        options = ("--fifo",)
+        if rng.random() < 0.6:
+            b.stream_left = rng.choice((1, 1, 2))
+            dim = (rng.randint(8, 24), rng.randint(8, 24))
     t = _Tensor(channels, dim, procs, 0, "input")
-    n_layers = rng.randint(1, 4)
+    n_layers = max(rng.randint(1, 4), b.stream_left)
     for i in range(n_layers):
         last = i == n_layers - 1
         kinds = ["conv1d"] if t.one_d else ["conv3x3", "conv3x3", "conv1x1"]
@@ -302,6 +318,8 @@ def generate(seed: int, device: str) -> Config:
         if not last and t.passes == 1 and b.count + 3 <= 8:
             kinds.append("eltwise")
         kind = rng.choice(kinds)
+        if b.stream_left:
+            kind = "conv3x3"
         before = len(b.lines)
         if kind == "eltwise":
             t = _eltwise(b, t, last)
@@ -316,7 +334,12 @@ def generate(seed: int, device: str) -> Config:
     sidecar = "\n".join([f"# random configuration {seed} for {device}", "arch: rnd",
                          "dataset: random", "layers:", *b.lines, ""])
     shape = (channels, dim[0], 1) if one_d else (channels, *dim)
-    return Config(seed, device, sidecar, shape, tuple(b.weights), (), tuple(b.kinds))
+    kinds = tuple(b.kinds) + tuple(o.strip("-") for o in options)
+    if "streaming: true" in sidecar:
+        kinds += ("streaming",)
+    if "calcx4: true" in sidecar:
+        kinds += ("calcx4",)
+    return Config(seed, device, sidecar, shape, tuple(b.weights), options, kinds)
 
 
 def write(config: Config, root: Path) -> tuple[Path, Path, Path]:

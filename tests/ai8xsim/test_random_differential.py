@@ -27,7 +27,7 @@ from tests.ai8xsim.differential import (
     vendor_available,
     vendor_suite_project,
 )
-from tests.ai8xsim.exceptions import random_class
+from tests.ai8xsim.exceptions import RANDOM_CLASSES, random_class
 from tests.ai8xsim.random_nets import DEVICES, Config, Weights, generate, write
 
 SWEEP = int(os.environ.get("ONNX2AI8X_RANDOM_SWEEP", "0") or 0)
@@ -35,7 +35,7 @@ SWEEP = int(os.environ.get("ONNX2AI8X_RANDOM_SWEEP", "0") or 0)
 # A fixed sample: seeds whose configurations draw the layer kinds the model got wrong
 # or that are rare (pass-through and pooling-only with repacked processors,
 # element-wise with and without a convolution, CHW input, multi-pass, wide output).
-CI_SAMPLE = {"MAX78000": (0, 4, 8, 9, 15), "MAX78002": (4, 8, 10, 30, 23)}
+CI_SAMPLE = {"MAX78000": (0, 8, 9, 15, 16, 21), "MAX78002": (10, 13, 14, 17, 30, 36)}
 
 
 def _passthrough(pool: bool, device: str) -> Config:
@@ -92,7 +92,13 @@ def test_passthrough_with_processor_gaps_writes_packed(pool: bool, device: str,
 @pytest.mark.parametrize(("device", "seed"),
                          [(d, s) for d in DEVICES for s in CI_SAMPLE[d]])
 def test_generated_configuration_passes(device: str, seed: int, tmp_path: Path) -> None:
-    _ours_pass(generate(seed, device), tmp_path)
+    """Our project PASSes; one of a classified disagreement gets its class's verdict."""
+    config = generate(seed, device)
+    entry = next((c for c in RANDOM_CLASSES if c.applies(config.sidecar, config.options)),
+                 None)
+    _ours_pass(config, tmp_path, PASS if entry is None else entry.verdict)
+    if entry is not None:
+        pytest.xfail(f"{entry.reason.value}: {entry.why}")
 
 
 def test_generator_is_deterministic_and_varied() -> None:
@@ -110,8 +116,9 @@ def test_sweep_against_the_vendor(device: str, tmp_path: Path) -> None:
         pytest.skip("vendor synthesis tool or c2trace absent")
     bad = []
     for seed in range(SWEEP):
-        result = run_config(generate(seed, device), tmp_path / str(seed))
-        if not agrees(result) and random_class(result) is None:
+        config = generate(seed, device)
+        result = run_config(config, tmp_path / str(seed))
+        if not agrees(result) and random_class(config, result) is None:
             bad.append(f"{result.name}: vendor {result.vendor}, ours {result.ours}, "
                        f"same {result.same}: {result.detail}")
     assert not bad, "\n".join(bad)
