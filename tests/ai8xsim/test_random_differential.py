@@ -173,3 +173,17 @@ def test_vendor_calcx4_suite_configuration_passes(name: str, tmp_path: Path) -> 
     assert project is not None, why
     outcome = execute(project)
     assert outcome.verdict == PASS, render(outcome)
+
+
+def test_passthrough_output_not_packed_is_refused(tmp_path: Path) -> None:
+    """Output processors of a layer without a convolution must be its input processors
+    packed per quadrant (the vendor tool refuses otherwise): input on 0-3 and 16 cannot
+    leave on 0-4 (found by the differential: the project the converter used to write
+    for it failed its known answer)."""
+    config = _one_layer("MAX78000", "    processors: 0x000000000001000f\n"
+                        "    output_processors: 0x000000000000001f\n"
+                        "    operation: none\n    out_offset: 0x2000\n", (5, 6, 7))
+    files = write(config, tmp_path / "in")
+    project, why = our_project(files, config.device, tmp_path / "ours")
+    assert project is None
+    assert "sidecar.processors" in why and "quadrant 0" in why
