@@ -28,6 +28,7 @@ from tests.ai8xsim.differential import (
     vendor_suite_project,
 )
 from tests.ai8xsim.exceptions import RANDOM_CLASSES, random_class
+from tests.ai8xsim.probe_nets import AGREE, EXPECTED, REFUSED, probe
 from tests.ai8xsim.random_nets import DEVICES, Config, Weights, generate, write
 
 SWEEP = int(os.environ.get("ONNX2AI8X_RANDOM_SWEEP", "0") or 0)
@@ -187,3 +188,19 @@ def test_passthrough_output_not_packed_is_refused(tmp_path: Path) -> None:
     project, why = our_project(files, config.device, tmp_path / "ours")
     assert project is None
     assert "sidecar.processors" in why and "quadrant 0" in why
+
+
+@pytest.mark.skipif(not SWEEP, reason="set ONNX2AI8X_RANDOM_SWEEP=N to run the sweep")
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_probe_against_the_vendor(name: str, tmp_path: Path) -> None:
+    """The hand-written probes (probe_nets.py) get what EXPECTED says of them."""
+    if not vendor_available():
+        pytest.skip("vendor synthesis tool or c2trace absent")
+    want, why = EXPECTED[name]
+    r = run_config(probe(name), tmp_path)
+    if want == AGREE:
+        assert agrees(r), r
+    elif want == REFUSED:
+        assert (r.vendor, r.ours) == ("refused", "refused"), r
+    else:
+        assert (r.vendor, r.ours, r.same) == (want, want, True), r
