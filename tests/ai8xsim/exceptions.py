@@ -175,6 +175,13 @@ def _fifo_input_read_twice(sidecar: str, options: tuple[str, ...]) -> bool:
     return "--fifo" in options and "in_sequences: input" in sidecar
 
 
+def _mixed_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
+    convs = [block for block in sidecar.split("  - name: ")[1:]
+             if "operation: conv" in block]
+    x4 = sum("calcx4: true" in block for block in convs)
+    return 0 < x4 < len(convs)
+
+
 RANDOM_CLASSES: tuple[RandomClass, ...] = (
     # With --fifo the input comes through the FIFOs into layer 0 only; it is never in
     # data memory. A later layer that reads the input again (in_sequences: input, here
@@ -184,6 +191,17 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
     RandomClass("FIFO input read again by a later layer", Reason.CONVERTER,
                 "the FIFO feeds layer 0 only; both tools should refuse a later layer "
                 "reading the input", _fifo_input_read_twice),
+    # calcx4 and plain convolutions in one network: the vendor allocates the calcx4
+    # layer's kernels in split (per-instance) word numbers and the other layer's in
+    # unsplit ones, so both can land on the same kernel words of instance 0 (its
+    # "FIXME ... mixed non-x4/x4" in izer/kernels.py; the golden case
+    # ai87-suite-ffsx4readahead-nopad-multipass5-w8 is the same, _KERNEL_OVERLAP).
+    # Random 26 on the MAX78002: layer 0 (calcx4, 4-bit) reads instance 0 words 4-11,
+    # layer 1 (plain) words 0-15 of the same memory; verify --model: layer 1 first
+    # differs. onnx2ai8x copies the allocation (register-exact), so it is ours too.
+    RandomClass("calcx4 and plain kernels share kernel words", Reason.VENDOR_DEFECT,
+                "the vendor's mixed calcx4/plain kernel allocation overlaps; the "
+                "converter copies it", _mixed_calcx4),
 )
 
 
