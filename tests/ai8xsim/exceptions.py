@@ -175,6 +175,10 @@ def _fifo_input_read_twice(sidecar: str, options: tuple[str, ...]) -> bool:
     return "--fifo" in options and "in_sequences: input" in sidecar
 
 
+def _chw_input_read_twice(sidecar: str, options: tuple[str, ...]) -> bool:
+    return "data_format: CHW" in sidecar and "in_sequences: input" in sidecar
+
+
 def _mixed_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
     convs = [block for block in sidecar.split("  - name: ")[1:]
              if "operation: conv" in block]
@@ -191,6 +195,14 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
     RandomClass("FIFO input read again by a later layer", Reason.CONVERTER,
                 "the FIFO feeds layer 0 only; both tools should refuse a later layer "
                 "reading the input", _fifo_input_read_twice),
+    # CHW input (LCTRL0 bit 6, one channel per processor, four pixels a word) read
+    # again by a later layer (in_sequences: input): both tools set the CHW bit on layer
+    # 0 only, so the later layer reads the input's words as HWC (random 42 on the
+    # MAX78000: verify --model, layer 1 first differs; its decoded registers have no
+    # CHW bit). Both should set it, or refuse.
+    RandomClass("CHW input read again by a later layer", Reason.CONVERTER,
+                "the CHW (big data) bit is set on layer 0 only; a later reader of the "
+                "input reads it as HWC", _chw_input_read_twice),
     # calcx4 and plain convolutions in one network: the vendor allocates the calcx4
     # layer's kernels in split (per-instance) word numbers and the other layer's in
     # unsplit ones, so both can land on the same kernel words of instance 0 (its
