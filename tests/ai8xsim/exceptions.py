@@ -179,6 +179,11 @@ def _chw_input_read_twice(sidecar: str, options: tuple[str, ...]) -> bool:
     return "data_format: CHW" in sidecar and "in_sequences: input" in sidecar
 
 
+def _streaming_calcx4_first(sidecar: str, options: tuple[str, ...]) -> bool:
+    first = (sidecar.split("  - name: ")[1:] or [""])[0]
+    return "streaming: true" in first and "calcx4: true" in first
+
+
 def _mixed_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
     convs = [block for block in sidecar.split("  - name: ")[1:]
              if "operation: conv" in block]
@@ -203,6 +208,16 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
     RandomClass("CHW input read again by a later layer", Reason.CONVERTER,
                 "the CHW (big data) bit is set on layer 0 only; a later reader of the "
                 "input reads it as HWC", _chw_input_read_twice),
+    # OPEN (converter or model): a streaming calcx4 first layer followed by plain
+    # layers. The vendor tool crashes on it (IndexError in its kernel layout); ours
+    # loads layer 0's kernels at words 5360, 5616, 5872 and 6128 of each kernel memory
+    # while its mask start register names word 4336 (random 67 on the MAX78002:
+    # verify --model, layer 0 first differs). Which of the two is wrong (the
+    # converter's calcx4 placement in the second kernel region, or the model's facts
+    # of that region) is not settled.
+    RandomClass("streaming calcx4 first layer: kernels away from the mask start",
+                Reason.CONVERTER, "open: our kernels and mask start disagree; the "
+                "vendor crashes on the configuration", _streaming_calcx4_first),
     # calcx4 and plain convolutions in one network: the vendor allocates the calcx4
     # layer's kernels in split (per-instance) word numbers and the other layer's in
     # unsplit ones, so both can land on the same kernel words of instance 0 (its

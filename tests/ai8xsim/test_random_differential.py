@@ -36,7 +36,7 @@ SWEEP = int(os.environ.get("ONNX2AI8X_RANDOM_SWEEP", "0") or 0)
 # A fixed sample: seeds whose configurations draw the layer kinds the model got wrong
 # or that are rare (pass-through and pooling-only with repacked processors,
 # element-wise with and without a convolution, CHW input, multi-pass, wide output).
-CI_SAMPLE = {"MAX78000": (0, 8, 9, 15, 16, 21, 42), "MAX78002": (10, 13, 14, 17, 26, 30, 36)}
+CI_SAMPLE = {"MAX78000": (0, 8, 9, 15, 16, 21, 42), "MAX78002": (10, 13, 14, 17, 26, 30, 36, 67)}
 
 
 def _passthrough(pool: bool, device: str) -> Config:
