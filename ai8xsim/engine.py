@@ -329,8 +329,10 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
 
 
 def _instance_words(m: Machine, lr: LayerRegs) -> int:
-    """Words per kernel-memory instance in the region holding the layer's mask start."""
-    start = lr.mask_start // 8
+    """Words per kernel-memory instance in the region holding the layer's mask start
+    (a mask unit is one bit of each of a kernel's taps: 8 units a byte per tap, 9
+    bytes a word)."""
+    start = lr.mask_start // 8 * lr.kernel[0] * lr.kernel[1] // 9
     size = 0
     for first, words in m.dev.mask_regions:
         if start >= first:
@@ -441,15 +443,40 @@ def unmodelled(m: Machine, layer: int) -> str | None:
     lr = decode(m, layer)
     if lr.calcx4 and (not dev.mask_regions or lr.out_count is None):
         return "processing four output channels per step (POST bit 29) on this device"
-    if lr.calcx4 and (not lr.is_conv or lr.kernel != (3, 3) or lr.weight_bits != 8
-                      or lr.depthwise):
-        # The vendor tool lays out calcx4 kernels only for 3x3 8-bit convolutions (its
-        # kernel count for 1x1 or narrower weights would not split into four instances).
-        return "calcx4 (POST bit 29) other than on a 3x3 8-bit full convolution"
+    if lr.calcx4 and (not lr.is_conv or lr.depthwise or lr.kernel != (3, 3)):
+        # 3x3 kernels of every width (8, 4, 2 and 1 bits) run as the vendor's projects
+        # state them (its multipass5 suite configurations with 2-bit weights, with and
+        # without read-ahead). For 1x1 kernels the vendor tool leaves the kernels
+        # unsplit (every output channel's kernel in instance 0, some not loaded at
+        # all), so no project shows which instance words the hardware reads.
+        return "calcx4 (POST bit 29) other than on a 3x3 full convolution"
+    if lr.depthwise and not lr.broadcast and _depthwise_gaps(lr.processors):
+        return _depthwise_gaps(lr.processors)
     if lr.read_ahead:
         return _read_ahead_problem(m, lr)
     if lr.tcalc:
         return "time-multiplexed passes (POST bit 31) without read-ahead"
+    return None
+
+
+def _depthwise_gaps(processors: int) -> str | None:
+    """A depthwise layer without broadcast whose processors leave gaps in a quadrant
+    (or start a later quadrant past its processor 0): its output takes turns (time
+    slots, one per enabled processor), but which bias byte each processor reads then
+    is known from no case. The vendor tool counts one time slot per enabled processor
+    yet lays the bias bytes out by processor distance (input on processors 0, 4, 8,
+    12: bias bytes 0, 4, 8, 12 of 13, time slot count 4); the golden corpus holds
+    such layers only with contiguous processors, where both readings agree."""
+    first = True
+    for g in range(4):
+        q = processors >> 16 * g & 0xFFFF
+        if not q:
+            continue
+        low = q & -q
+        if (q + low) & q or (not first and low != 1):
+            return ("a depthwise layer without broadcast on processors with gaps "
+                    f"(quadrant {g}: 0x{q:04x})")
+        first = False
     return None
 
 
@@ -627,7 +654,8 @@ def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
       quadrant's slots count from its processor 0, those of the layer's first quadrant
       from its first enabled processor (the vendor tool points every other quadrant's
       write pointer back by that amount). The bias is one byte per time slot at the
-      quadrant's address register: address + pass x time slots + slot.
+      quadrant's address register: address + pass x time slots + slot. Processors with
+      gaps are not modelled (`_depthwise_gaps`).
     """
     w = _kernels(m, lr, procs, 1)[0]  # (P, passes, taps)
     kh, kw = lr.kernel
@@ -690,6 +718,23 @@ def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                        (len(procs) * lr.passes, oh, ow))
 
 
+def _turn(procs: list[int], p: int) -> int:
+    """Processor p's turn among its quadrant's enabled processors `procs`.
+
+    Layers without a convolution (pass-through, pooling-only, element-wise) and
+    depthwise layers without broadcast write in time slots: the quadrant's enabled
+    processors take turns, gaps skipped, the k-th filling byte lane k % 4 of time slot
+    k // 4. The vendor tool counts the time slots (ONED bits 0-3) from the number of
+    enabled processors ((n - 1) // 4 + 1 for pass-through), requires a pass-through's
+    output processors to be its input's packed per quadrant, and its known answers
+    hold input on processors 0, 4, 8, 12 as four bytes of one word (its suite's
+    passthrough-2 configurations). The first enabled processor writing lane 0
+    wherever it is agrees with the depthwise layers of the golden corpus whose first
+    processor is not four-aligned. For processors without gaps from a four-aligned
+    start this is their distance from that start."""
+    return sum(1 for q in procs if q // 16 == p // 16 and q < p)
+
+
 def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                  first_pixel: int = 0, wrap: int | None = None) -> LayerResult:
     vals = np.clip(x, -128, 127)
@@ -702,9 +747,7 @@ def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
     mems, words, lanes, values = [], [], [], []
     for i, p in enumerate(procs):
         g = p // 16
-        gprocs = [q for q in procs if q // 16 == g]
-        first = gprocs[0] & ~3
-        slot = p - first
+        slot = _turn(procs, p)
         t, lane = slot // 4, slot % 4
         pix = first_pixel + np.arange(pixels)
         for k in range(passes):

@@ -730,12 +730,34 @@ def _check_layer_values(w: _Walk) -> None:
                         f"{per_pass} processors per pass, but its output map "
                         f"{omap:#018x} enables {popcount(omap)}",
                         f"enable exactly {per_pass} output processors")
+        if lay.operator == Op.NONE and omap is not None and lay.processors:
+            _check_packed_passthrough(sidecar, lay, lay.processors, omap)
         if lay.conv_groups > 1 and (lay.conv_groups != in_ch[ll]
                                     or lay.conv_groups != out_ch[ll]):
             raise _fail(sidecar, lay, "groups", "sidecar.value",
                         f"`groups` {lay.conv_groups} must equal the input channels "
                         f"({in_ch[ll]}) and output channels ({out_ch[ll]}) (depthwise only)",
                         f"use `groups: {in_ch[ll]}` or `groups: 1`")
+
+
+def _check_packed_passthrough(sidecar: Sidecar, lay, processors: int, omap: int) -> None:
+    """A layer without a convolution (pass-through, pooling-only, element-wise) writes
+    its quadrant's enabled processors in turn, packed: in each quadrant its output
+    processors are as many contiguous processors as it has input processors there (the
+    vendor tool refuses any other map; a project written for one would not give its
+    known answer)."""
+    for g in range(4):
+        n = popcount(processors >> 16 * g & 0xFFFF)
+        out = omap >> 16 * g & 0xFFFF
+        if out:
+            out //= out & -out
+        if out != (1 << n) - 1:
+            raise _fail(sidecar, lay, "output_processors", "sidecar.processors",
+                        f"a layer without a convolution writes each quadrant's input "
+                        f"processors packed, but quadrant {g} has {n} input processor"
+                        f"{'s' if n != 1 else ''} ({processors:#018x}) and output map "
+                        f"{omap:#018x}",
+                        f"give quadrant {g} {n} contiguous output processors")
 
 
 def _resolved_layers(w: _Walk) -> tuple[ResolvedLayer, ...]:
