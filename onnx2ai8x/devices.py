@@ -167,6 +167,9 @@ class Device:
     # "On MAX78002 only, when multi-pass is not used"); the tool refuses it with more
     # than one input pass (izer SUPPORT_MULTIPASS_STRIDE / _READ_STRIDE).
     read_gap: bool
+    # Padded Conv1d may read more than one input pass (izer SUPPORT_MULTIPASS_PADDED_CONV1D:
+    # MAX78000 yes, MAX78002 no; the vendor tool refuses it on MAX78002).
+    multipass_padded_conv1d: bool
 
     # --- numerics ---
     weight_bits: tuple[int, ...]  # -1 is binary (+1/-1) weights
@@ -362,6 +365,7 @@ MAX78000 = Device(
     flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
     eltwise_multipass_emulated=True, eltwise_multipass_conv_bias=True, read_gap=False,
+    multipass_padded_conv1d=True,
     weight_bits=(1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
@@ -422,6 +426,7 @@ MAX78002 = Device(
     flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
     eltwise_multipass_emulated=False, eltwise_multipass_conv_bias=False, read_gap=True,
+    multipass_padded_conv1d=False,
     weight_bits=(-1, 1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
