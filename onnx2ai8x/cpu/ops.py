@@ -157,10 +157,20 @@ def _window_out(name: str, size: int, k: int, s: int, p0: int, p1: int, d: int) 
     if size + p0 + p1 < span:
         raise _fail(name, f"the window spans {span} values but the padded input has "
                     f"{size + p0 + p1}", "use a smaller kernel or dilation, or more padding")
-    if p0 >= span or p1 >= span:
-        raise _fail(name, f"a padding of {max(p0, p1)} is as wide as the window ({span})",
-                    "pad by less than the window's extent")
     return (size + p0 + p1 - span) // s + 1
+
+
+def _windows_touch_input(name: str, size: int, k: int, s: int, p0: int, d: int,
+                         n_out: int) -> None:
+    """Every max-pooling window must hold a real input position (ONNX leaves a window
+    of padding alone undefined)."""
+    for o in range(n_out):
+        start = o * s - p0
+        first = -(start // d) if start < 0 else 0  # first tap at or after 0
+        last = min(k - 1, (size - 1 - start) // d)  # last tap index < size
+        if first > last:
+            raise _fail(name, f"pooling window {o} covers only padding",
+                        "pad less than the window's extent")
 
 
 def _spatial(name: str, in_shape, kernel, strides, pads, dilations):
@@ -258,6 +268,10 @@ def maxpool(name: str, x: str, y: str, in_shape, kernel, *, strides=(), pads=(),
                                                      dilations)
     out_shape = _shape(name, (in_shape[0], *out), "output")
     _macs_ok(name, math.prod(out_shape) * math.prod(kernel))
+    nd = len(kernel)
+    for a in range(nd):
+        _windows_touch_input(name, in_shape[1 + a], kernel[a], strides[a], pads[a],
+                             dilations[a], out[a])
     return CpuOp(MAXPOOL, name, (x,), y, (in_shape,), out_shape, kernel=kernel,
                  strides=strides, pads=pads, dilations=dilations)
 
