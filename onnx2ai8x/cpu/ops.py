@@ -39,6 +39,7 @@ MAX_ACC = 2 ** 31 - 1  # the accumulator (sum of products plus bias) is int32
 MAX_ELEMENTS = 1 << 24  # values per tensor (16 MiB of int8)
 MAX_DIM = 1 << 16  # any single dimension, kernel, stride, dilation or pad
 MAX_MACS = 1 << 34  # multiply-accumulates of one op
+MAX_RANK = 6  # axes of a per-sample shape
 LUT_SIZE = 256
 SOFTMAX_ONE = 1 << 16  # exp(0) in the softmax table (README: Softmax)
 SOFTMAX_MAX_AXIS = 1 << 14  # values one softmax normalizes (the sum stays < 2**31)
@@ -103,9 +104,10 @@ def _shape(name: str, shape: Sequence[int], what: str = "input") -> tuple[int, .
     except (TypeError, ValueError):
         raise _fail(name, f"the {what} shape is not a list of integers",
                     "give every dimension as a positive integer") from None
-    if not dims or any(d < 1 or d > MAX_DIM for d in dims):
+    if not dims or len(dims) > MAX_RANK or any(d < 1 or d > MAX_DIM for d in dims):
         raise _fail(name, f"the {what} shape {list(dims)} has a dimension outside "
-                    f"1..{MAX_DIM}", "use positive dimensions of a realistic size")
+                    f"1..{MAX_DIM} or more than {MAX_RANK} axes",
+                    "use at most 6 positive dimensions of a realistic size")
     if math.prod(dims) > MAX_ELEMENTS:
         raise _fail(name, f"the {what} has {math.prod(dims)} values, more than the "
                     f"{MAX_ELEMENTS} a CPU layer buffers", "make the tensor smaller")
@@ -129,6 +131,9 @@ def _int_array(name: str, values, dtype, lo: int, hi: int, what: str) -> np.ndar
     if arr.size and (arr.min() < lo or arr.max() > hi):
         raise _fail(name, f"the {what} range over [{int(arr.min())}, {int(arr.max())}], "
                     f"outside [{lo}, {hi}]", f"requantize the {what} into that range")
+    if arr.size > MAX_ELEMENTS:
+        raise _fail(name, f"{arr.size} {what}, more than the {MAX_ELEMENTS} a CPU layer "
+                    "stores", "make the layer smaller")
     out = np.ascontiguousarray(arr.astype(dtype))
     out.setflags(write=False)
     return out
