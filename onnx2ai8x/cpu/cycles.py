@@ -10,9 +10,10 @@ Zero wait states are assumed (code runs from the instruction cache); interrupts 
 the accelerator's own time are not included.
 
 Per item (counted from the -Os disassembly):
-- convolution: 29 cycles per MAC. The generic kernel keeps too many loop variables for
-  the M4's registers, so the inner loop reloads its pointers and accumulator from the
-  stack (7 loads/stores, 3 register moves, 2 branches per MAC).
+- convolution: 13 cycles per MAC in `cpu_layers_dot` (SUBS/CMP 2, taken BGT 3, LDRSB +
+  pipelined LDRSB 3, ADD 1, SMLABB 1, B 3), plus 35 per kernel row (the call, its
+  prologue/epilogue and the caller's pointer set-up, which -Os keeps on the stack) and
+  25 per output for the window clipping (`cpu_taps`).
 - fully connected: 8 cycles per MAC (LDRSB + pipelined LDRSB 3, CMP 1, MLA 1, BNE 3).
 - pooling: 12 cycles per window tap; lookup tables 11 per value; element-wise add/mul
   14 per value plus the requantization; copies (concat, reshape) 7 per byte, transpose
@@ -32,7 +33,9 @@ import math
 from . import ops as K
 from .ops import CpuOp
 
-CONV_CYCLES_PER_MAC = 29
+CONV_CYCLES_PER_MAC = 13
+CONV_CYCLES_PER_ROW = 35
+WINDOW_CYCLES_PER_OUTPUT = 25
 DENSE_CYCLES_PER_MAC = 8
 POOL_CYCLES_PER_TAP = 12
 LUT_CYCLES_PER_VALUE = 11
@@ -44,9 +47,9 @@ REQUANT_CYCLES = 25
 SOFTMAX_CYCLES_PER_VALUE = 3 * 9 + 100
 CALL_CYCLES = 20  # entering a kernel: argument set-up, prologue, epilogue
 
-MODEL = ("Cortex-M4 estimate: conv 29 and dense 8 cycles/MAC, 25 cycles per requantized "
-         "output (instruction timings of the Arm Cortex-M4 TRM, ARM DDI 0439B section 3.3, "
-         "applied to the -Os inner loops of the generated C)")
+MODEL = ("Cortex-M4 estimate: conv 13 cycles/MAC + 35 per kernel row, dense 8 cycles/MAC, "
+         "25 cycles per requantized output (instruction timings of the Arm Cortex-M4 TRM, "
+         "ARM DDI 0439B section 3.3, applied to the -Os inner loops of the generated C)")
 
 
 def macs(op: CpuOp) -> int:
@@ -66,7 +69,10 @@ def estimate(op: CpuOp) -> tuple[int, int]:
     kind = op.kind
     m = macs(op)
     if kind == K.CONV:
-        cycles = m * CONV_CYCLES_PER_MAC + n_out * REQUANT_CYCLES
+        rows = n_out * (op.in_shapes[0][0] // op.group) * (op.kernel[0] if
+                                                            len(op.kernel) == 2 else 1)
+        cycles = m * CONV_CYCLES_PER_MAC + rows * CONV_CYCLES_PER_ROW + \
+            n_out * (REQUANT_CYCLES + WINDOW_CYCLES_PER_OUTPUT)
     elif kind == K.DENSE:
         cycles = m * DENSE_CYCLES_PER_MAC + n_out * REQUANT_CYCLES
     elif kind == K.MAXPOOL:

@@ -494,6 +494,11 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+def requant_lut(in_scale: float, out_scale: float) -> np.ndarray:
+    """The table that only rescales int8 values (e.g. into the accelerator's Q7 input)."""
+    return lut_table(ACTIVATIONS["Identity"], in_scale, out_scale)
+
+
 def leaky_relu(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
     """LeakyReLU (and one channel of PReLU) as a float function for `lut_table`."""
     a = float(alpha)

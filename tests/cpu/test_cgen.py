@@ -98,8 +98,9 @@ def test_cycle_model_counts():
     conv = K.conv("c", "x", "y", (8, 10, 10), w, None, 1, 0, pads=(1, 1, 1, 1))
     macs, est = cycles.estimate(conv)
     assert macs == 16 * 10 * 10 * 8 * 9  # every output, every tap
-    assert est == macs * cycles.CONV_CYCLES_PER_MAC + 1600 * cycles.REQUANT_CYCLES + \
-        cycles.CALL_CYCLES
+    rows = 1600 * 8 * 3  # outputs x input channels x kernel rows
+    assert est == macs * cycles.CONV_CYCLES_PER_MAC + rows * cycles.CONV_CYCLES_PER_ROW + \
+        1600 * (cycles.REQUANT_CYCLES + cycles.WINDOW_CYCLES_PER_OUTPUT) + cycles.CALL_CYCLES
     dw = K.conv("d", "x", "y", (8, 10, 10), np.ones((8, 1, 5, 5)), None, 1, 0, group=8)
     assert cycles.estimate(dw)[0] == 8 * 6 * 6 * 25
     dense = K.dense("f", "x", "y", (16, 32, 32), np.ones((10, 16384)), None, 1, 0)
