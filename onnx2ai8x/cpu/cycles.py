@@ -20,8 +20,8 @@ Per item (counted from the -Os disassembly):
   12 per value; ArgMax 9 per value.
 - requantization (`cpu_requant`): 25 cycles per output (call, 64-bit product, rounding,
   floor shift and clamp).
-- softmax: 3 passes of ~9 cycles plus one 64-bit division (the EABI `__aeabi_ldivmod`
-  routine, estimated at 100 cycles) per value.
+- softmax: 3 passes of ~9 cycles plus one 32-bit UDIV (2 to 12 cycles: 12 assumed) per
+  value.
 
 These are estimates for planning (the report's CPU share); they are not measured on a
 board. MACs count every tap of every window, padded ones included (the usual convention).
@@ -44,7 +44,7 @@ COPY_CYCLES_PER_BYTE = 7
 TRANSPOSE_CYCLES_PER_VALUE = 12
 ARGMAX_CYCLES_PER_VALUE = 9
 REQUANT_CYCLES = 25
-SOFTMAX_CYCLES_PER_VALUE = 3 * 9 + 100
+SOFTMAX_CYCLES_PER_VALUE = 3 * 9 + 12
 CALL_CYCLES = 20  # entering a kernel: argument set-up, prologue, epilogue
 
 MODEL = ("Cortex-M4 estimate: conv 13 cycles/MAC + 35 per kernel row, dense 8 cycles/MAC, "
