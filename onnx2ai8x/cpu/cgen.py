@@ -161,9 +161,15 @@ class _SegmentWriter:
                                         b, *self.requant_args(k, op)])
         elif kind in (K.MAXPOOL, K.AVGPOOL):
             self.used["requant"] = True
-            is_max = kind == K.MAXPOOL
-            m, s = (0, 0) if is_max else (int(op.multiplier[0]), int(op.shift[0]))
-            self.call(op, "cpu_pool", [x[0], y, self.window(k, op), int(is_max), m, f"{s}u"])
+            if kind == K.MAXPOOL:
+                m = s = "0"  # null pointers: a maximum is not requantized
+                per_count = 0
+            else:
+                m = self.array(k, "mult", "int32_t", op.multiplier)
+                s = self.array(k, "shift", "uint8_t", op.shift)
+                per_count = int(op.multiplier.size > 1)
+            self.call(op, "cpu_pool", [x[0], y, self.window(k, op), int(kind == K.MAXPOOL),
+                                       m, s, per_count])
         elif kind == K.ADD:
             self.used["requant"] = True
             n = math.prod(op.out_shape)

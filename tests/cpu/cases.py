@@ -115,10 +115,13 @@ def _pool(rng: np.random.Generator, name: str, kind: str):
                                dilations=dil)
             else:
                 count = int(np.prod(kernel))
-                if rng.random() < 0.7:
+                r = rng.random()
+                if r < 0.4:  # padding counts (count_include_pad = 1)
                     m, s = K.avgpool_requant(count, float(rng.uniform(0.5, 2.0)))
-                else:
-                    m, s = _requant(rng, count, 1)
+                elif r < 0.75:  # real positions only (count_include_pad = 0)
+                    m, s = K.avgpool_requant_per_count(count, float(rng.uniform(0.5, 2.0)))
+                else:  # extreme constants, shared or per count
+                    m, s = _requant(rng, count, count + 1)
                 op = K.avgpool(name, "x", "y", (c, *size), kernel, m, s, strides=stride,
                                pads=pads, dilations=dil)
         except Ai8xError:
