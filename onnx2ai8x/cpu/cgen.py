@@ -139,6 +139,16 @@ class _SegmentWriter:
         self.calls.append({"fn": fn, "args": [str(a) for a in args],
                            "comment": _comment(f"{op.kind} {op.name}")})
 
+    def broadcast(self, k: int, op: CpuOp) -> list:
+        """(rank, dims, bstrides) of a broadcast second input; (0, 0, 0) without one."""
+        shape, b_shape = op.in_shapes
+        if b_shape == shape:
+            return [0, "0", "0"]
+        strides = [math.prod(b_shape[a + 1:]) if b_shape[a] > 1 else 0
+                   for a in range(len(b_shape))]
+        return [len(shape), self.array(k, "dims", "int32_t", shape),
+                self.array(k, "bstrides", "int32_t", strides)]
+
     def requant_args(self, k: int, op: CpuOp) -> list[str]:
         self.used["requant"] = True
         return [self.array(k, "mult", "int32_t", op.multiplier),
@@ -170,15 +180,13 @@ class _SegmentWriter:
                 per_count = int(op.multiplier.size > 1)
             self.call(op, "cpu_pool", [x[0], y, self.window(k, op), int(kind == K.MAXPOOL),
                                        m, s, per_count])
-        elif kind == K.ADD:
+        elif kind in (K.ADD, K.MUL):
             self.used["requant"] = True
             n = math.prod(op.out_shape)
-            self.call(op, "cpu_add", [*x, y, n, int(op.multiplier[0]), int(op.multiplier[1]),
-                                      f"{int(op.shift[0])}u", op.act_min, op.act_max])
-        elif kind == K.MUL:
-            self.used["requant"] = True
-            self.call(op, "cpu_mul", [*x, y, math.prod(op.out_shape), int(op.multiplier[0]),
-                                      f"{int(op.shift[0])}u", op.act_min, op.act_max])
+            scale = [int(op.multiplier[0]), int(op.multiplier[1])] if kind == K.ADD else \
+                [int(op.multiplier[0])]
+            self.call(op, f"cpu_{kind}", [*x, y, n, *self.broadcast(k, op), *scale,
+                                          f"{int(op.shift[0])}u", op.act_min, op.act_max])
         elif kind == K.LUT:
             t = self.array(k, "table", "int8_t", op.table)
             per_channel = op.table.shape[0] > 1

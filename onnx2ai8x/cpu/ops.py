@@ -318,10 +318,26 @@ def window_counts(op: CpuOp) -> np.ndarray:
 
 
 
+def _broadcast(name: str, shape: tuple[int, ...], b_shape) -> tuple[int, ...]:
+    """b's shape: `shape` itself, or of the same rank with 1 where b is repeated (a
+    per-channel scale (C, 1, 1) against (C, H, W), as in squeeze-and-excitation)."""
+    if b_shape is None:
+        return shape
+    b_shape = _shape(name, b_shape, "second input")
+    if len(b_shape) != len(shape) or any(d not in (1, e) for d, e in zip(b_shape, shape,
+                                                                         strict=True)):
+        raise _fail(name, f"the second input's shape {list(b_shape)} does not broadcast to "
+                    f"{list(shape)}", "give the second input the same rank, with 1 where "
+                    "its values repeat")
+    return b_shape
+
+
 def add(name: str, a: str, b: str, y: str, shape, multipliers, shift, *,
-        act_min: int = INT8_MIN, act_max: int = INT8_MAX) -> CpuOp:
-    """y = clamp(round_half_up((a * Ma + b * Mb) / 2**s)): each input its own scale."""
+        act_min: int = INT8_MIN, act_max: int = INT8_MAX, b_shape=None) -> CpuOp:
+    """y = clamp(round_half_up((a * Ma + b * Mb) / 2**s)): each input its own scale; b
+    may broadcast (`b_shape`)."""
     shape = _shape(name, shape)
+    bs = _broadcast(name, shape, b_shape)
     m = _int_array(name, np.atleast_1d(multipliers), np.int64, 0, MAX_MULTIPLIER,
                    "requantization multipliers")
     s = _int_array(name, np.atleast_1d(shift), np.int64, 0, MAX_SHIFT, "requantization shifts")
@@ -329,17 +345,18 @@ def add(name: str, a: str, b: str, y: str, shape, multipliers, shift, *,
         raise _fail(name, "an add takes two multipliers (one per input) and one shift",
                     "give multipliers=(Ma, Mb) and one shift")
     lo, hi = _clamp(name, act_min, act_max)
-    return CpuOp(ADD, name, (a, b), y, (shape, shape), shape, multiplier=m, shift=s,
+    return CpuOp(ADD, name, (a, b), y, (shape, bs), shape, multiplier=m, shift=s,
                  act_min=lo, act_max=hi)
 
 
 def mul(name: str, a: str, b: str, y: str, shape, multiplier, shift, *,
-        act_min: int = INT8_MIN, act_max: int = INT8_MAX) -> CpuOp:
-    """y = clamp(round_half_up(a * b * M / 2**s))."""
+        act_min: int = INT8_MIN, act_max: int = INT8_MAX, b_shape=None) -> CpuOp:
+    """y = clamp(round_half_up(a * b * M / 2**s)); b may broadcast (`b_shape`)."""
     shape = _shape(name, shape)
+    bs = _broadcast(name, shape, b_shape)
     m, s = _requant(name, multiplier, shift, 1)
     lo, hi = _clamp(name, act_min, act_max)
-    return CpuOp(MUL, name, (a, b), y, (shape, shape), shape, multiplier=m, shift=s,
+    return CpuOp(MUL, name, (a, b), y, (shape, bs), shape, multiplier=m, shift=s,
                  act_min=lo, act_max=hi)
 
 
