@@ -51,7 +51,11 @@ def _c_int(v: int) -> str:
 
 
 def _lines(values: np.ndarray) -> list[str]:
-    flat = [_c_int(int(v)) for v in np.asarray(values).ravel()]
+    arr = np.asarray(values).ravel()
+    if arr.dtype.itemsize < 4:  # int8/uint8: no value needs _c_int's care
+        flat = [str(v) for v in arr.tolist()]
+    else:
+        flat = [_c_int(v) for v in arr.tolist()]
     return [", ".join(flat[i:i + VALUES_PER_LINE]) + ","
             for i in range(0, len(flat), VALUES_PER_LINE)]
 
@@ -263,6 +267,25 @@ def scratch_bytes(segments: Sequence[Segment]) -> int:
         for t, off in _plan_scratch(seg).items():
             need = max(need, off + sizes[t])
     return -(-need // ALIGN) * ALIGN
+
+
+def footprint(segments: Sequence[Segment]) -> tuple[int, int]:
+    """(bytes of constant data — weights, bias, requantization, tables, geometry — that
+    go to flash, bytes of the static scratch arena in SRAM) of the rendered C; the
+    kernels' code (a few KB) is not counted."""
+    const = 0
+    for seg in segments:
+        for op in seg.ops:
+            for arr, width in ((op.weights, 1), (op.bias, 4), (op.multiplier, 4),
+                               (op.shift, 1), (op.table, 4 if op.kind == K.SOFTMAX else 1)):
+                if arr is not None and (arr is not op.multiplier or op.kind not in
+                                        (K.ADD, K.MUL)):
+                    const += arr.size * width
+            if op.kind in (K.CONV, K.MAXPOOL, K.AVGPOOL):
+                const += 15 * 4  # cpu_window_t
+            elif op.kind in (K.TRANSPOSE, K.ADD, K.MUL):
+                const += 2 * 4 * len(op.out_shape)  # dims and strides
+    return const, scratch_bytes(segments)
 
 
 def render(segments: Sequence[Segment]) -> dict[str, str]:

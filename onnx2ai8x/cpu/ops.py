@@ -448,10 +448,20 @@ def segment(name: str, ops: Sequence[CpuOp], outputs: Sequence[str] = ()) -> Seg
                     "use letters, digits and underscores")
     written: list[str] = []
     inputs: list[str] = []
+    shapes: dict[str, tuple[int, ...]] = {}
+    producers: dict[str, CpuOp] = {}
     for op in ops:
-        for t in op.inputs:
+        for t, shape in zip(op.inputs, op.in_shapes, strict=True):
+            if t in producers and producers[t].kind == ARGMAX:
+                raise _fail(op.name, f"reads the ArgMax index {t}, which no CPU op takes "
+                            "as input", "end the segment with the ArgMax")
+            if shapes.setdefault(t, shape) != shape:
+                raise _fail(op.name, f"reads tensor {t} as {list(shape)}, but it has shape "
+                            f"{list(shapes[t])}", "insert a reshape between the layers")
             if t not in written and t not in inputs:
                 inputs.append(t)
+        shapes[op.output] = op.out_shape
+        producers[op.output] = op
         if op.output in written or op.output in inputs:
             raise _fail(op.name, f"tensor {op.output} is written twice",
                         "give every op its own output tensor")
