@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -35,10 +36,14 @@ COMPILE_TIMEOUT = 600  # seconds
 RUN_TIMEOUT = 600
 
 
-def _compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        raise Ai8xError("cpu.host-compiler", "host", "no C compiler (gcc or cc) found",
+def _compiler() -> list[str]:
+    """The host compiler command: $CC (which may carry words, e.g. `ccache gcc`), else
+    gcc or cc from PATH."""
+    cc = shlex.split(os.environ.get("CC", "")) or \
+        [c for c in (shutil.which("gcc") or shutil.which("cc"),) if c]
+    if not cc or shutil.which(cc[0]) is None:
+        what = f"the compiler {cc[0]} (from CC)" if cc else "no C compiler (gcc or cc)"
+        raise Ai8xError("cpu.host-compiler", "host", f"{what} was not found",
                         "install gcc, or set CC to a C99 compiler")
     return cc
 
@@ -97,7 +102,7 @@ def compile_segments(segments: Sequence[Segment], sanitize: bool = False) -> Pat
     runner = _runner_source(segments)
     cc = _compiler()
     flags = (*CFLAGS, *(SANITIZE_FLAGS if sanitize else ()))
-    key = hashlib.sha256("\0".join([cc, *flags, files["cpu_layers.c"], files["cpu_layers.h"],
+    key = hashlib.sha256("\0".join([*cc, *flags, files["cpu_layers.c"], files["cpu_layers.h"],
                                     runner]).encode()).hexdigest()[:32]
     cache = Path(tempfile.gettempdir()) / f"onnx2ai8x-cpu-{os.getuid()}"
     exe = cache / f"{key}.bin"
@@ -109,7 +114,7 @@ def compile_segments(segments: Sequence[Segment], sanitize: bool = False) -> Pat
         for name, text in {**files, "runner.c": runner}.items():
             (work / name).write_text(text)
         out = work / "runner.bin"
-        cmd = [cc, *flags, "-o", str(out), str(work / "runner.c"), str(work / "cpu_layers.c")]
+        cmd = [*cc, *flags, "-o", str(out), str(work / "runner.c"), str(work / "cpu_layers.c")]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
         except subprocess.TimeoutExpired:
