@@ -39,6 +39,7 @@ MAX_ACC = 2 ** 31 - 1  # the accumulator (sum of products plus bias) is int32
 MAX_ELEMENTS = 1 << 24  # values per tensor (16 MiB of int8)
 MAX_DIM = 1 << 16  # any single dimension, kernel, stride, dilation or pad
 MAX_MACS = 1 << 34  # multiply-accumulates of one op
+MAX_RANK = 6  # axes of a per-sample shape
 LUT_SIZE = 256
 SOFTMAX_ONE = 1 << 16  # exp(0) in the softmax table (README: Softmax)
 SOFTMAX_MAX_AXIS = 1 << 14  # values one softmax normalizes (the sum stays < 2**31)
@@ -103,9 +104,10 @@ def _shape(name: str, shape: Sequence[int], what: str = "input") -> tuple[int, .
     except (TypeError, ValueError):
         raise _fail(name, f"the {what} shape is not a list of integers",
                     "give every dimension as a positive integer") from None
-    if not dims or any(d < 1 or d > MAX_DIM for d in dims):
+    if not dims or len(dims) > MAX_RANK or any(d < 1 or d > MAX_DIM for d in dims):
         raise _fail(name, f"the {what} shape {list(dims)} has a dimension outside "
-                    f"1..{MAX_DIM}", "use positive dimensions of a realistic size")
+                    f"1..{MAX_DIM} or more than {MAX_RANK} axes",
+                    "use at most 6 positive dimensions of a realistic size")
     if math.prod(dims) > MAX_ELEMENTS:
         raise _fail(name, f"the {what} has {math.prod(dims)} values, more than the "
                     f"{MAX_ELEMENTS} a CPU layer buffers", "make the tensor smaller")
@@ -129,6 +131,9 @@ def _int_array(name: str, values, dtype, lo: int, hi: int, what: str) -> np.ndar
     if arr.size and (arr.min() < lo or arr.max() > hi):
         raise _fail(name, f"the {what} range over [{int(arr.min())}, {int(arr.max())}], "
                     f"outside [{lo}, {hi}]", f"requantize the {what} into that range")
+    if arr.size > MAX_ELEMENTS:
+        raise _fail(name, f"{arr.size} {what}, more than the {MAX_ELEMENTS} a CPU layer "
+                    "stores", "make the layer smaller")
     out = np.ascontiguousarray(arr.astype(dtype))
     out.setflags(write=False)
     return out
@@ -157,10 +162,20 @@ def _window_out(name: str, size: int, k: int, s: int, p0: int, p1: int, d: int) 
     if size + p0 + p1 < span:
         raise _fail(name, f"the window spans {span} values but the padded input has "
                     f"{size + p0 + p1}", "use a smaller kernel or dilation, or more padding")
-    if p0 >= span or p1 >= span:
-        raise _fail(name, f"a padding of {max(p0, p1)} is as wide as the window ({span})",
-                    "pad by less than the window's extent")
     return (size + p0 + p1 - span) // s + 1
+
+
+def _windows_touch_input(name: str, size: int, k: int, s: int, p0: int, d: int,
+                         n_out: int) -> None:
+    """Every max-pooling window must hold a real input position (ONNX leaves a window
+    of padding alone undefined)."""
+    for o in range(n_out):
+        start = o * s - p0
+        first = -(start // d) if start < 0 else 0  # first tap at or after 0
+        last = min(k - 1, (size - 1 - start) // d)  # last tap index < size
+        if first > last:
+            raise _fail(name, f"pooling window {o} covers only padding",
+                        "pad less than the window's extent")
 
 
 def _spatial(name: str, in_shape, kernel, strides, pads, dilations):
@@ -258,6 +273,10 @@ def maxpool(name: str, x: str, y: str, in_shape, kernel, *, strides=(), pads=(),
                                                      dilations)
     out_shape = _shape(name, (in_shape[0], *out), "output")
     _macs_ok(name, math.prod(out_shape) * math.prod(kernel))
+    nd = len(kernel)
+    for a in range(nd):
+        _windows_touch_input(name, in_shape[1 + a], kernel[a], strides[a], pads[a],
+                             dilations[a], out[a])
     return CpuOp(MAXPOOL, name, (x,), y, (in_shape,), out_shape, kernel=kernel,
                  strides=strides, pads=pads, dilations=dilations)
 
