@@ -82,8 +82,9 @@ def partition(model: Path, device: Device, request: QuantizeRequest) -> Partitio
     split = find_split(model, device, x, _try_middle(device, request, True))
     with tempfile.TemporaryDirectory(prefix="onnx2ai8x-part-") as tmp:
         middle = Path(tmp) / f"{Path(model).stem}.onnx"
-        onnx.save(submodel(split.model, [split.acc_input], [split.acc_output]),
-                  str(middle))
+        sub = submodel(split.model, [split.acc_input], [split.acc_output])
+        sub.graph.name = split.model.graph.name  # the extractor renames it
+        onnx.save(sub, str(middle))
         cal = Path(tmp) / "cal.npy"
         np.save(cal, x if not split.stem else run_float(split.model, x, split.acc_input))
         quant = _try_middle(device, request, not split.head)(middle, cal)

@@ -1,0 +1,190 @@
+"""`onnx2ai8x verify` of a project with CPU segments (issue 28, item 4).
+
+The project's own C runs: its cpu_layers.c is compiled with the host compiler and run
+on the sample cpu_io.c holds; the stem's output is packed into the accelerator's input
+words by cpu_io.c's own tables; the accelerator's part runs on the functional model
+(ai8xsim) from a copy of the project whose main.c loads those words; the head reads
+its input from the simulated data memory where cpu_io.c's tables say and runs through
+the same compiled C; its output is compared with the known answer cpu_io.c checks on
+the chip (the reference's).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import EXIT_USAGE, Ai8xError
+
+IO_FILE = "cpu_io.c"
+
+
+def is_split(project: Path) -> bool:
+    return (Path(project) / IO_FILE).is_file() and (Path(project) / "cpu_layers.c").is_file()
+
+
+def _ints(body: str) -> list[int]:
+    """The integers of a C initializer (decimal or hex, `u` suffixes)."""
+    return [int(t, 0) for t in re.findall(r"-?0x[0-9a-fA-F]+|-?\d+", body)]
+
+
+def _table(text: str, name: str) -> list[int] | None:
+    m = re.search(rf"\b{name}\[\d+\] = \{{(.*?)\}};", text, re.S)
+    return None if m is None else _ints(m.group(1))
+
+
+def _runs(text: str, name: str, width: int) -> list[list[int]]:
+    vals = _table(text, name) or []
+    return [vals[i:i + width] for i in range(0, len(vals), width)]
+
+
+def _bad(project: Path, what: str) -> Ai8xError:
+    return Ai8xError("verify.cpu", str(project), f"the CPU segments' files: {what}",
+                     "verify the project as onnx2ai8x --cpu-fallback wrote it",
+                     exit_code=EXIT_USAGE)
+
+
+def _compile(project: Path, tmp: Path) -> dict[str, tuple[str, str, int, int]]:
+    """The project's cpu_layers.c in a host runner per segment: name -> (executable,
+    output C type, input size, output size)."""
+    header = (project / "cpu_layers.h").read_text()
+    protos = re.findall(r"void cpu_(\w+)\(const int8_t \*in_0, (int8_t|int32_t) \*out_0\);",
+                        header)
+    runners = {}
+    for name, ctype in protos:
+        sizes = {k: int(v) for k, v in re.findall(
+            rf"#define CPU_{name.upper()}_(IN|OUT)_0_SIZE (\d+)", header)}
+        src = tmp / f"run_{name}.c"
+        src.write_text(
+            "#include <stdio.h>\n#include <stdint.h>\n#include \"cpu_layers.h\"\n"
+            f"static int8_t in[{sizes['IN']}];\nstatic {ctype} out[{sizes['OUT']}];\n"
+            "int main(void)\n{\n  int v;\n  long i;\n\n"
+            f"  for (i = 0; i < {sizes['IN']}; i++) {{\n"
+            "    if (scanf(\"%d\", &v) != 1) return 1;\n    in[i] = (int8_t) v;\n  }\n"
+            f"  cpu_{name}(in, out);\n"
+            f"  for (i = 0; i < {sizes['OUT']}; i++) printf(\"%ld\\n\", (long) out[i]);\n"
+            "  return 0;\n}\n")
+        exe = tmp / f"run_{name}"
+        cc = shutil.which("gcc") or shutil.which("cc")
+        if cc is None:
+            raise _bad(project, "no host C compiler (gcc) to run the CPU layers")
+        proc = subprocess.run([cc, "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror",
+                               f"-I{project}", str(project / "cpu_layers.c"), str(src),
+                               "-o", str(exe)], capture_output=True, text=True, timeout=300)
+        if proc.returncode:
+            raise _bad(project, f"cpu_layers.c does not compile on the host: "
+                       f"{proc.stderr.strip()[:300]}")
+        runners[name] = (str(exe), ctype, sizes["IN"], sizes["OUT"])
+    return runners
+
+
+def _run(runner, values: np.ndarray) -> np.ndarray:
+    exe, _, n_in, _ = runner
+    feed = "\n".join(str(int(v)) for v in np.asarray(values).reshape(-1)[:n_in]) + "\n"
+    proc = subprocess.run([exe], input=feed, capture_output=True, text=True, timeout=300)
+    return np.array([int(t) for t in proc.stdout.split()], np.int64)
+
+
+def _pack(words: int, runs: list[list[int]], x: np.ndarray) -> list[int]:
+    """cpu_io.c's cpu_pack in numpy: runs of (word, count, first[4], step[4])."""
+    out = [0] * words
+    for word, count, *rest in runs:
+        first, step = rest[:4], rest[4:8]
+        for i in range(count):
+            w = 0
+            for lane in range(4):
+                if first[lane] >= 0:
+                    w |= (int(x[first[lane] + i * step[lane]]) & 0xFF) << (8 * lane)
+            out[word + i] = w
+    return out
+
+
+def _restore_main(main: str, words: list[list[int]]) -> str:
+    """main.c as the plain conversion writes it, with the CPU's words as constants."""
+    text = main.replace('#include "cpu_layers.h"\n#include "cpu_io.h"\n', "")
+    for k, ws in enumerate(words):
+        body = ", ".join(f"0x{w:08x}" for w in ws)
+        text = re.sub(rf"#define input_{k} cpu_input_{k} [^\n]*",
+                      f"static const uint32_t input_{k}[] = {{ {body} }};", text)
+    text = re.sub(r"  cpu_stem_input\(\);[^\n]*\n", "", text)
+    return re.sub(r"  if \(cpu_head_check\(\) != CNN_OK\) fail\(\);[^\n]*\n", "", text)
+
+
+def verify_split(project: Path):
+    """The whole project, in order: stem (host C), accelerator (ai8xsim), head (host
+    C), against the known answer cpu_io.c holds."""
+    from ai8xsim.verify import execute, render
+
+    from ..verification import VerifyResult
+
+    project = Path(project)
+    io = (project / IO_FILE).read_text()
+    main = (project / "main.c").read_text()
+    lines: list[str] = []
+    data: dict = {"project": str(project), "cpu_segments": []}
+    with tempfile.TemporaryDirectory(prefix="onnx2ai8x-verify-cpu-") as tmp:
+        runners = _compile(project, Path(tmp))
+        words: list[list[int]] = []
+        if "stem" in runners:
+            sample = _table(io, "cpu_sample")
+            if sample is None:
+                raise _bad(project, "cpu_io.c holds no cpu_sample")
+            stem_out = _run(runners["stem"], np.array(sample))
+            counts = [int(n) for n in re.findall(r"^uint32_t cpu_input_\d+\[(\d+)\];", io,
+                                                 re.M)]
+            words = [_pack(n, _runs(io, f"cpu_pack_{k}", 10), stem_out)
+                     for k, n in enumerate(counts)]
+            lines.append(f"CPU stem (host-compiled cpu_layers.c): {len(sample)} values in, "
+                         f"{stem_out.size} out, packed into {sum(counts)} input words")
+            data["cpu_segments"].append("stem")
+        copy = Path(tmp) / "project"
+        shutil.copytree(project, copy)
+        (copy / "main.c").write_text(_restore_main(main, words))
+        for name in (IO_FILE, "cpu_io.h", "cpu_layers.c", "cpu_layers.h"):
+            (copy / name).unlink()
+        outcome = execute(copy)
+        acc_text = render(outcome).replace(str(copy), str(project))
+        lines.append("accelerator (ai8xsim): " + acc_text)
+        passed = outcome.passed
+        data.update(device=outcome.device, layers=len(outcome.layers),
+                    checked_words=outcome.checked_words,
+                    mismatches=len(outcome.mismatches), error=outcome.error,
+                    not_modelled=outcome.unmodelled)
+        verdict = outcome.verdict
+        if "head" in runners and passed and outcome.machine is not None:
+            passed, text = _head(io, runners["head"], outcome.machine, project)
+            lines.append(text)
+            data["cpu_segments"].append("head")
+            verdict = "PASS" if passed else "FAIL"
+    data.update(passed=passed, verdict=verdict)
+    parts = [*(["CPU stem"] if "stem" in runners else []), "accelerator",
+             *(["CPU head"] if "head" in runners else [])]
+    head = f"{'PASS' if passed else verdict}: {', '.join(parts)} in order"
+    return VerifyResult(passed, head + "\n  " + "\n  ".join(lines), data, verdict)
+
+
+def _head(io: str, runner, machine, project: Path) -> tuple[bool, str]:
+    expected = _table(io, "cpu_expected")
+    reads = _runs(io, "cpu_reads", 5)
+    if expected is None or not reads:
+        raise _bad(project, "cpu_io.c holds no head tables")
+    x = np.zeros(runner[2], np.int64)
+    for value, count, addr, step, lane in reads:
+        for i in range(count):
+            b = (machine.read(addr + i * step) >> (8 * lane)) & 0xFF
+            x[value + i] = b - 256 if b > 127 else b
+    got = _run(runner, x)
+    want = np.array(expected, np.int64)
+    if got.shape == want.shape and np.array_equal(got, want):
+        return True, (f"CPU head (host-compiled cpu_layers.c) on the simulated output: "
+                      f"{want.size} values equal the known answer")
+    bad = int(np.argmax(got != want)) if got.shape == want.shape else 0
+    return False, (f"CPU head output {bad}: expected {want[bad] if want.size else '-'}, "
+                   f"got {got[bad] if got.size > bad else '-'}")
+
+
+__all__ = ["is_split", "verify_split"]
