@@ -91,6 +91,11 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
     report["partition"] = data
     report_json = json.dumps(report, indent=2, sort_keys=True) + "\n"
     files["report.json"] = report_json
+    from .reference import full_model
+
+    stem = Path(request.model).stem
+    full = full_model(part, network.name)
+    (out / f"{stem}_with_cpu.onnx").write_bytes(full.SerializeToString(deterministic=True))
     for name, body in files.items():
         (out / name).write_text(body)
     return text + result.summary, report_json
