@@ -28,6 +28,8 @@ class Joined:
     acc_input: np.ndarray  # the accelerator's int8 input
     acc_output: np.ndarray  # its output (the known-answer layer's values)
     final: np.ndarray  # the model's output (the head's, else acc_output)
+    # per CPU segment between accelerator parts: the accelerator's values it reads
+    between_inputs: tuple = ()
 
 
 def float_sample(request) -> np.ndarray:
@@ -43,16 +45,13 @@ def float_sample(request) -> np.ndarray:
 
 def run_joined(part: Partitioned, x: np.ndarray) -> Joined:
     """The whole integer pipeline on one float sample: stem (reference), accelerator
-    part (its ai8x-ONNX through onnxruntime, the known answer's reference), head."""
-    import custom_ops
-
+    parts (their ai8x-ONNX through onnxruntime) with the CPU segments between them,
+    head."""
     q = part.quantize_input(x)[0]
     acc_in = part.run_stem(q)
-    session = custom_ops.session(part.quant.model)
-    name = session.get_inputs()[0].name
-    acc_out = np.asarray(session.run(None, {name: acc_in[np.newaxis].astype(np.int8)})[0])[0]
+    acc_out, seen = part.run_accelerator(acc_in)
     return Joined(part=part, sample=q, acc_input=acc_in, acc_output=acc_out,
-                  final=part.run_head(acc_out))
+                  final=part.run_head(acc_out), between_inputs=tuple(seen))
 
 
 def convert_partitioned(request):

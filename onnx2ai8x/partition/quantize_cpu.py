@@ -38,7 +38,7 @@ def _attr(node, name: str, default=None):
     return default
 
 
-def _shape_of(model, name: str) -> tuple[int, ...]:
+def shape_of(model, name: str) -> tuple[int, ...]:
     for vi in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
         if vi.name == name:
             dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
@@ -217,7 +217,7 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
 
     op, x = node.op_type, node.input[0]
     name = node.name
-    shape = _shape_of(model, x)
+    shape = shape_of(model, x)
     if op in ("Clip",) or _lut_fn(node) is not None:
         if op == "Clip":
             lo, hi = _activation(node, consts)
@@ -230,7 +230,7 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
         table = ops.lut_table(fn, scales[x], scales[out])
         return [ops.lut(name, x, out, shape, table)]
     if op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
-        return [ops.reshape(name, x, out, shape, _shape_of(model, out))]
+        return [ops.reshape(name, x, out, shape, shape_of(model, out))]
     if op == "Transpose":
         perm = list(_attr(node, "perm", list(reversed(range(len(shape) + 1)))))
         if perm[0] != 0:
@@ -302,7 +302,7 @@ def _weighted(model, node, out: str, act, scales: dict, consts: dict, bias=None)
     bq = np.floor(b / (s_x * ws) + 0.5)
     m, s = _requant_channels(s_x * ws / s_y)
     lo, hi = _clamp_for(act, s_y)
-    in_shape = _shape_of(model, x)
+    in_shape = shape_of(model, x)
     if op == "Conv":
         if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
             raise _unsupported(name, "automatic padding", "export explicit pads")

@@ -45,10 +45,20 @@ class Split:
     acc_input: str  # tensor entering the accelerator's part
     acc_output: str  # tensor leaving it
     reasons: tuple[str, ...]  # per moved layer: the refusal that moved it
+    # CPU segments between accelerator parts (node names), and each one's (input,
+    # output) tensors
+    between: tuple[tuple[str, ...], ...] = ()
+    cuts: tuple[tuple[str, str], ...] = ()
+    results: tuple = ()  # what try_parts returned for the accepted parts
 
     @property
     def trivial(self) -> bool:
-        return not self.stem and not self.head
+        return not self.stem and not self.head and not self.between
+
+    @property
+    def parts(self) -> list[tuple[str, str]]:
+        """The accelerator's parts as (input, output) tensors, in order."""
+        return _parts(self.acc_input, self.acc_output, list(self.cuts))
 
 
 def simplified(path: Path):
@@ -159,50 +169,133 @@ def _boundary(model, part: set[str], outgoing: bool) -> list[str]:
 
 
 def find_split(path: Path, device: Device, calibration: np.ndarray,
-               try_middle) -> Split:
-    """Cut the float model at `path` so that `try_middle(middle_path, cal_path)` (the
-    accelerator's quantizer and limits on the part in the middle) accepts it.
-    `try_middle` raises the front end's Ai8xError on a refusal."""
+               try_parts) -> Split:
+    """Cut the float model at `path` so that `try_parts([(part_path, cal_path), ...])`
+    (the accelerator's quantizer and limits on each part it runs, in order) accepts
+    every part. `try_parts` raises the front end's Ai8xError on a refusal."""
     model = simplified(path)
     order = [n.name for n in model.graph.node]
     kind = {n.name: n.op_type for n in model.graph.node}
     stem: set[str] = set()
     head: set[str] = set()
+    between: list[set[str]] = []
     reasons: list[str] = []
+    head |= _tail(model)
+    import onnx
+
     with tempfile.TemporaryDirectory(prefix="onnx2ai8x-split-") as tmp:
         for _ in range(len(order) + 1):
             acc_in, acc_out = _cuts(model, stem, head)
-            middle = submodel(model, [acc_in], [acc_out])
-            mid_path, cal_path = Path(tmp) / "middle.onnx", Path(tmp) / "cal.npy"
-            import onnx
-
-            onnx.save(middle, str(mid_path))
-            cal = calibration if not stem else run_float(model, calibration, acc_in)
-            np.save(cal_path, cal)
+            cuts = [_segment_cut(model, b) for b in between]
+            parts = _parts(acc_in, acc_out, cuts)
+            files = []
+            for k, (t_in, t_out) in enumerate(parts):
+                part_path, cal_path = Path(tmp) / f"part{k}.onnx", Path(tmp) / f"cal{k}.npy"
+                sub = submodel(model, [t_in], [t_out])
+                sub.graph.name = model.graph.name
+                onnx.save(sub, str(part_path))
+                cal = calibration if t_in == graph_input(model) else \
+                    run_float(model, calibration, t_in)
+                np.save(cal_path, cal)
+                files.append((part_path, cal_path))
             try:
-                try_middle(mid_path, cal_path)
+                results = try_parts(files)
             except Ai8xError as exc:
-                mid_names = [n for n in order if n not in stem and n not in head]
-                refused = _refused_nodes(exc, mid_names)
+                taken = stem | head | set().union(*between)
+                refused = _refused_nodes(exc, [n for n in order if n not in taken])
                 if not refused:
                     raise
                 nodes, why = min(refused, key=lambda r: min(map(order.index, r[0])))
+                others = taken | set(nodes)
                 before = set().union(*(_closure(model, n, False) for n in nodes)) - stem
                 after = set().union(*(_closure(model, n, True) for n in nodes)) - head
-                if not any(kind[n] in WEIGHT_OPS for n in before - set(nodes)):
+                if not any(kind[n] in WEIGHT_OPS for n in before - others):
                     stem |= before
-                elif not any(kind[n] in WEIGHT_OPS for n in after - set(nodes)):
+                    between = [b for b in between if not b <= stem]
+                elif not any(kind[n] in WEIGHT_OPS for n in after - others):
                     head |= after
+                    between = [b for b in between if not b <= head]
                 else:
-                    raise _between(nodes[0], why) from None
-                if len(stem) + len(head) >= len(order):
+                    between = _joined(model, between, set(nodes), order)
+                if len(stem | head | set().union(*between)) >= len(order):
                     raise _nothing_left(why) from None
                 reasons.append(why)
                 continue
+            ordered = sorted(between, key=lambda b: min(map(order.index, b)))
             return Split(model=model, stem=tuple(n for n in order if n in stem),
                          head=tuple(n for n in order if n in head), acc_input=acc_in,
-                         acc_output=acc_out, reasons=tuple(reasons))
+                         acc_output=acc_out, reasons=tuple(reasons),
+                         between=tuple(tuple(n for n in order if n in b) for b in ordered),
+                         cuts=tuple(_segment_cut(model, b) for b in ordered),
+                         results=tuple(results))
     raise AssertionError("the split moves at least one node per round")
+
+
+# What the float reader leaves to the application after the network (its "CPU tail");
+# with --cpu-fallback the CPU runs it and the known answer checks it.
+TAIL_OPS = frozenset({"Sigmoid", "Softmax"})
+
+
+def _tail(model) -> set[str]:
+    """The Sigmoid / Softmax nodes at the model's output (each the only reader of its
+    input)."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    reads: dict[str, int] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            reads[i] = reads.get(i, 0) + 1
+    tail: set[str] = set()
+    node = producer.get(model.graph.output[0].name)
+    while node is not None and node.op_type in TAIL_OPS and reads.get(node.input[0]) == 1:
+        tail.add(node.name)
+        node = producer.get(node.input[0])
+    return tail
+
+
+def _segment_cut(model, nodes: set[str]) -> tuple[str, str]:
+    """The one tensor into a CPU segment between accelerator parts and the one out of
+    it; the segment keeps the shape (its result is written where its input was, for the
+    accelerator's next layer to read)."""
+    ins, outs = _boundary(model, nodes, False), _boundary(model, nodes, True)
+    if len(ins) != 1 or len(outs) != 1:
+        raise _not_single("segment", sorted(set(ins) | set(outs)))
+    from .quantize_cpu import shape_of
+
+    if shape_of(model, ins[0]) != shape_of(model, outs[0]):
+        first = sorted(nodes)[0]
+        raise Ai8xError("partition.between-shape", first,
+                        f"the CPU layers between accelerator layers change the shape "
+                        f"{list(shape_of(model, ins[0]))} to "
+                        f"{list(shape_of(model, outs[0]))}; the CPU writes its result "
+                        "where the accelerator left its input, so it must keep the shape",
+                        "change these layers to ones the accelerator runs, or keep the "
+                        "shape (stride 1, same padding)")
+    return ins[0], outs[0]
+
+
+def _joined(model, between: list[set[str]], nodes: set[str], order: list[str]
+            ) -> list[set[str]]:
+    """`between` with `nodes` added as a segment, merged with a segment it touches."""
+    seg = set(nodes)
+    rest = []
+    for b in between:
+        touching = set(_boundary(model, b, True)) & set(_boundary(model, seg, False)) or \
+            set(_boundary(model, seg, True)) & set(_boundary(model, b, False))
+        if touching:
+            seg |= b
+        else:
+            rest.append(b)
+    return [*rest, seg]
+
+
+def _parts(acc_in: str, acc_out: str, cuts: list[tuple[str, str]]
+           ) -> list[tuple[str, str]]:
+    """The accelerator's parts between the CPU segments, as (input, output) tensors."""
+    tensors = [acc_in]
+    for t_in, t_out in cuts:
+        tensors += [t_in, t_out]
+    tensors.append(acc_out)
+    return [(tensors[k], tensors[k + 1]) for k in range(0, len(tensors), 2)]
 
 
 def _cuts(model, stem: set[str], head: set[str]) -> tuple[str, str]:
@@ -232,15 +325,6 @@ def _not_single(what: str, tensors: list[str]) -> Ai8xError:
                      f"the CPU {what} and the accelerator would exchange "
                      f"{len(tensors)} tensors; one is supported",
                      "make one tensor pass between the CPU layers and the accelerator's")
-
-
-def _between(node: str, why: str) -> Ai8xError:
-    return Ai8xError("partition.between", node,
-                     "the accelerator refuses this layer and has weight layers both "
-                     f"before and after it ({why}); a CPU segment between accelerator "
-                     "segments is not supported yet",
-                     "change the layer to one the accelerator runs, or move it to the "
-                     "start or the end of the network")
 
 
 def _nothing_left(why: str) -> Ai8xError:
