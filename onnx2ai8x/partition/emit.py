@@ -13,13 +13,64 @@ from ..errors import Ai8xError
 
 
 def _placed(request):
-    """The accelerator part's network and placement, as the conversion made them."""
+    """The accelerator part's network and placement, as the conversion made them, and
+    its hardware layers (map/hw.derive)."""
     from ..convert import plan
+    from ..map.hw import derive
+    from ..options import EmitOptions
 
     fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
     result = plan(request.model, request.device, request.sidecar, fifo=fifo,
                   overlap_data=bool(request.options.get("overlap_data")))
-    return result.network, result.placement
+    options = EmitOptions.from_cli(**request.options)
+    return result.network, result.placement, derive(result.placement, options)
+
+
+def _between(part, joined, network, placement, hw):
+    """Header and C of the CPU segments between accelerator runs: each reads the output
+    of its part's last layer and writes its result in place; the layer count register
+    of each run (seed 000 does not describe it; the vendor tool's --start-layer and
+    --stop-after write last layer | start layer << 8, and so does cnn_configure)."""
+    from ..emit.unload import _check_entries
+    from . import glue
+    from .datamem import output_locations
+
+    names = [lay.name for lay in network.layers]
+    infos, lasts = [], []
+    for k, name in enumerate(part.quant.last_layers):
+        if name not in names:
+            raise Ai8xError("partition.between", name, "the layer before a CPU segment is "
+                            "no longer in the accelerator's network",
+                            "report this model: the rewrites changed the network")
+        ll = names.index(name)
+        shape = joined.between_inputs[k].shape
+        reads = output_locations(lambda v, ll=ll: _check_entries(network, placement, ll, v),
+                                 shape)
+        lasts.append(hw.hw_index(ll))
+        infos.append({"reads": reads, "size": int(np.prod(shape)), "after": lasts[-1]})
+    first = hw.start_layer + hw.hw_add_layers[hw.start_layer]
+    final = placement.final_layer + hw.sum_hw_layers
+    starts = [first] + [last + 1 for last in lasts]
+    counts = [last | start << 8 for last, start in zip([*lasts, final], starts,
+                                                         strict=True)]
+    dev = placement.device
+    addrs = [dev.ctl_addr(g, dev.regs.reg_lcnt_max) for g in hw.groups_used]
+    return glue.render_between(infos, addrs, counts)
+
+
+def _expected_output(request, network, placement, joined) -> str:
+    """sampleoutput.h with the accelerator's output as the CPU segments between its runs
+    make it (the conversion's reference ran the chained network without them)."""
+    from ..emit.project import _environment, _listed
+    from ..emit.unload import expected_output
+    from ..options import EmitOptions
+
+    options = EmitOptions.from_cli(**request.options)
+    groups = expected_output(network, placement, [joined.acc_output],
+                             max_checklines=options.max_checklines)
+    runs = tuple((addr, mask, len(words), _listed(words)) for addr, mask, words in groups)
+    return _environment().get_template("sampleoutput.h.j2").render(
+        name=network.name, expected_runs=runs)
 
 
 def _input_words(request, network, placement, main_text: str):
@@ -64,9 +115,9 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
 
     part = joined.part
     out = Path(request.output)
-    network, placement = _placed(request)
+    network, placement, hw = _placed(request)
     main = (out / "main.c").read_text()
-    segments = [s for s in (part.stem, part.head) if s is not None]
+    segments = [s for s in (part.stem, *part.between, part.head) if s is not None]
     files = dict(cgen.render(segments))
     packs, counts, reads = [], [], None
     if part.stem is not None:
@@ -83,9 +134,12 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
         head_in_size=int(joined.acc_output.size), reads=reads,
         head_expected=final if part.head is not None else None,
         head_ctype="int32_t" if final.dtype.kind == "i" and
-        part.head is not None and part.head.ops[-1].out_dtype != "int8" else "int8_t"))
+        part.head is not None and part.head.ops[-1].out_dtype != "int8" else "int8_t",
+        between=_between(part, joined, network, placement, hw) if part.between else None))
     files["main.c"] = glue.patch_main(main, len(counts), part.stem is not None,
-                                      part.head is not None)
+                                      part.head is not None, bool(part.between))
+    if part.between:
+        files["sampleoutput.h"] = _expected_output(request, network, placement, joined)
     text, data = cpu_report(part, result)
     report = json.loads(result.report_json)
     report["partition"] = data

@@ -93,10 +93,61 @@ static void cpu_read(int8_t *x, const cpu_read_t *runs, uint32_t n_runs)
 """
 
 
+WRITE = """/* Write int8 values back where cpu_read found them (the other byte lanes kept). */
+static void cpu_write(const int8_t *x, const cpu_read_t *runs, uint32_t n_runs)
+{
+  uint32_t r, i, w;
+  volatile uint32_t *p;
+
+  for (r = 0; r < n_runs; r++) {
+    for (i = 0; i < runs[r].count; i++) {
+      p = (volatile uint32_t *) (uintptr_t) (runs[r].addr + (uint32_t) ((int32_t) i *
+                                                                      runs[r].step));
+      w = *p & ~(0xffu << (8 * runs[r].lane));
+      *p = w | (uint32_t) (uint8_t) x[runs[r].value + i] << (8 * runs[r].lane);
+    }
+  }
+}
+"""
+
+
+def render_between(betweens: list[dict], lcnt_addrs: list[int], counts: list[int]
+                   ) -> tuple[list[str], list[str]]:
+    """Header and C lines of the segments between accelerator runs. `betweens[k]`:
+    reads (where the accelerator left the values, and where the CPU writes its result),
+    size. `counts[j]`: the layer count register of run j (last layer, start layer in
+    bits 8 and up: the hardware's own start/stop of a run of layers)."""
+    h = ["void cpu_accelerator_start(void); /* the first run: up to the first CPU "
+         "segment */",
+         "void cpu_between_runs(void); /* the CPU segments and the later runs */"]
+    c = [WRITE, _array("uint32_t", "cpu_layer_counts", counts),
+         "/* The layer count register of every quadrant: the last layer of a run (bits "
+         "0-7),", " * the layer it starts at (bits 8 and up). */",
+         "static void cpu_layer_count(uint32_t value)", "{",
+         *[f"  *((volatile uint32_t *) 0x{a:08x}u) = value;" for a in lcnt_addrs],
+         "}", "", "void cpu_accelerator_start(void)", "{",
+         "  cpu_layer_count(cpu_layer_counts[0]);", "}", ""]
+    body = []
+    for k, b in enumerate(betweens):
+        n = b["size"]
+        c += [f"static int8_t cpu_b{k}_in[{n}];", f"static int8_t cpu_b{k}_out[{n}];",
+              _reads(f"cpu_b{k}_reads", b["reads"])]
+        body += [f"  /* CPU segment {k}: after hardware layer {b['after']} */",
+                 f"  cpu_read(cpu_b{k}_in, cpu_b{k}_reads, {len(b['reads'])}u);",
+                 f"  cpu_between{k}(cpu_b{k}_in, cpu_b{k}_out);",
+                 f"  cpu_write(cpu_b{k}_out, cpu_b{k}_reads, {len(b['reads'])}u);",
+                 f"  cpu_layer_count(cpu_layer_counts[{k + 1}]);",
+                 "  cnn_start();", "  while (cnn_time == 0) ; /* the accelerator's next "
+                 "run */"]
+    c += ["void cpu_between_runs(void)", "{", *body, "}", ""]
+    return h, c
+
+
 def render(*, stem_sample: np.ndarray | None, stem_out_size: int,
            packs: list[list[PackRun]], word_counts: list[int],
            head_in_size: int, reads: list[ReadRun] | None,
-           head_expected: np.ndarray | None, head_ctype: str) -> dict[str, str]:
+           head_expected: np.ndarray | None, head_ctype: str,
+           between: tuple[list[str], list[str]] | None = None) -> dict[str, str]:
     """The two files. `packs[k]`: how input array k is packed from the stem's output;
     `reads`: where the head's input values sit; `head_expected`: the model's final
     output (the reference's) the known-answer test compares."""
@@ -120,10 +171,15 @@ def render(*, stem_sample: np.ndarray | None, stem_out_size: int,
                 f"{len(packs[k])}u);" for k in range(len(word_counts))]
         c += ["void cpu_stem_input(void)", "{", "  cpu_stem(cpu_sample, cpu_stem_out);",
               *body, "}", ""]
+    if reads is not None or between is not None:
+        c.append(READ)
+    if between is not None:
+        h += between[0]
+        c += between[1]
     if reads is not None and head_expected is not None:
         n = int(head_expected.size)
         h.append("int cpu_head_check(void); /* run the head, compare the final output */")
-        c += [READ, f"static int8_t cpu_head_in[{head_in_size}];",
+        c += [f"static int8_t cpu_head_in[{head_in_size}];",
               f"static {head_ctype} cpu_head_out[{n}];",
               _array(head_ctype, "cpu_expected", head_expected), _reads("cpu_reads", reads),
               "int cpu_head_check(void)", "{", "  uint32_t i;", "",
@@ -139,7 +195,28 @@ def render(*, stem_sample: np.ndarray | None, stem_out_size: int,
     return {"cpu_io.h": "\n".join(h), "cpu_io.c": "\n".join(c)}
 
 
-def patch_main(text: str, n_inputs: int, stem: bool, head: bool) -> str:
+def _runs_between(text: str) -> str:
+    """The first accelerator run stops before the first CPU segment; the segments and
+    the later runs follow its wait."""
+    import re
+
+    start = text.find("  cnn_start();\n", text.find("int main(void)"))
+    if start < 0:
+        raise ValueError("main.c starts no inference")
+    wait = re.compile(r"^( *)while \(cnn_time == 0\)([^\n]*)\n", re.M).search(text, start)
+    if wait is None:
+        raise ValueError("main.c waits for no inference")
+    end = wait.end()
+    if not wait.group(2).strip().startswith(";"):
+        end = text.index("\n", end) + 1  # the loop's body line
+    indent = wait.group(1)
+    return (text[:start] + "  cpu_accelerator_start(); /* run 1: up to the first CPU "
+            "segment */\n" + text[start:end] + f"{indent}cpu_between_runs(); /* the CPU "
+            "segments and the accelerator's later runs */\n" + text[end:])
+
+
+def patch_main(text: str, n_inputs: int, stem: bool, head: bool,
+               between: bool = False) -> str:
     """main.c with the CPU segments in the sequence: the stem inside load_input() (so
     every input load computes it), the head after the accelerator's own check."""
     out = text.replace('#include "cnn.h"\n',
@@ -158,6 +235,8 @@ def patch_main(text: str, n_inputs: int, stem: bool, head: bool) -> str:
             raise ValueError("main.c has no load_input()")
         out = out.replace(anchor, anchor + "  cpu_stem_input(); /* the CPU stem "
                           "computes the accelerator's input */\n", 1)
+    if between:
+        out = _runs_between(out)
     if head:
         anchor = "  if (check_output() != CNN_OK) fail();\n"
         if anchor not in out:

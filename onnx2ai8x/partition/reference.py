@@ -5,19 +5,19 @@ kernels (custom_ops.session) computes the project's known answer from it.
 """
 from __future__ import annotations
 
-PREFIX = "accelerator/"
+PREFIX = "accelerator"
 
 
-def _renamed(middle):
-    """The accelerator part's graph with every tensor name prefixed (the CPU segments
-    keep the float model's names; the two must not collide)."""
+def _renamed(middle, prefix: str):
+    """An accelerator part's graph with every tensor name prefixed (the CPU segments
+    keep the float model's names; the parts and the segments must not collide)."""
     import onnx
 
     g = onnx.GraphProto()
     g.CopyFrom(middle.graph)
 
     def name(t: str) -> str:
-        return PREFIX + t if t else t
+        return prefix + t if t else t
 
     for n in g.node:
         n.input[:] = [name(t) for t in n.input]
@@ -29,51 +29,76 @@ def _renamed(middle):
     return g
 
 
+def _reshape(src: str, dst: str, shape, inits: list):
+    from onnx import TensorProto, helper
+
+    const = f"{dst}/shape"
+    inits.append(helper.make_tensor(const, TensorProto.INT64, [1 + len(shape)],
+                                    [-1, *shape]))
+    return helper.make_node("Reshape", [src, const], [dst], name=f"{dst}/reshape")
+
+
 def full_model(part, name: str):
-    """onnx.ModelProto of stem, accelerator part and head in order."""
+    """onnx.ModelProto of stem, accelerator parts with the CPU segments between them,
+    and head, in order."""
     import onnx
     from onnx import TensorProto, helper
 
     from ..cpu.onnx import nodes as cpu_nodes
 
-    middle = onnx.load_from_string(part.quant.model.SerializeToString())
-    g = _renamed(middle)
-    acc_in, acc_out = g.input[0], g.output[0]
-    nodes, inits = [], list(g.initializer)
-    graph_in, graph_out = acc_in, acc_out
-    if part.stem is not None:
-        for op in part.stem.ops:
+    nodes, inits, functions = [], [], {}
+    opsets = {}
+
+    def add_segment(seg) -> None:
+        for op in seg.ops:
             n, i = cpu_nodes(op)
-            nodes += n
-            inits += i
-        first = part.stem.ops[0]
+            nodes.extend(n)
+            inits.extend(i)
+
+    graph_in = None
+    if part.stem is not None:
+        add_segment(part.stem)
         graph_in = helper.make_tensor_value_info(part.stem.inputs[0], TensorProto.INT8,
-                                                 ["N", *first.in_shapes[0]])
-        nodes.append(helper.make_node("Identity", [part.stem.outputs[0]], [acc_in.name],
-                                      name="stem_to_accelerator"))
-    nodes += list(g.node)
+                                                 ["N", *part.stem.ops[0].in_shapes[0]])
+    feed = None if part.stem is None else part.stem.outputs[0]
+    parts = part.quant.parts
+    for k, q in enumerate(parts):
+        middle = onnx.load_from_string(q.model.SerializeToString())
+        g = _renamed(middle, f"{PREFIX}{k}/")
+        for f in middle.functions:
+            functions.setdefault((f.domain, f.name), f)
+        for o in middle.opset_import:
+            opsets[o.domain] = max(opsets.get(o.domain, 0), o.version)
+        if feed is None:
+            graph_in = g.input[0]
+        else:
+            nodes.append(helper.make_node("Identity", [feed], [g.input[0].name],
+                                          name=f"{PREFIX}{k}/feed"))
+        nodes.extend(g.node)
+        inits.extend(g.initializer)
+        feed = g.output[0].name
+        if k < len(part.between):
+            seg = part.between[k]
+            nodes.append(_reshape(feed, seg.inputs[0], seg.ops[0].in_shapes[0], inits))
+            add_segment(seg)
+            feed = seg.outputs[0]
+    graph_out = g.output[0]
     if part.head is not None:
         first, last = part.head.ops[0], part.head.ops[-1]
-        shape = helper.make_tensor("head_input_shape", TensorProto.INT64, [1 + len(
-            first.in_shapes[0])], [-1, *first.in_shapes[0]])
-        inits.append(shape)
-        nodes.append(helper.make_node("Reshape", [acc_out.name, "head_input_shape"],
-                                      [part.head.inputs[0]], name="accelerator_to_head"))
-        for op in part.head.ops:
-            n, i = cpu_nodes(op)
-            nodes += n
-            inits += i
+        nodes.append(_reshape(feed, part.head.inputs[0], first.in_shapes[0], inits))
+        add_segment(part.head)
         graph_out = helper.make_tensor_value_info(
             part.head.outputs[0],
             TensorProto.INT64 if last.out_dtype == "int64" else TensorProto.INT8,
             ["N", *last.out_shape])
     graph = helper.make_graph(nodes, name, [graph_in], [graph_out], inits,
                               doc_string="the model split by onnx2ai8x --cpu-fallback: CPU "
-                              "stem, accelerator part (ai8x domain), CPU head")
-    model = helper.make_model(graph, opset_imports=list(middle.opset_import),
-                              ir_version=middle.ir_version,
-                              producer_name="onnx2ai8x --cpu-fallback")
-    model.functions.extend(middle.functions)
+                              "stem, accelerator parts (ai8x domain) with CPU segments "
+                              "between them, CPU head")
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
+        ir_version=middle.ir_version, producer_name="onnx2ai8x --cpu-fallback")
+    model.functions.extend(functions.values())
     meta = model.metadata_props.add()
     meta.key, meta.value = "ai8x.cpu_fallback.input_scale", repr(float(part.input_scale))
     return model

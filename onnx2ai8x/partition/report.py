@@ -36,7 +36,10 @@ def cpu_report(part, result) -> tuple[str, dict]:
     """The split as a banner and table for the summary, and its report.json section."""
     cpu_mhz, acc_us, acc_cycles = _clocks(result)
     rows, segs = [], []
-    for where, seg in (("cpu-stem", part.stem), ("cpu-head", part.head)):
+    segments = [("cpu-stem", part.stem),
+                *((f"cpu-mid{k}", b) for k, b in enumerate(part.between)),
+                ("cpu-head", part.head)]
+    for where, seg in segments:
         if seg is None:
             continue
         total_m = total_c = 0
@@ -51,6 +54,8 @@ def cpu_report(part, result) -> tuple[str, dict]:
     cpu_us = sum(s["us"] for s in segs)
     share = cpu_us / (cpu_us + acc_us) if acc_us else None
     data = {"stem_nodes": list(part.split.stem), "head_nodes": list(part.split.head),
+            "between_nodes": [list(b) for b in part.split.between],
+            "between_after_layers": list(part.quant.last_layers),
             "accelerator_input": part.split.acc_input,
             "accelerator_output": part.split.acc_output,
             "refusals": list(part.split.reasons), "cpu_layers": rows, "segments": segs,
@@ -76,6 +81,11 @@ def _text(part, rows, segs, acc_us, acc_cycles, share, warn) -> str:
     out.append(f"  accelerator: {part.split.acc_input} -> {part.split.acc_output} "
                f"({acc_cycles:,} cycles" +
                (f", {acc_us:.1f} us)" if acc_us is not None else ")"))
+    for k, (seg, after) in enumerate(zip(part.between, part.quant.last_layers,
+                                         strict=True)):
+        out.append(f"  CPU mid{k}:    {len(seg.ops)} layer(s) after accelerator layer "
+                   f"{after}: the accelerator stops there, the CPU rewrites its output in "
+                   "place, the accelerator continues")
     if part.head is not None:
         out.append(f"  CPU head:    {len(part.head.ops)} layer(s) from "
                    f"{part.split.acc_output} to the model output")

@@ -37,9 +37,8 @@ def _table(text: str, name: str) -> list[int] | None:
     return None if m is None else _ints(m.group(1))
 
 
-def _runs(text: str, name: str, width: int) -> list[list[int]]:
-    vals = _table(text, name) or []
-    return [vals[i:i + width] for i in range(0, len(vals), width)]
+def _rows(text: str, name: str, width: int) -> list[list[int]]:
+    return _chunks(_table(text, name) or [], width)
 
 
 def _bad(project: Path, what: str) -> Ai8xError:
@@ -110,7 +109,8 @@ def _restore_main(main: str, words: list[list[int]]) -> str:
         body = ", ".join(f"0x{w:08x}" for w in ws)
         text = re.sub(rf"#define input_{k} cpu_input_{k} [^\n]*",
                       f"static const uint32_t input_{k}[] = {{ {body} }};", text)
-    text = re.sub(r"  cpu_stem_input\(\);[^\n]*\n", "", text)
+    text = re.sub(r" *cpu_(stem_input|accelerator_start|between_runs)\(\);[^\n]*\n", "",
+                  text)
     return re.sub(r"  if \(cpu_head_check\(\) != CNN_OK\) fail\(\);[^\n]*\n", "", text)
 
 
@@ -136,7 +136,7 @@ def verify_split(project: Path):
             stem_out = _run(runners["stem"], np.array(sample))
             counts = [int(n) for n in re.findall(r"^uint32_t cpu_input_\d+\[(\d+)\];", io,
                                                  re.M)]
-            words = [_pack(n, _runs(io, f"cpu_pack_{k}", 10), stem_out)
+            words = [_pack(n, _rows(io, f"cpu_pack_{k}", 10), stem_out)
                      for k, n in enumerate(counts)]
             lines.append(f"CPU stem (host-compiled cpu_layers.c): {len(sample)} values in, "
                          f"{stem_out.size} out, packed into {sum(counts)} input words")
@@ -146,10 +146,16 @@ def verify_split(project: Path):
         (copy / "main.c").write_text(_restore_main(main, words))
         for name in (IO_FILE, "cpu_io.h", "cpu_layers.c", "cpu_layers.h"):
             (copy / name).unlink()
-        outcome = execute(copy)
-        acc_text = render(outcome).replace(str(copy), str(project))
-        lines.append("accelerator (ai8xsim): " + acc_text)
-        passed = outcome.passed
+        counts = _table(io, "cpu_layer_counts")
+        if counts:
+            outcome = execute(copy, stop_after=counts[0] & 0xFF)
+            passed, acc_text = _runs(io, runners, outcome, counts, copy)
+            data["accelerator_runs"] = len(counts)
+        else:
+            outcome = execute(copy)
+            acc_text = render(outcome)
+            passed = outcome.passed
+        lines.append("accelerator (ai8xsim): " + acc_text.replace(str(copy), str(project)))
         data.update(device=outcome.device, layers=len(outcome.layers),
                     checked_words=outcome.checked_words,
                     mismatches=len(outcome.mismatches), error=outcome.error,
@@ -161,22 +167,82 @@ def verify_split(project: Path):
             data["cpu_segments"].append("head")
             verdict = "PASS" if passed else "FAIL"
     data.update(passed=passed, verdict=verdict)
-    parts = [*(["CPU stem"] if "stem" in runners else []), "accelerator",
+    mids = sorted(n for n in runners if n.startswith("between"))
+    parts = [*(["CPU stem"] if "stem" in runners else []),
+             "accelerator" + (f" runs with {len(mids)} CPU segment(s) between them"
+                              if mids else ""),
              *(["CPU head"] if "head" in runners else [])]
     head = f"{'PASS' if passed else verdict}: {', '.join(parts)} in order"
     return VerifyResult(passed, head + "\n  " + "\n  ".join(lines), data, verdict)
 
 
-def _head(io: str, runner, machine, project: Path) -> tuple[bool, str]:
-    expected = _table(io, "cpu_expected")
-    reads = _runs(io, "cpu_reads", 5)
-    if expected is None or not reads:
-        raise _bad(project, "cpu_io.c holds no head tables")
-    x = np.zeros(runner[2], np.int64)
+def _runs(io: str, runners: dict, outcome, counts: list[int], copy: Path
+          ) -> tuple[bool, str]:
+    """The accelerator's runs with the CPU segments between them, on the machine the
+    first run (stopped after its last layer) left; then the project's known answer."""
+    from ai8xsim.engine import decode, register_order, run_layer
+
+    m = outcome.machine
+    if m is None or outcome.error or outcome.unmodelled:
+        return False, outcome.error or outcome.unmodelled or "the first run did not start"
+    ran = len(outcome.layers)
+    for k, count in enumerate(counts[1:]):
+        runner = runners.get(f"between{k}")
+        reads = _runs_of(io, f"cpu_b{k}_reads")
+        if runner is None or not reads:
+            raise _bad(copy, f"no CPU segment {k} between the accelerator's runs")
+        x = _read(m, reads, runner[2])
+        y = _run(runner, x)
+        for value, n, addr, step, lane in reads:
+            for i in range(n):
+                a = addr + i * step
+                w = m.read(a) & ~(0xFF << (8 * lane))
+                m.write(a, w | (int(y[value + i]) & 0xFF) << (8 * lane))
+        start, last = count >> 8, count & 0xFF
+        for layer in register_order(m, start):
+            if layer > last:
+                break
+            run_layer(m, decode(m, layer))
+            ran += 1
+    expected = _ints(re.search(r"#define SAMPLE_OUTPUT \{(.*?)\}",
+                               (copy / "sampleoutput.h").read_text(), re.S).group(1))
+    k = checked = 0
+    while k < len(expected) and expected[k] != 0:
+        addr, mask, n = expected[k:k + 3]
+        for i in range(n):
+            got = m.read(addr + 4 * i) & mask
+            if got != expected[k + 3 + i]:
+                return False, (f"FAIL: data mismatch at 0x{addr + 4 * i:08x}: expected "
+                               f"0x{expected[k + 3 + i]:08x}, read 0x{got:08x}")
+            checked += 1
+        k += 3 + n
+    return True, (f"PASS: {outcome.device}, {ran} layers in {len(counts)} runs, "
+                  f"{checked} known-answer words equal")
+
+
+def _runs_of(io: str, name: str) -> list[list[int]]:
+    return _rows(io, name, 5)
+
+
+def _chunks(vals: list[int], width: int) -> list[list[int]]:
+    return [vals[i:i + width] for i in range(0, len(vals), width)]
+
+
+def _read(m, reads: list[list[int]], size: int) -> np.ndarray:
+    x = np.zeros(size, np.int64)
     for value, count, addr, step, lane in reads:
         for i in range(count):
-            b = (machine.read(addr + i * step) >> (8 * lane)) & 0xFF
+            b = (m.read(addr + i * step) >> (8 * lane)) & 0xFF
             x[value + i] = b - 256 if b > 127 else b
+    return x
+
+
+def _head(io: str, runner, machine, project: Path) -> tuple[bool, str]:
+    expected = _table(io, "cpu_expected")
+    reads = _rows(io, "cpu_reads", 5)
+    if expected is None or not reads:
+        raise _bad(project, "cpu_io.c holds no head tables")
+    x = _read(machine, reads, runner[2])
     got = _run(runner, x)
     want = np.array(expected, np.int64)
     if got.shape == want.shape and np.array_equal(got, want):
