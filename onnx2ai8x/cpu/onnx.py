@@ -99,8 +99,18 @@ def _pool_attrs(op: CpuOp) -> dict:
 
 def _maxpool(b: _Nodes) -> None:
     op = b.op
-    b.node("MaxPool", [op.inputs[0]], "maxpool", out=op.output,
-           kernel_shape=list(op.kernel), **_pool_attrs(op))
+    nd = len(op.kernel)
+    attrs = _pool_attrs(op)
+    x = op.inputs[0]
+    if any(p >= op.kernel[a % nd] for a, p in enumerate(op.pads)):
+        # onnxruntime refuses MaxPool pads >= kernel (a dilated window may still reach
+        # real values): pad with -128 first, which is never above a real value, and
+        # every window holds one (ops.maxpool checks it).
+        pads = np.array([0, 0, *op.pads[:nd], 0, 0, *op.pads[nd:]], dtype=np.int64)
+        x = b.node("Pad", [x, b.const("pads", pads), b.const("fill", np.array(-128, np.int8))],
+                   "pad", mode="constant")
+        attrs["pads"] = [0] * (2 * nd)
+    b.node("MaxPool", [x], "maxpool", out=op.output, kernel_shape=list(op.kernel), **attrs)
 
 
 def _avgpool(b: _Nodes) -> None:

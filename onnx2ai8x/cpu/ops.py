@@ -37,7 +37,7 @@ MAX_SHIFT = 61
 MAX_ACC = 2 ** 31 - 1  # the accumulator (sum of products plus bias) is int32
 # Bounds that keep generated code and buffers sane (hostile shapes are refused, not run).
 MAX_ELEMENTS = 1 << 24  # values per tensor (16 MiB of int8)
-MAX_DIM = 1 << 16  # any single dimension, kernel, stride, dilation or pad
+MAX_DIM = MAX_ELEMENTS  # any single dimension, kernel, stride, dilation or pad
 MAX_MACS = 1 << 34  # multiply-accumulates of one op
 MAX_RANK = 6  # axes of a per-sample shape
 LUT_SIZE = 256
@@ -169,13 +169,13 @@ def _windows_touch_input(name: str, size: int, k: int, s: int, p0: int, d: int,
                          n_out: int) -> None:
     """Every max-pooling window must hold a real input position (ONNX leaves a window
     of padding alone undefined)."""
-    for o in range(n_out):
-        start = o * s - p0
-        first = -(start // d) if start < 0 else 0  # first tap at or after 0
-        last = min(k - 1, (size - 1 - start) // d)  # last tap index < size
-        if first > last:
-            raise _fail(name, f"pooling window {o} covers only padding",
-                        "pad less than the window's extent")
+    start = np.arange(n_out, dtype=np.int64) * s - p0
+    first = np.where(start < 0, -(start // d), 0)  # first tap at or after position 0
+    last = np.minimum(k - 1, (size - 1 - start) // d)  # last tap before position `size`
+    empty = np.flatnonzero(first > last)
+    if empty.size:
+        raise _fail(name, f"pooling window {int(empty[0])} covers only padding",
+                    "pad less than the window's extent")
 
 
 def _spatial(name: str, in_shape, kernel, strides, pads, dilations):
@@ -492,6 +492,11 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Relu": lambda x: np.maximum(x, 0.0),
     "Identity": lambda x: x,
 }
+
+
+def requant_lut(in_scale: float, out_scale: float) -> np.ndarray:
+    """The table that only rescales int8 values (e.g. into the accelerator's Q7 input)."""
+    return lut_table(ACTIVATIONS["Identity"], in_scale, out_scale)
 
 
 def leaky_relu(alpha: float) -> Callable[[np.ndarray], np.ndarray]:
