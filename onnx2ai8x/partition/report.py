@@ -14,12 +14,16 @@ BANNER = "=" * 78
 
 
 def _estimate(op) -> tuple[int, int]:
-    try:
-        from ..cpu import cycles
-    except ImportError:  # the cycle model not merged yet: the report says 0
-        return 0, 0
+    from ..cpu import cycles
+
     macs, cyc = cycles.estimate(op)
     return int(macs), int(cyc)
+
+
+def _model() -> str:
+    from ..cpu import cycles
+
+    return cycles.MODEL
 
 
 def _clocks(result) -> tuple[float, float | None, int]:
@@ -61,7 +65,8 @@ def cpu_report(part, result) -> tuple[str, dict]:
             "refusals": list(part.split.reasons), "cpu_layers": rows, "segments": segs,
             "cpu_mhz": cpu_mhz, "accelerator_us": acc_us,
             "accelerator_cycles": acc_cycles, "cpu_us": round(cpu_us, 3),
-            "cpu_share": None if share is None else round(share, 4)}
+            "cpu_share": None if share is None else round(share, 4),
+            "cpu_cycle_model": _model()}
     warn = None
     if share is not None and share > CPU_DOMINATES:
         worst = sorted(rows, key=lambda r: -r["cycles"])[:3]
@@ -98,7 +103,9 @@ def _text(part, rows, segs, acc_us, acc_cycles, share, warn) -> str:
         out.append(f"  {s['segment']} total: {s['macs']:,} MACs, {s['cycles']:,} cycles "
                    f"({s['us']:.1f} us)")
     if share is not None:
-        out.append(f"  CPU share of the compute time: {100 * share:.1f}%")
+        out.append(f"  CPU share of the compute time: {100 * share:.1f}% (CPU at the "
+                   "system clock; the M4 cycle model is in report.json, "
+                   "partition.cpu_cycle_model)")
     if warn:
         out.append("  " + warn)
     out.append(BANNER)
