@@ -181,6 +181,9 @@ def find_split(path: Path, device: Device, calibration: np.ndarray,
     between: list[set[str]] = []
     reasons: list[str] = []
     head |= _tail(model)
+    reasons += [f"{kind[n]} {n} at the model's output: the accelerator has no {kind[n]} "
+                "(without --cpu-fallback the application computes it)"
+                for n in order if n in head]
     import onnx
 
     with tempfile.TemporaryDirectory(prefix="onnx2ai8x-split-") as tmp:
