@@ -407,7 +407,12 @@ def _run_convert(args: ConvertArgs, dev):
 
         return convert_cpu_fallback(args, dev)
     if args.calibration is not None:
-        return _from_float(args, dev, args.calibration)
+        try:
+            return _from_float(args, dev, args.calibration)
+        except Ai8xError as exc:  # a refused layer: the CPU could run it (issue 28)
+            from .partition.split import with_fallback_hint
+
+            raise with_fallback_hint(exc) from None
     try:
         # (the quantize request applies only when the model turns out to be a float
         # model the front end recovers exactly: a vendor export)

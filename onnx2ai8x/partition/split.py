@@ -337,3 +337,22 @@ def _nothing_left(why: str) -> Ai8xError:
 
 
 __all__ = ["Split", "find_split", "graph_input", "run_float", "simplified", "submodel"]
+
+
+FALLBACK_HINT = ("or pass --cpu-fallback: the Arm core runs the layers the accelerator "
+                 "refuses (a CPU stem, head or segment between its layers)")
+
+
+def with_fallback_hint(exc: Ai8xError) -> Ai8xError:
+    """A float model's refusal with the --cpu-fallback hint added to each diagnostic about
+    a layer (the others stand as they are)."""
+    import dataclasses
+
+    if not exc.diagnostics or any(d.code.startswith(NOT_LAYER_CODES)
+                                  for d in exc.diagnostics):
+        return exc
+    named = Ai8xError.many([dataclasses.replace(
+        d, hint=f"{d.hint}; {FALLBACK_HINT}" if d.hint else FALLBACK_HINT)
+        for d in exc.diagnostics])
+    named.exit_code = exc.exit_code
+    return named

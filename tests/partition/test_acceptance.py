@@ -13,6 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# The SDK's make flow against a private copy of the MSDK, warnings as errors and the
+# project's own sources (the CPU files too) compiled again with -Wextra -Wformat.
+from tests.emit.test_firmware_build import _build, sdk  # noqa: F401
 from tests.float_onnx.helpers import cli, kat_words
 
 from .models import CASES, Case, calibration, model_file
@@ -58,6 +61,8 @@ def test_known_answer_is_the_reference(name: str, converted: dict) -> None:
     """The project's known answer equals the whole model's ONNX (CPU segments as
     standard integer ONNX, the accelerator's parts as ai8x-ONNX) run by onnxruntime on
     the project's sample, and the pipeline the converter computed it with."""
+    import onnx
+
     from onnx2ai8x.convert import plan
     from onnx2ai8x.devices import get_device
     from onnx2ai8x.emit.unload import expected_output
@@ -65,8 +70,6 @@ def test_known_answer_is_the_reference(name: str, converted: dict) -> None:
     from onnx2ai8x.partition.build import partition
     from onnx2ai8x.partition.project import run_joined
     from onnx2ai8x.partition.reference import run_full
-
-    import onnx
 
     project, model, cal, _, code, _ = converted[name]
     assert code == 0
@@ -124,15 +127,12 @@ def test_verify_fails_when_the_cpu_code_is_wrong(converted: dict, tmp_path: Path
     assert rc != 0 and "FAIL" in stdout, stdout
 
 
-# The SDK's make flow against a private copy of the MSDK, warnings as errors and the
-# project's own sources (the CPU files too) compiled again with -Wextra -Wformat.
-from tests.emit.test_firmware_build import _build, sdk  # noqa: E402,F401
-
 CPU_SOURCES = frozenset({"main.c", "cnn.c", "cpu_layers.c", "cpu_io.c"})
 
 
 @pytest.mark.parametrize("name", IDS)
-def test_firmware_builds_without_warnings(name: str, converted: dict, sdk: Path) -> None:
+def test_firmware_builds_without_warnings(name: str, converted: dict,
+                                          sdk: Path) -> None:  # noqa: F811
     project, _, _, _, code, _ = converted[name]
     assert code == 0
     _build(project, _case(name).device, "EvKit_V1", sdk, sources=CPU_SOURCES)
