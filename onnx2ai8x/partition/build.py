@@ -123,7 +123,12 @@ def partition(model: Path, device: Device, request: QuantizeRequest) -> Partitio
         raise Ai8xError("usage.calibration", str(model),
                         "--cpu-fallback quantizes the CPU layers from calibration data",
                         "pass --calibration X.npy", exit_code=EXIT_USAGE)
-    x = load_array(request.calibration, "calibration data").astype(np.float32)
+    x = load_array(request.calibration, "calibration data")
+    if x.dtype.kind not in "iuf":
+        raise Ai8xError("usage.calibration", str(request.calibration),
+                        f"the calibration data holds {x.dtype.name} values, not numbers",
+                        "save float samples", exit_code=EXIT_USAGE)
+    x = x.astype(np.float32)
     split = find_split(model, device, x, _try_parts(device, request, True))
     results = list(split.results)
     if split.head and results:  # the head reads the last part's 8-bit output

@@ -66,7 +66,10 @@ def simplified(path: Path):
     every node named (the split names nodes)."""
     import onnx
 
-    model = onnx.load(str(path))
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # noqa: BLE001 - onnx raises many kinds on damaged files
+        raise _unreadable(path, exc) from None
     inits = {i.name for i in model.graph.initializer}
     for vi in [*model.graph.input, *model.graph.output]:
         if vi.name in inits:
@@ -81,17 +84,37 @@ def simplified(path: Path):
         model, ok = onnxsim.simplify(model, skip_fuse_bn=True)
     except Exception:  # noqa: BLE001 - the front end reports unsimplifiable models
         pass
+    from collections import Counter
+
+    names = Counter(n.name for n in model.graph.node)
     for k, node in enumerate(model.graph.node):
-        if not node.name:
+        if not node.name or names[node.name] > 1:
             node.name = f"{node.op_type}_{k}"
-    return onnx.shape_inference.infer_shapes(model)
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    except Exception as exc:  # noqa: BLE001
+        raise _unreadable(path, exc) from None
+
+
+def _unreadable(path, exc: Exception) -> Ai8xError:
+    first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+    return Ai8xError("model.invalid", str(path),
+                     f"the model cannot be split: onnx cannot read it or infer its shapes "
+                     f"({first})", "check the model with onnx.checker and onnxruntime")
 
 
 def submodel(model, inputs: list[str], outputs: list[str]):
     """The part of `model` from tensors `inputs` to `outputs` (onnx's extractor)."""
     import onnx.utils
 
-    return onnx.utils.Extractor(model).extract_model(inputs, outputs)
+    try:
+        return onnx.utils.Extractor(model).extract_model(inputs, outputs)
+    except Exception as exc:  # noqa: BLE001 - a tensor without an inferred shape
+        raise Ai8xError("partition.shapes", f"tensors {', '.join([*inputs, *outputs])[:200]}",
+                        f"the part between these tensors cannot be cut out of the model "
+                        f"({(str(exc).splitlines() or [''])[0][:200]})",
+                        "export the model with fixed shapes (onnx shape inference must "
+                        "know every tensor's shape)") from None
 
 
 def graph_input(model) -> str:
@@ -110,10 +133,18 @@ def run_floats(model, x: np.ndarray, outputs: list[str]) -> dict[str, np.ndarray
     import onnxruntime as ort
 
     sub = submodel(model, [graph_input(model)], outputs)
-    sess = ort.InferenceSession(sub.SerializeToString(), providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
-    runs = [sess.run(outputs, {name: x[i:i + 1].astype(np.float32)})
-            for i in range(x.shape[0])]
+    try:
+        sess = ort.InferenceSession(sub.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        name = sess.get_inputs()[0].name
+        runs = [sess.run(outputs, {name: x[i:i + 1].astype(np.float32)})
+                for i in range(x.shape[0])]
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's own errors
+        raise Ai8xError("partition.float-run", "model",
+                        f"onnxruntime cannot run the float model on the calibration data "
+                        f"({(str(exc).splitlines() or [''])[0][:200]})",
+                        "check the model and the calibration data with onnxruntime"
+                        ) from None
     return {o: np.concatenate([r[k] for r in runs]) for k, o in enumerate(outputs)}
 
 
@@ -174,6 +205,7 @@ def find_split(path: Path, device: Device, calibration: np.ndarray,
     (the accelerator's quantizer and limits on each part it runs, in order) accepts
     every part. `try_parts` raises the front end's Ai8xError on a refusal."""
     model = simplified(path)
+    _check_calibration(model, calibration)
     order = [n.name for n in model.graph.node]
     kind = {n.name: n.op_type for n in model.graph.node}
     stem: set[str] = set()
@@ -253,6 +285,20 @@ def _tail(model) -> set[str]:
         tail.add(node.name)
         node = producer.get(node.input[0])
     return tail
+
+
+def _check_calibration(model, x: np.ndarray) -> None:
+    """At least one finite sample of the model's input shape."""
+    inp = next(i for i in model.graph.input if i.name == graph_input(model))
+    shape = tuple(d.dim_value for d in inp.type.tensor_type.shape.dim[1:])
+    if x.ndim != len(shape) + 1 or tuple(x.shape[1:]) != shape or x.shape[0] < 1 or \
+            not np.all(np.isfinite(x)):
+        raise Ai8xError("usage.calibration", "calibration data",
+                        f"the calibration data has shape {tuple(int(d) for d in x.shape)}"
+                        f"{'' if np.all(np.isfinite(x)) else ' and values that are not finite'}"
+                        f"; the model takes N x {shape}",
+                        "save at least one sample of the model's input shape, finite "
+                        "values only", exit_code=EXIT_USAGE)
 
 
 def _segment_cut(model, nodes: set[str]) -> tuple[str, str]:

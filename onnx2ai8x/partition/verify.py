@@ -71,9 +71,13 @@ def _compile(project: Path, tmp: Path) -> dict[str, tuple[str, str, int, int]]:
         cc = shutil.which("gcc") or shutil.which("cc")
         if cc is None:
             raise _bad(project, "no host C compiler (gcc) to run the CPU layers")
-        proc = subprocess.run([cc, "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror",
-                               f"-I{project}", str(project / "cpu_layers.c"), str(src),
-                               "-o", str(exe)], capture_output=True, text=True, timeout=300)
+        try:
+            proc = subprocess.run([cc, "-std=c99", "-O1", "-Wall", "-Wextra", "-Werror",
+                                   f"-I{project}", str(project / "cpu_layers.c"), str(src),
+                                   "-o", str(exe)], capture_output=True, text=True,
+                                  timeout=120)
+        except subprocess.TimeoutExpired:
+            raise _bad(project, "cpu_layers.c does not compile in 120 s") from None
         if proc.returncode:
             raise _bad(project, f"cpu_layers.c does not compile on the host: "
                        f"{proc.stderr.strip()[:300]}")
@@ -84,7 +88,13 @@ def _compile(project: Path, tmp: Path) -> dict[str, tuple[str, str, int, int]]:
 def _run(runner, values: np.ndarray) -> np.ndarray:
     exe, _, n_in, _ = runner
     feed = "\n".join(str(int(v)) for v in np.asarray(values).reshape(-1)[:n_in]) + "\n"
-    proc = subprocess.run([exe], input=feed, capture_output=True, text=True, timeout=300)
+    try:
+        proc = subprocess.run([exe], input=feed, capture_output=True, text=True,
+                              timeout=RUN_SECONDS)
+    except subprocess.TimeoutExpired:
+        return np.zeros(0, np.int64)  # compared with the known answer: a FAIL
+    if proc.returncode:
+        return np.zeros(0, np.int64)
     return np.array([int(t) for t in proc.stdout.split()], np.int64)
 
 
@@ -114,9 +124,21 @@ def _restore_main(main: str, words: list[list[int]]) -> str:
     return re.sub(r"  if \(cpu_head_check\(\) != CNN_OK\) fail\(\);[^\n]*\n", "", text)
 
 
+RUN_SECONDS = 20  # one CPU segment on the host: far more than any sane segment takes
+
+
 def verify_split(project: Path):
     """The whole project, in order: stem (host C), accelerator (ai8xsim), head (host
     C), against the known answer cpu_io.c holds."""
+    try:
+        return _verify_split(Path(project))
+    except (UnicodeDecodeError, ValueError, IndexError, KeyError, AttributeError,
+            TypeError, OverflowError) as exc:  # edited files: say which, no traceback
+        raise _bad(Path(project), f"they do not read as onnx2ai8x wrote them "
+                   f"({type(exc).__name__}: {str(exc)[:160]})") from None
+
+
+def _verify_split(project: Path):
     from ai8xsim.verify import execute, render
 
     from ..verification import VerifyResult
@@ -134,6 +156,10 @@ def verify_split(project: Path):
             if sample is None:
                 raise _bad(project, "cpu_io.c holds no cpu_sample")
             stem_out = _run(runners["stem"], np.array(sample))
+            if stem_out.size != runners["stem"][3]:
+                data.update(passed=False, verdict="FAIL")
+                return VerifyResult(False, "FAIL: the CPU stem (host-compiled "
+                                    "cpu_layers.c) stopped or gave no output", data, "FAIL")
             counts = [int(n) for n in re.findall(r"^uint32_t cpu_input_\d+\[(\d+)\];", io,
                                                  re.M)]
             words = [_pack(n, _rows(io, f"cpu_pack_{k}", 10), stem_out)
@@ -193,6 +219,8 @@ def _runs(io: str, runners: dict, outcome, counts: list[int], copy: Path
             raise _bad(copy, f"no CPU segment {k} between the accelerator's runs")
         x = _read(m, reads, runner[2])
         y = _run(runner, x)
+        if y.size != runner[3]:
+            return False, f"FAIL: CPU segment {k} (host-compiled) stopped or gave no output"
         for value, n, addr, step, lane in reads:
             for i in range(n):
                 a = addr + i * step
