@@ -227,6 +227,7 @@ def find_split(path: Path, device: Device, calibration: np.ndarray,
             for k, (t_in, t_out) in enumerate(parts):
                 part_path, cal_path = Path(tmp) / f"part{k}.onnx", Path(tmp) / f"cal{k}.npy"
                 sub = submodel(model, [t_in], [t_out])
+                _check_part(sub, stem | head | set().union(*between), t_in, t_out)
                 sub.graph.name = model.graph.name
                 onnx.save(sub, str(part_path))
                 cal = calibration if t_in == graph_input(model) else \
@@ -285,6 +286,20 @@ def _tail(model) -> set[str]:
         tail.add(node.name)
         node = producer.get(node.input[0])
     return tail
+
+
+def _check_part(sub, cpu: set[str], t_in: str, t_out: str) -> None:
+    """An accelerator part reads nothing but its input tensor: no connection jumps over a
+    CPU segment into it (the extractor would compute the CPU's layers again)."""
+    inside = {n.name for n in sub.graph.node}
+    again = sorted(inside & cpu)
+    if again:
+        raise Ai8xError("partition.skip", f"tensor {t_out}",
+                        f"the accelerator's layers up to {t_out} also read values from "
+                        f"before {t_in}, across the CPU layers {', '.join(again)[:200]}",
+                        "a residual connection cannot jump over CPU layers: change the "
+                        "CPU layers to ones the accelerator runs, or move them out of "
+                        "the residual block")
 
 
 def _check_calibration(model, x: np.ndarray) -> None:
