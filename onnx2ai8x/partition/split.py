@@ -227,7 +227,7 @@ def find_split(path: Path, device: Device, calibration: np.ndarray,
             for k, (t_in, t_out) in enumerate(parts):
                 part_path, cal_path = Path(tmp) / f"part{k}.onnx", Path(tmp) / f"cal{k}.npy"
                 sub = submodel(model, [t_in], [t_out])
-                _check_part(sub, stem | head | set().union(*between), t_in, t_out)
+                _check_part(sub, model, t_in, t_out)
                 sub.graph.name = model.graph.name
                 onnx.save(sub, str(part_path))
                 cal = calibration if t_in == graph_input(model) else \
@@ -288,18 +288,26 @@ def _tail(model) -> set[str]:
     return tail
 
 
-def _check_part(sub, cpu: set[str], t_in: str, t_out: str) -> None:
-    """An accelerator part reads nothing but its input tensor: no connection jumps over a
-    CPU segment into it (the extractor would compute the CPU's layers again)."""
-    inside = {n.name for n in sub.graph.node}
-    again = sorted(inside & cpu)
-    if again:
-        raise Ai8xError("partition.skip", f"tensor {t_out}",
-                        f"the accelerator's layers up to {t_out} also read values from "
-                        f"before {t_in}, across the CPU layers {', '.join(again)[:200]}",
-                        "a residual connection cannot jump over CPU layers: change the "
-                        "CPU layers to ones the accelerator runs, or move them out of "
-                        "the residual block")
+def _check_part(sub, model, t_in: str, t_out: str) -> None:
+    """An accelerator part reads nothing but its input tensor: no connection jumps over
+    the CPU layers before it into it (the extractor would compute earlier layers
+    again)."""
+    inits = {i.name for i in sub.graph.initializer}
+    made = {o for n in sub.graph.node for o in n.output}
+    free = {i for n in sub.graph.node for i in n.input
+            if i and i not in made and i not in inits}
+    reads = [i.name for i in sub.graph.input if i.name not in inits]
+    if reads == [t_in] and free <= {t_in}:
+        return
+    producer = {o: n.name for n in model.graph.node for o in n.output}
+    cpu = producer.get(t_in, t_in)
+    raise Ai8xError("partition.skip", cpu,
+                    f"a connection jumps over the CPU layers ending here: the "
+                    f"accelerator's layers after them (up to {t_out}) also read values "
+                    "from before them",
+                    "a residual connection cannot jump over CPU layers: change the "
+                    "CPU layers to ones the accelerator runs, or move them out of "
+                    "the residual block")
 
 
 def _check_calibration(model, x: np.ndarray) -> None:
