@@ -117,6 +117,14 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
     out = Path(request.output)
     network, placement, hw = _placed(request)
     main = (out / "main.c").read_text()
+    if part.between and ("fifo_0" in main or placement.layers[0].streaming):
+        # run 2 would start with the FIFO enabled and no data arriving: the runs after a
+        # CPU segment read data memory only
+        raise Ai8xError("partition.between-fifo", network.layers[0].name,
+                        "a CPU segment between accelerator layers needs the input in data "
+                        "memory, not fed through the FIFOs (or streamed)",
+                        "drop --fifo / --fast-fifo, or make the input small enough for "
+                        "data memory")
     segments = [s for s in (part.stem, *part.between, part.head) if s is not None]
     files = dict(cgen.render(segments))
     packs, counts, reads = [], [], None

@@ -67,21 +67,36 @@ def convert_partitioned(request):
     if part.split.trivial:
         return convert(request)
     joined = run_joined(part, float_sample(request))
-    with tempfile.TemporaryDirectory(prefix="onnx2ai8x-cpu-") as tmp:
-        middle = Path(tmp) / f"{Path(request.model).stem}.onnx"
-        middle.write_bytes(part.quant.model.SerializeToString())
-        sample = Path(tmp) / "accelerator_input.npy"
-        np.save(sample, joined.acc_input[np.newaxis].astype(np.int64))
-        extra = dict(request.report_extra or {})
-        extra["quantization"] = json.loads(part.quant.report_json())
-        inner = dataclasses.replace(request, model=middle, sample_input=sample,
-                                    quantize=None, report_extra=extra)
-        result = convert(inner)
+    done: list = []
+
+    def fill(directory: Path) -> None:
+        """The accelerator's project, then the CPU files, in the directory that becomes
+        the output only when all of it is written (fsutil.write_dir_atomic)."""
+        import shutil
+
         from .emit import add_cpu_files
 
-        summary, report_json = add_cpu_files(inner, joined, result)
-    return dataclasses.replace(result, summary=summary, report_json=report_json,
-                               quant=part.quant)
+        with tempfile.TemporaryDirectory(prefix="onnx2ai8x-cpu-") as tmp:
+            middle = Path(tmp) / f"{Path(request.model).stem}.onnx"
+            middle.write_bytes(part.quant.model.SerializeToString())
+            sample = Path(tmp) / "accelerator_input.npy"
+            np.save(sample, joined.acc_input[np.newaxis].astype(np.int64))
+            extra = dict(request.report_extra or {})
+            extra["quantization"] = json.loads(part.quant.report_json())
+            inner = dataclasses.replace(request, model=middle, sample_input=sample,
+                                        quantize=None, report_extra=extra,
+                                        output=Path(tmp) / "project", overwrite=False)
+            result = convert(inner)
+            summary, report_json = add_cpu_files(inner, joined, result)
+            for entry in sorted((Path(tmp) / "project").iterdir()):
+                shutil.move(str(entry), str(directory / entry.name))
+        done.append(dataclasses.replace(result, summary=summary, report_json=report_json,
+                                        quant=part.quant))
+
+    from ..fsutil import write_dir_atomic
+
+    write_dir_atomic(Path(request.output), fill, overwrite=request.overwrite)
+    return done[0]
 
 
 
