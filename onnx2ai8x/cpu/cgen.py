@@ -51,7 +51,11 @@ def _c_int(v: int) -> str:
 
 
 def _lines(values: np.ndarray) -> list[str]:
-    flat = [_c_int(int(v)) for v in np.asarray(values).ravel()]
+    arr = np.asarray(values).ravel()
+    if arr.dtype.itemsize < 4:  # int8/uint8: no value needs _c_int's care
+        flat = [str(v) for v in arr.tolist()]
+    else:
+        flat = [_c_int(v) for v in arr.tolist()]
     return [", ".join(flat[i:i + VALUES_PER_LINE]) + ","
             for i in range(0, len(flat), VALUES_PER_LINE)]
 
@@ -139,6 +143,16 @@ class _SegmentWriter:
         self.calls.append({"fn": fn, "args": [str(a) for a in args],
                            "comment": _comment(f"{op.kind} {op.name}")})
 
+    def broadcast(self, k: int, op: CpuOp) -> list:
+        """(rank, dims, bstrides) of a broadcast second input; (0, 0, 0) without one."""
+        shape, b_shape = op.in_shapes
+        if b_shape == shape:
+            return [0, "0", "0"]
+        strides = [math.prod(b_shape[a + 1:]) if b_shape[a] > 1 else 0
+                   for a in range(len(b_shape))]
+        return [len(shape), self.array(k, "dims", "int32_t", shape),
+                self.array(k, "bstrides", "int32_t", strides)]
+
     def requant_args(self, k: int, op: CpuOp) -> list[str]:
         self.used["requant"] = True
         return [self.array(k, "mult", "int32_t", op.multiplier),
@@ -161,18 +175,22 @@ class _SegmentWriter:
                                         b, *self.requant_args(k, op)])
         elif kind in (K.MAXPOOL, K.AVGPOOL):
             self.used["requant"] = True
-            is_max = kind == K.MAXPOOL
-            m, s = (0, 0) if is_max else (int(op.multiplier[0]), int(op.shift[0]))
-            self.call(op, "cpu_pool", [x[0], y, self.window(k, op), int(is_max), m, f"{s}u"])
-        elif kind == K.ADD:
+            if kind == K.MAXPOOL:
+                m = s = "0"  # null pointers: a maximum is not requantized
+                per_count = 0
+            else:
+                m = self.array(k, "mult", "int32_t", op.multiplier)
+                s = self.array(k, "shift", "uint8_t", op.shift)
+                per_count = int(op.multiplier.size > 1)
+            self.call(op, "cpu_pool", [x[0], y, self.window(k, op), int(kind == K.MAXPOOL),
+                                       m, s, per_count])
+        elif kind in (K.ADD, K.MUL):
             self.used["requant"] = True
             n = math.prod(op.out_shape)
-            self.call(op, "cpu_add", [*x, y, n, int(op.multiplier[0]), int(op.multiplier[1]),
-                                      f"{int(op.shift[0])}u", op.act_min, op.act_max])
-        elif kind == K.MUL:
-            self.used["requant"] = True
-            self.call(op, "cpu_mul", [*x, y, math.prod(op.out_shape), int(op.multiplier[0]),
-                                      f"{int(op.shift[0])}u", op.act_min, op.act_max])
+            scale = [int(op.multiplier[0]), int(op.multiplier[1])] if kind == K.ADD else \
+                [int(op.multiplier[0])]
+            self.call(op, f"cpu_{kind}", [*x, y, n, *self.broadcast(k, op), *scale,
+                                          f"{int(op.shift[0])}u", op.act_min, op.act_max])
         elif kind == K.LUT:
             t = self.array(k, "table", "int8_t", op.table)
             per_channel = op.table.shape[0] > 1
@@ -249,6 +267,25 @@ def scratch_bytes(segments: Sequence[Segment]) -> int:
         for t, off in _plan_scratch(seg).items():
             need = max(need, off + sizes[t])
     return -(-need // ALIGN) * ALIGN
+
+
+def footprint(segments: Sequence[Segment]) -> tuple[int, int]:
+    """(bytes of constant data — weights, bias, requantization, tables, geometry — that
+    go to flash, bytes of the static scratch arena in SRAM) of the rendered C; the
+    kernels' code (a few KB) is not counted."""
+    const = 0
+    for seg in segments:
+        for op in seg.ops:
+            for arr, width in ((op.weights, 1), (op.bias, 4), (op.multiplier, 4),
+                               (op.shift, 1), (op.table, 4 if op.kind == K.SOFTMAX else 1)):
+                if arr is not None and (arr is not op.multiplier or op.kind not in
+                                        (K.ADD, K.MUL)):
+                    const += arr.size * width
+            if op.kind in (K.CONV, K.MAXPOOL, K.AVGPOOL):
+                const += 15 * 4  # cpu_window_t
+            elif op.kind in (K.TRANSPOSE, K.ADD, K.MUL):
+                const += 2 * 4 * len(op.out_shape)  # dims and strides
+    return const, scratch_bytes(segments)
 
 
 def render(segments: Sequence[Segment]) -> dict[str, str]:

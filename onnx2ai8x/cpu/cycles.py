@@ -10,10 +10,11 @@ Zero wait states are assumed (code runs from the instruction cache); interrupts 
 the accelerator's own time are not included.
 
 Per item (counted from the -Os disassembly):
-- convolution: 13 cycles per MAC in `cpu_layers_dot` (SUBS/CMP 2, taken BGT 3, LDRSB +
-  pipelined LDRSB 3, ADD 1, SMLABB 1, B 3), plus 35 per kernel row (the call, its
-  prologue/epilogue and the caller's pointer set-up, which -Os keeps on the stack) and
-  25 per output for the window clipping (`cpu_taps`).
+- convolution: 9 cycles per MAC in `cpu_layers_window`'s inner loop (LDRSB + pipelined
+  LDRSB 3, CMP 1, SMLABB 1, ADD 1, taken BNE 3), plus 18 per kernel row (row pointers:
+  LDRD x2, MUL/MLA x4, ADDs, the loop test) and 60 per output (the call with its
+  register save/restore, and the window clipping `cpu_taps`), besides the
+  requantization below.
 - fully connected: 8 cycles per MAC (LDRSB + pipelined LDRSB 3, CMP 1, MLA 1, BNE 3).
 - pooling: 12 cycles per window tap; lookup tables 11 per value; element-wise add/mul
   14 per value plus the requantization; copies (concat, reshape) 7 per byte, transpose
@@ -33,9 +34,9 @@ import math
 from . import ops as K
 from .ops import CpuOp
 
-CONV_CYCLES_PER_MAC = 13
-CONV_CYCLES_PER_ROW = 35
-WINDOW_CYCLES_PER_OUTPUT = 25
+CONV_CYCLES_PER_MAC = 9
+CONV_CYCLES_PER_ROW = 18
+WINDOW_CYCLES_PER_OUTPUT = 60
 DENSE_CYCLES_PER_MAC = 8
 POOL_CYCLES_PER_TAP = 12
 LUT_CYCLES_PER_VALUE = 11
@@ -47,7 +48,7 @@ REQUANT_CYCLES = 25
 SOFTMAX_CYCLES_PER_VALUE = 3 * 9 + 12
 CALL_CYCLES = 20  # entering a kernel: argument set-up, prologue, epilogue
 
-MODEL = ("Cortex-M4 estimate: conv 13 cycles/MAC + 35 per kernel row, dense 8 cycles/MAC, "
+MODEL = ("Cortex-M4 estimate: conv 9 cycles/MAC + 18 per kernel row, dense 8 cycles/MAC, "
          "25 cycles per requantized output (instruction timings of the Arm Cortex-M4 TRM, "
          "ARM DDI 0439B section 3.3, applied to the -Os inner loops of the generated C)")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -28,14 +29,21 @@ from . import ops as K
 from .ops import CpuOp, Segment
 
 CFLAGS = ("-std=c99", "-O1", "-Wall", "-Wextra", "-pedantic", "-Werror")
+# Tests also run the C under the sanitizers: any signed overflow, out-of-bounds access or
+# misaligned pointer is then an error rather than silently "working" on the host.
+SANITIZE_FLAGS = ("-fsanitize=undefined,address", "-fno-sanitize-recover=all", "-g")
 COMPILE_TIMEOUT = 600  # seconds
 RUN_TIMEOUT = 600
 
 
-def _compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
-    if not cc:
-        raise Ai8xError("cpu.host-compiler", "host", "no C compiler (gcc or cc) found",
+def _compiler() -> list[str]:
+    """The host compiler command: $CC (which may carry words, e.g. `ccache gcc`), else
+    gcc or cc from PATH."""
+    cc = shlex.split(os.environ.get("CC", "")) or \
+        [c for c in (shutil.which("gcc") or shutil.which("cc"),) if c]
+    if not cc or shutil.which(cc[0]) is None:
+        what = f"the compiler {cc[0]} (from CC)" if cc else "no C compiler (gcc or cc)"
+        raise Ai8xError("cpu.host-compiler", "host", f"{what} was not found",
                         "install gcc, or set CC to a C99 compiler")
     return cc
 
@@ -88,12 +96,13 @@ def _width(seg: Segment, t: str) -> int:
     return 4 if any(op.output == t and op.kind == K.ARGMAX for op in seg.ops) else 1
 
 
-def compile_segments(segments: Sequence[Segment]) -> Path:
+def compile_segments(segments: Sequence[Segment], sanitize: bool = False) -> Path:
     """The host binary running `segments` (compiled once per distinct source)."""
     files = cgen.render(segments)
     runner = _runner_source(segments)
     cc = _compiler()
-    key = hashlib.sha256("\0".join([cc, *CFLAGS, files["cpu_layers.c"], files["cpu_layers.h"],
+    flags = (*CFLAGS, *(SANITIZE_FLAGS if sanitize else ()))
+    key = hashlib.sha256("\0".join([*cc, *flags, files["cpu_layers.c"], files["cpu_layers.h"],
                                     runner]).encode()).hexdigest()[:32]
     cache = Path(tempfile.gettempdir()) / f"onnx2ai8x-cpu-{os.getuid()}"
     exe = cache / f"{key}.bin"
@@ -105,7 +114,7 @@ def compile_segments(segments: Sequence[Segment]) -> Path:
         for name, text in {**files, "runner.c": runner}.items():
             (work / name).write_text(text)
         out = work / "runner.bin"
-        cmd = [cc, *CFLAGS, "-o", str(out), str(work / "runner.c"), str(work / "cpu_layers.c")]
+        cmd = [*cc, *flags, "-o", str(out), str(work / "runner.c"), str(work / "cpu_layers.c")]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT)
         except subprocess.TimeoutExpired:
@@ -119,12 +128,13 @@ def compile_segments(segments: Sequence[Segment]) -> Path:
     return exe
 
 
-def run_segments(cases: Sequence[tuple[Segment, Mapping[str, np.ndarray]]]
-                 ) -> list[dict[str, np.ndarray]]:
+def run_segments(cases: Sequence[tuple[Segment, Mapping[str, np.ndarray]]],
+                 sanitize: bool = False) -> list[dict[str, np.ndarray]]:
     """Run each (segment, feeds) through the compiled C. Feeds are batches
-    `(N, *shape)`; returns per case {output tensor: (N, *shape)} (ArgMax as int64)."""
+    `(N, *shape)`; returns per case {output tensor: (N, *shape)} (ArgMax as int64).
+    `sanitize`: build with the undefined-behaviour and address sanitizers."""
     segments = [seg for seg, _ in cases]
-    exe = compile_segments(segments)
+    exe = compile_segments(segments, sanitize)
     chunks = []
     counts = []
     for seg, feeds in cases:
@@ -138,9 +148,11 @@ def run_segments(cases: Sequence[tuple[Segment, Mapping[str, np.ndarray]]]
     res = subprocess.run([str(exe)], input=b"".join(chunks), capture_output=True,
                          timeout=RUN_TIMEOUT)
     if res.returncode != 0:
+        detail = res.stderr.decode("utf-8", "replace").strip()[:400]
         raise Ai8xError("cpu.host-run", "cpu_layers.c",
-                        f"the host-compiled CPU layers exited with status {res.returncode}",
-                        "report this: the runner read fewer bytes than it expected")
+                        f"the host-compiled CPU layers exited with status {res.returncode}"
+                        + (f": {detail}" if detail else ""),
+                        "report this: the generated C must run cleanly on every input")
     data, pos, results = res.stdout, 0, []
     for (seg, _), n in zip(cases, counts, strict=True):
         shapes = _shapes(seg)

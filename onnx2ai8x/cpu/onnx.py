@@ -121,7 +121,12 @@ def _avgpool(b: _Nodes) -> None:
     ones = np.ones((c, 1, *op.kernel), dtype=np.int8)
     acc = b.node("ConvInteger", [op.inputs[0], b.const("ones", ones)], "sum",
                  group=c, **_pool_attrs(op))
-    b.requantize(b.i64(acc, "acc64"), op.multiplier, op.shift, K.INT8_MIN, K.INT8_MAX)
+    m, s, shape = op.multiplier, op.shift, (1,)
+    if m.size > 1:  # per window: (M, s) of its count of real positions, as constants
+        count = K.window_counts(op)
+        spatial = op.out_shape[1:]
+        m, s, shape = m[count].ravel(), s[count].ravel(), (1, *spatial)
+    b.requantize(b.i64(acc, "acc64"), m, s, K.INT8_MIN, K.INT8_MAX, shape)
 
 
 def _add(b: _Nodes) -> None:

@@ -169,10 +169,7 @@ def _windows_touch_input(name: str, size: int, k: int, s: int, p0: int, d: int,
                          n_out: int) -> None:
     """Every max-pooling window must hold a real input position (ONNX leaves a window
     of padding alone undefined)."""
-    start = np.arange(n_out, dtype=np.int64) * s - p0
-    first = np.where(start < 0, -(start // d), 0)  # first tap at or after position 0
-    last = np.minimum(k - 1, (size - 1 - start) // d)  # last tap before position `size`
-    empty = np.flatnonzero(first > last)
+    empty = np.flatnonzero(real_taps(size, k, s, p0, d, n_out) == 0)
     if empty.size:
         raise _fail(name, f"pooling window {int(empty[0])} covers only padding",
                     "pad less than the window's extent")
@@ -283,25 +280,64 @@ def maxpool(name: str, x: str, y: str, in_shape, kernel, *, strides=(), pads=(),
 
 def avgpool(name: str, x: str, y: str, in_shape, kernel, multiplier, shift, *, strides=(),
             pads=(), dilations=()) -> CpuOp:
-    """Window sum (padding counts as zeros) requantized by one (M, s): the divisor is
-    folded into M / 2**s (see `avgpool_requant`)."""
+    """Window sum (padding adds zeros) requantized by (M, s): one pair for every window
+    (the divisor folded in, `avgpool_requant`), or K + 1 pairs indexed by the number of
+    real (non-padding) positions in the window, K = the window size (ONNX
+    count_include_pad = 0: `avgpool_requant_per_count`)."""
     in_shape = _shape(name, in_shape)
     kernel, strides, pads, dilations, out = _spatial(name, in_shape, kernel, strides, pads,
                                                      dilations)
     out_shape = _shape(name, (in_shape[0], *out), "output")
-    if math.prod(kernel) * 128 > MAX_ACC:
-        raise _fail(name, f"a window of {math.prod(kernel)} values can overflow the "
-                    "accumulator", "use a smaller pooling window")
-    _macs_ok(name, math.prod(out_shape) * math.prod(kernel))
-    m, s = _requant(name, multiplier, shift, 1)
+    count = math.prod(kernel)
+    if count * 128 > MAX_ACC:
+        raise _fail(name, f"a window of {count} values can overflow the accumulator",
+                    "use a smaller pooling window")
+    _macs_ok(name, math.prod(out_shape) * count)
+    m, s = _requant(name, multiplier, shift, count + 1)
     return CpuOp(AVGPOOL, name, (x,), y, (in_shape,), out_shape, multiplier=m, shift=s,
                  kernel=kernel, strides=strides, pads=pads, dilations=dilations)
 
 
+def real_taps(size: int, k: int, stride: int, p0: int, d: int, n_out: int) -> np.ndarray:
+    """Per output position along one axis: how many of the window's k taps fall inside
+    the input (0..size-1); the rest are padding."""
+    start = np.arange(n_out, dtype=np.int64) * stride - p0
+    first = np.where(start < 0, -(start // d), 0)
+    last = np.minimum(k - 1, np.where(start >= size, -1, (size - 1 - start) // d))
+    return np.maximum(last - first + 1, 0)
+
+def window_counts(op: CpuOp) -> np.ndarray:
+    """(OH, OW) — or (1, OL) for 1-D data — real input positions under each window."""
+    in_shape, out_shape = op.in_shapes[0], op.out_shape
+    nd = len(in_shape) - 1
+    per_axis = [real_taps(in_shape[1 + a], op.kernel[a], op.strides[a], op.pads[a],
+                            op.dilations[a], out_shape[1 + a]) for a in range(nd)]
+    if nd == 1:
+        return per_axis[0][None, :]
+    return per_axis[0][:, None] * per_axis[1][None, :]
+
+
+
+def _broadcast(name: str, shape: tuple[int, ...], b_shape) -> tuple[int, ...]:
+    """b's shape: `shape` itself, or of the same rank with 1 where b is repeated (a
+    per-channel scale (C, 1, 1) against (C, H, W), as in squeeze-and-excitation)."""
+    if b_shape is None:
+        return shape
+    b_shape = _shape(name, b_shape, "second input")
+    if len(b_shape) != len(shape) or any(d not in (1, e) for d, e in zip(b_shape, shape,
+                                                                         strict=True)):
+        raise _fail(name, f"the second input's shape {list(b_shape)} does not broadcast to "
+                    f"{list(shape)}", "give the second input the same rank, with 1 where "
+                    "its values repeat")
+    return b_shape
+
+
 def add(name: str, a: str, b: str, y: str, shape, multipliers, shift, *,
-        act_min: int = INT8_MIN, act_max: int = INT8_MAX) -> CpuOp:
-    """y = clamp(round_half_up((a * Ma + b * Mb) / 2**s)): each input its own scale."""
+        act_min: int = INT8_MIN, act_max: int = INT8_MAX, b_shape=None) -> CpuOp:
+    """y = clamp(round_half_up((a * Ma + b * Mb) / 2**s)): each input its own scale; b
+    may broadcast (`b_shape`)."""
     shape = _shape(name, shape)
+    bs = _broadcast(name, shape, b_shape)
     m = _int_array(name, np.atleast_1d(multipliers), np.int64, 0, MAX_MULTIPLIER,
                    "requantization multipliers")
     s = _int_array(name, np.atleast_1d(shift), np.int64, 0, MAX_SHIFT, "requantization shifts")
@@ -309,17 +345,18 @@ def add(name: str, a: str, b: str, y: str, shape, multipliers, shift, *,
         raise _fail(name, "an add takes two multipliers (one per input) and one shift",
                     "give multipliers=(Ma, Mb) and one shift")
     lo, hi = _clamp(name, act_min, act_max)
-    return CpuOp(ADD, name, (a, b), y, (shape, shape), shape, multiplier=m, shift=s,
+    return CpuOp(ADD, name, (a, b), y, (shape, bs), shape, multiplier=m, shift=s,
                  act_min=lo, act_max=hi)
 
 
 def mul(name: str, a: str, b: str, y: str, shape, multiplier, shift, *,
-        act_min: int = INT8_MIN, act_max: int = INT8_MAX) -> CpuOp:
-    """y = clamp(round_half_up(a * b * M / 2**s))."""
+        act_min: int = INT8_MIN, act_max: int = INT8_MAX, b_shape=None) -> CpuOp:
+    """y = clamp(round_half_up(a * b * M / 2**s)); b may broadcast (`b_shape`)."""
     shape = _shape(name, shape)
+    bs = _broadcast(name, shape, b_shape)
     m, s = _requant(name, multiplier, shift, 1)
     lo, hi = _clamp(name, act_min, act_max)
-    return CpuOp(MUL, name, (a, b), y, (shape, shape), shape, multiplier=m, shift=s,
+    return CpuOp(MUL, name, (a, b), y, (shape, bs), shape, multiplier=m, shift=s,
                  act_min=lo, act_max=hi)
 
 
@@ -411,10 +448,20 @@ def segment(name: str, ops: Sequence[CpuOp], outputs: Sequence[str] = ()) -> Seg
                     "use letters, digits and underscores")
     written: list[str] = []
     inputs: list[str] = []
+    shapes: dict[str, tuple[int, ...]] = {}
+    producers: dict[str, CpuOp] = {}
     for op in ops:
-        for t in op.inputs:
+        for t, shape in zip(op.inputs, op.in_shapes, strict=True):
+            if t in producers and producers[t].kind == ARGMAX:
+                raise _fail(op.name, f"reads the ArgMax index {t}, which no CPU op takes "
+                            "as input", "end the segment with the ArgMax")
+            if shapes.setdefault(t, shape) != shape:
+                raise _fail(op.name, f"reads tensor {t} as {list(shape)}, but it has shape "
+                            f"{list(shapes[t])}", "insert a reshape between the layers")
             if t not in written and t not in inputs:
                 inputs.append(t)
+        shapes[op.output] = op.out_shape
+        producers[op.output] = op
         if op.output in written or op.output in inputs:
             raise _fail(op.name, f"tensor {op.output} is written twice",
                         "give every op its own output tensor")
@@ -474,6 +521,16 @@ def lut_table(fn: Callable[[np.ndarray], np.ndarray], in_scale: float,
 def avgpool_requant(count: int, scale_ratio: float = 1.0) -> tuple[int, int]:
     """(M, s) for an average over `count` values with in_scale / out_scale = scale_ratio."""
     return requant_params(float(scale_ratio) / int(count))
+
+
+def avgpool_requant_per_count(window: int, scale_ratio: float = 1.0
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """(M, s) arrays of window + 1 entries for an average over the real positions only
+    (ONNX count_include_pad = 0): entry c divides by c; entry 0 (a window of padding
+    only, whose sum is 0) is (0, 0)."""
+    pairs = [(0, 0)] + [avgpool_requant(c, scale_ratio) for c in range(1, int(window) + 1)]
+    return (np.array([p[0] for p in pairs], dtype=np.int64),
+            np.array([p[1] for p in pairs], dtype=np.int64))
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

@@ -89,8 +89,12 @@ def _pool(op: CpuOp, x: np.ndarray) -> np.ndarray:
         acc = np.maximum(acc, view) if is_max else acc + view
     if is_max:
         return acc.astype(np.int8).reshape(op.out_shape)
-    return requantize(acc, op.multiplier, op.shift, K.INT8_MIN,
-                      K.INT8_MAX).reshape(op.out_shape)
+    m, s = op.multiplier, op.shift
+    if m.size > 1:  # indexed by the window's count of real positions
+        count = K.window_counts(op)
+        m, s = m[count], s[count]
+    return requantize(acc, m, s, K.INT8_MIN, K.INT8_MAX).reshape(op.out_shape)
+
 
 
 def _add(op: CpuOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:

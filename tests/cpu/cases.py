@@ -115,10 +115,13 @@ def _pool(rng: np.random.Generator, name: str, kind: str):
                                dilations=dil)
             else:
                 count = int(np.prod(kernel))
-                if rng.random() < 0.7:
+                r = rng.random()
+                if r < 0.4:  # padding counts (count_include_pad = 1)
                     m, s = K.avgpool_requant(count, float(rng.uniform(0.5, 2.0)))
-                else:
-                    m, s = _requant(rng, count, 1)
+                elif r < 0.75:  # real positions only (count_include_pad = 0)
+                    m, s = K.avgpool_requant_per_count(count, float(rng.uniform(0.5, 2.0)))
+                else:  # extreme constants, shared or per count
+                    m, s = _requant(rng, count, count + 1)
                 op = K.avgpool(name, "x", "y", (c, *size), kernel, m, s, strides=stride,
                                pads=pads, dilations=dil)
         except Ai8xError:
@@ -138,8 +141,16 @@ def _shape(rng: np.random.Generator) -> tuple[int, ...]:
     return tuple(int(rng.integers(1, 7)) for _ in range(int(rng.integers(1, 4))))
 
 
+def _b_shape(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The second input's shape: mostly the same, sometimes broadcast (1 on some axes)."""
+    if rng.random() < 0.6:
+        return shape
+    return tuple(1 if rng.random() < 0.5 else d for d in shape)
+
+
 def gen_add(rng, name):
     shape = _shape(rng)
+    b_shape = _b_shape(rng, shape)
     if rng.random() < 0.2:
         ms = rng.integers(0, 2 ** 31, 2)
         s = int(rng.integers(0, 62))
@@ -147,15 +158,16 @@ def gen_add(rng, name):
         ms = np.array([K.requant_params(float(rng.uniform(0.2, 2.0)))[0] for _ in range(2)])
         s = 31  # requant_params gives 31-bit multipliers for scales in [0.5, 1)
         ms = ms >> int(rng.integers(0, 3))
-    op = K.add(name, "a", "b", "y", shape, ms, s, **_clamp(rng))
-    return [op], {"a": samples(rng, shape), "b": samples(rng, shape)}
+    op = K.add(name, "a", "b", "y", shape, ms, s, b_shape=b_shape, **_clamp(rng))
+    return [op], {"a": samples(rng, shape), "b": samples(rng, b_shape)}
 
 
 def gen_mul(rng, name):
     shape = _shape(rng)
+    b_shape = _b_shape(rng, shape)
     m, s = _requant(rng, 128, 1)
-    op = K.mul(name, "a", "b", "y", shape, m, s, **_clamp(rng))
-    return [op], {"a": samples(rng, shape), "b": samples(rng, shape)}
+    op = K.mul(name, "a", "b", "y", shape, m, s, b_shape=b_shape, **_clamp(rng))
+    return [op], {"a": samples(rng, shape), "b": samples(rng, b_shape)}
 
 
 def gen_lut(rng, name):
@@ -233,7 +245,29 @@ def gen_chain(rng, name):
     return [conv, act, pool, dense, soft, arg], {"x": samples(rng, (c, h, w))}
 
 
+def gen_se(rng, name):
+    """A MobileNetV3 squeeze-and-excitation block with Hardswish: global average, two 1x1
+    convolutions, Hardsigmoid, a per-channel (broadcast) multiply."""
+    c, h, w = int(rng.integers(2, 9)), int(rng.integers(1, 9)), int(rng.integers(1, 9))
+    mid = int(rng.integers(1, 5))
+    gap = K.avgpool(f"{name}_gap", "x", "g", (c, h, w), (h, w), *K.avgpool_requant(h * w))
+    m1, s1 = _requant(rng, c, mid)
+    fc1 = K.conv(f"{name}_fc1", "g", "r", (c, 1, 1), rng.integers(-128, 128, (mid, c, 1, 1)),
+                 rng.integers(-999, 999, mid), m1, s1, act_min=0)
+    m2, s2 = _requant(rng, mid, c)
+    fc2 = K.conv(f"{name}_fc2", "r", "e", (mid, 1, 1), rng.integers(-128, 128, (c, mid, 1, 1)),
+                 None, m2, s2)
+    gate = K.lut(f"{name}_hs", "e", "gate", (c, 1, 1),
+                 K.lut_table(K.ACTIVATIONS["Hardsigmoid"], 0.05, 1 / 127))
+    scaled = K.mul(f"{name}_mul", "x", "gate", "xs", (c, h, w), *K.requant_params(1 / 127),
+                   b_shape=(c, 1, 1))
+    act = K.lut(f"{name}_hswish", "xs", "y", (c, h, w),
+                K.lut_table(K.ACTIVATIONS["Hardswish"], 0.05, 0.05))
+    return [gap, fc1, fc2, gate, scaled, act], {"x": samples(rng, (c, h, w))}
+
+
 GENERATORS = {K.CONV: gen_conv, K.DENSE: gen_dense, K.MAXPOOL: gen_maxpool,
               K.AVGPOOL: gen_avgpool, K.ADD: gen_add, K.MUL: gen_mul, K.LUT: gen_lut,
               K.SOFTMAX: gen_softmax, K.ARGMAX: gen_argmax, K.CONCAT: gen_concat,
-              K.RESHAPE: gen_reshape, K.TRANSPOSE: gen_transpose, "chain": gen_chain}
+              K.RESHAPE: gen_reshape, K.TRANSPOSE: gen_transpose, "chain": gen_chain,
+              "se": gen_se}

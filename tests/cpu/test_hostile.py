@@ -65,6 +65,8 @@ HOSTILE = {
                                                                       (2,))]),
     "tensor written twice": lambda: K.segment("s", [K.reshape("r", "x", "y", (2,), (2,)),
                                                     K.reshape("q", "x", "y", (2,), (2,))]),
+    "shape disagreement": lambda: K.segment("s", [
+        K.reshape("r", "x", "y", (4, 4), (16,)), K.lut("l", "y", "z", (2, 8), np.zeros(256))]),
     "argmax read by a layer": lambda: cgen.render([K.segment("s", [
         K.argmax("a", "x", "i", (4,)), K.reshape("r", "i", "y", (1,), (1,))])]),
     "duplicate segment names": lambda: cgen.render([
@@ -81,7 +83,8 @@ HOSTILE = {
 REASON = {"too many MACs": "multiply-accumulates", "avgpool window overflow": "accumulator",
           "accumulator overflow": "int32", "bias overflow": "int32", "shift 62": "shifts",
           "maxpool window of padding": "only padding", "huge kernel": "kernel size",
-          "multiplier 2**31": "multipliers", "kernel larger than input": "window spans"}
+          "multiplier 2**31": "multipliers", "kernel larger than input": "window spans",
+          "shape disagreement": "reshape", "argmax read by a layer": "ArgMax"}
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
