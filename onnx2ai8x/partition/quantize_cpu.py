@@ -303,6 +303,10 @@ def _weighted(model, node, out: str, act, scales: dict, consts: dict, bias=None)
     m, s = _requant_channels(s_x * ws / s_y)
     lo, hi = _clamp_for(act, s_y)
     in_shape = shape_of(model, x)
+    if op != "Conv" and len(in_shape) != 1:
+        raise _unsupported(name, f"a {op} over the last axis of a {len(in_shape) + 1}-D "
+                           "tensor (the CPU's dense layer reads the whole flattened input)",
+                           "flatten the input first (Flatten, then Linear)")
     if op == "Conv":
         if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
             raise _unsupported(name, "automatic padding", "export explicit pads")
