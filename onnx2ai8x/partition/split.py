@@ -204,6 +204,7 @@ def find_split(path: Path, device: Device, calibration: np.ndarray,
     """Cut the float model at `path` so that `try_parts([(part_path, cal_path), ...])`
     (the accelerator's quantizer and limits on each part it runs, in order) accepts
     every part. `try_parts` raises the front end's Ai8xError on a refusal."""
+    _check_model(path, device)
     model = simplified(path)
     _check_calibration(model, calibration)
     order = [n.name for n in model.graph.node]
@@ -240,7 +241,7 @@ def find_split(path: Path, device: Device, calibration: np.ndarray,
                 taken = stem | head | set().union(*between)
                 refused = _refused_nodes(exc, [n for n in order if n not in taken])
                 if not refused:
-                    raise
+                    raise _renamed(exc, files, path) from None
                 nodes, why = min(refused, key=lambda r: min(map(order.index, r[0])))
                 others = taken | set(nodes)
                 before = set().union(*(_closure(model, n, False) for n in nodes)) - stem
@@ -286,6 +287,35 @@ def _tail(model) -> set[str]:
         tail.add(node.name)
         node = producer.get(node.input[0])
     return tail
+
+
+def _check_model(path: Path, device: Device) -> None:
+    """The float reader's checks of the model as a whole (readable, one float input of
+    fixed size, a supported opset): their messages name the user's file. Refusals of
+    layers are the split's to handle."""
+    from ..importer.float_onnx import read_float_model
+
+    try:
+        read_float_model(path, device.name)
+    except Ai8xError as exc:
+        if any(d.code.startswith(NOT_LAYER_CODES) for d in exc.diagnostics):
+            raise
+
+
+def _renamed(exc: Ai8xError, files: list, path: Path) -> Ai8xError:
+    """`exc` naming the user's model instead of the split's temporary part files."""
+    import dataclasses
+
+    def where(text: str) -> str:
+        for part, _ in files:
+            text = text.replace(str(part), str(path))
+        return text
+
+    named = Ai8xError.many([dataclasses.replace(d, where=where(d.where),
+                                                message=where(d.message))
+                            for d in exc.diagnostics])
+    named.exit_code = exc.exit_code
+    return named
 
 
 def _check_part(sub, model, t_in: str, t_out: str) -> None:
