@@ -67,6 +67,7 @@ def cpu_report(part, result) -> tuple[str, dict]:
             "accelerator_cycles": acc_cycles, "cpu_us": round(cpu_us, 3),
             "cpu_share": None if share is None else round(share, 4),
             "cpu_cycle_model": _model()}
+    data["sequence"] = _sequence(part, result)
     warn = None
     if share is not None and share > CPU_DOMINATES:
         worst = sorted(rows, key=lambda r: -r["cycles"])[:3]
@@ -76,6 +77,24 @@ def cpu_report(part, result) -> tuple[str, dict]:
                 "most 16x16 pixels)")
         data["warning"] = warn
     return _text(part, rows, segs, acc_us, acc_cycles, share, warn), data
+
+
+def _sequence(part, result) -> list[dict]:
+    """Every layer in the order the project runs them, and where it runs."""
+    acc = [lay["name"] for lay in json.loads(result.report_json).get("layers", [])]
+    seq = [{"layer": op.name, "runs_on": "cpu", "segment": "cpu-stem"}
+           for op in (part.stem.ops if part.stem is not None else ())]
+    mids = dict(zip(part.quant.last_layers, part.between, strict=True))
+    for k, name in enumerate(acc):
+        seq.append({"layer": name, "runs_on": "accelerator", "segment": "accelerator",
+                    "index": k})
+        if name in mids:
+            seq += [{"layer": op.name, "runs_on": "cpu",
+                     "segment": f"cpu-mid{list(mids).index(name)}"}
+                    for op in mids[name].ops]
+    seq += [{"layer": op.name, "runs_on": "cpu", "segment": "cpu-head"}
+            for op in (part.head.ops if part.head is not None else ())]
+    return seq
 
 
 def _text(part, rows, segs, acc_us, acc_cycles, share, warn) -> str:

@@ -52,6 +52,15 @@ def test_converts_with_the_split_shown(name: str, converted: dict) -> None:
     assert {k for k, v in kinds.items() if v} == set(_case(name).segments)
     assert split["refusals"], "a split names the refusal that made it"
     assert all(r["cycles"] > 0 for r in split["cpu_layers"])
+    # every layer in the order the project runs it, with where it runs
+    where = [(s["segment"], s["runs_on"]) for s in split["sequence"]]
+    assert ("accelerator", "accelerator") in where
+    assert {s for s, r in where if r == "cpu"} == \
+        {s["segment"] for s in split["segments"]}
+    if "stem" in _case(name).segments:
+        assert where[0] == ("cpu-stem", "cpu")
+    if "head" in _case(name).segments:
+        assert where[-1] == ("cpu-head", "cpu")
     for f in ("cpu_layers.c", "cpu_layers.h", "cpu_io.c", "cpu_io.h"):
         assert (project / f).is_file()
 
