@@ -247,11 +247,15 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
         kernel = list(shape[1:]) if op == "GlobalAveragePool" else \
             list(_attr(node, "kernel_shape"))
         pads = _attr(node, "pads", ())
-        if any(pads) and not _attr(node, "count_include_pad", 0) or \
-                _attr(node, "ceil_mode", 0):
-            raise _unsupported(name, "an average that excludes the padding or rounds the "
-                               "size up", "pad explicitly, or export with count_include_pad")
-        m, s = ops.avgpool_requant(int(np.prod(kernel)), scales[x] / scales[out])
+        if _attr(node, "ceil_mode", 0):
+            raise _unsupported(name, "an average whose output size rounds up (ceil_mode)",
+                               "export with ceil_mode=False")
+        if any(pads) and not _attr(node, "count_include_pad", 0):
+            # the average over the window's real positions only (ONNX's default)
+            m, s = ops.avgpool_requant_per_count(int(np.prod(kernel)),
+                                                 scales[x] / scales[out])
+        else:
+            m, s = ops.avgpool_requant(int(np.prod(kernel)), scales[x] / scales[out])
         return [ops.avgpool(name, x, out, shape, kernel, m, s,
                             strides=_attr(node, "strides", ()), pads=pads)]
     if op == "Softmax":

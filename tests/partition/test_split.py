@@ -104,3 +104,19 @@ def test_usage_errors(argv: list[str], tmp_path: Path) -> None:
     extra = [] if "--riscv" not in argv else ["--calibration", cal]
     code, _, err = cli([model, "--device", "MAX78000", "-o", tmp_path / "p", *argv, *extra])
     assert code == 2 and err.startswith("error[usage.cpu-fallback]"), err
+
+
+def test_padded_average_head_over_real_positions(tmp_path: Path) -> None:
+    """An AveragePool with padding that averages the real positions only (ONNX's
+    count_include_pad = 0, the accelerator has no padded pooling) runs on the CPU."""
+    c0, i0 = _conv("x", "a", "conv0", 3, 8)
+    c1, i1 = _conv("a", "b", "conv1", 8, 8)
+    pool = helper.make_node("AveragePool", ["b"], ["y"], name="padded_avg",
+                            kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    model, cal = _save([c0, c1, pool], i0 + i1, tmp_path, "avg")
+    code, out, err = cli([model, "--device", "MAX78000", "--calibration", cal, "-o",
+                          tmp_path / "p", "--cpu-fallback"])
+    assert code == 0, err
+    assert "CPU head:" in out and "avgpool" in out
+    rc, vout, verr = cli(["verify", tmp_path / "p"])
+    assert rc == 0 and vout.startswith("PASS: accelerator, CPU head"), vout + verr
