@@ -67,6 +67,10 @@ ShiftQuantileOpt = Annotated[float | None, typer.Option(
 WeightBitsOpt = Annotated[Path | None, typer.Option(
     "--weight-bits", help="YAML of per-layer weight bits (`layer: 4`, `default: 8`).")]
 AcceptLossOpt = Annotated[bool, typer.Option("--accept-loss", help=LOSS_HELP)]
+CpuFallbackOpt = Annotated[bool, typer.Option(
+    "--cpu-fallback", help="Layers the accelerator refuses run on the Arm core: a float "
+    "model (with --calibration) is split into a CPU stem, the accelerator's part and a CPU "
+    "head (issue 28).")]
 OverwriteFileOpt = Annotated[bool, typer.Option(
     "--overwrite", help="Replace an existing output file (never an input).")]
 
@@ -258,6 +262,7 @@ class ConvertArgs:
     shift_quantile: float | None
     verify: bool
     quiet: bool
+    cpu_fallback: bool
     json_out: bool
 
     @classmethod
@@ -329,6 +334,7 @@ def convert_cmd(
     verify: VerifyOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
+    cpu_fallback: CpuFallbackOpt = False,
 ) -> None:
     """Convert MODEL.onnx into a C project for the vendor SDK.
 
@@ -396,8 +402,17 @@ def _run_convert(args: ConvertArgs, dev):
     from .convert import ConvertRequest, convert
     from .frontend import QuantizeRequest
 
+    if args.cpu_fallback:
+        from .partition.project import convert_cpu_fallback
+
+        return convert_cpu_fallback(args, dev)
     if args.calibration is not None:
-        return _from_float(args, dev, args.calibration)
+        try:
+            return _from_float(args, dev, args.calibration)
+        except Ai8xError as exc:  # a refused layer: the CPU could run it (issue 28)
+            from .partition.split import with_fallback_hint
+
+            raise with_fallback_hint(exc) from None
     try:
         # (the quantize request applies only when the model turns out to be a float
         # model the front end recovers exactly: a vendor export)

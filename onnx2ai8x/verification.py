@@ -120,6 +120,13 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
                         "not a generated C project (no cnn.c and main.c)",
                         "pass the directory onnx2ai8x (or the vendor tool) wrote",
                         exit_code=EXIT_USAGE)
+    from .partition.verify import is_split, verify_split
+
+    if is_split(project) and stop_after is None:
+        # CPU segments around the accelerator (issue 28): the whole project in order
+        # against its known answer (the layer-by-layer --model reference is the
+        # accelerator's alone and is not run)
+        return verify_split(project)
     try:
         outcome = execute(project, stop_after=stop_after, layer_order=layer_order)
     except LayerOrderError as exc:
