@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -145,3 +146,20 @@ def test_firmware_builds_without_warnings(name: str, converted: dict,
     project, _, _, _, code, _ = converted[name]
     assert code == 0
     _build(project, _case(name).device, "EvKit_V1", sdk, sources=CPU_SOURCES)
+
+
+@pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
+def test_split_project_builds_in_the_sdk_tree(device: str, converted: dict,
+                                              sdk: Path) -> None:  # noqa: F811
+    """Issue 28 item 3: a project with CPU segments also builds where users put vendor
+    examples, inside the SDK tree, without MAXIM_PATH (its Makefile finds the SDK it
+    sits in)."""
+    name = next(c.name for c in CASES if c.device == device)
+    project = converted[name][0]
+    in_tree = sdk / "Examples" / device / "CNN" / f"split-{name}"
+    shutil.copytree(project, in_tree, ignore=shutil.ignore_patterns("build"))
+    try:
+        result = _build(in_tree, device, "EvKit_V1", None, sources=CPU_SOURCES)
+        assert "Using the MSDK this project sits in" in result.log
+    finally:
+        shutil.rmtree(in_tree)
