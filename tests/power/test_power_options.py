@@ -47,10 +47,12 @@ def test_riscv_variants_imply_riscv(flag: str) -> None:
     assert EmitOptions.from_cli(**{flag: True}).riscv
 
 
-def test_fast_fifo_quad_is_refused_with_the_reason() -> None:
+def test_fast_fifo_quad_implies_the_fast_fifo_and_needs_riscv() -> None:
+    opts = EmitOptions.from_cli(fast_fifo_quad=True, riscv=True)
+    assert opts.fast_fifo and opts.uses_fifo
     with pytest.raises(Ai8xError) as exc:
-        EmitOptions.from_cli(fast_fifo_quad=True, riscv=True)
-    assert "use --fast-fifo" in exc.value.render()
+        EmitOptions.from_cli(fast_fifo_quad=True)
+    assert "--riscv" in exc.value.render()
 
 
 def test_energy_replaces_the_timer_with_a_warning() -> None:
