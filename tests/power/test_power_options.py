@@ -55,6 +55,23 @@ def test_fast_fifo_quad_implies_the_fast_fifo_and_needs_riscv() -> None:
     assert "--riscv" in exc.value.render()
 
 
+@pytest.mark.parametrize(("name", "problem"), [
+    ("ai85-kws20_v3", "not a 2-D convolution"),  # Conv1d first layer
+])
+def test_fast_fifo_quad_refuses_a_first_layer_it_cannot_spread(name: str, problem: str,
+                                                                tmp_path) -> None:
+    from tests.golden import pipeline
+
+    if not (pipeline.GOLDEN / name).is_dir():
+        pytest.skip("golden corpus absent")
+    _, proc = pipeline.convert_case(name, tmp_path, sidecar=True,
+                                    extra=("--riscv", "--fast-fifo-quad"),
+                                    out=tmp_path / "p")
+    assert proc.returncode != 0 and "map.fast-fifo-quad" in proc.stderr
+    assert problem in proc.stderr and "use --fast-fifo" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_energy_replaces_the_timer_with_a_warning() -> None:
     asked = {"energy": True, "timer": 0}
     opts = EmitOptions.from_cli(**asked)
