@@ -99,6 +99,9 @@ class LayerRegs:
     shift_count: int = 0  # LCTRL0 bits 26-29 (with read-ahead)
     out_count: int | None = None  # OCHAN + 1 (MAX78002)
     read_gap: int = 0  # words skipped after each pixel's words (MAX78002 STRIDE field)
+    # Quad fan-out (CTRL bits 22 and 31, the FIFO-fed layer 0): each quadrant reads the
+    # same input and computes output channel 4s + q at mask step s (see `_quad_kernels`)
+    quad: bool = False
 
     @property
     def is_conv(self) -> bool:
@@ -187,9 +190,16 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         out_count=r(dev.ochan) + 1 if dev.ochan is not None else None,
         read_gap=_read_gap(dev, stride_reg, stride, operands * passes)
         if not flatten and not lctl >> 6 & 1 else 0,
+        quad=layer == 0 and _quad_fan_out(m),
         bias_groups=tuple((m.lreg(g, dev.post, layer) & 0xFFF)
                           if m.lreg(g, dev.post, layer) >> 12 & 1 else None
                           for g in range(4)))
+
+
+def _quad_fan_out(m: Machine) -> bool:
+    """CTRL selects the fast FIFO (bit 22) in quad fan-out (bit 31)."""
+    ctl = m.ctl(0, m.dev.reg_ctl)
+    return bool(ctl >> m.dev.ctl_fast_fifo_bit & 1 and ctl >> m.dev.ctl_fast_fifo_quad_bit & 1)
 
 
 def _read_gap(dev, stride_reg: int, stride: int, words: int) -> int:
@@ -235,6 +245,9 @@ def _signed(values: np.ndarray, bits: int) -> np.ndarray:
 def input_processors(lr: LayerRegs) -> list[int]:
     """The processors whose memories the layer reads (a convolution: those with a mask)."""
     procs = [p for p in range(64) if lr.processors >> p & 1]
+    if lr.quad:
+        # the other quadrants read copies of the same words (their sums: _quad_kernels)
+        procs = [p for p in procs if p < 16]
     return [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
 
 
@@ -300,6 +313,8 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
     last tap first (so a 3x3 kernel has tap t in byte t); 1-D kernels start
     `oned_start` bytes into the stream position of their mask address.
     """
+    if lr.quad:
+        return _quad_kernels(m, lr, procs, slots)
     q = lr.weight_bits
     taps = lr.kernel[0] * lr.kernel[1]
     slot = np.arange(slots)[:, None]
@@ -328,6 +343,21 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
     return out
 
 
+def _quad_kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndarray:
+    """Quad fan-out: at mask step s, quadrant q convolves its copy of the input with the
+    kernels of its own processors (quadrant 0's plus 16 q) into output channel 4 s + q.
+    The model rests on the vendor tool's layout for --fast-fifo-quad (izer/kernels.py
+    puts output channel k's kernel in quadrant k % 4 at step k // 4, izer/kbias.py its
+    bias in quadrant k % 4, and the mask count covers the steps only); no measurement
+    of the hardware is behind it."""
+    one = dataclasses.replace(lr, quad=False)
+    steps = slots // 4
+    out = np.empty((slots, len(procs), lr.passes, lr.kernel[0] * lr.kernel[1]), np.int64)
+    for q in range(4):
+        out[q::4] = _kernels(m, one, [p + 16 * q for p in procs], steps)
+    return out
+
+
 def _instance_words(m: Machine, lr: LayerRegs) -> int:
     """Words per kernel-memory instance in the region holding the layer's mask start
     (a mask unit is one bit of each of a kernel's taps: 8 units a byte per tap, 9
@@ -350,6 +380,8 @@ def _slot_count(lr: LayerRegs) -> int:
     """
     if lr.calcx4:
         return 4 * lr.out_count // lr.passes
+    if lr.quad:
+        return 4 * (((lr.mask_last - lr.mask_start) // lr.weight_bits + 1) // lr.passes)
     return ((lr.mask_last - lr.mask_start) // lr.weight_bits + 1) // lr.passes
 
 
@@ -605,7 +637,9 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
         patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
                             for i in range(kh) for j in range(kw)], axis=-1)
         acc = _exact_dot(w, patches, ([1, 2, 3], [0, 1, 4]))  # (slots, oh, ow)
-    if lr.bias is not None:
+    if lr.quad and lr.bias is not None:
+        acc = acc + _quad_bias(m, lr, slots)[:, None, None]
+    elif lr.bias is not None:
         g, addr = lr.bias
         # calcx4 reads the four channels' bias bytes as one word: the address counts words
         idx = (addr * 4 if lr.calcx4 else addr) + np.arange(slots)
@@ -633,6 +667,21 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                        vals.reshape(-1))
     return LayerResult(lr, mem, word, np.asarray(lane).reshape(-1) if not lr.wide
                        else np.full(mem.shape, -1), vals.reshape(-1), out.shape)
+
+
+def _quad_bias(m: Machine, lr: LayerRegs, slots: int) -> np.ndarray:
+    """Quad fan-out: output channel 4 s + q's bias is byte s of quadrant q's part (each
+    quadrant's POST register gives its own bias address), scaled as usual."""
+    b = np.zeros(slots, dtype=np.int64)
+    for q in range(4):
+        addr = lr.bias_groups[q] if q < len(lr.bias_groups) else None
+        if addr is None:
+            continue
+        idx = addr + np.arange(len(b[q::4]))
+        if idx.max(initial=0) >= m.dev.bias_bytes:
+            raise SimError(f"layer {lr.index}: bias address past the bias memory")
+        b[q::4] = m.bram[q, idx].view(np.int8).astype(np.int64) * 128
+    return b
 
 
 def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,

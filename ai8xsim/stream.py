@@ -74,8 +74,7 @@ class _Layer:
             raise NotModelled(f"layer {lr.index}: streaming element-wise, 1-D or "
                               "transposed layers are not modelled yet")
         self.lr = lr
-        procs = [p for p in range(64) if lr.processors >> p & 1]
-        self.procs = [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
+        self.procs = input_processors(lr)
         if not self.procs:
             raise SimError(f"layer {lr.index}: a streaming layer with no processor enabled")
         self.buffer = np.zeros((len(self.procs), lr.passes, lr.rows, lr.cols), np.int64)
@@ -152,8 +151,9 @@ def _fifo_stream(m: Machine, p: int) -> list[int]:
     if not ctl >> dev.ctl_fast_fifo_bit & 1:
         return m.fifos.get(p // 16, [])
     if ctl >> dev.ctl_fast_fifo_quad_bit & 1:
-        raise NotModelled("the fast FIFO's quad fan-out (CTRL bit "
-                          f"{dev.ctl_fast_fifo_quad_bit}) is not modelled yet")
+        # Quad fan-out: every word also reaches the same processors of quadrants 1-3 (the
+        # vendor tool repeats the first layer's processors in each quadrant for it).
+        p %= 16
     if p >= 16:
         raise SimError(f"layer 0: processor {p} reads the fast FIFO, which feeds "
                        "processors 0-3 only")

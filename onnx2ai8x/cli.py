@@ -214,8 +214,9 @@ NoFifoWaitOpt = Annotated[bool, typer.Option(
     "--no-fifo-wait", help="Push FIFO words without checking for space (the source must "
                            "keep pace with the inference).")]
 FastFifoQuadOpt = Annotated[bool, typer.Option(
-    "--fast-fifo-quad", help="Fast FIFO in quad fan-out mode (the vendor's option; not "
-                             "supported: refused with the reason).")]
+    "--fast-fifo-quad", help="Fast FIFO in quad fan-out mode: each word reaches all four "
+                             "quadrants, which compute the first layer's output channels "
+                             "four at a time (implies --fast-fifo; needs --riscv).")]
 RiscvDebugOpt = Annotated[bool, typer.Option(
     "--riscv-debug", help="The RISC-V core sets up its JTAG debug port (implies "
                           "--riscv).")]

@@ -169,7 +169,8 @@ def _overlap_notes(network: Network, placement: Placement) -> tuple[str, ...]:
 
 def plan(model_path: Path, device: Device, sidecar_path: Path | None,
          step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False,
-         quantize: QuantizeRequest | None = None, overlap_data: bool = False) -> Plan:
+         quantize: QuantizeRequest | None = None, overlap_data: bool = False,
+         fast_fifo_quad: bool = False) -> Plan:
     """Import (the one front end: read, rewrite, legalize), then map; no files are
     written (`onnx_checker`: see load_onnx; `fifo`: the user asked for FIFO input, so an
     inferred mapping puts it there; `quantize`: the model is a float model, quantized
@@ -182,6 +183,7 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     from .emit.sidecar_writer import implied_flags, write_sidecar
     from .frontend import front_end
     from .map.advice import energy_hints, streaming_bias
+    from .map.kernels import check_quad_fan_out, with_quad_fan_out
     from .map.latency import estimate_cycles
     from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
@@ -198,6 +200,10 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
                                         overlap_data)
     # Kernel and bias memory, allocated once (the automatic mapper already did, with its
     # check); the estimate, the report and the project read this allocation.
+    mapped = placement  # the sidecar states the mapping, without the quad fan-out
+    if fast_fifo_quad:
+        check_quad_fan_out(network, placement)
+        placement = with_quad_fan_out(placement)
     if attached(network, placement) is None:
         placement = allocate_weights(network, placement)
     warnings = fe.warnings + warnings + streaming_bias(network, placement)
@@ -210,8 +216,8 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
                 cycles=cycles, report=report, summary=render_table(report),
                 report_json=to_json(report),
                 sidecar_text=write_sidecar(
-                    network, placement,
-                    flags=implied_flags(placement, fe.avg_pool_rounding),
+                    network, mapped,
+                    flags=implied_flags(mapped, fe.avg_pool_rounding),
                     origin=Path(sidecar_path).name if sidecar_path is not None else None),
                 snoop=snoop,
                 avg_pool_rounding=fe.avg_pool_rounding, warnings=warnings, quant=fe.quant)
@@ -375,10 +381,12 @@ def convert(request: ConvertRequest) -> ConvertResult:
     from .options import EmitOptions, option_warnings
 
     with progress_steps(request.progress) as step:
-        fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
+        quad = bool(request.options.get("fast_fifo_quad"))
+        fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo") or quad)
         result = plan(request.model, request.device, request.sidecar, step, fifo=fifo,
                       quantize=request.quantize,
-                      overlap_data=bool(request.options.get("overlap_data")))
+                      overlap_data=bool(request.options.get("overlap_data")),
+                      fast_fifo_quad=quad)
         options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
                                  request.model)
         result = dataclasses.replace(result, warnings=(

@@ -20,6 +20,7 @@ from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_dir_atomic
 from ..map.hw import HwNetwork, derive
+from ..map.kernels import fifo_input_map
 from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
 from ..options import EmitOptions, check_device_options
@@ -170,7 +171,7 @@ def fifo_feed(hw: HwNetwork, sample: np.ndarray) -> FifoFeed:
     if lay.operands != 1:
         raise Ai8xError("emit.fifo", lay.name, "a FIFO-fed first layer takes one operand",
                         "load element-wise inputs through memory (drop --fifo)")
-    pmap = pl.processor_map
+    pmap = fifo_input_map(hw.placement)
     allowed = FIFO_PROCESSORS_CHW if pl.big_data else FIFO_PROCESSORS_HWC
     if not pmap or pmap & ~allowed:
         # the walk below finds each FIFO's processors at a quadrant's start; a map with

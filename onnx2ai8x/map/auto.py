@@ -329,9 +329,12 @@ class _Mapper:
                 # Outputs nobody reads: packed from processor 0, where the unload
                 # expects them by default (moved only if that memory is still in use);
                 # a pass-through layer writes where it reads (vendor rule,
-                # _check_passthrough_maps)
-                default = self.pmap[src] if net.layers[src].operator.passthrough \
-                    else _block(0, width)
+                # _check_passthrough_maps), and so does a depthwise layer when it can:
+                # its data then stays on its processors (broadcast mode, the vendor's
+                # energy notice on depthwise layers that move data)
+                keep = net.layers[src].operator.passthrough or (
+                    net.layers[src].conv_groups > 1 and popcount(self.pmap[src]) == width)
+                default = self.pmap[src] if keep else _block(0, width)
                 self.tensor[src] = hint.get("output_processors", default)
                 if "output_processors" not in hint:
                     self.free_outputs.append(src)

@@ -31,7 +31,7 @@ two layers are stored once, izer/kdedup.py), so the register values and the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -802,10 +802,114 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
     if pmap == 0:
         raise Ai8xError("map.kernels", lay.name, "layer has weights but no input processors",
                         "set `processors` for this layer")
+    quad = quad_fan_out(placement, ll)
+    if quad:
+        pmap &= mem.quadrant_bits(0)  # the kernels are laid out for quadrant 0 first
     ksize = ks[0] * ks[1]
     out_map = pl.output_processor_map
     klen, count, ochan, start_col = _kernel_counts(lay, out_map, reshaped, in_exp, ksize)
-    koffs = _first_column(memory, lay, ll, calcx4, klen, pmap)
+    if quad:
+        # Packed as usual into a scratch memory, then spread over the four quadrants.
+        quad_offs = _first_column(memory, lay, ll, calcx4, -(-klen // 4), pmap)
+        target, koffs = _Memory(mem), 0
+    else:
+        target, koffs = memory, _first_column(memory, lay, ll, calcx4, klen, pmap)
+    klen = _pack_layer(target, lay, reshaped, ll, koffs, ksize, in_exp, in_chan, out_map,
+                       start_col, klen, pmap)
+    if quad:
+        _spread_quad(memory, target, lay, ll, quad_offs, pmap)
+        koffs, klen = quad_offs, -(-klen // 4)
+        count, ochan = -(-count // 4), -(-ochan // 4)
+    offset[ll] = koffs
+    length[ll] = klen
+    kcount[ll] = count
+    kochan[ll] = ochan
+
+
+def quad_fan_out(placement: Placement, ll: int) -> bool:
+    """Whether layer `ll` reads the fast FIFO in quad fan-out (--fast-fifo-quad): its input
+    arrives in all four quadrants at once and each quadrant computes every fourth output
+    channel (the vendor's `Qupac` mode, izer/kernels.py and kbias.py)."""
+    return bool(_extra(placement, ll, "quad", False))
+
+
+def fifo_input_map(placement: Placement) -> int:
+    """The first layer's processors as the FIFOs feed them: with quad fan-out the
+    quadrant-0 processors (the fast FIFO repeats each word into the other quadrants)."""
+    pl = placement.layers[placement.first_layer_used]
+    if quad_fan_out(placement, placement.first_layer_used):
+        return pl.processor_map & placement.device.quadrant_bits(0)
+    return pl.processor_map
+
+
+def check_quad_fan_out(network: Network, placement: Placement) -> None:
+    """--fast-fifo-quad spreads the first layer's output channels over the four quadrants
+    one 9-byte kernel at a time (the vendor's layout): the layer must be a 3x3 convolution
+    with 8-bit weights, one group, no flattening and no calcx4, whose input sits in
+    quadrant 0. An Ai8xError naming the layer otherwise."""
+    ll = placement.first_layer_used
+    lay, pl = network.layers[ll], placement.layers[ll]
+    problem = None
+    if lay.operator != Op.CONV2D:
+        problem = "the first layer is not a 2-D convolution"
+    elif tuple(lay.kernel_size) != (3, 3):
+        problem = f"the first layer's kernel is {lay.kernel_size[0]}x{lay.kernel_size[1]}"
+    elif lay.quantization not in (None, 0, 8):
+        problem = f"the first layer has {lay.quantization}-bit weights"
+    elif lay.conv_groups != 1 or lay.flatten or _extra(placement, ll, "calcx4", False):
+        problem = "the first layer is depthwise, flattened or calcx4"
+    elif pl.processor_map & ~placement.device.quadrant_bits(0):
+        problem = f"the first layer reads processors {pl.processor_map:#018x}"
+    if problem is not None:
+        raise Ai8xError("map.fast-fifo-quad", lay.name,
+                        f"{problem}; quad fan-out needs a 3x3 2-D convolution with 8-bit "
+                        "weights whose input sits in quadrant 0",
+                        "use --fast-fifo (single fan-out)")
+
+
+def with_quad_fan_out(placement: Placement) -> Placement:
+    """The placement for --fast-fifo-quad: the first layer's processors repeated in every
+    quadrant (the fast FIFO writes each word to all four) and the layer marked for the
+    quad-packed layout (kernels, bias and registers read `quad_fan_out`). The vendor tool
+    rewrites the first layer's processor map the same way (izer/backend)."""
+    ll = placement.first_layer_used
+    pl = placement.layers[ll]
+    mem = placement.device
+    pmap = pl.processor_map & mem.quadrant_bits(0)
+    repeated = 0
+    for q in range(mem.quadrants):
+        repeated |= pmap << q * mem.processors_per_quadrant
+    layer = replace(pl, processor_map=repeated, extra=(*pl.extra, ("quad", True)))
+    layers = (*placement.layers[:ll], layer, *placement.layers[ll + 1:])
+    return replace(placement, layers=layers, weights=None)
+
+
+def _spread_quad(memory: _Memory, packed: _Memory, lay: Layer, ll: int, koffs: int,
+                 pmap: int) -> None:
+    """Quad fan-out: kernel column t of a quadrant-0 processor p (as packed for one
+    quadrant) goes to processor p + 16 (t % 4), column koffs + t // 4, so the four
+    quadrants compute output channels 4s, 4s + 1, 4s + 2, 4s + 3 at mask step s."""
+    mem = memory.mem
+    per_quadrant = mem.processors_per_quadrant
+    for p in range(ffs(pmap), fls(pmap) + 1):
+        if not pmap >> p & 1:
+            continue
+        for t in np.flatnonzero(packed.owner[p] == ll):
+            q, col = p + int(t % 4) * per_quadrant, koffs + int(t // 4)
+            if col >= mem.kernel_words(q) or memory.owner[q, col] != FREE:
+                raise _exhausted(lay, q, col, 1)
+            memory.owner[q, col] = ll
+            memory.used[q, col] = packed.used[p, t]
+            memory.data[q, col * KERNEL_BYTES:(col + 1) * KERNEL_BYTES] = \
+                packed.data[p, t * KERNEL_BYTES:(t + 1) * KERNEL_BYTES]
+
+
+def _pack_layer(memory: _Memory, lay: Layer, reshaped: np.ndarray, ll: int, koffs: int,
+                ksize: int, in_exp: int, in_chan: int, out_map: int, start_col: int,
+                klen: int, pmap: int) -> int:
+    """Write layer `ll`'s kernels from column `koffs`, processor by processor in the
+    vendor's order; the columns per processor (a flattened layer's may grow)."""
+    mem = memory.mem
     quant = abs(lay.quantization) if lay.quantization else 8
     out_expand, out_thresh = multipass(lay.output_channels)
     rows = len(reshaped)
@@ -851,7 +955,4 @@ def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: in
             col_target = _add_byte(memory, pk, p, col_target, 0)
         if lay.flatten:
             klen = col_target
-    offset[ll] = koffs
-    length[ll] = klen
-    kcount[ll] = count
-    kochan[ll] = ochan
+    return klen
