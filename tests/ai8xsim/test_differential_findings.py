@@ -8,6 +8,8 @@ sidecar (differential.py `our_project`).
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from ai8xsim.verify import PASS, execute, render
@@ -60,3 +62,132 @@ def test_pooling_only_layer_on_1d_data_takes_the_sidecars_pool(tmp_path: Path) -
 """
     _passes(Config(31, "MAX78000", sidecar, (32, 20), (Weights("l0", (16, 32, 3), True,
                                                                 8, 0),)), tmp_path)
+
+
+def _two_readers(data_format: str) -> str:
+    """Layer 0 and layer 1 both read the network input (an element-wise block's two
+    operands, as the generator draws them), then a pass-through adds them."""
+    first = H + f"""  - name: l0
+    data_format: {data_format}
+    in_offset: 0x0000
+    processors: 0x0000000000000001
+    operation: conv2d
+    kernel_size: 3x3
+    pad: 1
+    activate: ReLU
+    output_processors: 0x000000000000000f
+    out_offset: 0x4000
+    write_gap: 1
+"""
+    return first + """  - name: l1
+    processors: 0x0000000000000001
+    operation: conv2d
+    kernel_size: 3x3
+    pad: 1
+    activate: ReLU
+    output_processors: 0x000000000000000f
+    out_offset: 0x4004
+    write_gap: 1
+    in_offset: 0x0000
+    in_sequences: input
+  - name: l2
+    processors: 0x000000000000000f
+    in_offset: 0x4000
+    in_sequences: [l0, l1]
+    eltwise: add
+    operation: none
+    output_processors: 0x000000000000000f
+    out_offset: 0x1000
+"""
+
+
+READERS = (Weights("l0", (4, 1, 3, 3), True, 8, 0), Weights("l1", (4, 1, 3, 3), True, 8, 0))
+
+
+def _refused(config: Config, tmp: Path, code: str, *words: str) -> str:
+    """The refusal's whole text (message and hint), after checking its exit status."""
+    project, why = _ours(config, tmp)
+    assert project is None, "converted"
+    assert why.startswith(f"error[{code}] "), why
+    # the convert step again, for all of its message (our_project keeps the first line)
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnx2ai8x.cli", str(tmp / "model.onnx"), "--device",
+         config.device, "--sidecar", str(tmp / "in" / "network.yaml"), "-o",
+         str(tmp / "again"), "--quiet", *config.options],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "hint: " in proc.stderr, proc.stderr
+    for word in words:
+        assert word in proc.stderr, proc.stderr
+    return why
+
+
+def test_a_later_reader_of_chw_input_is_refused(tmp_path: Path) -> None:
+    """Only layer 0 reads CHW (the vendor tool sets the bit there only, and its C for
+    this fails): layer 1 reading the input again is refused at its `in_sequences`
+    line; the same network with HWC input converts and PASSes."""
+    sidecar = _two_readers("CHW")
+    why = _refused(Config(32, "MAX78000", sidecar, (1, 9, 8), READERS), tmp_path / "chw",
+                   "map.chw", "layer `l1`", "`in_sequences`", "only the first layer")
+    line = sidecar.splitlines().index("    in_sequences: input") + 1
+    assert f"network.yaml:{line}: " in why
+    _passes(Config(32, "MAX78000", _two_readers("HWC"), (1, 9, 8), READERS),
+            tmp_path / "hwc")
+
+
+def test_a_later_reader_of_fifo_input_is_refused(tmp_path: Path) -> None:
+    """With --fifo the input feeds layer 0 only; a later reader is refused. The same
+    network without --fifo converts and PASSes (the refusal is about the FIFO)."""
+    sidecar = _two_readers("HWC")
+    _refused(Config(33, "MAX78002", sidecar, (1, 9, 8), READERS, ("--fifo",)), tmp_path,
+             "map.fifo-input", "layer `l1`", "through the FIFOs")
+    _passes(Config(33, "MAX78002", sidecar, (1, 9, 8), READERS), tmp_path / "memory")
+
+
+def _conv_to(output_processors: str, cout: int) -> Config:
+    sidecar = H + f"""  - name: l0
+    processors: 0x000000000000000f
+    output_processors: {output_processors}
+    operation: conv2d
+    kernel_size: 3x3
+    pad: 1
+    activate: ReLU
+    out_offset: 0x2000
+"""
+    return Config(34, "MAX78000", sidecar, (4, 8, 8), (Weights("l0", (cout, 4, 3, 3), True,
+                                                                8, 0),))
+
+
+def test_convolution_output_processors_with_gaps_are_refused(tmp_path: Path) -> None:
+    """Gaps within a quadrant (0, 4, 8, 12) or across quadrants (0-3 and 16-19): the
+    channels go to consecutive processors from the first (both tools' projects FAIL);
+    refused with a packed map to use. Consecutive processors from an unaligned start
+    still PASS."""
+    _refused(_conv_to("0x0000000000001111", 4), tmp_path / "in-quadrant",
+             "map.output-gaps", "layer `l0`", "0x0000000000001111 have gaps",
+             "0x000000000000000f")
+    _refused(_conv_to("0x00000000000f000f", 8), tmp_path / "across", "map.output-gaps",
+             "use 8 consecutive output processors (e.g. 0x00000000000000ff)")
+    _passes(_conv_to("0x000000000000000e", 3), tmp_path / "unaligned")
+
+
+def test_depthwise_moving_its_data_over_processor_gaps_is_refused(tmp_path: Path) -> None:
+    """Depthwise on processors 0, 4, 8, 12 writing to 0-3 (no broadcast): which bias
+    byte each processor reads is shown by no known answer (the model says NOT
+    MODELLED of the vendor's project): refused. With broadcast (output on its own
+    processors) the same layer PASSes."""
+    def dw(out: str) -> Config:
+        return Config(35, "MAX78002", H + f"""  - name: l0
+    processors: 0x0000000000001111
+    output_processors: {out}
+    operation: conv2d
+    groups: 4
+    kernel_size: 3x3
+    pad: 1
+    activate: ReLU
+    out_offset: 0x2000
+""", (4, 6, 6), (Weights("l0", (4, 1, 3, 3), True, 8, 0),))
+
+    _refused(dw("0x000000000000000f"), tmp_path / "moving", "map.output-gaps",
+             "depthwise", "quadrant 0")
+    _passes(dw("0x0000000000001111"), tmp_path / "broadcast")
