@@ -8,6 +8,7 @@ sidecar (differential.py `our_project`).
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,69 @@ def test_depthwise_moving_its_data_over_processor_gaps_is_refused(tmp_path: Path
     _refused(dw("0x000000000000000f"), tmp_path / "moving", "map.output-gaps",
              "depthwise", "quadrant 0")
     _passes(dw("0x0000000000001111"), tmp_path / "broadcast")
+
+
+def _calcx4_first(outputs: int, bits: int, extra: str = "") -> Config:
+    """A streaming calcx4 first layer on processor 0 alone (its kernels packed from the
+    end of the extended kernel memory, words 4096-5119), then a plain 3x3 layer
+    (`extra`: a third, calcx4 layer with `outputs` channels of `bits`-bit weights)."""
+    sidecar = H + """  - name: l0
+    processors: 0x0000000000000001
+    operation: conv2d
+    kernel_size: 3x3
+    pad: 1
+    streaming: true
+    calcx4: true
+    activate: ReLU
+    output_processors: 0xffffffffffffffff
+    out_offset: 0x8000
+  - name: l1
+    processors: 0xffffffffffffffff
+    operation: conv2d
+    kernel_size: 3x3
+    pad: 1
+    activate: None
+    output_processors: 0x000000000000ffff
+    out_offset: 0x0000
+""" + extra
+    weights = (Weights("l0", (64, 1, 3, 3), True, 8, 0),
+               Weights("l1", (16, 64, 3, 3), True, 8, 0))
+    if extra:
+        weights += (Weights("l2", (outputs, 16, 3, 3), False, bits, 0),)
+    return Config(36, "MAX78002", sidecar, (1, 12, 10), weights, ("--fifo",))
+
+
+def test_calcx4_kernels_in_the_extended_memory_sit_at_the_mask_start(tmp_path: Path
+                                                                     ) -> None:
+    """Each quarter of a calcx4 layer's kernels in the extended memory starts at the
+    word the mask start register names (4096 + (start - 4096) / 4, quarters 256 words
+    apart), inside the 5120 words of processor 0. The converter used to copy the
+    vendor's writer (start / 4 added past word 4096: words 5360.., past the memory's
+    end; the vendor tool itself stops there with an IndexError): the project FAILed."""
+    _passes(_calcx4_first(0, 8), tmp_path)
+    text = (tmp_path / "ours" / "weights.h").read_text()
+    # processor 0's kernel window is 0x51400000..: every run there ends by word 5120
+    runs = [int(a, 16) for a in re.findall(r"(0x514[0-1][0-9a-f]{4}), \d+", text)]
+    assert runs and max(runs) < 0x51400000 + 4 * 5120, [hex(r) for r in runs]
+
+
+def test_calcx4_quarters_short_of_whole_columns_are_refused(tmp_path: Path) -> None:
+    """Four output channels of 2-bit weights under calcx4: 2 bits a tap per kernel
+    memory instance, so all four channels' kernels would share instance 0 (random 67
+    of the MAX78002, layer 3): refused, naming the layer and what would fit; 16
+    channels of 2-bit weights (8 bits per instance) convert and PASS."""
+    def third(outputs: int) -> str:
+        return f"""  - name: l2
+    processors: 0x000000000000ffff
+    operation: conv2d
+    kernel_size: 3x3
+    pad: 1
+    calcx4: true
+    activate: ReLU
+    output_processors: 0x{(1 << outputs) - 1:016x}
+    out_offset: 0x4000
+"""
+    _refused(_calcx4_first(4, 2, third(4)), tmp_path / "four", "map.kernel-memory",
+             "l2: calcx4 with 2-bit weights, 4 output channels",
+             "give it 16 output channels")
+    _passes(_calcx4_first(16, 2, third(16)), tmp_path / "sixteen")
