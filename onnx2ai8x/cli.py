@@ -378,7 +378,7 @@ def _check_convert_args(args: ConvertArgs):
 
 
 def _from_float(args: ConvertArgs, dev, calibration: Path | None):
-    from .quantize.convert import convert_float
+    from .convert import convert_float
 
     result, qtable = convert_float(
         args.model, dev, args.out, calibration=calibration, labels=args.labels,
@@ -641,7 +641,7 @@ def import_izer_cmd(
     check_output(output, (config_file, checkpoint_file, sample), directory=False,
                  overwrite=overwrite)
     try:
-        from .importer.izer import import_izer_command
+        from .sidecar.izer import import_izer_command
     except ImportError as exc:  # torch is only needed here
         raise Ai8xError("usage.torch-missing", "import-izer",
                         f"the importer needs PyTorch ({exc})",
@@ -677,7 +677,7 @@ def quantize_cmd(
 
     Example: onnx2ai8x quantize model.onnx --calibration x.npy -o model-q.onnx
     """
-    from .quantize.convert import quantize_command
+    from .convert import quantize_command
 
     dev = _device(device)
     _require_file(model, "model")

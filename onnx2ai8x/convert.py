@@ -15,7 +15,8 @@ import numpy as np
 
 from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError, Diagnostic
-from .frontend import QuantizeRequest
+from .frontend import QuantizeRequest, front_end
+from .fsutil import write_bytes_atomic, write_text_atomic
 from .network import Network
 from .placement import Placement
 
@@ -66,39 +67,6 @@ Step = Callable[[str], None]
 
 def _no_step(_: str) -> None:
     return None
-
-
-def load_onnx(path: Path, *, onnx_checker: bool = False):
-    """The model file as onnx2ai8x.onnxpb messages.
-
-    The convert path does not import onnx (0.15 s of start-up, issue 5): the reader
-    checks the graph structure and everything it reads. `onnx_checker` (the `check`
-    command) also runs onnx's full checker.
-    """
-    from . import onnxpb
-
-    try:
-        model = onnxpb.load(path)
-    except (onnxpb.DecodeError, OSError) as exc:
-        raise Ai8xError("model.unreadable", str(path),
-                        f"not a readable ONNX file ({str(exc).splitlines()[0][:200]})",
-                        "export the model with ai8x_torch.export_onnx or onnx2ai8x "
-                        "import-izer") from None
-    if onnx_checker:
-        import onnx
-
-        from custom_ops import onnx_support
-
-        onnx_support()
-        try:
-            onnx.checker.check_model(onnxpb.to_onnx(model))
-        except Exception as exc:  # noqa: BLE001
-            raise Ai8xError("model.invalid", str(path),
-                            f"the ONNX checker rejects the model: "
-                            f"{str(exc).splitlines()[0][:300]}",
-                            "re-export the model; hand-edited files must stay valid ONNX"
-                            ) from None
-    return model
 
 
 def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False,
@@ -180,7 +148,6 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
         raise TypeError(f"plan() takes a Device (onnx2ai8x.devices.get_device(name)), "
                         f"not {device!r}")
     from .emit.sidecar_writer import implied_flags, write_sidecar
-    from .frontend import front_end
     from .map.advice import energy_hints, streaming_bias
     from .map.latency import estimate_cycles
     from .map.weights import allocate_weights, attached
@@ -316,7 +283,8 @@ def progress_steps(enabled: bool) -> Iterator[Step]:
 
 
 def _sample_for(request: ConvertRequest, network: Network, quant=None) -> np.ndarray:
-    from .runner import check_sample_shape, fit_to_input, load_sample
+    from .runner import check_sample_shape, fit_to_input
+    from .samples import load_sample
 
     if quant is not None:
         # a float source: the sample (else the first calibration sample) is in the
@@ -327,7 +295,7 @@ def _sample_for(request: ConvertRequest, network: Network, quant=None) -> np.nda
             source = request.quantize.calibration
         if source is not None:
             from .quantize import load_array
-            from .quantize.convert import one_sample
+            from .quantize.mapping import one_sample
 
             what = "sample input" if request.sample_input is not None else "calibration data"
             return one_sample(load_array(source, what), quant.mapping,
@@ -475,3 +443,57 @@ def _snoop_order(placement: Placement, options) -> tuple[int, ...] | None:
     from .map.hw import derive
 
     return derive(placement, options).hardware_order(simulated_layers(placement))
+
+
+# -- the float path's commands: `quantize`, and convert with `--calibration` (quantize,
+# then the ordinary conversion of the result); both run the one front end, so the
+# quantized network never goes through a file between the stages.
+
+def _require(path: Path | None, what: str) -> None:
+    if path is not None and not Path(path).is_file():
+        raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
+                        "check the path", exit_code=EXIT_USAGE)
+
+
+def quantize_command(model: Path, calibration: Path | None, output: Path, *, device: Device,
+                     labels: Path | None = None, method: str | None = None,
+                     percentile: float | None = None, weight_bits: Path | None = None,
+                     report: Path | None = None, accept_loss: bool = False,
+                     shift_quantile: float | None = None):
+    """Quantize and write OUT.onnx and its report (both atomically); the result and the
+    front end's warnings (a loss accepted with `accept_loss`)."""
+    fe = front_end(model, device, quantize=QuantizeRequest(
+        calibration=calibration, labels=labels, method=method, percentile=percentile,
+        weight_bits=weight_bits, accept_loss=accept_loss,
+        shift_quantile=shift_quantile))
+    result = fe.quant
+    report = report if report is not None else Path(output).parent / "report.json"
+    data = result.model.SerializeToString()
+    write_text_atomic(report, result.report_json())
+    write_bytes_atomic(Path(output), data)
+    return result, fe.warnings
+
+
+def convert_float(model: Path, device: Device, out: Path, *, calibration: Path | None,
+                  labels: Path | None, method: str | None, percentile: float | None,
+                  weight_bits: Path | None, sidecar: Path | None, sample_input: Path | None,
+                  overwrite: bool, options: dict, progress: bool,
+                  accept_loss: bool = False, shift_quantile: float | None = None):
+    """Quantize `model`, then convert the quantized model into the project `out`.
+
+    The project's known-answer test uses --sample-input, else the first calibration
+    sample, both in the float model's input units, quantized with the model's input
+    mapping; report.json gains the
+    quantization report under "quantization".
+    """
+    _require(calibration, "calibration data")
+    _require(labels, "labels")
+    _require(weight_bits, "weight-bits file")
+    converted = convert(ConvertRequest(
+        model=Path(model), device=device, output=out, sidecar=sidecar,
+        sample_input=sample_input, overwrite=overwrite, options=options, progress=progress,
+        quantize=QuantizeRequest(calibration=calibration, labels=labels, method=method,
+                                 percentile=percentile, weight_bits=weight_bits,
+                                 accept_loss=accept_loss, shift_quantile=shift_quantile,
+                                 sample=sample_input)))
+    return converted, converted.quant.table()

@@ -50,7 +50,7 @@ def held_out(metrics):
 
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory):
-    from onnx2ai8x.quantize.convert import quantize_command
+    from onnx2ai8x.convert import quantize_command
 
     out = tmp_path_factory.mktemp("digits_float") / "digits_float_q.onnx"
     quantize_command(MODEL, CALIBRATION, out, device=MAX78000)

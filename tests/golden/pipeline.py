@@ -48,7 +48,7 @@ def expected_trace(name: str) -> dict:
 @cache
 def _imported_bytes(name: str) -> bytes:
     from onnx2ai8x.devices import get_device
-    from onnx2ai8x.importer.izer import import_project
+    from onnx2ai8x.sidecar.izer import import_project
 
     case = GOLDEN / name
     model = import_project(case / "network.yaml", case / "checkpoint.pth.tar",
