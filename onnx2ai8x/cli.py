@@ -507,18 +507,18 @@ def check_cmd(
 
     Example: onnx2ai8x check model.onnx --device MAX78002 --json
     """
-    from .frontend import QuantizeRequest
+    from .api import check
 
     dev = _device(device)
     _require_file(model, "model")
-    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file")):
+    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file"),
+                       (calibration, "calibration data")):
         if path is not None:
             _require_file(path, what)
-    quantize = QuantizeRequest(calibration=calibration, method=calibration_method,
-                               percentile=percentile, weight_bits=weight_bits,
-                               accept_loss=accept_loss)
-    result = _plan_any(model, dev, sidecar, quantize, onnx_checker=True,
-                       overlap_data=overlap_data)
+    result = check(model, dev, sidecar=sidecar, calibration=calibration,
+                   calibration_method=calibration_method, percentile=percentile,
+                   weight_bits=weight_bits, accept_loss=accept_loss,
+                   overlap_data=overlap_data, onnx_checker=True)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -528,20 +528,12 @@ def check_cmd(
 
 
 def _plan_any(model: Path, dev, sidecar: Path | None, quantize, **kw):
-    """convert.plan on an ai8x-ONNX model, or on a standard float model through the one
-    front end (taken exactly when it holds the accelerator's integers, else quantized
-    with `quantize.calibration`): the quantizer's message says what a float model
-    needs. Calibration data given for an ai8x-ONNX model is not needed and ignored."""
-    from .convert import plan
+    """api.plan_any, the calibration data checked first."""
+    from .api import plan_any
 
     if quantize.calibration is not None:
         _require_file(quantize.calibration, "calibration data")
-    try:
-        return plan(model, dev, sidecar, quantize=quantize, **kw)
-    except Ai8xError as exc:
-        if exc.code != "float.already-ai8x":
-            raise
-    return plan(model, dev, sidecar, **kw)
+    return plan_any(model, dev, sidecar, quantize, **kw)
 
 
 def sidecar_cmd(
@@ -677,7 +669,7 @@ def quantize_cmd(
 
     Example: onnx2ai8x quantize model.onnx --calibration x.npy -o model-q.onnx
     """
-    from .convert import quantize_command
+    from .api import quantize
 
     dev = _device(device)
     _require_file(model, "model")
@@ -690,17 +682,18 @@ def quantize_cmd(
     # the report beside the output is an output too: never replaced without --overwrite
     report = report if report is not None else output.parent / "report.json"
     check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
-    result, warnings = quantize_command(
-        model, calibration, output, device=dev, labels=labels, method=calibration_method,
-        percentile=percentile, weight_bits=weight_bits, report=report,
-        accept_loss=accept_loss, shift_quantile=shift_quantile)
-    _warn(warnings)
+    result = quantize(model, dev, calibration=calibration, output=output, report=report,
+                      overwrite=overwrite, labels=labels,
+                      calibration_method=calibration_method, percentile=percentile,
+                      weight_bits=weight_bits, accept_loss=accept_loss,
+                      shift_quantile=shift_quantile)
+    _warn(result.warnings)
     if json_out:
-        data = json.loads(result.report_json())
+        data = json.loads(result.report_json)
         data.update(output=str(output), report=str(report))  # where they were written
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not quiet:
-        typer.echo(result.table())
+        typer.echo(result.table)
         typer.echo(f"wrote {output} and {report}")
 
 

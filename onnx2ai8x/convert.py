@@ -15,8 +15,7 @@ import numpy as np
 
 from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError, Diagnostic
-from .frontend import QuantizeRequest, front_end
-from .fsutil import write_bytes_atomic, write_text_atomic
+from .frontend import QuantizeRequest, front_end, where_of
 from .network import Network
 from .placement import Placement
 
@@ -30,7 +29,7 @@ EXPORTER_GRAPH_NAMES = frozenset({"main_graph", "torch_jit", "torch-jit-export",
 class ConvertRequest:
     """One conversion as the command line asks for it."""
 
-    model: Path
+    model: object  # a path, bytes, a ModelProto or a Network (frontend.front_end)
     device: Device  # resolved where the name was given (cli: devices.get_device)
     output: Path
     sidecar: Path | None = None
@@ -135,11 +134,13 @@ def _overlap_notes(network: Network, placement: Placement) -> tuple[str, ...]:
             "needs --overlap-data when passed back",)
 
 
-def plan(model_path: Path, device: Device, sidecar_path: Path | None,
+def plan(model, device: Device, sidecar_path: Path | None = None,
          step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False,
          quantize: QuantizeRequest | None = None, overlap_data: bool = False) -> Plan:
     """Import (the one front end: read, rewrite, legalize), then map; no files are
-    written (`onnx_checker`: see load_onnx; `fifo`: the user asked for FIFO input, so an
+    written. `model`: a path, the bytes of an ONNX file, a ModelProto or a Network
+    (frontend.front_end). (`onnx_checker`: see load_onnx; `fifo`: the user asked for
+    FIFO input, so an
     inferred mapping puts it there; `quantize`: the model is a float model, quantized
     first; `overlap_data`: --overlap-data, a sidecar may write a layer over its own
     input)."""
@@ -153,13 +154,13 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     from .map.weights import allocate_weights, attached
     from .report import render_table, summarize, to_json
 
-    fe = front_end(model_path, device, quantize=quantize, onnx_checker=onnx_checker,
+    fe = front_end(model, device, quantize=quantize, onnx_checker=onnx_checker,
                    step=step)
     network, notes = fe.network, fe.notes
     if network.name.strip().lower() in EXPORTER_GRAPH_NAMES:
         # an exporter's default graph name says nothing (torch.onnx: `main_graph`): the
         # project, its banner and the sidecar are named after the model file instead
-        network = dataclasses.replace(network, name=Path(model_path).stem)
+        network = dataclasses.replace(network, name=model_stem(model))
     step("map")
     placement, snoop, warnings = _place(network, device, sidecar_path, fifo,
                                         overlap_data)
@@ -182,6 +183,21 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
                     origin=Path(sidecar_path).name if sidecar_path is not None else None),
                 snoop=snoop,
                 avg_pool_rounding=fe.avg_pool_rounding, warnings=warnings, quant=fe.quant)
+
+
+def model_stem(model, network: Network | None = None) -> str:
+    """The name a model's files are written under: the file's stem, else (a model in
+    memory) its network's name as a file name, else "model"."""
+    from .frontend import is_path
+
+    if is_path(model):
+        return Path(model).stem
+    import re
+
+    name = "" if network is None else network.name.strip()
+    if name.lower() in EXPORTER_GRAPH_NAMES:
+        return "model"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "model"
 
 
 def default_sample(network: Network) -> np.ndarray:
@@ -253,6 +269,7 @@ class ConvertResult:
     # units choose the order at run time (the sidecar's `simulated_sequence` path)
     layer_order: tuple[int, ...] | None = None
     quant: object | None = None  # quantize.ptq.QuantResult of a float model
+    report: object | None = None  # report.Report (the Python API returns it)
 
 
 @contextmanager
@@ -318,14 +335,14 @@ def _sample_for(request: ConvertRequest, network: Network, quant=None) -> np.nda
     return x[0].astype(np.int64)
 
 
-def _pool_rounding(options, result: Plan, model: Path):
+def _pool_rounding(options, result: Plan, model):
     """The model decides how average pooling rounds (the ONNX file is the contract): a
     model exported with rounding switches the accelerator's rounding on; asking for
     rounding on a model that truncates is refused, as the known answer could not hold."""
     if result.avg_pool_rounding == "nearest" and not options.avg_pool_rounding:
         return dataclasses.replace(options, avg_pool_rounding=True)
     if result.avg_pool_rounding == "truncate" and options.avg_pool_rounding:
-        raise Ai8xError("usage.avg-pool-rounding", str(model),
+        raise Ai8xError("usage.avg-pool-rounding", where_of(model),
                         "--avg-pool-rounding asks the accelerator to round average pooling, "
                         "but the model truncates it (ai8x.PoolRound rounding=truncate)",
                         "drop --avg-pool-rounding, or re-export the model with "
@@ -368,9 +385,15 @@ def convert(request: ConvertRequest) -> ConvertResult:
         outputs = reference_outputs(result.network, result.placement, sample,
                                     options.avg_pool_rounding)
         step("emit")
-        annotated = annotate_model(result.model, result.network, result.placement,
+        source = result.model
+        if source is None:  # a Network given in memory: its ai8x-ONNX, built here
+            from custom_ops.builder import build_proto
+
+            source = build_proto(result.network,
+                                 avg_pool_rounding=options.avg_pool_rounding)
+        annotated = annotate_model(source, result.network, result.placement,
                                    result.cycles, report=result.report)
-        stem = Path(request.model).stem
+        stem = model_stem(request.model, result.network)
         extra = dict(request.report_extra or {})
         if result.quant is not None:  # the quantization report, under "quantization"
             import json
@@ -399,7 +422,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
                          board=project_board(result.device, options.board),
                          warnings=result.warnings,
                          layer_order=_snoop_order(result.placement, options),
-                         quant=result.quant)
+                         quant=result.quant, report=result.report)
 
 
 class _PhaseTiming:
@@ -445,33 +468,14 @@ def _snoop_order(placement: Placement, options) -> tuple[int, ...] | None:
     return derive(placement, options).hardware_order(simulated_layers(placement))
 
 
-# -- the float path's commands: `quantize`, and convert with `--calibration` (quantize,
-# then the ordinary conversion of the result); both run the one front end, so the
-# quantized network never goes through a file between the stages.
+# -- convert with `--calibration`: quantize, then the ordinary conversion of the
+# result, through the one front end (the quantized network goes through no file).
+# `quantize` itself is onnx2ai8x.api.quantize.
 
 def _require(path: Path | None, what: str) -> None:
     if path is not None and not Path(path).is_file():
         raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
                         "check the path", exit_code=EXIT_USAGE)
-
-
-def quantize_command(model: Path, calibration: Path | None, output: Path, *, device: Device,
-                     labels: Path | None = None, method: str | None = None,
-                     percentile: float | None = None, weight_bits: Path | None = None,
-                     report: Path | None = None, accept_loss: bool = False,
-                     shift_quantile: float | None = None):
-    """Quantize and write OUT.onnx and its report (both atomically); the result and the
-    front end's warnings (a loss accepted with `accept_loss`)."""
-    fe = front_end(model, device, quantize=QuantizeRequest(
-        calibration=calibration, labels=labels, method=method, percentile=percentile,
-        weight_bits=weight_bits, accept_loss=accept_loss,
-        shift_quantile=shift_quantile))
-    result = fe.quant
-    report = report if report is not None else Path(output).parent / "report.json"
-    data = result.model.SerializeToString()
-    write_text_atomic(report, result.report_json())
-    write_bytes_atomic(Path(output), data)
-    return result, fe.warnings
 
 
 def convert_float(model: Path, device: Device, out: Path, *, calibration: Path | None,

@@ -18,7 +18,7 @@ from .errors import EXIT_USAGE, Ai8xError
 MAX_SAMPLE_VALUES = 1 << 26
 
 
-def bad_sample(path: Path, message: str, hint: str = "save the sample with numpy.save "
+def bad_sample(path: Path | str, message: str, hint: str = "save the sample with numpy.save "
                 "as an .npy file of integers in [-128, 127]") -> Ai8xError:
     return Ai8xError("usage.bad-input", str(path), message, hint, exit_code=EXIT_USAGE)
 
@@ -82,21 +82,28 @@ def load_sample(path: Path) -> np.ndarray:
     except (OSError, ValueError) as exc:
         raise Ai8xError("usage.bad-input", str(path), f"not a readable .npy array ({exc})",
                         "save the sample with numpy.save", exit_code=EXIT_USAGE) from None
+    return checked_values(sample, str(path))
+
+
+def checked_values(sample: np.ndarray, where: str) -> np.ndarray:
+    """`sample` as int64 when it holds the accelerator's input: integers in [-128, 127]
+    (from a file or given in memory)."""
+    sample = np.asarray(sample)
     if sample.dtype.kind == "b":
-        raise bad_sample(path, "the sample holds booleans, not numbers")
+        raise bad_sample(where, "the sample holds booleans, not numbers")
     if sample.dtype.kind not in "iuf":
-        raise Ai8xError("usage.bad-input", str(path),
+        raise Ai8xError("usage.bad-input", where,
                         f"the sample has dtype {sample.dtype}, not numbers",
                         "store integers in [-128, 127]", exit_code=EXIT_USAGE)
     if sample.dtype.kind == "f" and not np.all(np.isfinite(sample)):
-        raise Ai8xError("usage.bad-input", str(path), "the sample holds NaN or infinity",
+        raise Ai8xError("usage.bad-input", where, "the sample holds NaN or infinity",
                         "store integers in [-128, 127]", exit_code=EXIT_USAGE)
     if sample.dtype.kind == "f" and not np.all(sample == np.round(sample)):
-        raise Ai8xError("usage.bad-input", str(path), "the sample holds non-integer values",
+        raise Ai8xError("usage.bad-input", where, "the sample holds non-integer values",
                         "quantize the input as the accelerator sees it: round(x * 128) "
                         "clipped to [-128, 127]", exit_code=EXIT_USAGE)
     if sample.size and (sample.min() < -128 or sample.max() > 127):
-        raise Ai8xError("usage.bad-input", str(path),
+        raise Ai8xError("usage.bad-input", where,
                         f"values range over [{sample.min()}, {sample.max()}], outside the "
                         "8-bit range [-128, 127]",
                         "clip or rescale the sample to [-128, 127]", exit_code=EXIT_USAGE)

@@ -393,10 +393,20 @@ class _Walker:
     def _too_wide(self, lay: Layer) -> bool:
         """The pooling-only layer breaks the pool-channels rule (it needs a convolution
         to pool that many channels)."""
-        from ..devices import get_device
+        from ..devices import DEVICES, get_device
         from ..legalize.rules.pooling import pool_channels
 
-        return pool_channels(lay, None, get_device(self.device or "MAX78000")) is not None
+        if self.device is not None:
+            return pool_channels(lay, None, get_device(self.device)) is not None
+        verdicts = {pool_channels(lay, None, dev) is not None for dev in DEVICES}
+        if len(verdicts) == 1:  # every device agrees: the device need not be known
+            return verdicts.pop()
+        # no default device: the grouping is decided for the device the user states
+        raise Ai8xError("usage.device", lay.name,
+                        f"whether a pooling-only layer of {lay.input_channels} channels "
+                        "needs a convolution depends on the device, and none was given",
+                        "state the device (--device, or device= in Python)",
+                        exit_code=EXIT_USAGE)
 
     def passthrough(self, v) -> _Act:
         """A layer without convolution: pooling, element-wise or concatenation alone."""
