@@ -124,7 +124,9 @@ def convert(model, device: str | Device, output: str | Path, *,
     an existing one is replaced only with `overwrite`). `sample`: the known-answer
     input (an .npy path; default a fixed pseudo-random one). `options`: the command
     line's project options by their Python names (fifo=True, softmax=True,
-    max_checklines=64, ...)."""
+    max_checklines=64, allow_oversize=True, ...). A project whose firmware is estimated
+    not to fit the part is refused (Ai8xError `emit.firmware-size`) unless
+    allow_oversize."""
     from .convert import ConvertRequest
     from .convert import convert as run_convert
     from .fsutil import check_output
@@ -154,7 +156,7 @@ def _options(given: dict) -> dict:
     from .options import VENDOR_NEGATIONS, EmitOptions
 
     known = {*EmitOptions.__dataclass_fields__, *VENDOR_NEGATIONS, "overlap_data",
-             "balance_speed"}
+             "balance_speed", "allow_oversize"}
     unknown = sorted(set(given) - known)
     if unknown:
         raise Ai8xError("usage.option", unknown[0], "not an option of convert",

@@ -137,6 +137,9 @@ NoKatOpt = Annotated[bool, typer.Option(
 ChecklinesOpt = Annotated[int | None, typer.Option(
     "--max-checklines", help="Compare at most this many output words in the known-answer "
                              "test (1 or more).")]
+OversizeOpt = Annotated[bool, typer.Option(
+    "--allow-oversize", help="Write the project even when its firmware is estimated not "
+                             "to fit the part's flash or SRAM.")]
 NewLoaderOpt = Annotated[bool, typer.Option(
     "--new-kernel-loader", help="Load kernels with the SDK's newer loader (the default; "
                                 "accepted for the vendor's command line).")]
@@ -173,7 +176,7 @@ VerifyOpt = Annotated[bool, typer.Option(
 
 # EmitOptions fields convert_cmd passes on as they are (EmitOptions.from_cli checks them)
 EMIT_FLAGS = ("fifo", "fast_fifo", "softmax", "mlator", "overlap_data", "no_unload", "no_kat",
-              "max_checklines", "new_kernel_loader", "timer", "boost", "riscv",
+              "max_checklines", "allow_oversize", "new_kernel_loader", "timer", "boost", "riscv",
               "compact_weights", "mexpress", "avg_pool_rounding", "board", "zero_sram")
 
 # ---- power, clock and run-mode options (issue 29; the vendor's spelling and defaults)
@@ -290,6 +293,7 @@ def convert_cmd(
     no_unload: NoUnloadOpt = False,
     no_kat: NoKatOpt = False,
     max_checklines: ChecklinesOpt = None,
+    allow_oversize: OversizeOpt = False,
     new_kernel_loader: NewLoaderOpt = False,
     timer: TimerOpt = None,
     boost: BoostOpt = None,

@@ -411,9 +411,15 @@ def convert(request: ConvertRequest) -> ConvertResult:
             f"{stem}.onnx": annotated.SerializeToString(deterministic=True),
         }
         timing = _PhaseTiming(result, options)
+
+        def finish(directory: Path) -> dict[str, bytes]:
+            if not request.options.get("allow_oversize"):
+                _check_footprint(directory, result.device, request.output)
+            return timing.files(directory)
+
         write_project(result.network, result.placement, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files, stem=stem, finish=timing.files)
+                      extra_files=extra_files, stem=stem, finish=finish)
         result = dataclasses.replace(result, report_json=timing.report_json,
                                      summary=result.summary + timing.text)
     from .emit.project import project_board
@@ -423,6 +429,14 @@ def convert(request: ConvertRequest) -> ConvertResult:
                          warnings=result.warnings,
                          layer_order=_snoop_order(result.placement, options),
                          quant=result.quant, report=result.report)
+
+
+def _check_footprint(directory: Path, device: Device, output: Path) -> None:
+    """Before the project is in place: its firmware, estimated from its sources, fits
+    the part's flash and SRAM (emit/footprint.py), or the conversion stops (exit 1)."""
+    from .emit.footprint import check_fit, estimate, project_files
+
+    check_fit(estimate(project_files(directory), device), device, str(output))
 
 
 class _PhaseTiming:
