@@ -45,6 +45,21 @@ def test_top_level_names_are_the_api_and_load_lazily():
         onnx2ai8x.no_such_function  # noqa: B018
 
 
+def test_importing_the_package_loads_nothing_else():
+    """`import onnx2ai8x` stays cheap (the command line's start-up): the API and numpy
+    load on first use, and `check` does not import torch or the onnx package."""
+    import subprocess
+    import sys
+
+    code = ("import sys, onnx2ai8x; "
+            "assert [m for m in sys.modules if m.startswith(('onnx2ai8x.', 'numpy'))] == []; "
+            f"onnx2ai8x.check({str(DIGITS)!r}, 'MAX78000'); "
+            "assert 'onnx2ai8x.api' in sys.modules; "
+            "assert 'torch' not in sys.modules and 'onnx' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300,
+                   cwd=ROOT)
+
+
 def test_check_takes_a_path_bytes_a_model_or_a_network(tmp_path, monkeypatch):
     import onnx
 
