@@ -26,16 +26,16 @@ import numpy as np
 from .engine import (
     LayerRegs,
     LayerResult,
-    _conv,
-    _depthwise,
-    _kernels,
-    _passthrough,
-    _pool,
-    _slot_count,
     check_read_ahead,
+    convolve,
     decode,
+    depthwise_convolve,
     input_processors,
     input_words,
+    layer_kernels,
+    pass_through,
+    pool_input,
+    slot_count,
     unmodelled,
 )
 from .machine import FAST_FIFO, Machine, NotModelled, SimError
@@ -91,10 +91,10 @@ class _Layer:
             self.cs = 1
             self.out_rows = (self.prow + 2 * lr.pad[0] - kh) // self.cs + 1
             self.out_cols = (pcol + 2 * lr.pad[1] - kw) // self.cs + 1
-            slots = _slot_count(lr)
+            slots = slot_count(lr)
             if slots <= 0:
                 raise SimError(f"layer {lr.index}: mask count below the mask start")
-            self.weights = None if lr.depthwise else _kernels(m, lr, self.procs, slots)
+            self.weights = None if lr.depthwise else layer_kernels(m, lr, self.procs, slots)
         else:
             self.out_rows, self.out_cols = self.prow, pcol
         if min(self.prow, pcol, self.out_rows, self.out_cols) < 1:
@@ -235,16 +235,16 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
                 else:
                     _memory_rows(m, st, i1, _rollover(m, st.lr) or None if k > 0 else None)
                 st.read = i1
-            x = _pool(st.buffer[:, :, i0:i1], st.lr, rounding)
+            x = pool_input(st.buffer[:, :, i0:i1], st.lr, rounding)
             first = st.done * st.out_cols
             if st.lr.depthwise:
-                res = _depthwise(m, st.lr, st.procs, x, row_pad=(top, bottom),
+                res = depthwise_convolve(m, st.lr, st.procs, x, row_pad=(top, bottom),
                                  first_pixel=first, wrap=wraps[k])
             elif st.lr.is_conv:
-                res = _conv(m, st.lr, st.procs, x, row_pad=(top, bottom), first_pixel=first,
+                res = convolve(m, st.lr, st.procs, x, row_pad=(top, bottom), first_pixel=first,
                             wrap=wraps[k], weights=st.weights)
             else:
-                res = _passthrough(m, st.lr, st.procs, x, first_pixel=first, wrap=wraps[k])
+                res = pass_through(m, st.lr, st.procs, x, first_pixel=first, wrap=wraps[k])
             st.results.append(res)
             st.done += 1
             if k + 1 < len(states):

@@ -141,6 +141,9 @@ NoKatOpt = Annotated[bool, typer.Option(
 ChecklinesOpt = Annotated[int | None, typer.Option(
     "--max-checklines", help="Compare at most this many output words in the known-answer "
                              "test (1 or more).")]
+OversizeOpt = Annotated[bool, typer.Option(
+    "--allow-oversize", help="Write the project even when its firmware is estimated not "
+                             "to fit the part's flash or SRAM.")]
 NewLoaderOpt = Annotated[bool, typer.Option(
     "--new-kernel-loader", help="Load kernels with the SDK's newer loader (the default; "
                                 "accepted for the vendor's command line).")]
@@ -177,7 +180,7 @@ VerifyOpt = Annotated[bool, typer.Option(
 
 # EmitOptions fields convert_cmd passes on as they are (EmitOptions.from_cli checks them)
 EMIT_FLAGS = ("fifo", "fast_fifo", "softmax", "mlator", "overlap_data", "no_unload", "no_kat",
-              "max_checklines", "new_kernel_loader", "timer", "boost", "riscv",
+              "max_checklines", "allow_oversize", "new_kernel_loader", "timer", "boost", "riscv",
               "compact_weights", "mexpress", "avg_pool_rounding", "board", "zero_sram")
 
 # ---- power, clock and run-mode options (issue 29; the vendor's spelling and defaults)
@@ -296,6 +299,7 @@ def convert_cmd(
     no_unload: NoUnloadOpt = False,
     no_kat: NoKatOpt = False,
     max_checklines: ChecklinesOpt = None,
+    allow_oversize: OversizeOpt = False,
     new_kernel_loader: NewLoaderOpt = False,
     timer: TimerOpt = None,
     boost: BoostOpt = None,
@@ -385,7 +389,7 @@ def _check_convert_args(args: ConvertArgs):
 
 
 def _from_float(args: ConvertArgs, dev, calibration: Path | None):
-    from .quantize.convert import convert_float
+    from .convert import convert_float
 
     result, qtable = convert_float(
         args.model, dev, args.out, calibration=calibration, labels=args.labels,
@@ -523,18 +527,18 @@ def check_cmd(
 
     Example: onnx2ai8x check model.onnx --device MAX78002 --json
     """
-    from .frontend import QuantizeRequest
+    from .api import check
 
     dev = _device(device)
     _require_file(model, "model")
-    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file")):
+    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file"),
+                       (calibration, "calibration data")):
         if path is not None:
             _require_file(path, what)
-    quantize = QuantizeRequest(calibration=calibration, method=calibration_method,
-                               percentile=percentile, weight_bits=weight_bits,
-                               accept_loss=accept_loss)
-    result = _plan_any(model, dev, sidecar, quantize, onnx_checker=True,
-                       overlap_data=overlap_data)
+    result = check(model, dev, sidecar=sidecar, calibration=calibration,
+                   calibration_method=calibration_method, percentile=percentile,
+                   weight_bits=weight_bits, accept_loss=accept_loss,
+                   overlap_data=overlap_data, onnx_checker=True)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -544,20 +548,12 @@ def check_cmd(
 
 
 def _plan_any(model: Path, dev, sidecar: Path | None, quantize, **kw):
-    """convert.plan on an ai8x-ONNX model, or on a standard float model through the one
-    front end (taken exactly when it holds the accelerator's integers, else quantized
-    with `quantize.calibration`): the quantizer's message says what a float model
-    needs. Calibration data given for an ai8x-ONNX model is not needed and ignored."""
-    from .convert import plan
+    """api.plan_any, the calibration data checked first."""
+    from .api import plan_any
 
     if quantize.calibration is not None:
         _require_file(quantize.calibration, "calibration data")
-    try:
-        return plan(model, dev, sidecar, quantize=quantize, **kw)
-    except Ai8xError as exc:
-        if exc.code != "float.already-ai8x":
-            raise
-    return plan(model, dev, sidecar, **kw)
+    return plan_any(model, dev, sidecar, quantize, **kw)
 
 
 def sidecar_cmd(
@@ -657,7 +653,7 @@ def import_izer_cmd(
     check_output(output, (config_file, checkpoint_file, sample), directory=False,
                  overwrite=overwrite)
     try:
-        from .importer.izer import import_izer_command
+        from .sidecar.izer import import_izer_command
     except ImportError as exc:  # torch is only needed here
         raise Ai8xError("usage.torch-missing", "import-izer",
                         f"the importer needs PyTorch ({exc})",
@@ -693,7 +689,7 @@ def quantize_cmd(
 
     Example: onnx2ai8x quantize model.onnx --calibration x.npy -o model-q.onnx
     """
-    from .quantize.convert import quantize_command
+    from .api import quantize
 
     dev = _device(device)
     _require_file(model, "model")
@@ -706,17 +702,18 @@ def quantize_cmd(
     # the report beside the output is an output too: never replaced without --overwrite
     report = report if report is not None else output.parent / "report.json"
     check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
-    result, warnings = quantize_command(
-        model, calibration, output, device=dev, labels=labels, method=calibration_method,
-        percentile=percentile, weight_bits=weight_bits, report=report,
-        accept_loss=accept_loss, shift_quantile=shift_quantile)
-    _warn(warnings)
+    result = quantize(model, dev, calibration=calibration, output=output, report=report,
+                      overwrite=overwrite, labels=labels,
+                      calibration_method=calibration_method, percentile=percentile,
+                      weight_bits=weight_bits, accept_loss=accept_loss,
+                      shift_quantile=shift_quantile)
+    _warn(result.warnings)
     if json_out:
-        data = json.loads(result.report_json())
+        data = json.loads(result.report_json)
         data.update(output=str(output), report=str(report))  # where they were written
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not quiet:
-        typer.echo(result.table())
+        typer.echo(result.table)
         typer.echo(f"wrote {output} and {report}")
 
 

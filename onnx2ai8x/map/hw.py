@@ -14,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device
-from ..network import Layer, Network, Op
+
+# a fact legalize's rules also ask (legalize sits below map); map's callers read it here
+from ..legalize.facts import runs_1x1_as_3x3
+from ..network import Network, Op
 from ..options import EmitOptions
 from ..placement import Placement
 
@@ -63,16 +66,6 @@ def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
     prev = pl.prev_sequence
     return runs_1x1_as_3x3(placement.device, network.layers[ll], ll,
                            pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
-
-
-def runs_1x1_as_3x3(device: Device, layer: Layer, ll: int, near_streaming: bool) -> bool:
-    """streams_1x1_as_3x3 before a placement exists: `near_streaming` says whether layer
-    `ll` streams or reads a streaming layer's output (the automatic mapper knows which
-    layers it streams before it has a Placement)."""
-    if not device.emulate_1x1_streaming or ll > device.max_stream_layers:
-        return False
-    return bool(near_streaming) and tuple(layer.kernel_size) == (1, 1) \
-        and layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D)
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ def _requantize_last(split: Split, request: QuantizeRequest, device: Device,
 
     import onnx
 
-    from .split import graph_input, run_float, submodel
+    from .graphs import graph_input, run_float, submodel
 
     t_in, t_out = split.parts[-1]
     with tempfile.TemporaryDirectory(prefix="onnx2ai8x-part-") as tmp:
@@ -194,8 +194,8 @@ def _chain(split: Split, results: list) -> Chain:
 
 def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
     from ..cpu.ops import segment
+    from .graphs import graph_input
     from .quantize_cpu import calibrated_scales, segment_ops
-    from .split import graph_input
 
     by_name = {n.name: n for n in split.model.graph.node}
     parts = chain.parts

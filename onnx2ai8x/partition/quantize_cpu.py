@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import Ai8xError
+from .graphs import graph_input, run_floats, shape_of
 
 ACT_MAX = 127
 
@@ -36,15 +37,6 @@ def _attr(node, name: str, default=None):
 
             return onnx.helper.get_attribute_value(a)
     return default
-
-
-def shape_of(model, name: str) -> tuple[int, ...]:
-    for vi in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
-        if vi.name == name:
-            dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
-            if dims and all(d > 0 for d in dims):
-                return tuple(dims[1:]) if len(dims) > 1 else tuple(dims)
-    raise _unsupported(name, "its shape is unknown", "export the model with fixed shapes")
 
 
 def _unsupported(where: str, what: str, hint: str) -> Ai8xError:
@@ -104,7 +96,6 @@ def calibrated_scales(model, nodes: list, x: np.ndarray, fixed: dict) -> dict:
     """Each tensor the nodes write: max |value| / 127 over the calibration samples
     (`x`, the model's input), unless `fixed` gives it; pass-through ops keep their
     input's scale (a reshape or max-pool changes no value)."""
-    from .split import graph_input, run_floats
 
     wanted = sorted({o for n in nodes for o in n.output} - set(fixed))
     values = run_floats(model, x, wanted) if wanted else {}

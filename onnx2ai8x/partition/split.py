@@ -23,6 +23,7 @@ import numpy as np
 
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
+from .graphs import graph_input, run_float, shape_of, submodel
 
 # Nodes that carry weights: the accelerator's layers (a stem or head holds none of the
 # other side's weight layers, else the split would move runnable layers).
@@ -101,51 +102,6 @@ def _unreadable(path, exc: Exception) -> Ai8xError:
     return Ai8xError("model.invalid", str(path),
                      f"the model cannot be split: onnx cannot read it or infer its shapes "
                      f"({first})", "check the model with onnx.checker and onnxruntime")
-
-
-def submodel(model, inputs: list[str], outputs: list[str]):
-    """The part of `model` from tensors `inputs` to `outputs` (onnx's extractor)."""
-    import onnx.utils
-
-    try:
-        return onnx.utils.Extractor(model).extract_model(inputs, outputs)
-    except Exception as exc:  # noqa: BLE001 - a tensor without an inferred shape
-        raise Ai8xError("partition.shapes", f"tensors {', '.join([*inputs, *outputs])[:200]}",
-                        f"the part between these tensors cannot be cut out of the model "
-                        f"({(str(exc).splitlines() or [''])[0][:200]})",
-                        "export the model with fixed shapes (onnx shape inference must "
-                        "know every tensor's shape)") from None
-
-
-def graph_input(model) -> str:
-    inits = {i.name for i in model.graph.initializer}
-    return next(i.name for i in model.graph.input if i.name not in inits)
-
-
-def run_float(model, x: np.ndarray, output: str) -> np.ndarray:
-    """`model`'s tensor `output` on samples `x` (onnxruntime, one sample at a time so
-    the batch-1 model takes them)."""
-    return run_floats(model, x, [output])[output]
-
-
-def run_floats(model, x: np.ndarray, outputs: list[str]) -> dict[str, np.ndarray]:
-    """Several tensors of `model` on samples `x` (see run_float)."""
-    import onnxruntime as ort
-
-    sub = submodel(model, [graph_input(model)], outputs)
-    try:
-        sess = ort.InferenceSession(sub.SerializeToString(),
-                                    providers=["CPUExecutionProvider"])
-        name = sess.get_inputs()[0].name
-        runs = [sess.run(outputs, {name: x[i:i + 1].astype(np.float32)})
-                for i in range(x.shape[0])]
-    except Exception as exc:  # noqa: BLE001 - onnxruntime's own errors
-        raise Ai8xError("partition.float-run", "model",
-                        f"onnxruntime cannot run the float model on the calibration data "
-                        f"({(str(exc).splitlines() or [''])[0][:200]})",
-                        "check the model and the calibration data with onnxruntime"
-                        ) from None
-    return {o: np.concatenate([r[k] for r in runs]) for k, o in enumerate(outputs)}
 
 
 def _refused_nodes(exc: Ai8xError, names: list[str]
@@ -361,7 +317,6 @@ def _segment_cut(model, nodes: set[str]) -> tuple[str, str]:
     ins, outs = _boundary(model, nodes, False), _boundary(model, nodes, True)
     if len(ins) != 1 or len(outs) != 1:
         raise _not_single("segment", sorted(set(ins) | set(outs)))
-    from .quantize_cpu import shape_of
 
     if shape_of(model, ins[0]) != shape_of(model, outs[0]):
         first = sorted(nodes)[0]

@@ -217,7 +217,7 @@ def test_fuzz(kind, base, tmp_path, request):
     import onnxruntime  # noqa: F401
 
     import custom_ops  # noqa: F401 - imported once here, not in every forked case
-    import onnx2ai8x.importer.izer  # noqa: F401
+    import onnx2ai8x.sidecar.izer  # noqa: F401
 
     count = request.config.getoption("--fuzz-cases") or DEFAULT_CASES[kind]
     seed = request.config.getoption("--fuzz-seed")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import EXIT_USAGE, Ai8xError
+from .errors import EXIT_USAGE, Ai8xError
 
 IO_FILE = "cpu_io.c"
 
@@ -141,7 +141,7 @@ def verify_split(project: Path):
 def _verify_split(project: Path):
     from ai8xsim.verify import execute, render
 
-    from ..verification import VerifyResult
+    from .verdict import VerifyResult
 
     project = Path(project)
     io = (project / IO_FILE).read_text()
