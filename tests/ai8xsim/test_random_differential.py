@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ai8xsim.verify import NOT_MODELLED, PASS, execute, render
+from tests.ai8xsim import differential
 from tests.ai8xsim.differential import (
     agrees,
     our_project,
@@ -131,6 +132,40 @@ def test_sweep_against_the_vendor(device: str, tmp_path: Path) -> None:
             bad.append(f"{result.name}: vendor {result.vendor}, ours {result.ours}, "
                        f"same {result.same}: {result.detail}")
     assert not bad, "\n".join(bad)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """The files under `root` by relative path, `root` itself written as ROOT."""
+    return {str(f.relative_to(root)): f.read_bytes().replace(str(root).encode(), b"ROOT")
+            for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+@pytest.mark.skipif(not SWEEP, reason="set ONNX2AI8X_RANDOM_SWEEP=N to run the sweep")
+@pytest.mark.parametrize("device", DEVICES)
+def test_fork_servers_judge_as_subprocesses(device: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's fast path (programs forked from servers that imported them once)
+    writes the same files and reaches the same result as new interpreters, on the
+    first min(N, 10) configurations of each device."""
+    if not vendor_available():
+        pytest.skip("vendor synthesis tool or c2trace absent")
+    runners = {"subprocess": differential.Subprocess(tmp_path),
+               "fork": differential.ForkServers(tmp_path)}
+    try:
+        for seed in range(min(SWEEP, 10)):
+            seen = {}
+            for mode, runner in runners.items():
+                monkeypatch.setattr(differential, "RUNNER", runner)
+                work = tmp_path / "work"
+                result = run_config(generate(seed, device), work)
+                seen[mode] = (result, _tree(work))
+                work.rename(tmp_path / f"{mode}-{seed}")
+            assert seen["fork"][0] == seen["subprocess"][0], seed
+            assert seen["fork"][1].keys() == seen["subprocess"][1].keys(), seed
+            differ = [k for k, v in seen["fork"][1].items() if seen["subprocess"][1][k] != v]
+            assert not differ, (seed, differ)
+    finally:
+        runners["fork"].close()
 
 
 def _calcx4(kernel: int, bits: int, cin: int, cout: int) -> Config:
