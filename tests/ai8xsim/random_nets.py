@@ -230,7 +230,8 @@ def _conv(b: _Builder, t: _Tensor, kind: str, last: bool, extra: dict | None = N
                 pad = min(2, k - 1)
         if dim[0] + 2 * pad < k:
             pad = k // 2
-        dil = b.x.choice((2, 3)) if k > 1 and b.new(0.2) else 1
+        # (dilation: the vendor takes kernels of at most 3 with it)
+        dil = b.x.choice((2, 3)) if 1 < k <= 3 and b.new(0.2) else 1
         if dim[0] + 2 * pad - dil * (k - 1) < 1:
             dil = 1
         entries.update(operation="conv1d", kernel_size=k, pad=pad)
@@ -336,6 +337,8 @@ def _contiguous(mask: int) -> bool:
 
 
 def _passthrough(b: _Builder, t: _Tensor, kind: str) -> _Tensor:
+    if b.x is not None and kind == "pool" and (t.passes > 1 or min(t.dim) < 2):
+        kind = "passthrough"  # (pooling-only layers pool one pass, of at least 2x2)
     entries: dict = {"processors": _hex(t.processors), "operation": "none"}
     dim = _pool(b, t, entries) if kind == "pool" else t.dim
     if kind == "pool" and dim == t.dim:
