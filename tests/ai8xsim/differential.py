@@ -14,9 +14,17 @@ For each configuration (tests/ai8xsim/random_nets.py):
 Every disagreement is a bug in one of the three until classified in
 tests/ai8xsim/exceptions.py (RANDOM_CLASSES): the model, the converter or the vendor.
 
-Run the sweep (niced, resumable: finished configurations in OUT/results.jsonl are kept):
+Run the sweep (resumable: finished configurations in OUT/results.jsonl are kept):
 
     python -m tests.ai8xsim.differential --device MAX78000 --count 1000 --out DIR
+
+Each program runs in a child forked from a server that imported it once (about 1 s a
+configuration instead of 5-6 s); `--subprocess` starts a new interpreter for each run
+instead. `--seeds 3,7,10-12` reruns those configurations (the new line replaces the
+old in `--summary`); each line records the commit that judged it. A long sweep is best
+run from an exported copy of a commit (`git archive`), so that the tree can change
+under it: ONNX2AI8X_SWEEP_COMMIT names the commit and ONNX2AI8X_C2TRACE the c2trace.py
+there.
 
 The vendor tool is found as in test_vendor_projects.py (ONNX2AI8X_VENDOR_SYNTH,
 ONNX2AI8X_VENDOR_PYTHON); ONNX2AI8X_VENDOR_PYTHONPATH is put first on its PYTHONPATH.
@@ -47,7 +55,8 @@ from tests.ai8xsim.random_nets import DEVICES, Config, generate, write
 
 SYNTH = Path(os.environ.get("ONNX2AI8X_VENDOR_SYNTH", "/tmp/vendor/synth"))
 PYTHON = Path(os.environ.get("ONNX2AI8X_VENDOR_PYTHON", "/tmp/vendor/venv/bin/python"))
-C2TRACE = Path(__file__).resolve().parents[3] / "shared" / "tools" / "c2trace.py"
+C2TRACE = Path(os.environ.get("ONNX2AI8X_C2TRACE", "")
+               or Path(__file__).resolve().parents[3] / "shared" / "tools" / "c2trace.py")
 
 
 def vendor_available() -> bool:
@@ -305,7 +314,10 @@ def agrees(r: Result) -> bool:
 
 
 def _commit() -> str:
-    """The checked-out commit of this tree (with "+" when it has uncommitted changes)."""
+    """The checked-out commit of this tree (with "+" when it has uncommitted changes), or
+    ONNX2AI8X_SWEEP_COMMIT (a sweep run from an exported copy of a commit)."""
+    if os.environ.get("ONNX2AI8X_SWEEP_COMMIT"):
+        return os.environ["ONNX2AI8X_SWEEP_COMMIT"]
     root = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root,
