@@ -101,6 +101,17 @@ def load_onnx(path: Path, *, onnx_checker: bool = False):
     return model
 
 
+def _fifo_fed(network: Network, placement: Placement, fifo: bool) -> Placement:
+    """`placement`, unless a later layer reads an input that arrives through the FIFOs
+    (a streaming first layer reads through them whatever the options: convert)."""
+    from .map.memory_check import fifo_input_read_once
+
+    refused = fifo_input_read_once(network, fifo or placement.layers[0].streaming)
+    if refused:
+        raise Ai8xError.many(refused)
+    return placement
+
+
 def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False,
            overlap_data: bool = False
            ) -> tuple[Placement, tuple[int, ...] | None, tuple[str, ...]]:
@@ -112,14 +123,16 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
     if sidecar_path is None:
         from .map.auto import auto_place
 
-        return auto_place(network, device, None, fifo=fifo), None, ()
+        return _fifo_fed(network, auto_place(network, device, None, fifo=fifo), fifo), \
+            None, ()
     from .sidecar.parse import parse_dict
     from .sidecar.partial import place_partial, read_sidecar_text
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
-        return place_partial(text, network, device, fifo=fifo), None, ()
+        return _fifo_fed(network, place_partial(text, network, device, fifo=fifo), fifo), \
+            None, ()
     positions = None
     try:
         sidecar = parse_dict(text.data, str(sidecar_path))
@@ -134,11 +147,16 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
         named = Ai8xError.many([text.add_line(d, positions) for d in err.diagnostics])
         named.exit_code = err.exit_code
         raise named from None
-    from .map.memory_check import check_placement, unpermitted_overlaps
+    from .map.memory_check import (
+        check_placement,
+        fifo_input_read_once,
+        unpermitted_overlaps,
+    )
 
     problems = check_placement(network, placement)
     if not overlap_data:
         problems += unpermitted_overlaps(network, placement)
+    problems += fifo_input_read_once(network, fifo or placement.layers[0].streaming)
     if problems:
         raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
     from .sidecar.agreement import model_contradictions

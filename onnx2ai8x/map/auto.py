@@ -88,6 +88,7 @@ from .memory_check import (
     kernel_columns,
     lanes,
     last_use,
+    later_input_readers,
     lowest_free,
     output_bytes,
     output_ignore,
@@ -286,7 +287,8 @@ class _Mapper:
                 and not self.fifo \
                 and not first.operator.one_d \
                 and first.operands == 1 and in_c <= PROCESSORS // PROCESSORS_PER_MEMORY \
-                and inputs_of(net, 0) == (INPUT,):
+                and inputs_of(net, 0) == (INPUT,) and not later_input_readers(net):
+            # (only the first layer reads CHW: memory_check.chw_input_read_once)
             self.big_data = True
             self.tensor[INPUT] = _chw_map(in_c)
         if self.buffer is not None:

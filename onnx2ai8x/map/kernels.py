@@ -31,12 +31,13 @@ two layers are stored once, izer/kdedup.py), so the register values and the
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..devices import Device
-from ..errors import Ai8xError
+from ..errors import Ai8xError, Diagnostic
 from ..network import (
     Layer,
     Network,
@@ -615,6 +616,27 @@ class _Packing:
     rows: int  # kernel rows (output x input channel pairs)
 
 
+def _calcx4_whole_columns(lay: Layer, passes: int) -> None:
+    """calcx4 computes output channels 4a + b from kernel memory instance b (MAX78002,
+    POST bit 29): the kernels are stored channel b's first, a quarter of the layer's
+    columns per instance, so each quarter must hold whole 72-bit columns of its own
+    channels, i.e. passes x (output channels / 4) x weight bits a multiple of 8. Below
+    that, the channels of several instances share a column in the first one, and the
+    other instances hold nothing for them (random 67 of the MAX78002: four output
+    channels of 2-bit weights; the vendor tool lays them out the same way)."""
+    bits = abs(lay.quantization) if lay.quantization else 8
+    per_instance = passes * lay.output_channels // 4 * bits
+    if per_instance % 8:
+        raise Ai8xError.many([Diagnostic(
+            "map.kernels", lay.name,
+            f"calcx4 with {bits}-bit weights, {lay.output_channels} output channels and "
+            f"{passes} input pass(es) leaves {per_instance} bits of kernels per tap to each "
+            "of the four kernel memory instances; each must hold whole bytes (a multiple "
+            "of 8 bits), or the channels read kernels that are not theirs",
+            f"turn calcx4 off for this layer, or give it {8 // math.gcd(8, bits * passes) * 4}"
+            " output channels or a multiple of them, or wider weights", key="calcx4")])
+
+
 def _kernel_rows(lay: Layer, kernel: np.ndarray, ks: tuple[int, int], calcx4: bool
                  ) -> tuple[np.ndarray, int, int]:
     """The kernel rows in the order the processors consume them, the input passes they
@@ -630,6 +652,7 @@ def _kernel_rows(lay: Layer, kernel: np.ndarray, ks: tuple[int, int], calcx4: bo
             raise Ai8xError("map.kernels", lay.name,
                             "calcx4 needs a multiple of 4 output channels",
                             "turn calcx4 off for this layer")
+        _calcx4_whole_columns(lay, in_expand)
         reshaped = kernel.reshape(out_chan // 4, 4, -1).transpose(1, 0, 2).reshape(kernel.shape)
         in_exp, in_chan = in_expand, lay.input_channels
     else:

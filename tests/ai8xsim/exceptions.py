@@ -162,13 +162,20 @@ class RandomClass:
     """A class of disagreement the random differential (tests/ai8xsim/differential.py)
     has classified: which of the three is wrong (`reason`, CONVERTER when onnx2ai8x
     should refuse or do otherwise) and why. `applies` recognizes the class from the
-    configuration's sidecar and options; `verdict` is what both projects get."""
+    configuration's sidecar and options; `verdict` is what the vendor's project gets and
+    `ours` what onnx2ai8x gives (its verdict, or "refused"; by default the same)."""
 
     name: str
     reason: Reason
     why: str
     applies: Callable[[str, tuple[str, ...]], bool]
     verdict: str = FAIL
+    ours: str = ""
+    refusal: str = ""  # where ours is "refused": a piece of the converter's error
+
+    @property
+    def our_outcome(self) -> str:
+        return self.ours or self.verdict
 
 
 def _fifo_input_read_twice(sidecar: str, options: tuple[str, ...]) -> bool:
@@ -179,9 +186,18 @@ def _chw_input_read_twice(sidecar: str, options: tuple[str, ...]) -> bool:
     return "data_format: CHW" in sidecar and "in_sequences: input" in sidecar
 
 
-def _streaming_calcx4_first(sidecar: str, options: tuple[str, ...]) -> bool:
-    first = (sidecar.split("  - name: ")[1:] or [""])[0]
-    return "streaming: true" in first and "calcx4: true" in first
+def _narrow_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A calcx4 layer with fewer than 32 output channels (popcount of its output
+    processors): with weights narrower than 8 bits its four kernel quarters can fall
+    short of whole columns (the converter's rule, map/kernels._calcx4_whole_columns,
+    also needs the bits, which the sidecar does not state)."""
+    for block in sidecar.split("  - name: ")[1:]:
+        if "calcx4: true" not in block or "output_processors: " not in block:
+            continue
+        omap = int(block.split("output_processors: ")[1].split()[0], 16)
+        if bin(omap).count("1") < 32:
+            return True
+    return False
 
 
 def _mixed_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
@@ -195,29 +211,38 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
     # With --fifo the input comes through the FIFOs into layer 0 only; it is never in
     # data memory. A later layer that reads the input again (in_sequences: input, here
     # the second operand of an element-wise block) reads data memory where it never
-    # was: both tools accept the sidecar and write a project whose known answer no
-    # hardware gives (the first layer that differs is that reader, verify --model).
-    RandomClass("FIFO input read again by a later layer", Reason.CONVERTER,
-                "the FIFO feeds layer 0 only; both tools should refuse a later layer "
-                "reading the input", _fifo_input_read_twice),
+    # was: the vendor tool accepts the sidecar and writes a project whose known answer
+    # no hardware gives (the first layer that differs is that reader, verify --model).
+    # onnx2ai8x refuses it (map.fifo-input, memory_check.fifo_input_read_once).
+    RandomClass("FIFO input read again by a later layer", Reason.VENDOR_DEFECT,
+                "the FIFO feeds layer 0 only; the vendor's C for a later reader of the "
+                "input fails, onnx2ai8x refuses it", _fifo_input_read_twice,
+                ours="refused", refusal="map.fifo-input"),
     # CHW input (LCTRL0 bit 6, one channel per processor, four pixels a word) read
-    # again by a later layer (in_sequences: input): both tools set the CHW bit on layer
-    # 0 only, so the later layer reads the input's words as HWC (random 42 on the
-    # MAX78000: verify --model, layer 1 first differs; its decoded registers have no
-    # CHW bit). Both should set it, or refuse.
-    RandomClass("CHW input read again by a later layer", Reason.CONVERTER,
-                "the CHW (big data) bit is set on layer 0 only; a later reader of the "
-                "input reads it as HWC", _chw_input_read_twice),
-    # OPEN (converter or model): a streaming calcx4 first layer followed by plain
-    # layers. The vendor tool crashes on it (IndexError in its kernel layout); ours
-    # loads layer 0's kernels at words 5360, 5616, 5872 and 6128 of each kernel memory
-    # while its mask start register names word 4336 (random 67 on the MAX78002:
-    # verify --model, layer 0 first differs). Which of the two is wrong (the
-    # converter's calcx4 placement in the second kernel region, or the model's facts
-    # of that region) is not settled.
-    RandomClass("streaming calcx4 first layer: kernels away from the mask start",
-                Reason.CONVERTER, "open: our kernels and mask start disagree; the "
-                "vendor crashes on the configuration", _streaming_calcx4_first),
+    # again by a later layer (in_sequences: input): the vendor tool sets the CHW bit on
+    # layer 0 only (it refuses `data_format: CHW` elsewhere), so the later layer reads
+    # the input's words as HWC (random 42 on the MAX78000: verify --model, layer 1
+    # first differs). onnx2ai8x refuses it (map.chw, chw_input_read_once) and its
+    # automatic mapping keeps such an input HWC.
+    RandomClass("CHW input read again by a later layer", Reason.VENDOR_DEFECT,
+                "the CHW (big data) bit is set on layer 0 only; the vendor's C for a later "
+                "reader of the input fails, onnx2ai8x refuses it", _chw_input_read_twice,
+                ours="refused", refusal="map.chw"),
+    # calcx4 computes channel 4a + b from kernel memory instance b, and the kernels
+    # are stored a quarter of the layer's columns per instance: with narrow weights and
+    # few output channels (4 channels of 2-bit weights: 2 bits a tap per instance) the
+    # quarters are not whole columns, all four channels' kernels sit in instance 0 and
+    # channels 1-3 read empty words (random 67 on the MAX78002, layer 3: verify
+    # --model, that layer first differs once layer 0 is right). The vendor tool lays
+    # them out the same way; onnx2ai8x refuses the layer (map/kernels.py,
+    # _calcx4_whole_columns). (Random 67's layer 0, a streaming calcx4 layer on
+    # processor 0 with its kernels in the extended memory, was the converter's error:
+    # it copied the vendor's writer, which adds start / 4 past the memory's end and
+    # crashes on it; fixed in emit/memory.py _kernel_index.)
+    RandomClass("calcx4 kernels short of whole columns per instance", Reason.VENDOR_DEFECT,
+                "the four calcx4 kernel quarters do not hold whole columns; the vendor "
+                "lays them out regardless, onnx2ai8x refuses the layer", _narrow_calcx4,
+                ours="refused", refusal="calcx4 with"),
     # calcx4 and plain convolutions in one network: the vendor allocates the calcx4
     # layer's kernels in split (per-instance) word numbers and the other layer's in
     # unsplit ones, so both can land on the same kernel words of instance 0 (its
@@ -234,10 +259,11 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
 
 def random_class(config, result) -> RandomClass | None:
     """The class of a random-differential disagreement (`result` of `config`), or
-    None (unexplained). Both projects must get the class's verdict."""
+    None (unexplained). The vendor's project must get the class's verdict (or the
+    vendor tool refuse), ours exactly the class's outcome for us."""
     for c in RANDOM_CLASSES:
         if c.applies(config.sidecar, config.options) and \
-                result.ours in (c.verdict, "refused") and \
+                result.ours == c.our_outcome and c.refusal in result.detail and \
                 result.vendor in (c.verdict, "refused", "not run"):
             return c
     return None
