@@ -207,6 +207,46 @@ def _mixed_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
     return 0 < x4 < len(convs)
 
 
+def _blocks(sidecar: str) -> list[dict[str, str]]:
+    """The sidecar's layers as {key: value text} (the generator's flat layout)."""
+    layers = []
+    for block in sidecar.split("  - name: ")[1:]:
+        entries = {}
+        for line in block.splitlines()[1:]:
+            key, _, value = line.strip().partition(": ")
+            entries[key] = value
+        layers.append(entries)
+    return layers
+
+
+def _readahead(sidecar: str, options: tuple[str, ...]) -> bool:
+    return any(b.get("readahead") == "true" for b in _blocks(sidecar))
+
+
+def _dilated_pool_not_2(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A layer with pool_dilation > 1 whose pool window has a side other than 2."""
+    for b in _blocks(sidecar):
+        size = b.get("max_pool") or b.get("avg_pool")
+        if size and int(b.get("pool_dilation", "1")) > 1:
+            sides = [int(v) for v in size.strip("[]").split(",")]
+            if any(v != 2 for v in sides):
+                return True
+    return False
+
+
+def _wide_depthwise_moving(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A depthwise layer with 32-bit output and without broadcast (its output on other
+    processors) reading more than four processors of a quadrant."""
+    for b in _blocks(sidecar):
+        if "groups" not in b or b.get("output_width") != "32" or \
+                b.get("output_processors") == b.get("processors"):
+            continue
+        procs = int(b["processors"], 16)
+        if max(bin(procs >> 16 * q & 0xFFFF).count("1") for q in range(4)) > 4:
+            return True
+    return False
+
+
 RANDOM_CLASSES: tuple[RandomClass, ...] = (
     # With --fifo the input comes through the FIFOs into layer 0 only; it is never in
     # data memory. A later layer that reads the input again (in_sequences: input, here
@@ -254,6 +294,35 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
     RandomClass("calcx4 and plain kernels share kernel words", Reason.VENDOR_DEFECT,
                 "the vendor's mixed calcx4/plain kernel allocation overlaps; the "
                 "converter copies it", _mixed_calcx4),
+    # Read-ahead (`readahead: true`, MAX78002 LCTRL0 bit 25 with a pass shift count in
+    # bits 26-29): the model executes read-ahead only with a shift count of 0; the
+    # vendor sets 8 on single- and multi-pass layers (random 1016, 1035, 1099 on the
+    # MAX78002: both projects register-exact, both NOT MODELLED). Nothing public says
+    # what the hardware reads with it.
+    RandomClass("read-ahead with a pass shift count", Reason.SIMULATOR_GAP,
+                "read-ahead with a non-zero pass shift count is not modelled; both "
+                "projects are register-exact", _readahead, verdict=NOT_MODELLED),
+    # Pool dilation d > 1 with a window side p other than 2: the vendor computes the
+    # pooled size as (h + stride - p - d + 1) // stride, which is the true
+    # (h - d(p - 1) - 1) // stride + 1 only when d = 1 or p = 2; its known answer and
+    # registers follow the wrong size (random 1092 on the MAX78002: avg_pool [3, 1],
+    # pool_dilation 2 over 14x4 gives (11, 3) for the true (10, 4); its C FAILs).
+    # onnx2ai8x refuses the layer (layer.pool-window: "the vendor's last windows would
+    # read past the data").
+    RandomClass("pool dilation with a window side other than 2", Reason.VENDOR_DEFECT,
+                "the vendor's pooled size is wrong for dilated windows of sides other "
+                "than 2; its C fails, onnx2ai8x refuses the layer", _dilated_pool_not_2,
+                ours="refused", refusal="layer.pool-window"),
+    # A depthwise layer without broadcast and with 32-bit output: its time-slot count
+    # is (processors of a quadrant x 32 + 7) // 8, which for more than four processors
+    # does not fit the 4-bit count (the vendor tool stops on its assertion
+    # `0 <= val < 2**4` in create_net; random 1073 on the MAX78002, 8 processors:
+    # count 32). onnx2ai8x writes a project that FAILs (layer 5 first differs); it
+    # should refuse the layer. OPEN (converter).
+    RandomClass("depthwise, 32-bit output, no broadcast, over 4 processors a quadrant",
+                Reason.CONVERTER, "the time-slot count does not fit 4 bits; the vendor "
+                "tool crashes, onnx2ai8x writes a failing project (it should refuse)",
+                _wide_depthwise_moving),
 )
 
 
