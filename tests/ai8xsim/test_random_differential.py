@@ -14,6 +14,7 @@ word (tests/test-passthrough-2.yaml of the vendor's suite: its known answer hold
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -37,7 +38,14 @@ SWEEP = int(os.environ.get("ONNX2AI8X_RANDOM_SWEEP", "0") or 0)
 # A fixed sample: seeds whose configurations draw the layer kinds the model got wrong
 # or that are rare (pass-through and pooling-only with repacked processors,
 # element-wise with and without a convolution, CHW input, multi-pass, wide output).
-CI_SAMPLE = {"MAX78000": (0, 8, 9, 15, 16, 21, 42), "MAX78002": (10, 13, 14, 17, 26, 30, 36, 67)}
+# From 1000 (random_nets.GENERATION_2), seeds the sweep found to agree with the vendor
+# and that draw the later features: transposed convolutions, unequal pooling sides and
+# output_shift (MAX78000 1019), a flattening linear layer (1128 and MAX78002 1082),
+# padding 2 with Conv1d dilation (1111), four operands (1084); depthwise with broadcast,
+# read_gap, read-ahead (MAX78002 1003), pool dilation (1081), depthwise moving its data
+# (1061).
+CI_SAMPLE = {"MAX78000": (0, 8, 9, 15, 16, 21, 42, 1019, 1084, 1111, 1128),
+             "MAX78002": (10, 13, 14, 17, 26, 30, 36, 67, 1003, 1061, 1081, 1082)}
 
 
 def _passthrough(pool: bool, device: str) -> Config:
@@ -110,6 +118,36 @@ def test_generator_is_deterministic_and_varied() -> None:
     kinds = {k.split("-")[0] for c in a for k in c.kinds}
     assert {"conv3x3", "conv1x1", "passthrough", "pool", "eltwise"} <= kinds
     assert any(isinstance(w, Weights) and w.bits < 8 for c in a for w in c.weights)
+
+
+# The later features' sidecar keys (random_nets.GENERATION_2)
+LATER_KEYS = ("groups:", "read_gap:", "readahead:", "dilation:", "operands:",
+              "output_shift:", "convtranspose2d", "mlp", "3x3\n    pad: 2", "_pool: [")
+
+
+def test_seeds_below_generation_2_draw_as_before() -> None:
+    """Seeds 0-199 give the configurations the first generator gave (the digest was
+    computed with random_nets.py as of 150a4a7, before the later features), so earlier
+    sweeps' records and the CI sample keep their meaning."""
+    digest = hashlib.sha256()
+    for device in DEVICES:
+        for seed in range(200):
+            c = generate(seed, device)
+            assert not any(k in c.sidecar for k in LATER_KEYS), (device, seed)
+            digest.update(repr((c.sidecar, c.input_shape, c.options, c.kinds,
+                                [(w.name, w.shape, w.bias, w.bits, w.output_shift)
+                                 for w in c.weights])).encode())
+    assert digest.hexdigest() == \
+        "41821fe4450712adc6d7bb5fef3ee4d74117c3e5acad039be0995c3df24cf03f"
+
+
+def test_generation_2_draws_the_later_features() -> None:
+    drawn = {d: "".join(generate(s, d).sidecar for s in range(1000, 1200)) for d in DEVICES}
+    for key in LATER_KEYS:
+        assert key in drawn["MAX78002"], key
+    for key in ("groups:", "read_gap:", "readahead:", "pool_dilation:"):
+        assert key not in drawn["MAX78000"], key  # (MAX78002 only)
+    assert "operands: 4" in drawn["MAX78000"] and "flatten: true" in drawn["MAX78000"]
 
 
 @pytest.mark.skipif(not SWEEP, reason="set ONNX2AI8X_RANDOM_SWEEP=N to run the sweep")
