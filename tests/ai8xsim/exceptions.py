@@ -234,17 +234,38 @@ def _dilated_pool_not_2(sidecar: str, options: tuple[str, ...]) -> bool:
     return False
 
 
-def _wide_depthwise_moving(sidecar: str, options: tuple[str, ...]) -> bool:
-    """A depthwise layer with 32-bit output and without broadcast (its output on other
-    processors) reading more than four processors of a quadrant."""
+def _wide_depthwise(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A depthwise layer with 32-bit output."""
+    return any("groups" in b and b.get("output_width") == "32" for b in _blocks(sidecar))
+
+
+def _multipass_depthwise_shifted(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A depthwise layer over several passes (more than 64 channels) without broadcast
+    whose output processors start at another position within a quadrant than its
+    input processors."""
     for b in _blocks(sidecar):
-        if "groups" not in b or b.get("output_width") != "32" or \
+        if "groups" not in b or int(b["groups"]) <= 64 or \
                 b.get("output_processors") == b.get("processors"):
             continue
-        procs = int(b["processors"], 16)
-        if max(bin(procs >> 16 * q & 0xFFFF).count("1") for q in range(4)) > 4:
+        low_in, low_out = (int(b[k], 16) & -int(b[k], 16) for k in
+                           ("processors", "output_processors"))
+        if (low_in.bit_length() - 1) % 16 != (low_out.bit_length() - 1) % 16:
             return True
     return False
+
+
+def _moving_depthwise_conv1d(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A depthwise Conv1d without broadcast (its output on other processors)."""
+    return any("groups" in b and b.get("operation") == "conv1d" and
+               b.get("output_processors") != b.get("processors") for b in _blocks(sidecar))
+
+
+def _streaming_read_gap(sidecar: str, options: tuple[str, ...]) -> bool:
+    return any(b.get("streaming") == "true" and "read_gap" in b for b in _blocks(sidecar))
+
+
+def _any_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
+    return any(b.get("calcx4") == "true" for b in _blocks(sidecar))
 
 
 RANDOM_CLASSES: tuple[RandomClass, ...] = (
@@ -313,16 +334,66 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 "the vendor's pooled size is wrong for dilated windows of sides other "
                 "than 2; its C fails, onnx2ai8x refuses the layer", _dilated_pool_not_2,
                 ours="refused", refusal="layer.pool-window"),
-    # A depthwise layer without broadcast and with 32-bit output: its time-slot count
-    # is (processors of a quadrant x 32 + 7) // 8, which for more than four processors
-    # does not fit the 4-bit count (the vendor tool stops on its assertion
-    # `0 <= val < 2**4` in create_net; random 1073 on the MAX78002, 8 processors:
-    # count 32). onnx2ai8x writes a project that FAILs (layer 5 first differs); it
-    # should refuse the layer. OPEN (converter).
-    RandomClass("depthwise, 32-bit output, no broadcast, over 4 processors a quadrant",
-                Reason.CONVERTER, "the time-slot count does not fit 4 bits; the vendor "
-                "tool crashes, onnx2ai8x writes a failing project (it should refuse)",
-                _wide_depthwise_moving),
+    # A depthwise layer with 32-bit output: no public case has one (none of the
+    # vendor's suite configurations or golden cases). Without broadcast its time-slot
+    # count is (processors of a quadrant x 32 + 7) // 8, which for more than four
+    # processors does not fit the 4-bit count: the vendor tool stops on its assertion
+    # `0 <= val < 2**4` in create_net (random 1073 and 1175 on the MAX78002, 8
+    # processors), and onnx2ai8x writes a project that FAILs. With broadcast both
+    # projects are register-exact and both FAIL (random 1305, 1308, 1313: 16
+    # processors, 2-bit weights, no bias; layer 0 first differs, every word). Which of
+    # the model and the vendor's registers is wrong is not known; the converter should
+    # refuse the layer until a case shows what the hardware does. OPEN.
+    RandomClass("depthwise with 32-bit output", Reason.CONVERTER,
+                "open: no case shows depthwise with 32-bit output; the vendor crashes "
+                "without broadcast (time-slot count above 4 bits) and both projects fail "
+                "with it; onnx2ai8x should refuse it", _wide_depthwise),
+    # Depthwise over two passes (96 channels on 48 processors) moving its data from
+    # processors 4-51 to 12-59 (random 1200 on the MAX78002, layer 1: verify --model,
+    # that layer first differs, one byte lane in some words): both projects
+    # register-exact, both FAIL. The same layer with broadcast, on 48 channels (one
+    # pass), or moving 0-47 to 16-63 PASSes. OPEN: model or vendor.
+    RandomClass("multi-pass depthwise moving to another position in the quadrant",
+                Reason.SIMULATOR_GAP, "open: two-pass depthwise without broadcast whose "
+                "output starts elsewhere in a quadrant; both register-exact projects "
+                "fail", _multipass_depthwise_shifted),
+    # CHW input read again (the class above), where the vendor's C PASSes only because
+    # its known answer does not see the defect: random 1218 on the MAX78002 (three
+    # operands read the CHW input; layers 1 and 2 have LCTRL0 0x00882b20 without the
+    # CHW bit 6 that layer 0's 0x00882b60 has), whose known answer is all zero words.
+    # A depthwise Conv1d moving its data (output processors other than its input's):
+    # both projects register-exact, both FAIL on every configuration tried (random
+    # 1379 on the MAX78002; one-layer probes: kernels 1, 3 and 5, processors 0-7 to
+    # 4-11, 8-15 or 40-47, all FAIL; the same layer with broadcast, and depthwise Conv2d
+    # moving its data, PASS). verify --model: every layer equals the reference run on
+    # the input as the accelerator read it, so the vendor's known answer is not the
+    # convolution the registers compute; whether the hardware computes the vendor's
+    # answer (and the model is wrong) is not known. OPEN: model or vendor.
+    RandomClass("depthwise Conv1d moving its data", Reason.VENDOR_DEFECT,
+                "open: the vendor's known answer for a depthwise Conv1d without broadcast "
+                "is not the convolution the model computes from the same registers",
+                _moving_depthwise_conv1d),
+    # A streaming layer that reads its input with read_gap (random 1338 on the
+    # MAX78002: FIFO input, streaming layer 0 writes with write_gap 1, streaming
+    # depthwise layer 1 reads with read_gap 1 and pools 2x3 stride 3): both projects
+    # register-exact, both FAIL (verify --model: layer 1 first differs). No public case
+    # streams with read_gap. OPEN: model or vendor (the converter may have to refuse).
+    RandomClass("streaming layer reading with read_gap", Reason.SIMULATOR_GAP,
+                "open: no case streams with read_gap; both register-exact projects fail",
+                _streaming_read_gap),
+    # calcx4 kernels short of whole columns (the class above) where the vendor's C
+    # PASSes only because its known answer cannot see the defect: random 1385 (four
+    # 2-bit output channels; 121 of its 124 known-answer words are 0x7f00007f, the
+    # output saturated) and 1388 (72 2-bit channels; 15 of 18 words zero) on the
+    # MAX78002. onnx2ai8x refuses the layer.
+    RandomClass("calcx4 kernels short of whole columns; the known answer misses it",
+                Reason.VENDOR_DEFECT, "the vendor lays out calcx4 kernels short of whole "
+                "columns; its saturated or zero known answer does not show it; onnx2ai8x "
+                "refuses", _any_calcx4, verdict=PASS, ours="refused", refusal="calcx4 with"),
+    RandomClass("CHW input read again; the vendor's known answer misses it",
+                Reason.VENDOR_DEFECT, "the vendor's later reader of CHW input lacks the "
+                "CHW bit; its known answer (all zero) does not show it; onnx2ai8x refuses",
+                _chw_input_read_twice, verdict=PASS, ours="refused", refusal="map.chw"),
 )
 
 
