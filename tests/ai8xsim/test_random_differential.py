@@ -35,6 +35,18 @@ from tests.ai8xsim.random_nets import DEVICES, Config, Weights, generate, write
 
 SWEEP = int(os.environ.get("ONNX2AI8X_RANDOM_SWEEP", "0") or 0)
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _fork_servers(tmp_path_factory: pytest.TempPathFactory):
+    """The programs forked from servers that imported them once, as the sweep runs
+    them (the same files and results as new interpreters:
+    test_fork_servers_judge_as_subprocesses), so the CI sample stays fast."""
+    runner = differential.ForkServers(tmp_path_factory.mktemp("forkservers"))
+    before, differential.RUNNER = differential.RUNNER, runner
+    yield
+    differential.RUNNER = before
+    runner.close()
+
 # A fixed sample: seeds whose configurations draw the layer kinds the model got wrong
 # or that are rare (pass-through and pooling-only with repacked processors,
 # element-wise with and without a convolution, CHW input, multi-pass, wide output).
