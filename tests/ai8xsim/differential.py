@@ -398,9 +398,10 @@ def summary(record: Path) -> str:
             f"{device}: {len(mine)} configurations; vendor refused {len(mine) - len(judged)}"
             f"; vendor C PASS {sum(r.vendor == PASS for r in judged)}/{len(judged)}; ours "
             f"register-exact and PASS {sum(agrees(r) for r in judged)}/{len(judged)}; "
-            f"ours PASS where the vendor refused "
-            f"{sum(r.ours == PASS for r in mine if r.vendor == 'refused')}"
-            f"/{len(mine) - len(judged)}; disagreements: "
+            f"where the vendor refused, ours: " + (", ".join(
+                f"{k} {n}" for k, n in sorted(Counter(
+                    r.ours for r in mine if r.vendor == "refused").items())) or "-")
+            + "; disagreements: "
             + (", ".join(f"{k} x{n}" for k, n in sorted(classes.items())) or "none")
             + "; judged by commits " + ", ".join(f"{c} x{n}" for c, n in
                                                  sorted(commits.items())))

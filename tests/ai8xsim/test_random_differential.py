@@ -177,6 +177,22 @@ def test_sweep_against_the_vendor(device: str, tmp_path: Path) -> None:
     assert not bad, "\n".join(bad)
 
 
+def test_fork_server_runs_a_program_as_a_new_interpreter(tmp_path: Path) -> None:
+    """Exit code, standard output and standard error of onnx2ai8x runs (a success, a
+    user error, a help text) are the same forked from the server as from a new
+    interpreter (the vendor's tool: test_fork_servers_judge_as_subprocesses)."""
+    fresh, forked = differential.Subprocess(tmp_path), differential.ForkServers(tmp_path)
+    try:
+        for args in (["--version"], ["verify", "--help"],
+                     ["convert", str(tmp_path / "absent.onnx"), "--device", "MAX78000",
+                      "-o", str(tmp_path / "out")]):
+            assert forked.run("ours", args) == fresh.run("ours", args), args
+        assert forked.run("ours", ["--version"])[0] == 0
+        assert forked.run("ours", ["verify", str(tmp_path / "absent")])[0] != 0
+    finally:
+        forked.close()
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     """The files under `root` by relative path, `root` itself written as ROOT."""
     return {str(f.relative_to(root)): f.read_bytes().replace(str(root).encode(), b"ROOT")
