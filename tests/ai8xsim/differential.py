@@ -426,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=_seeds,
                         help="these seeds (e.g. 3,7,10-12) instead of --start/--count, "
                              "run again even if recorded (the new line replaces the old)")
+    parser.add_argument("--disagreements", action="store_true",
+                        help="run again every recorded configuration that disagrees "
+                             "(on this code; the new line replaces the old)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--subprocess", action="store_true",
                         help="start each program as a new interpreter instead of forking "
@@ -442,8 +445,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     RUNNER = Subprocess(args.out) if args.subprocess else ForkServers(args.out)
     try:
+        devices = tuple(args.device or DEVICES)
         seeds = args.seeds or list(range(args.start, args.start + args.count))
-        sweep(tuple(args.device or DEVICES), seeds, args.out, rerun=bool(args.seeds))
+        if args.disagreements:
+            seeds = sorted({seed for (device, seed), r in
+                            _records(args.out / "results.jsonl").items()
+                            if device in devices and
+                            not agrees(Result(**{**r, "kinds": tuple(r["kinds"])}))})
+        sweep(devices, seeds, args.out, rerun=bool(args.seeds or args.disagreements))
     finally:
         RUNNER.close()
     return 0
