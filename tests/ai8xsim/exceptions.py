@@ -373,6 +373,63 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 Reason.SIMULATOR_GAP, "open: two-pass depthwise without broadcast whose "
                 "output starts elsewhere in a quadrant; both register-exact projects "
                 "fail", _multipass_depthwise_shifted),
+    # A depthwise Conv1d moving its data (output processors other than its input's):
+    # both projects register-exact, both FAIL on every configuration tried (random
+    # 1379 on the MAX78002; one-layer probes: kernels 1, 3 and 5, processors 0-7 to
+    # 4-11, 8-15 or 40-47, all FAIL; the same layer with broadcast, and depthwise Conv2d
+    # moving its data, PASS). verify --model: every layer equals the reference run on
+    # the input as the accelerator read it, so the vendor's known answer is not the
+    # convolution the registers compute; whether the hardware computes the vendor's
+    # answer (and the model is wrong) is not known. OPEN: model or vendor.
+    RandomClass("depthwise Conv1d moving its data", Reason.VENDOR_DEFECT,
+                "open: the vendor's known answer for a depthwise Conv1d without broadcast "
+                "is not the convolution the model computes from the same registers",
+                _moving_depthwise_conv1d),
+    # A streaming layer that reads its input with read_gap (random 1338 on the
+    # MAX78002: FIFO input, streaming layer 0 writes with write_gap 1, streaming
+    # depthwise layer 1 reads with read_gap 1 and pools 2x3 stride 3): both projects
+    # register-exact, both FAIL (verify --model: layer 1 first differs). No public case
+    # streams with read_gap. OPEN: model or vendor (the converter may have to refuse).
+    RandomClass("streaming layer reading with read_gap", Reason.SIMULATOR_GAP,
+                "open: no case streams with read_gap; both register-exact projects fail",
+                _streaming_read_gap),
+    # calcx4 kernels short of whole columns (the class above) where the vendor's C
+    # PASSes only because its known answer cannot see the defect: random 1385 (four
+    # 2-bit output channels; 121 of its 124 known-answer words are 0x7f00007f, the
+    # output saturated) and 1388 (72 2-bit channels; 15 of 18 words zero) on the
+    # MAX78002. onnx2ai8x refuses the layer.
+    RandomClass("calcx4 kernels short of whole columns; the known answer misses it",
+                Reason.VENDOR_DEFECT, "the vendor lays out calcx4 kernels short of whole "
+                "columns; its saturated or zero known answer does not show it; onnx2ai8x "
+                "refuses", _any_calcx4, verdict=PASS, ours="refused", refusal="calcx4 with"),
+    # Pool dilation 2 on a window with a side of 1 (random 1399 on the MAX78002:
+    # max_pool [2, 1], pool_dilation 2 over 7x7): the vendor's pooled width is
+    # (7 + 1 - 1 - 2 + 1) = 6 for the true 7 (the pooled-size class above), but here
+    # onnx2ai8x does not refuse: it follows the vendor's size (register-exact) and its
+    # project FAILs (verify --model: layer 0's output does not have the reference's
+    # shape). The converter's layer.pool-window check misses a side of 1. OPEN
+    # (converter: it should refuse as it does for sides of 3).
+    RandomClass("pool dilation on a window side of 1", Reason.CONVERTER,
+                "open: the vendor's pooled size is wrong on a dilated side of 1 and "
+                "onnx2ai8x follows it instead of refusing", _dilated_pool_side_1),
+    # A linear layer with 32-bit output after other layers (random 1401 on the
+    # MAX78002: conv 1x1 on one channel, pool 3, pool 2, pass-through, then linear
+    # 1 -> 10 with 32-bit output): both projects register-exact, both FAIL; verify
+    # --model: layer 3 (the linear layer) first differs from the reference, the layers
+    # before it agree. The same linear layer alone, or with 8-bit output, PASSes.
+    # OPEN: probably the model (its 32-bit linear layer reading a moved input).
+    RandomClass("32-bit linear layer after other layers", Reason.SIMULATOR_GAP,
+                "open: the model's 32-bit linear layer differs from the reference after "
+                "other layers; both register-exact projects fail", _wide_linear_later),
+    # FIFO input read again (the class above) where the vendor's C PASSes only because
+    # its known answer cannot see it: random 1535 on the MAX78000 (the second operand
+    # of an element-wise block reads the input; 48 of the 60 known-answer data words
+    # are 0x7f7f7f7f, the output saturated). onnx2ai8x refuses.
+    RandomClass("FIFO input read again; the vendor's known answer misses it",
+                Reason.VENDOR_DEFECT, "the FIFO feeds layer 0 only; the vendor's saturated "
+                "known answer does not show the later reader's wrong input; onnx2ai8x "
+                "refuses", _fifo_input_read_twice, verdict=PASS, ours="refused",
+                refusal="map.fifo-input"),
     # CHW input read again (the class above), where the vendor's C PASSes. Mostly its
     # known answer cannot see the defect: random 1218 on the MAX78002 (layers 1 and 2
     # have LCTRL0 0x00882b20 without the CHW bit 6 that layer 0's 0x00882b60 has; the
