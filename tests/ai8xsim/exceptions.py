@@ -284,6 +284,14 @@ def _wide_linear_later(sidecar: str, options: tuple[str, ...]) -> bool:
                for b in _blocks(sidecar)[1:])
 
 
+def _one_processor_1x1_many_outputs(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A 1x1 convolution reading one processor and writing 32 or more."""
+    return any(b.get("kernel_size") == "1x1" and
+               bin(int(b["processors"], 16)).count("1") == 1 and
+               bin(int(b.get("output_processors", "0"), 16)).count("1") >= 32
+               for b in _blocks(sidecar))
+
+
 RANDOM_CLASSES: tuple[RandomClass, ...] = (
     # With --fifo the input comes through the FIFOs into layer 0 only; it is never in
     # data memory. A later layer that reads the input again (in_sequences: input, here
@@ -430,6 +438,22 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 "known answer does not show the later reader's wrong input; onnx2ai8x "
                 "refuses", _fifo_input_read_twice, verdict=PASS, ours="refused",
                 refusal="map.fifo-input"),
+    # calcx4 kernels short of whole columns (refused by onnx2ai8x) in a network whose
+    # vendor project is NOT MODELLED for another reason (read-ahead: random 1729 on the
+    # MAX78002).
+    RandomClass("calcx4 kernels short of whole columns; the vendor's project not modelled",
+                Reason.VENDOR_DEFECT, "onnx2ai8x refuses the calcx4 layer; the vendor's "
+                "project uses read-ahead, which the model does not execute", _any_calcx4,
+                verdict=NOT_MODELLED, ours="refused", refusal="calcx4 with"),
+    # A 1x1 convolution from one processor to 64 output channels with 2-bit weights
+    # (random 1682 on the MAX78002, layer 2): the vendor tool stops on its assertion
+    # `kernels_used[p][col] <= 8` (izer/kernels.py add_kernel_data); onnx2ai8x writes a
+    # project that FAILs (verify --model: layer 2 first differs, 936 of 1248 words).
+    # OPEN (converter: its kernel packing of many narrow 1x1 kernels on one processor,
+    # or a limit it should refuse).
+    RandomClass("1x1 kernels of one processor for many outputs", Reason.CONVERTER,
+                "open: the vendor crashes packing them; onnx2ai8x writes a failing "
+                "project", _one_processor_1x1_many_outputs),
     # CHW input read again (the class above), where the vendor's C PASSes. Mostly its
     # known answer cannot see the defect: random 1218 on the MAX78002 (layers 1 and 2
     # have LCTRL0 0x00882b20 without the CHW bit 6 that layer 0's 0x00882b60 has; the
