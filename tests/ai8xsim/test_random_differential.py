@@ -308,3 +308,31 @@ def test_probe_against_the_vendor(name: str, tmp_path: Path) -> None:
         assert (r.vendor, r.ours) == WE_REFUSE[want], r
     else:
         assert (r.vendor, r.ours, r.same) == (want, want, True), r
+
+
+# The configuration each class of the sweep was found on (tests/ai8xsim/exceptions.py)
+FOUND_ON = {
+    "read-ahead with a pass shift count": ("MAX78002", 1016),
+    "pool dilation with a window side other than 2": ("MAX78002", 1092),
+    "depthwise with 32-bit output": ("MAX78002", 1073),
+    "multi-pass depthwise moving to another position in the quadrant": ("MAX78002", 1200),
+    "depthwise Conv1d moving its data": ("MAX78002", 1379),
+    "streaming layer reading with read_gap": ("MAX78002", 1338),
+    "pool dilation on a window side of 1": ("MAX78002", 1399),
+    "32-bit linear layer after other layers": ("MAX78002", 1401),
+    "1x1 kernels of one processor for many outputs": ("MAX78002", 1682),
+    "CHW input read again; the vendor's C passes": ("MAX78002", 1518),
+    "FIFO input read again; the vendor's known answer misses it": ("MAX78000", 1535),
+    "calcx4 kernels short of whole columns; the known answer misses it": ("MAX78002", 1385),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOUND_ON))
+def test_class_recognizes_the_configuration_it_was_found_on(name: str) -> None:
+    entry = next(c for c in RANDOM_CLASSES if c.name == name)
+    device, seed = FOUND_ON[name]
+    config = generate(seed, device)
+    assert entry.applies(config.sidecar, config.options)
+    # and not a configuration of the same device that agreed in the sweep (seed 1000)
+    plain = generate(1000, device)
+    assert not entry.applies(plain.sidecar, plain.options)
