@@ -218,6 +218,17 @@ class _LayerBuilder:
                             f"{t.shape[1:]} gives {got}, but the layer needs {want}: the "
                             "vendor's last windows would read past the data",
                             "reduce pool_dilation or the pool size")
+        if any(pool[a] == 1 and dil[a] > 1 and got[a] != want[a] for a in range(nd)):
+            # The vendor's count subtracts the dilation even on a side of 1 (a window
+            # of one pixel, where dilation changes nothing), so it pools fewer rows or
+            # columns than the window arithmetic gives; no case shows which of the two
+            # the hardware writes (random differential, MAX78002 seed 1399: both tools'
+            # projects fail), so the layer is refused rather than guessed.
+            raise self.fail("layer.pool-window",
+                            f"pooling {pool} stride {stride} dilation {dil} of "
+                            f"{t.shape[1:]}: a dilated side of 1 gives {got}, but the "
+                            f"layer needs {want} (the vendor's count)",
+                            "use pool_dilation 1 on a pooling side of 1")
         starts = g.const(self.role(f"pool_slice_starts{suffix}"), [0] * nd, TensorProto.INT64)
         ends = g.const(self.role(f"pool_slice_ends{suffix}"), list(want), TensorProto.INT64)
         axes = g.const(self.role(f"pool_slice_axes{suffix}"), list(range(2, 2 + nd)),

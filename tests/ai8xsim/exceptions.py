@@ -366,12 +366,13 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
     # processors), and onnx2ai8x writes a project that FAILs. With broadcast both
     # projects are register-exact and both FAIL (random 1305, 1308, 1313: 16
     # processors, 2-bit weights, no bias; layer 0 first differs, every word). Which of
-    # the model and the vendor's registers is wrong is not known; the converter should
-    # refuse the layer until a case shows what the hardware does. OPEN.
-    RandomClass("depthwise with 32-bit output", Reason.CONVERTER,
-                "open: no case shows depthwise with 32-bit output; the vendor crashes "
-                "without broadcast (time-slot count above 4 bits) and both projects fail "
-                "with it; onnx2ai8x should refuse it", _wide_depthwise),
+    # the model and the vendor's registers is wrong is not known, so the converter
+    # refuses the layer (limit.output-width) until a case shows what the hardware does.
+    RandomClass("depthwise with 32-bit output", Reason.VENDOR_DEFECT,
+                "no case shows depthwise with 32-bit output; the vendor crashes without "
+                "broadcast (time-slot count above 4 bits) and its project fails with it; "
+                "onnx2ai8x refuses the layer", _wide_depthwise, ours="refused",
+                refusal="32-bit output is not supported on a depthwise"),
     # Depthwise over two passes (96 channels on 48 processors) moving its data from
     # processors 4-51 to 12-59 (random 1200 on the MAX78002, layer 1: verify --model,
     # that layer first differs, one byte lane in some words): both projects
@@ -415,11 +416,12 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
     # (7 + 1 - 1 - 2 + 1) = 6 for the true 7 (the pooled-size class above), but here
     # onnx2ai8x does not refuse: it follows the vendor's size (register-exact) and its
     # project FAILs (verify --model: layer 0's output does not have the reference's
-    # shape). The converter's layer.pool-window check misses a side of 1. OPEN
-    # (converter: it should refuse as it does for sides of 3).
-    RandomClass("pool dilation on a window side of 1", Reason.CONVERTER,
-                "open: the vendor's pooled size is wrong on a dilated side of 1 and "
-                "onnx2ai8x follows it instead of refusing", _dilated_pool_side_1),
+    # shape). onnx2ai8x now refuses the layer (layer.pool-window, as for sides of 3):
+    # which count the hardware uses on a dilated side of 1 is not shown by any case.
+    RandomClass("pool dilation on a window side of 1", Reason.VENDOR_DEFECT,
+                "the vendor's pooled size is wrong on a dilated side of 1 and its C "
+                "fails; onnx2ai8x refuses the layer", _dilated_pool_side_1,
+                ours="refused", refusal="a dilated side of 1"),
     # A linear layer with 32-bit output after other layers (random 1401 on the
     # MAX78002: conv 1x1 on one channel, pool 3, pool 2, pass-through, then linear
     # 1 -> 10 with 32-bit output): both projects register-exact, both FAIL; verify

@@ -343,3 +343,22 @@ def test_run_rejects_out_of_range_input():
         custom_ops.run(model, np.full((3, 4, 4), 200))
     with pytest.raises(Ai8xError):
         custom_ops.run(model, np.zeros((3, 5, 4)))
+
+
+def test_dilated_pool_side_of_one_is_refused():
+    # A 2x1 pool window with dilation 2: the vendor counts 6 columns of 7 (it subtracts
+    # the dilation on the side of one pixel as well); no case shows which the hardware
+    # writes, so the builder refuses instead of slicing (random differential 1399).
+    rng = np.random.default_rng(3)
+    lay = conv2d("p", 2, 2, (7, 7), k=1, pad=0, rng=rng)
+    pooled = (_pooled(7, 2, 1, 2), _pooled(7, 1, 1, 2))
+    lay = Layer(**{**lay.__dict__, "pool": (2, 1), "pool_stride": (1, 1),
+                   "pool_dilation": (2, 2), "pooled_dim": pooled, "output_dim": pooled})
+    with pytest.raises(Ai8xError) as info:
+        build_model(Network((lay,), (2, 7, 7)))
+    assert info.value.diagnostics[0].code == "layer.pool-window"
+    assert "side of 1" in info.value.diagnostics[0].message
+    # The same window without the dilation on its side of one builds.
+    ok = Layer(**{**lay.__dict__, "pool_dilation": (2, 1),
+                  "pooled_dim": (_pooled(7, 2, 1, 2), 7), "output_dim": (_pooled(7, 2, 1, 2), 7)})
+    _check(Network((ok,), (2, 7, 7)))

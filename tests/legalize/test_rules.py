@@ -284,6 +284,15 @@ def test_padded_multipass_conv1d_legal_on_max78000_and_unpadded_on_max78002():
     assert diagnose(network(unpadded), MAX78002) == []
 
 
+def test_depthwise_with_32_bit_output_is_refused():
+    # No case shows what the hardware does; the vendor tool stops or fails on it.
+    net = network(with_weights(conv2d("dw", 16, 16, conv_groups=16, output_width=32,
+                                      weights=None)))
+    diags = diagnose(net, MAX78002)
+    assert [d.code for d in diags] == ["limit.output-width"]
+    assert "depthwise" in diags[0].message
+
+
 def test_binary_weights_legal_on_max78002():
     net = network(conv2d("bin", quantization=-1, output_shift=7,
                          weights=np.where(weights_for(conv2d()) > 0, 1, -1)))

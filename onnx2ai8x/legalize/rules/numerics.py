@@ -52,7 +52,7 @@ def passthrough(layer, network, device):
 
 
 def output_width(layer, network, device):
-    """32-bit output only on the final layer, without activation.
+    """32-bit output only on the final layer, without activation, not depthwise.
 
     Seed ("Softmax, and Data Unload in C" / sidecar `output_width`): 32-bit output is for
     the last layer; the vendor tool: "`output_width` must be 8 when activation is used".
@@ -72,6 +72,15 @@ def output_width(layer, network, device):
         return diag("output-width", layer.name,
                     "32-bit output cannot be combined with an activation",
                     "remove the activation from the final layer (apply it on the host)")
+    if layer.conv_groups > 1:
+        # No seed section, golden case or vendor suite configuration has a depthwise
+        # layer with 32-bit output; the vendor tool stops on it (its time-slot count
+        # overflows 4 bits without broadcast) and, with broadcast, its project fails
+        # (random differential, MAX78002). Refused until a case shows the hardware.
+        return diag("output-width", layer.name,
+                    "32-bit output is not supported on a depthwise convolution",
+                    "end the network with a 1x1 convolution or Linear for 32-bit output, "
+                    "or keep 8-bit output")
     return None
 
 
