@@ -55,7 +55,7 @@ def _hw(chans: int, pmap: int, big_data: bool):
     place = SimpleNamespace(processor_map=pmap, big_data=big_data)
     return SimpleNamespace(placement=SimpleNamespace(layers=[place]),
                            network=SimpleNamespace(layers=[layer]), start_layer=0, dev=dev,
-                           options=SimpleNamespace(fast_fifo=False))
+                           choices=SimpleNamespace(fast_fifo=False))
 
 
 @pytest.mark.parametrize("chans,shape,pmap,big_data", [
