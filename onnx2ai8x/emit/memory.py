@@ -9,8 +9,8 @@ Pure functions returning plain values that the project writer lays out:
   run of the sample input (not used when the input comes from FIFOs).
 
 Each takes the lowered network (`onnx2ai8x.map.lowered.HwNetwork`) and reads its kernel
-and bias allocation. `weight_memory_map(hw)` gives the register computation
-(`onnx2ai8x.emit.registers`) the per-layer kernel and bias placement. Addresses come from
+and bias allocation (the register computation reads the same allocation through
+`onnx2ai8x.emit.registers.WeightMemoryMap.of`). Addresses come from
 the Device (`onnx2ai8x.devices`), passes from `onnx2ai8x.map.hw.multipass`.
 """
 from __future__ import annotations
@@ -215,14 +215,3 @@ def bias_loads(hw: HwNetwork) -> list[tuple[int, list[int]]]:
     without bias values are skipped; each byte goes to its own 32-bit word)."""
     bias = hw.weights.bias
     return [(bias.address(q), list(values)) for q, values in enumerate(bias.memory) if values]
-
-
-def weight_memory_map(hw: HwNetwork):
-    """The per-layer kernel and bias placement in the form the register computation
-    takes (`onnx2ai8x.emit.registers.WeightMemoryMap`)."""
-    from .registers.writes import WeightMemoryMap
-
-    kernels, bias = hw.weights.kernels, hw.weights.bias
-    return WeightMemoryMap(kernel_offset=kernels.offset, kernel_count=kernels.count,
-                           kernel_out_channels=kernels.out_channels,
-                           bias_offsets=bias.offsets, bias_group=bias.group)

@@ -123,13 +123,6 @@ def _initializer(values: Sequence[int], digits: int = 8, per_line: int = 8) -> s
     return text[:-4] + " \\\n" if text else ""
 
 
-def weight_memory_map(hw: HwNetwork) -> WeightMemoryMap:
-    """Per-layer kernel and bias placement (kernel/bias allocation of `onnx2ai8x.map`)."""
-    from .memory import weight_memory_map as from_allocation
-
-    return from_allocation(hw)
-
-
 def project_data(hw: HwNetwork, sample: np.ndarray, outputs: list[np.ndarray],
                  options: EmitOptions | None = None) -> ProjectData:
     """Memory contents from the lowered network's kernel/bias allocation
@@ -142,7 +135,7 @@ def project_data(hw: HwNetwork, sample: np.ndarray, outputs: list[np.ndarray],
 
     options = options or EmitOptions()
     choices = hw.choices
-    memory = mem_sections.weight_memory_map(hw)
+    memory = WeightMemoryMap.of(hw.weights)
     inputs = () if choices.fifo else mem_sections.input_loads(hw, sample)
     expected = unload_sections.expected_output(hw.placement, outputs,
                                                max_checklines=options.max_checklines)

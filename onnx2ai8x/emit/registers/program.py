@@ -118,9 +118,7 @@ def register_program(lowered: HwNetwork, memory: WeightMemoryMap | None = None
     and bias placement the registers point at (default: the lowered network's own
     allocation)."""
     if memory is None:
-        from ..memory import weight_memory_map
-
-        memory = weight_memory_map(lowered)
+        memory = WeightMemoryMap.of(lowered.weights)
     hw = lowered.view
     return RegisterProgram(
         cnn_init=control.cnn_init(hw), cnn_configure=cnn_configure(hw, memory),
