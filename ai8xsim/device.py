@@ -102,7 +102,8 @@ class Device:
     # "simple 1-bit weights" (bit 21).
     ctl_unmodelled: tuple[tuple[int, str], ...] = ()
     # The fast FIFO (seed 000, "Fast FIFO": the RISC-V core's own FIFO, connected to
-    # processors 0-3, or 0, 16, 32 and 48 in quad fan-out): its data register
+    # processors 0-3; in quad fan-out each word also reaches the same processors of
+    # quadrants 1-3, as the vendor tool lays the first layer out): its data register
     # (izer/tornadocnn.py FAST_FIFO_BASE + 4 x FAST_FIFO_DR), the CTRL bit that selects it
     # for layer 0's input (izer/backend/max7800x.py: 1 << 22 with --fast-fifo) and the
     # CTRL bit of quad fan-out (1 << 31, --fast-fifo-quad).

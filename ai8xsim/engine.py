@@ -99,6 +99,9 @@ class LayerRegs:
     shift_count: int = 0  # LCTRL0 bits 26-29 (with read-ahead)
     out_count: int | None = None  # OCHAN + 1 (MAX78002)
     read_gap: int = 0  # words skipped after each pixel's words (MAX78002 STRIDE field)
+    # Quad fan-out (CTRL bits 22 and 31, the FIFO-fed layer 0): each quadrant reads the
+    # same input and computes output channel 4s + q at mask step s (see `_quad_kernels`)
+    quad: bool = False
 
     @property
     def is_conv(self) -> bool:
@@ -187,9 +190,16 @@ def decode(m: Machine, layer: int) -> LayerRegs:
         out_count=r(dev.ochan) + 1 if dev.ochan is not None else None,
         read_gap=_read_gap(dev, stride_reg, stride, operands * passes)
         if not flatten and not lctl >> 6 & 1 else 0,
+        quad=layer == 0 and _quad_fan_out(m),
         bias_groups=tuple((m.lreg(g, dev.post, layer) & 0xFFF)
                           if m.lreg(g, dev.post, layer) >> 12 & 1 else None
                           for g in range(4)))
+
+
+def _quad_fan_out(m: Machine) -> bool:
+    """CTRL selects the fast FIFO (bit 22) in quad fan-out (bit 31)."""
+    ctl = m.ctl(0, m.dev.reg_ctl)
+    return bool(ctl >> m.dev.ctl_fast_fifo_bit & 1 and ctl >> m.dev.ctl_fast_fifo_quad_bit & 1)
 
 
 def _read_gap(dev, stride_reg: int, stride: int, words: int) -> int:
@@ -235,6 +245,9 @@ def _signed(values: np.ndarray, bits: int) -> np.ndarray:
 def input_processors(lr: LayerRegs) -> list[int]:
     """The processors whose memories the layer reads (a convolution: those with a mask)."""
     procs = [p for p in range(64) if lr.processors >> p & 1]
+    if lr.quad:
+        # the other quadrants read copies of the same words (their sums: _quad_kernels)
+        procs = [p for p in procs if p < 16]
     return [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
 
 
@@ -268,7 +281,7 @@ def read_input(m: Machine, lr: LayerRegs, procs: list[int],
     return out.reshape(n, lr.passes, lr.operands, lr.rows, lr.cols)
 
 
-def _pool(x: np.ndarray, lr: LayerRegs, rounding: bool) -> np.ndarray:
+def pool_input(x: np.ndarray, lr: LayerRegs, rounding: bool) -> np.ndarray:
     ph, pw = lr.pool
     s = lr.stride
     if (ph, pw) == (1, 1):
@@ -291,7 +304,7 @@ def _pool(x: np.ndarray, lr: LayerRegs, rounding: bool) -> np.ndarray:
     return np.clip(np.sign(total) * q, -128, 127)
 
 
-def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndarray:
+def layer_kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndarray:
     """(slots, processors, passes, taps) signed weights from the kernel memories.
 
     The mask counter steps once per (output channel, pass), `weight_bits` units at a time;
@@ -300,6 +313,8 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
     last tap first (so a 3x3 kernel has tap t in byte t); 1-D kernels start
     `oned_start` bytes into the stream position of their mask address.
     """
+    if lr.quad:
+        return _quad_kernels(m, lr, procs, slots)
     q = lr.weight_bits
     taps = lr.kernel[0] * lr.kernel[1]
     slot = np.arange(slots)[:, None]
@@ -328,6 +343,21 @@ def _kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndar
     return out
 
 
+def _quad_kernels(m: Machine, lr: LayerRegs, procs: list[int], slots: int) -> np.ndarray:
+    """Quad fan-out: at mask step s, quadrant q convolves its copy of the input with the
+    kernels of its own processors (quadrant 0's plus 16 q) into output channel 4 s + q.
+    The model rests on the vendor tool's layout for --fast-fifo-quad (izer/kernels.py
+    puts output channel k's kernel in quadrant k % 4 at step k // 4, izer/kbias.py its
+    bias in quadrant k % 4, and the mask count covers the steps only); no measurement
+    of the hardware is behind it."""
+    one = dataclasses.replace(lr, quad=False)
+    steps = slots // 4
+    out = np.empty((slots, len(procs), lr.passes, lr.kernel[0] * lr.kernel[1]), np.int64)
+    for q in range(4):
+        out[q::4] = layer_kernels(m, one, [p + 16 * q for p in procs], steps)
+    return out
+
+
 def _instance_words(m: Machine, lr: LayerRegs) -> int:
     """Words per kernel-memory instance in the region holding the layer's mask start
     (a mask unit is one bit of each of a kernel's taps: 8 units a byte per tap, 9
@@ -340,7 +370,7 @@ def _instance_words(m: Machine, lr: LayerRegs) -> int:
     return size
 
 
-def _slot_count(lr: LayerRegs) -> int:
+def slot_count(lr: LayerRegs) -> int:
     """Output channels (incl. unused leading ones) the layer computes per pixel.
 
     The mask counter runs over (channel, pass) from the mask start to the last mask
@@ -350,6 +380,8 @@ def _slot_count(lr: LayerRegs) -> int:
     """
     if lr.calcx4:
         return 4 * lr.out_count // lr.passes
+    if lr.quad:
+        return 4 * (((lr.mask_last - lr.mask_start) // lr.weight_bits + 1) // lr.passes)
     return ((lr.mask_last - lr.mask_start) // lr.weight_bits + 1) // lr.passes
 
 
@@ -547,20 +579,20 @@ def run_layer(m: Machine, lr: LayerRegs, sram: np.ndarray | None = None) -> Laye
     source = x
     if lr.eltwise is not None:
         if lr.pool_first:
-            x = _pool(x, lr, rounding)
+            x = pool_input(x, lr, rounding)
         acc = x[:, :, 0]
         for o in range(1, lr.operands):
             y = x[:, :, o]
             acc = {0: acc - y, 1: acc + y, 2: acc | y, 3: acc ^ y}[lr.eltwise]
         x = np.clip(acc, -128, 127)
         if not lr.pool_first:
-            x = _pool(x, lr, rounding)
+            x = pool_input(x, lr, rounding)
     else:
-        x = _pool(x[:, :, 0], lr, rounding)
+        x = pool_input(x[:, :, 0], lr, rounding)
     if lr.depthwise:
-        res = _depthwise(m, lr, procs, x)
+        res = depthwise_convolve(m, lr, procs, x)
     else:
-        res = _conv(m, lr, procs, x) if lr.is_conv else _passthrough(m, lr, procs, x)
+        res = convolve(m, lr, procs, x) if lr.is_conv else pass_through(m, lr, procs, x)
     if sram is None:  # (an input from the FIFOs is not in data memory to overwrite)
         check_read_ahead(m, lr, res, procs, input_words(lr))
         # an output over input still to be read: the order the accelerator runs
@@ -577,18 +609,18 @@ def _exact_dot(w: np.ndarray, x: np.ndarray, axes) -> np.ndarray:
                                 axes=axes)).astype(np.int64)
 
 
-def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+def convolve(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
           row_pad: tuple[int, int] | None = None, first_pixel: int = 0,
           wrap: int | None = None, weights: np.ndarray | None = None) -> LayerResult:
     """Convolve `x`, post-process, write. Streaming passes a slice of rows (`row_pad`
     replaces the frame's top/bottom padding, `first_pixel` is the slice's first output
     pixel) and the circular buffer size `wrap` of the consumer (in words)."""
-    slots = _slot_count(lr)
+    slots = slot_count(lr)
     if slots <= 0:
         raise SimError(f"layer {lr.index}: mask count below the mask start")
-    w = weights if weights is not None else _kernels(m, lr, procs, slots)
+    w = weights if weights is not None else layer_kernels(m, lr, procs, slots)
     kh, kw = lr.kernel
-    cs = 1  # the stride register drives the pooling stage (see _pool)
+    cs = 1  # the stride register drives the pooling stage (see pool_input)
     pr, pc = lr.pad
     if lr.one_d:
         # 1-D: the frame is one long row of `rows` values (the row counter indexes it)
@@ -605,7 +637,9 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
         patches = np.stack([xp[:, :, i:i + cs * (oh - 1) + 1:cs, j:j + cs * (ow - 1) + 1:cs]
                             for i in range(kh) for j in range(kw)], axis=-1)
         acc = _exact_dot(w, patches, ([1, 2, 3], [0, 1, 4]))  # (slots, oh, ow)
-    if lr.bias is not None:
+    if lr.quad and lr.bias is not None:
+        acc = acc + _quad_bias(m, lr, slots)[:, None, None]
+    elif lr.bias is not None:
         g, addr = lr.bias
         # calcx4 reads the four channels' bias bytes as one word: the address counts words
         idx = (addr * 4 if lr.calcx4 else addr) + np.arange(slots)
@@ -635,7 +669,22 @@ def _conv(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                        else np.full(mem.shape, -1), vals.reshape(-1), out.shape)
 
 
-def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+def _quad_bias(m: Machine, lr: LayerRegs, slots: int) -> np.ndarray:
+    """Quad fan-out: output channel 4 s + q's bias is byte s of quadrant q's part (each
+    quadrant's POST register gives its own bias address), scaled as usual."""
+    b = np.zeros(slots, dtype=np.int64)
+    for q in range(4):
+        addr = lr.bias_groups[q] if q < len(lr.bias_groups) else None
+        if addr is None:
+            continue
+        idx = addr + np.arange(len(b[q::4]))
+        if idx.max(initial=0) >= m.dev.bias_bytes:
+            raise SimError(f"layer {lr.index}: bias address past the bias memory")
+        b[q::4] = m.bram[q, idx].view(np.int8).astype(np.int64) * 128
+    return b
+
+
+def depthwise_convolve(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                row_pad: tuple[int, int] | None = None, first_pixel: int = 0,
                wrap: int | None = None) -> LayerResult:
     """Depthwise convolution (MAX78002, POST bit 30): each processor convolves its own
@@ -657,7 +706,7 @@ def _depthwise(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
       quadrant's address register: address + pass x time slots + slot. Processors with
       gaps are not modelled (`_depthwise_gaps`).
     """
-    w = _kernels(m, lr, procs, 1)[0]  # (P, passes, taps)
+    w = layer_kernels(m, lr, procs, 1)[0]  # (P, passes, taps)
     kh, kw = lr.kernel
     pr, pc = lr.pad
     if lr.one_d:
@@ -735,7 +784,7 @@ def _turn(procs: list[int], p: int) -> int:
     return sum(1 for q in procs if q // 16 == p // 16 and q < p)
 
 
-def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
+def pass_through(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
                  first_pixel: int = 0, wrap: int | None = None) -> LayerResult:
     vals = np.clip(x, -128, 127)
     if lr.absolute:
@@ -767,7 +816,7 @@ def _passthrough(m: Machine, lr: LayerRegs, procs: list[int], x: np.ndarray, *,
 
 
 class LayerOrderError(ValueError):
-    """A stated layer order (`run(order=...)`) the project's registers cannot produce."""
+    """A stated layer order (`sequencer.run(order=...)`) the project's registers cannot produce."""
 
 
 def _link(m: Machine, layer: int) -> tuple[bool, int | None]:
@@ -834,67 +883,3 @@ def check_order(m: Machine, order: tuple[int, ...], snoop: str | None) -> None:
     if beyond:
         raise LayerOrderError(f"layer {beyond[0]} is past the layer count register "
                               f"(last layer {last})")
-
-
-def _lead_layers(m: Machine, snoop: str | None,
-                 stop_after: int | None) -> list[LayerResult]:
-    """The layers that run before the sequencer's memory-to-memory order: the streaming
-    chain from layer 0 (CTRL stream enable), or a FIFO-fed layer 0 without streaming
-    (CTRL FIFO enable: the vendor tool's --fifo on a network with no streaming layer),
-    which reads its whole frame from the FIFOs and writes to data memory."""
-    dev = m.dev
-    ctl = m.ctl(0, dev.reg_ctl)
-    if not ctl & (CTL_STREAM | CTL_FIFO):
-        return []
-    if snoop is not None:
-        raise NotModelled(f"snoop units ({snoop}) with streaming or FIFO input are not "
-                          "modelled")
-    from .stream import fifo_frame, run_streaming, streaming_layers
-
-    if ctl & CTL_STREAM:
-        chain = streaming_layers(m, m.ctl(0, dev.reg_lcnt_max) & 0xFF)
-        if stop_after is not None:
-            chain = [ll for ll in chain if ll <= stop_after]
-        return run_streaming(m, chain, bool(ctl & CTL_FIFO))
-    what = unmodelled(m, 0)
-    if what is not None:
-        raise NotModelled(f"layer 0: {what} is not modelled yet")
-    lr = decode(m, 0)
-    return [run_layer(m, lr, fifo_frame(m, lr))]
-
-
-def run(m: Machine, stop_after: int | None = None,
-        order: tuple[int, ...] | None = None) -> list[LayerResult]:
-    """All layers from 0 to the layer count register (or the stop/next-layer fields);
-    with `stop_after`, none after that layer (as the one-shot mode lets a debugger).
-
-    `order`: the layers in the order the project is stated to run them. A project whose
-    snoop units choose the order needs one (without, NotModelled); the layers then run
-    in that order, each through the memories as always (`check_order` says what is
-    checked of it).
-    """
-    dev = m.dev
-    snoop = snoop_use(m)
-    if snoop is not None and order is None:
-        raise NotModelled(f"snoop units ({snoop}): the layer order depends on snoop "
-                          "matches, and what the units match and when they stop or "
-                          "branch is not described publicly (state the order the known "
-                          "answer assumes with --layer-order to check the rest)")
-    if order is not None:
-        check_order(m, order, snoop)
-    results = _lead_layers(m, snoop, stop_after)
-    seen = len(results)
-    if stop_after is not None and seen and results[-1].regs.index >= stop_after:
-        m.runs += 1
-        return results
-    todo = list(order[seen:]) if order is not None else \
-        register_order(m, seen, dev.max_layers - seen)
-    for layer in todo:
-        what = unmodelled(m, layer)
-        if what is not None:
-            raise NotModelled(f"layer {layer}: {what} is not modelled yet")
-        results.append(run_layer(m, decode(m, layer)))
-        if stop_after is not None and layer == stop_after:
-            break
-    m.runs += 1
-    return results

@@ -3,7 +3,7 @@
 State: the register file (absolute address -> value), 16 data memories (one per four
 processors, a byte lane per processor), 64 kernel memories (72-bit words, 9 bytes each)
 and 4 bias memories. Writes land where the memory map says; a write that sets quadrant
-0's enable bit starts the accelerator (`ai8xsim.engine.run`), which reads and writes
+0's enable bit starts the accelerator (`ai8xsim.sequencer.run`), which reads and writes
 only these memories.
 """
 from __future__ import annotations

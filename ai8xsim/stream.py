@@ -26,16 +26,16 @@ import numpy as np
 from .engine import (
     LayerRegs,
     LayerResult,
-    _conv,
-    _depthwise,
-    _kernels,
-    _passthrough,
-    _pool,
-    _slot_count,
     check_read_ahead,
+    convolve,
     decode,
+    depthwise_convolve,
     input_processors,
     input_words,
+    layer_kernels,
+    pass_through,
+    pool_input,
+    slot_count,
     unmodelled,
 )
 from .machine import FAST_FIFO, Machine, NotModelled, SimError
@@ -74,8 +74,7 @@ class _Layer:
             raise NotModelled(f"layer {lr.index}: streaming element-wise, 1-D or "
                               "transposed layers are not modelled yet")
         self.lr = lr
-        procs = [p for p in range(64) if lr.processors >> p & 1]
-        self.procs = [p for p in procs if lr.masks >> p & 1] if lr.is_conv else procs
+        self.procs = input_processors(lr)
         if not self.procs:
             raise SimError(f"layer {lr.index}: a streaming layer with no processor enabled")
         self.buffer = np.zeros((len(self.procs), lr.passes, lr.rows, lr.cols), np.int64)
@@ -92,10 +91,10 @@ class _Layer:
             self.cs = 1
             self.out_rows = (self.prow + 2 * lr.pad[0] - kh) // self.cs + 1
             self.out_cols = (pcol + 2 * lr.pad[1] - kw) // self.cs + 1
-            slots = _slot_count(lr)
+            slots = slot_count(lr)
             if slots <= 0:
                 raise SimError(f"layer {lr.index}: mask count below the mask start")
-            self.weights = None if lr.depthwise else _kernels(m, lr, self.procs, slots)
+            self.weights = None if lr.depthwise else layer_kernels(m, lr, self.procs, slots)
         else:
             self.out_rows, self.out_cols = self.prow, pcol
         if min(self.prow, pcol, self.out_rows, self.out_cols) < 1:
@@ -152,8 +151,9 @@ def _fifo_stream(m: Machine, p: int) -> list[int]:
     if not ctl >> dev.ctl_fast_fifo_bit & 1:
         return m.fifos.get(p // 16, [])
     if ctl >> dev.ctl_fast_fifo_quad_bit & 1:
-        raise NotModelled("the fast FIFO's quad fan-out (CTRL bit "
-                          f"{dev.ctl_fast_fifo_quad_bit}) is not modelled yet")
+        # Quad fan-out: every word also reaches the same processors of quadrants 1-3 (the
+        # vendor tool repeats the first layer's processors in each quadrant for it).
+        p %= 16
     if p >= 16:
         raise SimError(f"layer 0: processor {p} reads the fast FIFO, which feeds "
                        "processors 0-3 only")
@@ -235,16 +235,16 @@ def run_streaming(m: Machine, layers: list[int], fifo: bool) -> list[LayerResult
                 else:
                     _memory_rows(m, st, i1, _rollover(m, st.lr) or None if k > 0 else None)
                 st.read = i1
-            x = _pool(st.buffer[:, :, i0:i1], st.lr, rounding)
+            x = pool_input(st.buffer[:, :, i0:i1], st.lr, rounding)
             first = st.done * st.out_cols
             if st.lr.depthwise:
-                res = _depthwise(m, st.lr, st.procs, x, row_pad=(top, bottom),
+                res = depthwise_convolve(m, st.lr, st.procs, x, row_pad=(top, bottom),
                                  first_pixel=first, wrap=wraps[k])
             elif st.lr.is_conv:
-                res = _conv(m, st.lr, st.procs, x, row_pad=(top, bottom), first_pixel=first,
+                res = convolve(m, st.lr, st.procs, x, row_pad=(top, bottom), first_pixel=first,
                             wrap=wraps[k], weights=st.weights)
             else:
-                res = _passthrough(m, st.lr, st.procs, x, first_pixel=first, wrap=wraps[k])
+                res = pass_through(m, st.lr, st.procs, x, first_pixel=first, wrap=wraps[k])
             st.results.append(res)
             st.done += 1
             if k + 1 < len(states):

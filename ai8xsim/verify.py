@@ -26,9 +26,10 @@ from .creader import (
     read_project,
 )
 from .device import DEVICES
-from .engine import CTL_FIFO, LayerResult, input_processors, read_input, run, snoop_use
+from .engine import CTL_FIFO, LayerResult, input_processors, read_input, snoop_use
 from .machine import Machine, NotModelled, SimError
 from .overlap import Clobbered
+from .sequencer import run
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def execute(directory: str | Path, *, stop_after: int | None = None,
     start with random bytes from this seed, as SRAM does after power-up (None: zeros),
     so that what a project leaves uninitialized shows (a data buffer without
     --zero-sram). `layer_order`: the hardware layers in the order the project is stated
-    to run them (`engine.run`'s `order`; a project whose snoop units choose the order
+    to run them (`sequencer.run`'s `order`; a project whose snoop units choose the order
     needs one); an order its registers cannot give raises `engine.LayerOrderError`.
     """
     try:

@@ -41,7 +41,7 @@ def main() -> int:
     import json
 
     from onnx2ai8x.devices import get_device
-    from onnx2ai8x.importer.izer import import_project
+    from onnx2ai8x.sidecar.izer import import_project
 
     print(f"{'case':<18} {'median s':>9} {'min s':>7} {'vendor s':>9} {'speed-up':>9}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -61,7 +61,7 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from onnx2ai8x.devices import get_device
-    from onnx2ai8x.importer.izer import import_project
+    from onnx2ai8x.sidecar.izer import import_project
 
     cases = args.cases or sorted(p.name for p in EXPORTS.iterdir() if p.is_dir())
     print(f"{'case':<18} {'ai8x-ONNX s':>11} " + " ".join(f"{f:>12}" for f in FORMS))

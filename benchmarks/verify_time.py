@@ -25,7 +25,7 @@ CASES = {"ai85-mnist": 2.0, "ai85-cats-dogs": 20.0, "ai87-cats-dogs": 20.0}
 
 def _project(name: str, tmp: Path) -> Path:
     from onnx2ai8x.devices import get_device
-    from onnx2ai8x.importer.izer import import_project
+    from onnx2ai8x.sidecar.izer import import_project
 
     case = GOLDEN / name
     meta = json.loads((case / "case.json").read_text())

@@ -67,6 +67,10 @@ ShiftQuantileOpt = Annotated[float | None, typer.Option(
 WeightBitsOpt = Annotated[Path | None, typer.Option(
     "--weight-bits", help="YAML of per-layer weight bits (`layer: 4`, `default: 8`).")]
 AcceptLossOpt = Annotated[bool, typer.Option("--accept-loss", help=LOSS_HELP)]
+CpuFallbackOpt = Annotated[bool, typer.Option(
+    "--cpu-fallback", help="Layers the accelerator refuses run on the Arm core: a float "
+    "model (with --calibration) is split into a CPU stem, the accelerator's part and a CPU "
+    "head (issue 28).")]
 OverwriteFileOpt = Annotated[bool, typer.Option(
     "--overwrite", help="Replace an existing output file (never an input).")]
 
@@ -137,6 +141,9 @@ NoKatOpt = Annotated[bool, typer.Option(
 ChecklinesOpt = Annotated[int | None, typer.Option(
     "--max-checklines", help="Compare at most this many output words in the known-answer "
                              "test (1 or more).")]
+OversizeOpt = Annotated[bool, typer.Option(
+    "--allow-oversize", help="Write the project even when its firmware is estimated not "
+                             "to fit the part's flash or SRAM.")]
 NewLoaderOpt = Annotated[bool, typer.Option(
     "--new-kernel-loader", help="Load kernels with the SDK's newer loader (the default; "
                                 "accepted for the vendor's command line).")]
@@ -173,7 +180,7 @@ VerifyOpt = Annotated[bool, typer.Option(
 
 # EmitOptions fields convert_cmd passes on as they are (EmitOptions.from_cli checks them)
 EMIT_FLAGS = ("fifo", "fast_fifo", "softmax", "mlator", "overlap_data", "no_unload", "no_kat",
-              "max_checklines", "new_kernel_loader", "timer", "boost", "riscv",
+              "max_checklines", "allow_oversize", "new_kernel_loader", "timer", "boost", "riscv",
               "compact_weights", "mexpress", "avg_pool_rounding", "board", "zero_sram")
 
 # ---- power, clock and run-mode options (issue 29; the vendor's spelling and defaults)
@@ -210,8 +217,9 @@ NoFifoWaitOpt = Annotated[bool, typer.Option(
     "--no-fifo-wait", help="Push FIFO words without checking for space (the source must "
                            "keep pace with the inference).")]
 FastFifoQuadOpt = Annotated[bool, typer.Option(
-    "--fast-fifo-quad", help="Fast FIFO in quad fan-out mode (the vendor's option; not "
-                             "supported: refused with the reason).")]
+    "--fast-fifo-quad", help="Fast FIFO in quad fan-out mode: each word reaches all four "
+                             "quadrants, which compute the first layer's output channels "
+                             "four at a time (implies --fast-fifo; needs --riscv).")]
 RiscvDebugOpt = Annotated[bool, typer.Option(
     "--riscv-debug", help="The RISC-V core sets up its JTAG debug port (implies "
                           "--riscv).")]
@@ -258,6 +266,7 @@ class ConvertArgs:
     shift_quantile: float | None
     verify: bool
     quiet: bool
+    cpu_fallback: bool
     json_out: bool
 
     @classmethod
@@ -290,6 +299,7 @@ def convert_cmd(
     no_unload: NoUnloadOpt = False,
     no_kat: NoKatOpt = False,
     max_checklines: ChecklinesOpt = None,
+    allow_oversize: OversizeOpt = False,
     new_kernel_loader: NewLoaderOpt = False,
     timer: TimerOpt = None,
     boost: BoostOpt = None,
@@ -329,6 +339,7 @@ def convert_cmd(
     verify: VerifyOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
+    cpu_fallback: CpuFallbackOpt = False,
 ) -> None:
     """Convert MODEL.onnx into a C project for the vendor SDK.
 
@@ -379,7 +390,7 @@ def _check_convert_args(args: ConvertArgs):
 
 
 def _from_float(args: ConvertArgs, dev, calibration: Path | None):
-    from .quantize.convert import convert_float
+    from .convert import convert_float
 
     result, qtable = convert_float(
         args.model, dev, args.out, calibration=calibration, labels=args.labels,
@@ -397,8 +408,17 @@ def _run_convert(args: ConvertArgs, dev):
     from .convert import ConvertRequest, convert
     from .frontend import QuantizeRequest
 
+    if args.cpu_fallback:
+        from .partition.project import convert_cpu_fallback
+
+        return convert_cpu_fallback(args, dev)
     if args.calibration is not None:
-        return _from_float(args, dev, args.calibration)
+        try:
+            return _from_float(args, dev, args.calibration)
+        except Ai8xError as exc:  # a refused layer: the CPU could run it (issue 28)
+            from .partition.split import with_fallback_hint
+
+            raise with_fallback_hint(exc) from None
     try:
         # (the quantize request applies only when the model turns out to be a float
         # model the front end recovers exactly: a vendor export)
@@ -508,18 +528,18 @@ def check_cmd(
 
     Example: onnx2ai8x check model.onnx --device MAX78002 --json
     """
-    from .frontend import QuantizeRequest
+    from .api import check
 
     dev = _device(device)
     _require_file(model, "model")
-    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file")):
+    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file"),
+                       (calibration, "calibration data")):
         if path is not None:
             _require_file(path, what)
-    quantize = QuantizeRequest(calibration=calibration, method=calibration_method,
-                               percentile=percentile, weight_bits=weight_bits,
-                               accept_loss=accept_loss)
-    result = _plan_any(model, dev, sidecar, quantize, onnx_checker=True,
-                       overlap_data=overlap_data)
+    result = check(model, dev, sidecar=sidecar, calibration=calibration,
+                   calibration_method=calibration_method, percentile=percentile,
+                   weight_bits=weight_bits, accept_loss=accept_loss,
+                   overlap_data=overlap_data, onnx_checker=True)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -529,20 +549,12 @@ def check_cmd(
 
 
 def _plan_any(model: Path, dev, sidecar: Path | None, quantize, **kw):
-    """convert.plan on an ai8x-ONNX model, or on a standard float model through the one
-    front end (taken exactly when it holds the accelerator's integers, else quantized
-    with `quantize.calibration`): the quantizer's message says what a float model
-    needs. Calibration data given for an ai8x-ONNX model is not needed and ignored."""
-    from .convert import plan
+    """api.plan_any, the calibration data checked first."""
+    from .api import plan_any
 
     if quantize.calibration is not None:
         _require_file(quantize.calibration, "calibration data")
-    try:
-        return plan(model, dev, sidecar, quantize=quantize, **kw)
-    except Ai8xError as exc:
-        if exc.code != "float.already-ai8x":
-            raise
-    return plan(model, dev, sidecar, **kw)
+    return plan_any(model, dev, sidecar, quantize, **kw)
 
 
 def sidecar_cmd(
@@ -642,7 +654,7 @@ def import_izer_cmd(
     check_output(output, (config_file, checkpoint_file, sample), directory=False,
                  overwrite=overwrite)
     try:
-        from .importer.izer import import_izer_command
+        from .sidecar.izer import import_izer_command
     except ImportError as exc:  # torch is only needed here
         raise Ai8xError("usage.torch-missing", "import-izer",
                         f"the importer needs PyTorch ({exc})",
@@ -678,7 +690,7 @@ def quantize_cmd(
 
     Example: onnx2ai8x quantize model.onnx --calibration x.npy -o model-q.onnx
     """
-    from .quantize.convert import quantize_command
+    from .api import quantize
 
     dev = _device(device)
     _require_file(model, "model")
@@ -691,17 +703,18 @@ def quantize_cmd(
     # the report beside the output is an output too: never replaced without --overwrite
     report = report if report is not None else output.parent / "report.json"
     check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
-    result, warnings = quantize_command(
-        model, calibration, output, device=dev, labels=labels, method=calibration_method,
-        percentile=percentile, weight_bits=weight_bits, report=report,
-        accept_loss=accept_loss, shift_quantile=shift_quantile)
-    _warn(warnings)
+    result = quantize(model, dev, calibration=calibration, output=output, report=report,
+                      overwrite=overwrite, labels=labels,
+                      calibration_method=calibration_method, percentile=percentile,
+                      weight_bits=weight_bits, accept_loss=accept_loss,
+                      shift_quantile=shift_quantile)
+    _warn(result.warnings)
     if json_out:
-        data = json.loads(result.report_json())
+        data = json.loads(result.report_json)
         data.update(output=str(output), report=str(report))  # where they were written
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not quiet:
-        typer.echo(result.table())
+        typer.echo(result.table)
         typer.echo(f"wrote {output} and {report}")
 
 

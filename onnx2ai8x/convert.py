@@ -16,7 +16,7 @@ import numpy as np
 
 from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError, Diagnostic
-from .frontend import QuantizeRequest
+from .frontend import QuantizeRequest, front_end, where_of
 from .network import Network
 from .options import EmitOptions
 from .placement import Placement
@@ -35,7 +35,7 @@ EXPORTER_GRAPH_NAMES = frozenset({"main_graph", "torch_jit", "torch-jit-export",
 class ConvertRequest:
     """One conversion as the command line asks for it."""
 
-    model: Path
+    model: object  # a path, bytes, a ModelProto or a Network (frontend.front_end)
     device: Device  # resolved where the name was given (cli: devices.get_device)
     output: Path
     sidecar: Path | None = None
@@ -83,37 +83,16 @@ def _no_step(_: str) -> None:
     return None
 
 
-def load_onnx(path: Path, *, onnx_checker: bool = False):
-    """The model file as onnx2ai8x.onnxpb messages.
+def _fifo_fed(mapped: Mapped, fifo: bool) -> Mapped:
+    """`mapped`, unless a later layer reads an input that arrives through the FIFOs
+    (a streaming first layer reads through them whatever the options: convert)."""
+    from .map.memory_check import fifo_input_read_once
 
-    The convert path does not import onnx (0.15 s of start-up, issue 5): the reader
-    checks the graph structure and everything it reads. `onnx_checker` (the `check`
-    command) also runs onnx's full checker.
-    """
-    from . import onnxpb
-
-    try:
-        model = onnxpb.load(path)
-    except (onnxpb.DecodeError, OSError) as exc:
-        raise Ai8xError("model.unreadable", str(path),
-                        f"not a readable ONNX file ({str(exc).splitlines()[0][:200]})",
-                        "export the model with ai8x_torch.export_onnx or onnx2ai8x "
-                        "import-izer") from None
-    if onnx_checker:
-        import onnx
-
-        from custom_ops import onnx_support
-
-        onnx_support()
-        try:
-            onnx.checker.check_model(onnxpb.to_onnx(model))
-        except Exception as exc:  # noqa: BLE001
-            raise Ai8xError("model.invalid", str(path),
-                            f"the ONNX checker rejects the model: "
-                            f"{str(exc).splitlines()[0][:300]}",
-                            "re-export the model; hand-edited files must stay valid ONNX"
-                            ) from None
-    return model
+    placement = mapped.placement
+    refused = fifo_input_read_once(placement.network, fifo or placement.layers[0].streaming)
+    if refused:
+        raise Ai8xError.many(refused)
+    return mapped
 
 
 def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False,
@@ -127,14 +106,14 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
     if sidecar_path is None:
         from .map.auto import auto_map
 
-        return auto_map(network, device, None, fifo=fifo), None, ()
+        return _fifo_fed(auto_map(network, device, None, fifo=fifo), fifo), None, ()
     from .sidecar.parse import parse_dict
     from .sidecar.partial import place_partial, read_sidecar_text
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
-        return place_partial(text, network, device, fifo=fifo), None, ()
+        return _fifo_fed(place_partial(text, network, device, fifo=fifo), fifo), None, ()
     positions = None
     try:
         sidecar = parse_dict(text.data, str(sidecar_path))
@@ -149,11 +128,12 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
         named = Ai8xError.many([text.add_line(d, positions) for d in err.diagnostics])
         named.exit_code = err.exit_code
         raise named from None
-    from .map.memory_check import checked, unpermitted_overlaps
+    from .map.memory_check import checked, fifo_input_read_once, unpermitted_overlaps
 
     mapped, problems = checked(placement)
     if not overlap_data:
         problems += unpermitted_overlaps(placement)
+    problems += fifo_input_read_once(network, fifo or placement.layers[0].streaming)
     if problems:
         raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
     from .sidecar.agreement import model_contradictions
@@ -184,47 +164,56 @@ def _overlap_notes(placement: Placement) -> tuple[str, ...]:
             "needs --overlap-data when passed back",)
 
 
-def plan(model_path: Path, device: Device, sidecar_path: Path | None,
+def plan(model, device: Device, sidecar_path: Path | None = None,
          step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False,
          quantize: QuantizeRequest | None = None, overlap_data: bool = False,
          options: EmitOptions | None = None) -> Plan:
     """Import (the one front end: read, rewrite, legalize), map, decide the hardware
-    choices and lower; no files are written (`onnx_checker`: see load_onnx; `quantize`:
-    the model is a float model, quantized first; `options`: the converter's options,
-    default the options `fifo` (the user asked for FIFO input, so an inferred mapping
-    puts it there) and `overlap_data` (--overlap-data, a sidecar may write a layer over
-    its own input) make)."""
+    choices and lower; no files are written. `model`: a path, the bytes of an ONNX
+    file, a ModelProto or a Network (frontend.front_end). (`onnx_checker`: see
+    frontend.load_onnx; `quantize`: the model is a float model, quantized first;
+    `options`: the converter's options, default the options `fifo` (the user asked for
+    FIFO input, so an inferred mapping puts it there) and `overlap_data`
+    (--overlap-data, a sidecar may write a layer over its own input) make; with
+    --fast-fifo-quad the first layer is fanned out to the four quadrants after the
+    mapping)."""
     if not isinstance(device, Device):
         # a caller's mistake, not a user's: the stages read device facts, never names
         raise TypeError(f"plan() takes a Device (onnx2ai8x.devices.get_device(name)), "
                         f"not {device!r}")
-    from .frontend import front_end
     from .map.advice import energy_hints, streaming_bias
+    from .map.kernels import check_quad_fan_out, with_quad_fan_out
     from .map.latency import estimate_cycles
     from .map.lowered import lower
     from .map.memory_check import overlapping_layers
+    from .map.weights import Mapped, allocate_weights
     from .options import decide_hardware
     from .report import render_table, summarize, to_json
     from .sidecar.write import implied_flags, write_sidecar
 
     if options is None:
         options = EmitOptions(fifo=fifo, overlap_data=overlap_data)
-    fe = front_end(model_path, device, quantize=quantize, onnx_checker=onnx_checker,
+    fe = front_end(model, device, quantize=quantize, onnx_checker=onnx_checker,
                    step=step)
     network, notes = fe.network, fe.notes
     if network.name.strip().lower() in EXPORTER_GRAPH_NAMES:
         # an exporter's default graph name says nothing (torch.onnx: `main_graph`): the
         # project, its banner and the sidecar are named after the model file instead
-        network = dataclasses.replace(network, name=Path(model_path).stem)
+        network = dataclasses.replace(network, name=model_stem(model))
     step("map")
     # the mapping, with its kernel and bias memory allocated once (by its check)
     mapped, snoop, warnings = _place(network, device, sidecar_path, options.uses_fifo,
                                      options.overlap_data)
+    stated = mapped.placement  # the sidecar states the mapping, without the quad fan-out
+    if options.fast_fifo_quad:
+        check_quad_fan_out(stated)
+        quad = with_quad_fan_out(stated)
+        mapped = Mapped(quad, allocate_weights(quad))
     placement = mapped.placement
     choices, implied = decide_hardware(
         options, device, first_streams=placement.layers[0].streaming,
         data_buffer=network.data_buffer is not None, pool_rounding=fe.avg_pool_rounding,
-        snoop=snoop, model=str(model_path))
+        snoop=snoop, model=where_of(model))
     hw = lower(mapped, choices)  # the one value the later stages read
     warnings = fe.warnings + warnings + streaming_bias(placement)
     warnings += energy_hints(placement)
@@ -235,10 +224,25 @@ def plan(model_path: Path, device: Device, sidecar_path: Path | None,
     return Plan(model=fe.model, hw=hw, cycles=cycles, report=report,
                 summary=render_table(report), report_json=to_json(report),
                 sidecar_text=write_sidecar(
-                    placement, flags=implied_flags(placement, fe.avg_pool_rounding,
-                                                   overlapping_layers(placement)),
+                    stated, flags=implied_flags(stated, fe.avg_pool_rounding,
+                                                overlapping_layers(stated)),
                     origin=Path(sidecar_path).name if sidecar_path is not None else None),
                 warnings=warnings, implied=implied, quant=fe.quant)
+
+
+def model_stem(model, network: Network | None = None) -> str:
+    """The name a model's files are written under: the file's stem, else (a model in
+    memory) its network's name as a file name, else "model"."""
+    from .frontend import is_path
+
+    if is_path(model):
+        return Path(model).stem
+    import re
+
+    name = "" if network is None else network.name.strip()
+    if name.lower() in EXPORTER_GRAPH_NAMES:
+        return "model"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "model"
 
 
 def default_sample(network: Network) -> np.ndarray:
@@ -309,6 +313,7 @@ class ConvertResult:
     # units choose the order at run time (the sidecar's `simulated_sequence` path)
     layer_order: tuple[int, ...] | None = None
     quant: object | None = None  # quantize.ptq.QuantResult of a float model
+    report: object | None = None  # report.Report (the Python API returns it)
 
 
 @contextmanager
@@ -339,7 +344,8 @@ def progress_steps(enabled: bool) -> Iterator[Step]:
 
 
 def _sample_for(request: ConvertRequest, network: Network, quant=None) -> np.ndarray:
-    from .runner import check_sample_shape, fit_to_input, load_sample
+    from .runner import check_sample_shape, fit_to_input
+    from .samples import load_sample
 
     if quant is not None:
         # a float source: the sample (else the first calibration sample) is in the
@@ -350,7 +356,7 @@ def _sample_for(request: ConvertRequest, network: Network, quant=None) -> np.nda
             source = request.quantize.calibration
         if source is not None:
             from .quantize import load_array
-            from .quantize.convert import one_sample
+            from .quantize.mapping import one_sample
 
             what = "sample input" if request.sample_input is not None else "calibration data"
             return one_sample(load_array(source, what), quant.mapping,
@@ -388,9 +394,14 @@ def convert(request: ConvertRequest) -> ConvertResult:
         step("reference")
         outputs = reference_outputs(result.hw, sample)
         step("emit")
-        annotated = annotate_model(result.model, result.hw, result.cycles,
-                                   report=result.report)
-        stem = Path(request.model).stem
+        source = result.model
+        if source is None:  # a Network given in memory: its ai8x-ONNX, built here
+            from custom_ops.builder import build_proto
+
+            source = build_proto(result.network,
+                                 avg_pool_rounding=result.hw.choices.avg_pool_rounding)
+        annotated = annotate_model(source, result.hw, result.cycles, report=result.report)
+        stem = model_stem(request.model, result.network)
         extra = dict(request.report_extra or {})
         if result.quant is not None:  # the quantization report, under "quantization"
             import json
@@ -408,9 +419,15 @@ def convert(request: ConvertRequest) -> ConvertResult:
             f"{stem}.onnx": annotated.SerializeToString(deterministic=True),
         }
         timing = _PhaseTiming(result, options)
+
+        def finish(directory: Path) -> dict[str, bytes]:
+            if not request.options.get("allow_oversize"):
+                _check_footprint(directory, result.device, request.output)
+            return timing.files(directory)
+
         write_project(result.hw, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files, stem=stem, finish=timing.files)
+                      extra_files=extra_files, stem=stem, finish=finish)
         result = dataclasses.replace(result, report_json=timing.report_json,
                                      summary=result.summary + timing.text)
     from .emit.project import project_board
@@ -418,7 +435,15 @@ def convert(request: ConvertRequest) -> ConvertResult:
     return ConvertResult(summary=result.summary, report_json=result.report_json,
                          board=project_board(result.device, options.board),
                          warnings=result.warnings, layer_order=_snoop_order(result.hw),
-                         quant=result.quant)
+                         quant=result.quant, report=result.report)
+
+
+def _check_footprint(directory: Path, device: Device, output: Path) -> None:
+    """Before the project is in place: its firmware, estimated from its sources, fits
+    the part's flash and SRAM (emit/footprint.py), or the conversion stops (exit 1)."""
+    from .emit.footprint import check_fit, estimate, project_files
+
+    check_fit(estimate(project_files(directory), device), device, str(output))
 
 
 class _PhaseTiming:
@@ -460,3 +485,38 @@ def _snoop_order(hw: HwNetwork) -> tuple[int, ...] | None:
     from .emit.unload import simulated_layers
 
     return hw.view.hardware_order(simulated_layers(hw.placement))
+
+
+# -- convert with `--calibration`: quantize, then the ordinary conversion of the
+# result, through the one front end (the quantized network goes through no file).
+# `quantize` itself is onnx2ai8x.api.quantize.
+
+def _require(path: Path | None, what: str) -> None:
+    if path is not None and not Path(path).is_file():
+        raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
+                        "check the path", exit_code=EXIT_USAGE)
+
+
+def convert_float(model: Path, device: Device, out: Path, *, calibration: Path | None,
+                  labels: Path | None, method: str | None, percentile: float | None,
+                  weight_bits: Path | None, sidecar: Path | None, sample_input: Path | None,
+                  overwrite: bool, options: dict, progress: bool,
+                  accept_loss: bool = False, shift_quantile: float | None = None):
+    """Quantize `model`, then convert the quantized model into the project `out`.
+
+    The project's known-answer test uses --sample-input, else the first calibration
+    sample, both in the float model's input units, quantized with the model's input
+    mapping; report.json gains the
+    quantization report under "quantization".
+    """
+    _require(calibration, "calibration data")
+    _require(labels, "labels")
+    _require(weight_bits, "weight-bits file")
+    converted = convert(ConvertRequest(
+        model=Path(model), device=device, output=out, sidecar=sidecar,
+        sample_input=sample_input, overwrite=overwrite, options=options, progress=progress,
+        quantize=QuantizeRequest(calibration=calibration, labels=labels, method=method,
+                                 percentile=percentile, weight_bits=weight_bits,
+                                 accept_loss=accept_loss, shift_quantile=shift_quantile,
+                                 sample=sample_input)))
+    return converted, converted.quant.table()

@@ -167,6 +167,9 @@ class Device:
     # "On MAX78002 only, when multi-pass is not used"); the tool refuses it with more
     # than one input pass (izer SUPPORT_MULTIPASS_STRIDE / _READ_STRIDE).
     read_gap: bool
+    # Padded Conv1d may read more than one input pass (izer SUPPORT_MULTIPASS_PADDED_CONV1D:
+    # MAX78000 yes, MAX78002 no; the vendor tool refuses it on MAX78002).
+    multipass_padded_conv1d: bool
 
     # --- numerics ---
     weight_bits: tuple[int, ...]  # -1 is binary (+1/-1) weights
@@ -225,6 +228,11 @@ class Device:
     # <part>/Source/GCC/<part>.ld): what a project's text+data and data+bss must fit.
     flash_bytes: int
     sram_bytes: int
+    # What every project's firmware takes besides its own code and arrays (the SDK's
+    # start-up, drivers and C library; its data, stack and heap), measured on the
+    # projects tests/emit/test_firmware_build.py links with the MSDK (emit/footprint.py).
+    firmware_code_bytes: int
+    firmware_sram_bytes: int
     # Clocks (the vendor tool's IPO_SPEED, APB_SPEED, PLL_SPEED): projects select the
     # internal primary oscillator as system clock; the accelerator runs from the APB
     # clock (IPO / 2) or, where the part has one, from the IPLL.
@@ -362,6 +370,7 @@ MAX78000 = Device(
     flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
     eltwise_multipass_emulated=True, eltwise_multipass_conv_bias=True, read_gap=False,
+    multipass_padded_conv1d=True,
     weight_bits=(1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
@@ -390,6 +399,7 @@ MAX78000 = Device(
     passthrough_avgpool_after_eltwise=False,
     two_pass_passthrough=True, kernoff_multiwrite=True,
     flash_bytes=512 * 1024, sram_bytes=128 * 1024,
+    firmware_code_bytes=39_200, firmware_sram_bytes=5_200,
     ipo_mhz=100, apb_mhz=50, pll_mhz=0, no_pipeline_mhz=50,
     boards=("EvKit_V1", "FTHR_RevA"),
 )
@@ -422,6 +432,7 @@ MAX78002 = Device(
     flatten_pixels_max=256, flatten_inputs_max=16384,
     eltwise_operands_min=2, eltwise_operands_max=16,
     eltwise_multipass_emulated=False, eltwise_multipass_conv_bias=False, read_gap=True,
+    multipass_padded_conv1d=False,
     weight_bits=(-1, 1, 2, 4, 8), output_shift_min=-15, output_shift_max=15,
     output_widths=(8, 32),
     max_stream_layers=8, stream_frame_max=2**21,
@@ -457,6 +468,7 @@ MAX78002 = Device(
     passthrough_avgpool_after_eltwise=True,
     two_pass_passthrough=True, kernoff_multiwrite=False,
     flash_bytes=2560 * 1024, sram_bytes=384 * 1024,
+    firmware_code_bytes=42_300, firmware_sram_bytes=5_200,
     ipo_mhz=120, apb_mhz=60, pll_mhz=200, no_pipeline_mhz=50,
     boards=("EvKit_V1",),
     support_fifo_go=True, support_oneshot=True, oneshot_clear=False,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .devices import Device
 from .errors import Ai8xError
+from .legalize.legal import legal_network
 from .network import Network
 
 
@@ -45,7 +46,7 @@ class QuantizeRequest:
 class FrontEnd:
     """A model read, rewritten and checked against one device."""
 
-    model: object  # onnxpb.ModelProto: the ai8x-ONNX the network was read from
+    model: object | None  # onnxpb.ModelProto: the ai8x-ONNX the network was read from
     read: Network  # as the model describes it
     network: Network  # rewritten and legal for the device (the device recorded)
     notes: tuple[str, ...]  # one line per layer the rewrites inserted
@@ -60,12 +61,19 @@ def _noop(_: str) -> None:
 
 def front_end(model, device: Device, *, quantize: QuantizeRequest | None = None,
               onnx_checker: bool = False, step=_noop) -> FrontEnd:
-    """`model` (a path, or an ai8x-ONNX ModelProto in memory) read, rewritten and
-    legalized for `device`. With `quantize`, `model` is a standard float model that is
-    quantized first (and checked by the silent-loss guard); a float model given without
-    it is recovered exactly when it is an export of integers, else refused with a request
-    for calibration data."""
+    """`model` read, rewritten and legalized for `device`. `model` is a path, the bytes
+    of an ONNX file, a ModelProto (onnx's or onnx2ai8x.onnxpb's) or a Network; nothing
+    is written. With `quantize`, `model` is a standard float model that is quantized
+    first (and checked by the silent-loss guard); a float model given without it is
+    recovered exactly when it is an export of integers, else refused with a request
+    for calibration data. A Network has no ONNX model (`FrontEnd.model` is None: the
+    driver builds one when it writes a project)."""
     step("read")
+    if isinstance(model, Network):
+        step("legalize")
+        network, notes = legal_network(model, device)
+        return FrontEnd(model=None, read=model, network=network, notes=notes,
+                        avg_pool_rounding=None)
     proto, quant = _source(model, device, quantize, onnx_checker)
     names = None if quant is None else {r.name: r.nodes for r in quant.layers}
     read = _read(proto, model)
@@ -76,23 +84,30 @@ def front_end(model, device: Device, *, quantize: QuantizeRequest | None = None,
         from .quantize.guard import check_loss
 
         accept = quantize is not None and quantize.accept_loss
-        warnings = (*quant.warnings, *check_loss(quant, accept=accept, where=str(model)))
+        warnings = (*quant.warnings, *check_loss(quant, accept=accept,
+                                                 where=where_of(model)))
     return FrontEnd(model=proto, read=read.network, network=network, notes=notes,
                     avg_pool_rounding=read.avg_pool_rounding, quant=quant,
                     warnings=warnings)
+
+
+def is_path(model) -> bool:
+    return isinstance(model, (str, Path))
+
+
+def where_of(model) -> str:
+    """How messages name `model`: its path, or "model" for one in memory."""
+    return str(model) if is_path(model) else "model"
 
 
 def _source(model, device: Device, quantize: QuantizeRequest | None, onnx_checker: bool):
     """The ai8x-ONNX model to read, and the quantization result when `model` is a float
     model (quantized here)."""
     from . import onnxpb
-    from .convert import load_onnx
     from .quantize import is_float_model, quantize_file
 
-    if not isinstance(model, (str, Path)):
-        return onnxpb.from_onnx(model), None
     if quantize is None or quantize.calibration is None:
-        proto = load_onnx(Path(model), onnx_checker=onnx_checker)
+        proto = load_onnx(model, onnx_checker=onnx_checker)
         if not is_float_model(proto):
             return proto, None
         # a standard float model: taken exactly when it holds the accelerator's integers
@@ -103,11 +118,51 @@ def _source(model, device: Device, quantize: QuantizeRequest | None, onnx_checke
         from .quantize import load_array
 
         sample = load_array(quantize.sample, "sample input")
-    quant = quantize_file(Path(model), quantize.calibration, method=quantize.method,
+    source = Path(model) if is_path(model) else load_onnx(model)
+    quant = quantize_file(source, quantize.calibration, method=quantize.method,
                           percentile=quantize.percentile, weight_bits=quantize.weight_bits,
                           labels=quantize.labels, device=device, check=False,
                           shift_quantile=quantize.shift_quantile, sample=sample)
     return onnxpb.from_onnx(quant.model), quant
+
+
+def load_onnx(path, *, onnx_checker: bool = False):
+    """The model file (or the bytes of one, or a ModelProto) as onnx2ai8x.onnxpb
+    messages.
+
+    The convert path does not import onnx (0.15 s of start-up, issue 5): the reader
+    checks the graph structure and everything it reads. `onnx_checker` (the `check`
+    command) also runs onnx's full checker.
+    """
+    from . import onnxpb
+
+    try:
+        if is_path(path):
+            model = onnxpb.load(path)
+        elif isinstance(path, bytes | bytearray | memoryview):
+            model = onnxpb.decode(bytes(path))
+        else:
+            model = onnxpb.from_onnx(path)
+    except (onnxpb.DecodeError, OSError) as exc:
+        raise Ai8xError("model.unreadable", where_of(path),
+                        f"not a readable ONNX file ({str(exc).splitlines()[0][:200]})",
+                        "export the model with ai8x_torch.export_onnx or onnx2ai8x "
+                        "import-izer") from None
+    if onnx_checker:
+        import onnx
+
+        from custom_ops import onnx_support
+
+        onnx_support()
+        try:
+            onnx.checker.check_model(onnxpb.to_onnx(model))
+        except Exception as exc:  # noqa: BLE001
+            raise Ai8xError("model.invalid", where_of(path),
+                            f"the ONNX checker rejects the model: "
+                            f"{str(exc).splitlines()[0][:300]}",
+                            "re-export the model; hand-edited files must stay valid ONNX"
+                            ) from None
+    return model
 
 
 def _read(proto, model):
@@ -116,7 +171,7 @@ def _read(proto, model):
     try:
         return read_model_full(proto)
     except Ai8xError as exc:  # name the file: the reader knows only nodes and tensors
-        if not isinstance(model, (str, Path)):
+        if not is_path(model):
             raise
         named = Ai8xError.many([dataclasses.replace(d, where=f"{model}: {d.where}")
                                 for d in exc.diagnostics])
@@ -124,31 +179,5 @@ def _read(proto, model):
         raise named from None
 
 
-def legal_network(network: Network, device: Device,
-                  names: dict[str, tuple[str, ...]] | None = None
-                  ) -> tuple[Network, tuple[str, ...]]:
-    """The rewrites (legalize/rewrite.py), then the device's limits, in this order on
-    every path; the inserted layers' notes. `names`: layer name -> the source model's
-    nodes it was made from, named in the diagnostics (a quantized float model)."""
-    from .legalize import legalize
-    from .legalize.rewrite import inserted_layers, rewrite
-
-    rewritten = rewrite(network, device)
-    notes = inserted_layers(network, rewritten)
-    try:
-        return legalize(rewritten, device), notes
-    except Ai8xError as exc:
-        if not names:
-            raise
-        named = Ai8xError.many([dataclasses.replace(d, where=_named(d.where, names))
-                                for d in exc.diagnostics])
-        named.exit_code = exc.exit_code
-        raise named from None
-
-
-def _named(where: str, names: dict[str, tuple[str, ...]]) -> str:
-    nodes = names.get(where)
-    return f"{where} (node {', '.join(nodes)})" if nodes else where
-
-
-__all__ = ["FrontEnd", "QuantizeRequest", "front_end", "legal_network"]
+__all__ = ["FrontEnd", "QuantizeRequest", "front_end", "is_path", "legal_network", "load_onnx",
+           "where_of"]

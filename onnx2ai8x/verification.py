@@ -8,29 +8,13 @@ named. `--stop-after N` writes layer N's output words and tensor for debugging.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .errors import EXIT_INVALID, EXIT_NOT_MODELLED, EXIT_OK, EXIT_USAGE, Ai8xError
+from .errors import EXIT_NOT_MODELLED, EXIT_USAGE, Ai8xError
 from .fsutil import write_dir_atomic
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    passed: bool
-    text: str
-    data: dict
-    # PASS/FAIL/ERROR, or NOT MODELLED when the project uses a feature the model does
-    # not execute (it vouches for neither answer; its own exit code tells scripts so)
-    verdict: str = "PASS"
-
-    @property
-    def exit_code(self) -> int:
-        if self.passed:
-            return EXIT_OK
-        return EXIT_NOT_MODELLED if self.verdict == "NOT MODELLED" else EXIT_INVALID
+from .verdict import VerifyResult
 
 
 def _references(model: Path, outcome, failed: bool) -> list[np.ndarray] | tuple[int, ...]:
@@ -120,6 +104,13 @@ def verify(project: Path, *, model: Path | None = None, stop_after: int | None =
                         "not a generated C project (no cnn.c and main.c)",
                         "pass the directory onnx2ai8x (or the vendor tool) wrote",
                         exit_code=EXIT_USAGE)
+    from .verify_split import is_split, verify_split
+
+    if is_split(project) and stop_after is None:
+        # CPU segments around the accelerator (issue 28): the whole project in order
+        # against its known answer (the layer-by-layer --model reference is the
+        # accelerator's alone and is not run)
+        return verify_split(project)
     try:
         outcome = execute(project, stop_after=stop_after, layer_order=layer_order)
     except LayerOrderError as exc:

@@ -50,10 +50,10 @@ def held_out(metrics):
 
 @pytest.fixture(scope="module")
 def quantized(tmp_path_factory):
-    from onnx2ai8x.quantize.convert import quantize_command
+    from onnx2ai8x.api import quantize
 
     out = tmp_path_factory.mktemp("digits_float") / "digits_float_q.onnx"
-    quantize_command(MODEL, CALIBRATION, out, device=MAX78000)
+    quantize(MODEL, MAX78000, calibration=CALIBRATION, output=out)
     return out
 
 

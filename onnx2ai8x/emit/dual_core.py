@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..errors import Ai8xError
 from ..map.hw import HwView
+from ..map.kernels import fifo_input_map
 from ..options import EmitOptions
 
 ARM_MAIN = "main.c"
@@ -51,9 +52,10 @@ def fast_fifo_processors(hw: HwView, options: EmitOptions) -> str | None:
     dev = hw.placement.device
     pl = hw.placement.layers[hw.start_layer]
     allowed = dev.fast_fifo_processors_chw if pl.big_data else dev.fast_fifo_processors_hwc
-    if pl.processor_map and pl.processor_map & ~allowed == 0:
+    pmap = fifo_input_map(hw.placement)
+    if pmap and pmap & ~allowed == 0:
         return None
-    return f"the input sits on processor map {pl.processor_map:#018x}"
+    return f"the input sits on processor map {pmap:#018x}"
 
 
 def fast_fifo_output_width(hw: HwView, options: EmitOptions) -> str | None:

@@ -26,6 +26,7 @@ from ..map.kernels import (
     hardware_kernel,
 )
 from ..map.lowered import HwNetwork
+from .registers.layer_common import calcx4_index
 
 START_LAYER = 0  # the vendor tool loads the input for layer 0 (its --start-layer default)
 
@@ -136,8 +137,16 @@ def _kernel_index(hw: HwNetwork, ll: int, column: np.ndarray) -> np.ndarray:
     count = passes * lay.output_channels * 9 * abs(lay.quantization) // (size * 8)
     start = kernels.offset[ll]
     quarter, rest = np.divmod(column - start, (count + 3) // 4)
-    start //= 4
     narrow, wide = mem.kernel_words_small, mem.kernel_words_large
+    if start >= narrow:
+        # Kernels in the extended memory (processors 0, 16, 32, 48: four more instances
+        # of (wide - narrow) / 4 words above word `narrow`; izer/tornadocnn.py
+        # MASK_WIDTH_LARGE): each quarter from the word the mask start register names
+        # (calcx4_index, as the register is programmed), narrow + (start - narrow) / 4.
+        # The vendor's writer adds start / 4 there instead, past the memory's end (it
+        # stops with an IndexError on such a layer: random 67 of the MAX78002).
+        return quarter * ((wide - narrow) // 4) + rest + calcx4_index(start, mem)
+    start //= 4
     small = quarter * (narrow // 4) + rest + start
     large = quarter * ((wide - narrow) // 4) + rest + narrow + start
     return np.where(column < narrow, small, large)

@@ -19,6 +19,7 @@ from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_dir_atomic
 from ..map.hw import HwView
+from ..map.kernels import fifo_input_map
 from ..map.lowered import HwNetwork
 from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
@@ -157,7 +158,7 @@ def fifo_feed(hw: HwView, sample: np.ndarray) -> FifoFeed:
     if lay.operands != 1:
         raise Ai8xError("emit.fifo", lay.name, "a FIFO-fed first layer takes one operand",
                         "load element-wise inputs through memory (drop --fifo)")
-    pmap = pl.processor_map
+    pmap = fifo_input_map(hw.placement)
     allowed = FIFO_PROCESSORS_CHW if pl.big_data else FIFO_PROCESSORS_HWC
     if not pmap or pmap & ~allowed:
         # the walk below finds each FIFO's processors at a quadrant's start; a map with

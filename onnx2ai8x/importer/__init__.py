@@ -1,4 +1,5 @@
-"""Importers: ai8x-ONNX -> Network (`onnx_reader`), vendor projects -> ai8x-ONNX (`izer`).
+"""Importers: ai8x-ONNX -> Network (`onnx_reader`), float ONNX (`float_onnx`), vendor
+checkpoints (`checkpoint`; import-izer itself is `onnx2ai8x.sidecar.izer`).
 
 `read_model` is loaded on first use so that importing a sibling module (e.g. the
 checkpoint reader) does not pull in onnx, and nothing here imports torch.

@@ -39,6 +39,7 @@ from ..network import (
     unique_name,
 )
 from .dialects import Canonical, canonicalize, explained, folds_itself, handled_ops
+from .onnx_nodes import CONST_OPS, data_input, node_attr
 
 OPSET_MIN, OPSET_MAX = 11, 21
 # Ops that only pass values through at inference time.
@@ -73,21 +74,6 @@ _HINTS = {
 }
 
 
-def _reduce(fn):
-    def run(node, x, axes=None):
-        ax = _attr(node, "axes")
-        ax = tuple(int(a) for a in (ax if ax is not None else
-                                    (axes if axes is not None else range(x.ndim))))
-        return fn(x, axis=ax, keepdims=bool(_attr(node, "keepdims", 1)))
-    return run
-
-
-def _clip(node, x, lo=None, hi=None):
-    lo = _attr(node, "min") if lo is None else lo
-    hi = _attr(node, "max") if hi is None else hi
-    return np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi)
-
-
 def _to_array(tensor) -> np.ndarray:
     """A tensor's values: onnxpb's reader for the numeric types, onnx's for the rest
     (strings, bfloat16, ...; importing onnx only then)."""
@@ -97,32 +83,6 @@ def _to_array(tensor) -> np.ndarray:
         from onnx import numpy_helper
 
         return numpy_helper.to_array(tensor)
-
-
-def _cast(node, x):
-    return x.astype(onnxpb.tensor_dtype_to_np_dtype(_attr(node, "to")))
-
-
-# Constant-only nodes the walk evaluates itself (numpy keeps the inputs' float32 where
-# ONNX does, so a folded weight equals what onnxruntime computes).
-_CONST_OPS = {
-    "Add": lambda n, a, b: a + b, "Sub": lambda n, a, b: a - b,
-    "Mul": lambda n, a, b: a * b, "Div": lambda n, a, b: a / b,
-    "Pow": lambda n, a, b: np.power(a, b).astype(a.dtype),
-    "Neg": lambda n, a: -a, "Abs": lambda n, a: np.abs(a),
-    "Reciprocal": lambda n, a: (1 / a).astype(a.dtype),
-    "Floor": lambda n, a: np.floor(a), "Ceil": lambda n, a: np.ceil(a),
-    "Round": lambda n, a: np.round(a), "Log": lambda n, a: np.log(a),
-    "Exp": lambda n, a: np.exp(a), "Sqrt": lambda n, a: np.sqrt(a),
-    "Clip": _clip, "Cast": _cast,
-    "Max": lambda n, *a: np.maximum.reduce(a), "Min": lambda n, *a: np.minimum.reduce(a),
-    "ReduceMax": _reduce(np.max), "ReduceMin": _reduce(np.min),
-    "Reshape": lambda n, a, s: a.reshape([d if d else a.shape[k] for k, d in enumerate(s)]),
-    "Squeeze": lambda n, a, *ax: np.squeeze(a), "Unsqueeze": lambda n, a, ax=None:
-        np.expand_dims(a, tuple(int(v) for v in (ax if ax is not None else
-                                                 _attr(n, "axes")))),
-    "Concat": lambda n, *a: np.concatenate(a, axis=int(_attr(n, "axis", 0))),
-}
 
 
 @dataclass(frozen=True)
@@ -235,13 +195,6 @@ class _Draft:
     done: bool = False  # an activation ends the layer
     vector: bool = False  # a dense layer's (F,) output
     same_scale: bool = False  # an identity layer: output codes equal input codes
-
-
-def _attr(node, name: str, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return onnxpb.get_attribute_value(a)
-    return default
 
 
 def _pair(values, nd: int, default: int) -> tuple[int, int]:
@@ -440,10 +393,20 @@ class _Walker:
     def _too_wide(self, lay: Layer) -> bool:
         """The pooling-only layer breaks the pool-channels rule (it needs a convolution
         to pool that many channels)."""
-        from ..devices import get_device
+        from ..devices import DEVICES, get_device
         from ..legalize.rules.pooling import pool_channels
 
-        return pool_channels(lay, None, get_device(self.device or "MAX78000")) is not None
+        if self.device is not None:
+            return pool_channels(lay, None, get_device(self.device)) is not None
+        verdicts = {pool_channels(lay, None, dev) is not None for dev in DEVICES}
+        if len(verdicts) == 1:  # every device agrees: the device need not be known
+            return verdicts.pop()
+        # no default device: the grouping is decided for the device the user states
+        raise Ai8xError("usage.device", lay.name,
+                        f"whether a pooling-only layer of {lay.input_channels} channels "
+                        "needs a convolution depends on the device, and none was given",
+                        "state the device (--device, or device= in Python)",
+                        exit_code=EXIT_USAGE)
 
     def passthrough(self, v) -> _Act:
         """A layer without convolution: pooling, element-wise or concatenation alone."""
@@ -569,7 +532,7 @@ class _Walker:
 
     def run(self) -> None:
         graph = self.model.graph
-        inp = _graph_input(self.model)
+        inp = data_input(self.model)
         dims = [d.dim_value for d in inp.type.tensor_type.shape.dim]
         shape = tuple(dims[1:])
         self.model_shape = shape
@@ -586,7 +549,7 @@ class _Walker:
         # A vector input (N, F) is F channels of 1x1 data to the accelerator.
         self.input_shape = (shape[0], 1, 1) if len(shape) == 1 else shape
         for node in graph.node:
-            if node.op_type in _CONST_OPS and all(
+            if node.op_type in CONST_OPS and all(
                     not n or n in self.consts for n in node.input):
                 self.fold(node)
                 continue
@@ -615,7 +578,7 @@ class _Walker:
         arithmetic: Round/Div/Clip of weights, Pow(2, shift), ReduceMax/Log/Floor)."""
         args = [self.consts[n] if n else None for n in node.input]
         try:
-            out = _CONST_OPS[node.op_type](node, *args)
+            out = CONST_OPS[node.op_type](node, *args)
         except (ValueError, TypeError, IndexError) as exc:
             raise _fail("const", self.where(node), f"cannot evaluate constants ({exc})",
                         "fold constants (onnxsim) before converting") from None
@@ -660,10 +623,10 @@ class _Walker:
     op_Dropout = op_Identity
 
     def op_Constant(self, node) -> None:
-        value = _attr(node, "value")
+        value = node_attr(node, "value")
         if value is None:
             for key in ("value_float", "value_int", "value_floats", "value_ints"):
-                got = _attr(node, key)
+                got = node_attr(node, key)
                 if got is not None:
                     self.consts[node.output[0]] = np.asarray(got)
                     return
@@ -672,7 +635,7 @@ class _Walker:
 
     def op_Transpose(self, node) -> None:
         v = self.data(node)
-        perm = tuple(int(p) for p in _attr(node, "perm", []))
+        perm = tuple(int(p) for p in node_attr(node, "perm", []))
         if v is None:
             self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], perm)
             return
@@ -706,12 +669,12 @@ class _Walker:
         if len(in_shape) != nd + 1:  # (C, L) or (C, H, W): as many axes as the kernel
             raise _fail("conv-rank", where, f"a {nd}-D kernel on data of shape "
                         f"{tuple(in_shape)}", "check the model")
-        groups = int(_attr(node, "group", 1))
+        groups = int(node_attr(node, "group", 1))
         kernel = _pair(w.shape[2:], nd, 1)
-        strides = _pair(_attr(node, "strides"), nd, 1)
-        dil = _pair(_attr(node, "dilations"), nd, 1)
-        pads = [int(p) for p in (_attr(node, "pads") or [0] * (2 * nd))]
-        if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        strides = _pair(node_attr(node, "strides"), nd, 1)
+        dil = _pair(node_attr(node, "dilations"), nd, 1)
+        pads = [int(p) for p in (node_attr(node, "pads") or [0] * (2 * nd))]
+        if node_attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
             raise _fail("auto-pad", where, "auto_pad padding",
                         "export with explicit pads (onnxsim folds most exporters' SAME "
                         "padding into explicit pads)")
@@ -726,7 +689,7 @@ class _Walker:
         spatial = in_shape[1:]
         sub = (1, 1)
         if transpose:
-            op_pad = _pair(_attr(node, "output_padding"), 2, 0)
+            op_pad = _pair(node_attr(node, "output_padding"), 2, 0)
             out_sp = tuple((spatial[a] - 1) * strides[a] - 2 * padding[a] +
                            dil[a] * (kernel[a] - 1) + op_pad[a] + 1 for a in range(2))
             extra = {"output_padding": op_pad}
@@ -800,12 +763,12 @@ class _Walker:
     def op_Gemm(self, node) -> None:
         where = self.where(node)
         w = self.const(node.input[1])
-        if w is None or _attr(node, "transA", 0):
+        if w is None or node_attr(node, "transA", 0):
             raise _fail("gemm", where, "Gemm without constant weights, or with transA",
                         "export dense layers with constant weights")
-        alpha, beta = float(_attr(node, "alpha", 1.0)), float(_attr(node, "beta", 1.0))
+        alpha, beta = float(node_attr(node, "alpha", 1.0)), float(node_attr(node, "beta", 1.0))
         w = w.astype(np.float64) * alpha
-        w = w if _attr(node, "transB", 0) else w.T
+        w = w if node_attr(node, "transB", 0) else w.T
         b = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         if len(node.input) > 2 and node.input[2] and b is None:
             raise _fail("gemm", where, "a Gemm bias that is not constant",
@@ -865,7 +828,7 @@ class _Walker:
                         "activation")
         gamma, beta, mean, var = (np.asarray(self.consts[n], np.float64)
                                   for n in node.input[1:5])
-        eps = float(_attr(node, "epsilon", 1e-5))
+        eps = float(node_attr(node, "epsilon", 1e-5))
         k = gamma / np.sqrt(var + eps)
         d.bias = d.bias - mean
         self._scale_draft(d, k)
@@ -1035,8 +998,8 @@ class _Walker:
         self._activation(node, ACT_ABS)
 
     def op_Clip(self, node) -> None:
-        lo = _attr(node, "min")
-        hi = _attr(node, "max")
+        lo = node_attr(node, "min")
+        hi = node_attr(node, "max")
         if len(node.input) > 1 and node.input[1]:
             c = self.const(node.input[1])
             lo = None if c is None else float(c)
@@ -1092,19 +1055,19 @@ class _Walker:
             strides = kernel
             dil = (1, 1)
         else:
-            kernel = _pair(_attr(node, "kernel_shape"), nd, 1)
-            strides = _pair(_attr(node, "strides"), nd, 1)
-            dil = _pair(_attr(node, "dilations"), nd, 1)
-            pads = _attr(node, "pads")
+            kernel = _pair(node_attr(node, "kernel_shape"), nd, 1)
+            strides = _pair(node_attr(node, "strides"), nd, 1)
+            dil = _pair(node_attr(node, "dilations"), nd, 1)
+            pads = node_attr(node, "pads")
             if pads and any(int(p) for p in pads):
                 raise _fail("pool-padding", where, f"padded pooling {list(pads)}",
                             "the pooling unit does not pad: pool without padding")
-            if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            if node_attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
                 raise _fail("pool-padding", where, "auto_pad pooling",
                             "pool without padding")
         out_sp = tuple((in_shape[1 + a] - dil[a] * (kernel[a] - 1) - 1) // strides[a] + 1
                        for a in range(nd))
-        if _attr(node, "ceil_mode", 0):
+        if node_attr(node, "ceil_mode", 0):
             ceil = tuple(-(-(in_shape[1 + a] - dil[a] * (kernel[a] - 1) - 1) // strides[a])
                          + 1 for a in range(nd))
             if ceil != out_sp:
@@ -1131,7 +1094,7 @@ class _Walker:
 
     def op_ReduceMean(self, node) -> None:
         v = self.data(node)
-        axes = _attr(node, "axes")
+        axes = node_attr(node, "axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
             axes = self.const(node.input[1])
         rank = 1 + len(getattr(v, "shape", ()) or ())
@@ -1139,12 +1102,12 @@ class _Walker:
         if rank < 3 or ax != list(range(2, rank)):
             raise _fail("reduce", self.where(node), f"ReduceMean over axes {ax}",
                         "average over the spatial axes only (global average pooling)")
-        self._pool(node, True, glob=True, vector=not _attr(node, "keepdims", 1))
+        self._pool(node, True, glob=True, vector=not node_attr(node, "keepdims", 1))
 
     # reshaping
     def op_Flatten(self, node) -> None:
         v = self.data(node)
-        if int(_attr(node, "axis", 1)) != 1:
+        if int(node_attr(node, "axis", 1)) != 1:
             raise _fail("flatten", self.where(node), "Flatten with axis other than 1",
                         "flatten all but the batch axis")
         self._flatten(node, v)
@@ -1218,7 +1181,7 @@ class _Walker:
                         "concatenate computed tensors only")
         acts = [self.act(v, where) for v in vals]
         rank = 1 + len(acts[0].shape)
-        axis = int(_attr(node, "axis", 1)) % rank
+        axis = int(node_attr(node, "axis", 1)) % rank
         if axis != 1 or \
                 len({a.shape[1:] for a in acts}) != 1:
             raise _fail("concat", where, f"concatenation along axis {axis} of "
@@ -1298,15 +1261,9 @@ def _channels_last_input(graph, name: str):
     readers = [n for n in graph.node if name in n.input]
     if len(readers) != 1 or readers[0].op_type != "Transpose":
         return None
-    perm = tuple(int(p) for p in _attr(readers[0], "perm", []) or [])
+    perm = tuple(int(p) for p in node_attr(readers[0], "perm", []) or [])
     ok = len(perm) >= 3 and perm == (0, len(perm) - 1, *range(1, len(perm) - 1))
     return readers[0] if ok else None
-
-
-def _graph_input(model):
-    """The data input (old exporters also list initializers as inputs)."""
-    inits = {i.name for i in model.graph.initializer}
-    return next(i for i in model.graph.input if i.name not in inits)
 
 
 def _needs_simplify(model) -> bool:
@@ -1449,7 +1406,7 @@ def read_float_model(path_or_model, device: str | None = None,
                   device=device, name=model.graph.name or "network")
     return FloatModel(
         network=net, layers=tuple(walker.infos), outputs=tuple(walker.outputs),
-        groups=groups, input_group=walker.find(-1), input_name=_graph_input(model).name,
+        groups=groups, input_group=walker.find(-1), input_name=data_input(model).name,
         # the walk tracks model tensor = canonical.transpose(perm); the mapping needs the
         # inverse: canonical = model input.transpose(argsort(perm))
         input_perm=tuple(int(k) for k in np.argsort(walker.input_perm))

@@ -134,3 +134,13 @@ def pooled_shape(layer: Layer) -> tuple[int, int]:
         return (h, 1)
     return (h, one(layer.input_dim[1], layer.pool[1], layer.pool_stride[1],
                    layer.pool_dilation[1]))
+
+
+def runs_1x1_as_3x3(device: Device, layer: Layer, ll: int, near_streaming: bool) -> bool:
+    """streams_1x1_as_3x3 before a placement exists: `near_streaming` says whether layer
+    `ll` streams or reads a streaming layer's output (the automatic mapper knows which
+    layers it streams before it has a Placement)."""
+    if not device.emulate_1x1_streaming or ll > device.max_stream_layers:
+        return False
+    return bool(near_streaming) and tuple(layer.kernel_size) == (1, 1) \
+        and layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D)

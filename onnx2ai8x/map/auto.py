@@ -88,6 +88,7 @@ from .memory_check import (
     kernel_columns,
     lanes,
     last_use,
+    later_input_readers,
     lowest_free,
     output_bytes,
     output_ignore,
@@ -286,7 +287,8 @@ class _Mapper:
                 and not self.fifo \
                 and not first.operator.one_d \
                 and first.operands == 1 and in_c <= PROCESSORS // PROCESSORS_PER_MEMORY \
-                and inputs_of(net, 0) == (INPUT,):
+                and inputs_of(net, 0) == (INPUT,) and not later_input_readers(net):
+            # (only the first layer reads CHW: memory_check.chw_input_read_once)
             self.big_data = True
             self.tensor[INPUT] = _chw_map(in_c)
         if self.buffer is not None:
@@ -329,9 +331,12 @@ class _Mapper:
                 # Outputs nobody reads: packed from processor 0, where the unload
                 # expects them by default (moved only if that memory is still in use);
                 # a pass-through layer writes where it reads (vendor rule,
-                # _check_passthrough_maps)
-                default = self.pmap[src] if net.layers[src].operator.passthrough \
-                    else _block(0, width)
+                # _check_passthrough_maps), and so does a depthwise layer when it can:
+                # its data then stays on its processors (broadcast mode, the vendor's
+                # energy notice on depthwise layers that move data)
+                keep = net.layers[src].operator.passthrough or (
+                    net.layers[src].conv_groups > 1 and popcount(self.pmap[src]) == width)
+                default = self.pmap[src] if keep else _block(0, width)
                 self.tensor[src] = hint.get("output_processors", default)
                 if "output_processors" not in hint:
                     self.free_outputs.append(src)

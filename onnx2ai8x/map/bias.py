@@ -110,6 +110,21 @@ def allocate_bias(placement: Placement) -> BiasAllocation:
         if not np.any(b != 0):
             continue  # an all-zero bias is left out (the vendor does the same)
         out_expand, out_thresh = multipass(lay.output_channels)
+        if _extra(placement, ll, "quad", False):
+            # Quad fan-out (--fast-fifo-quad): quadrant q computes output channels q,
+            # q + 4, ... and reads their bias from its own memory (izer/kbias.py, Qupac).
+            group[ll] = ALL_GROUPS
+            for q in range(quadrants):
+                offsets[ll][q] = used[q] if bmem.in_quadrant(pl.processor_map, q) else None
+            for i, value in enumerate(b):
+                q = i % 4
+                if used[q] >= size:
+                    raise Ai8xError("map.bias", lay.name,
+                                    f"bias memory of quadrant {q} exhausted ({size} bytes)",
+                                    "drop biases or move layers to other quadrants")
+                cells[q][used[q]] = int(value) & 0xFF
+                used[q] += 1
+            continue
         if lay.conv_groups == 1:
             first_out = ffs(pl.output_processor_map) % bmem.processors_per_memory
             blen = lay.output_channels + first_out * out_expand

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device
-from ..network import Layer, Network, Op
+
+# a fact legalize's rules also ask (legalize sits below map); map's callers read it here
+from ..legalize.facts import runs_1x1_as_3x3
+from ..network import Network, Op
 from ..options import HwChoices
 from ..placement import Placement
 
@@ -67,16 +70,6 @@ def streams_1x1_as_3x3(placement: Placement, ll: int) -> bool:
     prev = pl.prev_sequence
     return runs_1x1_as_3x3(placement.device, network.layers[ll], ll,
                            pl.streaming or (prev >= 0 and placement.layers[prev].streaming))
-
-
-def runs_1x1_as_3x3(device: Device, layer: Layer, ll: int, near_streaming: bool) -> bool:
-    """streams_1x1_as_3x3 before a placement exists: `near_streaming` says whether layer
-    `ll` streams or reads a streaming layer's output (the automatic mapper knows which
-    layers it streams before it has a Placement)."""
-    if not device.emulate_1x1_streaming or ll > device.max_stream_layers:
-        return False
-    return bool(near_streaming) and tuple(layer.kernel_size) == (1, 1) \
-        and layer.operator in (Op.CONV2D, Op.CONVTRANSPOSE2D)
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,13 @@ two layers are stored once, izer/kdedup.py), so the register values and the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..devices import Device
-from ..errors import Ai8xError
+from ..errors import Ai8xError, Diagnostic
 from ..network import (
     Layer,
     Op,
@@ -594,6 +595,27 @@ class _Packing:
     rows: int  # kernel rows (output x input channel pairs)
 
 
+def _calcx4_whole_columns(lay: Layer, passes: int) -> None:
+    """calcx4 computes output channels 4a + b from kernel memory instance b (MAX78002,
+    POST bit 29): the kernels are stored channel b's first, a quarter of the layer's
+    columns per instance, so each quarter must hold whole 72-bit columns of its own
+    channels, i.e. passes x (output channels / 4) x weight bits a multiple of 8. Below
+    that, the channels of several instances share a column in the first one, and the
+    other instances hold nothing for them (random 67 of the MAX78002: four output
+    channels of 2-bit weights; the vendor tool lays them out the same way)."""
+    bits = abs(lay.quantization) if lay.quantization else 8
+    per_instance = passes * lay.output_channels // 4 * bits
+    if per_instance % 8:
+        raise Ai8xError.many([Diagnostic(
+            "map.kernels", lay.name,
+            f"calcx4 with {bits}-bit weights, {lay.output_channels} output channels and "
+            f"{passes} input pass(es) leaves {per_instance} bits of kernels per tap to each "
+            "of the four kernel memory instances; each must hold whole bytes (a multiple "
+            "of 8 bits), or the channels read kernels that are not theirs",
+            f"turn calcx4 off for this layer, or give it {8 // math.gcd(8, bits * passes) * 4}"
+            " output channels or a multiple of them, or wider weights", key="calcx4")])
+
+
 def _kernel_rows(lay: Layer, kernel: np.ndarray, ks: tuple[int, int], calcx4: bool
                  ) -> tuple[np.ndarray, int, int]:
     """The kernel rows in the order the processors consume them, the input passes they
@@ -609,6 +631,7 @@ def _kernel_rows(lay: Layer, kernel: np.ndarray, ks: tuple[int, int], calcx4: bo
             raise Ai8xError("map.kernels", lay.name,
                             "calcx4 needs a multiple of 4 output channels",
                             "turn calcx4 off for this layer")
+        _calcx4_whole_columns(lay, in_expand)
         reshaped = kernel.reshape(out_chan // 4, 4, -1).transpose(1, 0, 2).reshape(kernel.shape)
         in_exp, in_chan = in_expand, lay.input_channels
     else:
@@ -781,10 +804,114 @@ def _place_layer(memory: _Memory, placement: Placement, ll: int,
     if pmap == 0:
         raise Ai8xError("map.kernels", lay.name, "layer has weights but no input processors",
                         "set `processors` for this layer")
+    quad = quad_fan_out(placement, ll)
+    if quad:
+        pmap &= mem.quadrant_bits(0)  # the kernels are laid out for quadrant 0 first
     ksize = ks[0] * ks[1]
     out_map = pl.output_processor_map
     klen, count, ochan, start_col = _kernel_counts(lay, out_map, reshaped, in_exp, ksize)
-    koffs = _first_column(memory, lay, ll, calcx4, klen, pmap)
+    if quad:
+        # Packed as usual into a scratch memory, then spread over the four quadrants.
+        quad_offs = _first_column(memory, lay, ll, calcx4, -(-klen // 4), pmap)
+        target, koffs = _Memory(mem), 0
+    else:
+        target, koffs = memory, _first_column(memory, lay, ll, calcx4, klen, pmap)
+    klen = _pack_layer(target, lay, reshaped, ll, koffs, ksize, in_exp, in_chan, out_map,
+                       start_col, klen, pmap)
+    if quad:
+        _spread_quad(memory, target, lay, ll, quad_offs, pmap)
+        koffs, klen = quad_offs, -(-klen // 4)
+        count, ochan = -(-count // 4), -(-ochan // 4)
+    offset[ll] = koffs
+    length[ll] = klen
+    kcount[ll] = count
+    kochan[ll] = ochan
+
+
+def quad_fan_out(placement: Placement, ll: int) -> bool:
+    """Whether layer `ll` reads the fast FIFO in quad fan-out (--fast-fifo-quad): its input
+    arrives in all four quadrants at once and each quadrant computes every fourth output
+    channel (the vendor's `Qupac` mode, izer/kernels.py and kbias.py)."""
+    return bool(_extra(placement, ll, "quad", False))
+
+
+def fifo_input_map(placement: Placement) -> int:
+    """The first layer's processors as the FIFOs feed them: with quad fan-out the
+    quadrant-0 processors (the fast FIFO repeats each word into the other quadrants)."""
+    pl = placement.layers[placement.first_layer_used]
+    if quad_fan_out(placement, placement.first_layer_used):
+        return pl.processor_map & placement.device.quadrant_bits(0)
+    return pl.processor_map
+
+
+def check_quad_fan_out(placement: Placement) -> None:
+    """--fast-fifo-quad spreads the first layer's output channels over the four quadrants
+    one 9-byte kernel at a time (the vendor's layout): the layer must be a 3x3 convolution
+    with 8-bit weights, one group, no flattening and no calcx4, whose input sits in
+    quadrant 0. An Ai8xError naming the layer otherwise."""
+    ll = placement.first_layer_used
+    lay, pl = placement.network.layers[ll], placement.layers[ll]
+    problem = None
+    if lay.operator != Op.CONV2D:
+        problem = "the first layer is not a 2-D convolution"
+    elif tuple(lay.kernel_size) != (3, 3):
+        problem = f"the first layer's kernel is {lay.kernel_size[0]}x{lay.kernel_size[1]}"
+    elif lay.quantization not in (None, 0, 8):
+        problem = f"the first layer has {lay.quantization}-bit weights"
+    elif lay.conv_groups != 1 or lay.flatten or _extra(placement, ll, "calcx4", False):
+        problem = "the first layer is depthwise, flattened or calcx4"
+    elif pl.processor_map & ~placement.device.quadrant_bits(0):
+        problem = f"the first layer reads processors {pl.processor_map:#018x}"
+    if problem is not None:
+        raise Ai8xError("map.fast-fifo-quad", lay.name,
+                        f"{problem}; quad fan-out needs a 3x3 2-D convolution with 8-bit "
+                        "weights whose input sits in quadrant 0",
+                        "use --fast-fifo (single fan-out)")
+
+
+def with_quad_fan_out(placement: Placement) -> Placement:
+    """The placement for --fast-fifo-quad: the first layer's processors repeated in every
+    quadrant (the fast FIFO writes each word to all four) and the layer marked for the
+    quad-packed layout (kernels, bias and registers read `quad_fan_out`). The vendor tool
+    rewrites the first layer's processor map the same way (izer/backend)."""
+    ll = placement.first_layer_used
+    pl = placement.layers[ll]
+    mem = placement.device
+    pmap = pl.processor_map & mem.quadrant_bits(0)
+    repeated = 0
+    for q in range(mem.quadrants):
+        repeated |= pmap << q * mem.processors_per_quadrant
+    layer = replace(pl, processor_map=repeated, extra=(*pl.extra, ("quad", True)))
+    layers = (*placement.layers[:ll], layer, *placement.layers[ll + 1:])
+    return replace(placement, layers=layers, weights=None)
+
+
+def _spread_quad(memory: _Memory, packed: _Memory, lay: Layer, ll: int, koffs: int,
+                 pmap: int) -> None:
+    """Quad fan-out: kernel column t of a quadrant-0 processor p (as packed for one
+    quadrant) goes to processor p + 16 (t % 4), column koffs + t // 4, so the four
+    quadrants compute output channels 4s, 4s + 1, 4s + 2, 4s + 3 at mask step s."""
+    mem = memory.mem
+    per_quadrant = mem.processors_per_quadrant
+    for p in range(ffs(pmap), fls(pmap) + 1):
+        if not pmap >> p & 1:
+            continue
+        for t in np.flatnonzero(packed.owner[p] == ll):
+            q, col = p + int(t % 4) * per_quadrant, koffs + int(t // 4)
+            if col >= mem.kernel_words(q) or memory.owner[q, col] != FREE:
+                raise _exhausted(lay, q, col, 1)
+            memory.owner[q, col] = ll
+            memory.used[q, col] = packed.used[p, t]
+            memory.data[q, col * KERNEL_BYTES:(col + 1) * KERNEL_BYTES] = \
+                packed.data[p, t * KERNEL_BYTES:(t + 1) * KERNEL_BYTES]
+
+
+def _pack_layer(memory: _Memory, lay: Layer, reshaped: np.ndarray, ll: int, koffs: int,
+                ksize: int, in_exp: int, in_chan: int, out_map: int, start_col: int,
+                klen: int, pmap: int) -> int:
+    """Write layer `ll`'s kernels from column `koffs`, processor by processor in the
+    vendor's order; the columns per processor (a flattened layer's may grow)."""
+    mem = memory.mem
     quant = abs(lay.quantization) if lay.quantization else 8
     out_expand, out_thresh = multipass(lay.output_channels)
     rows = len(reshaped)
@@ -830,7 +957,4 @@ def _place_layer(memory: _Memory, placement: Placement, ll: int,
             col_target = _add_byte(memory, pk, p, col_target, 0)
         if lay.flatten:
             klen = col_target
-    offset[ll] = koffs
-    length[ll] = klen
-    kcount[ll] = count
-    kochan[ll] = ochan
+    return klen

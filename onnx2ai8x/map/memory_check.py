@@ -435,6 +435,7 @@ def checked(placement: Placement) -> tuple[Mapped | None, list[Diagnostic]]:
     diags += _check_liveness(placement) + buffer_kept(placement)
     diags += read_gap_supported(placement) + read_as_written(placement)
     diags += read_where_written(placement)
+    diags += chw_input_read_once(placement) + outputs_without_gaps(placement)
     diags += _check_streaming(placement, facts)
     # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py).
     weights, problems = try_allocate(placement)
@@ -588,6 +589,107 @@ def read_where_written(placement: Placement) -> list[Diagnostic]:
             f"`{lay.name}` wrote it at {start:#06x}-{end - 1:#06x}",
             f"set `in_offset: {start:#06x}` (or leave it out: it follows the producer's "
             "`out_offset`)", key="in_offset"))
+    return diags
+
+
+def later_input_readers(network: Network) -> list[int]:
+    """The layers after the first that read the network input (`in_sequences: input`)."""
+    return [ll for ll in range(1, len(network.layers)) if INPUT in inputs_of(network, ll)]
+
+
+def chw_input_read_once(placement: Placement) -> list[Diagnostic]:
+    """CHW input (one channel per memory instance, four pixels a word) is read as CHW
+    only by a layer whose CHW bit (LCTRL0 bit 6) is set, and only the first layer may
+    set it (seed 000, "CHW (Big Data)"; the vendor tool refuses `data_format: CHW`
+    elsewhere). A later layer reading the input again takes its words for HWC pixels
+    (four channels of one pixel): its result is not the network's."""
+    network = placement.network
+    if not placement.layers or not placement.layers[0].big_data:
+        return []
+    return [Diagnostic(
+        "map.chw", _where(network, ll),
+        "reads the network input again, which is stored CHW (four pixels a word); only "
+        "the first layer can read CHW data, this layer would read those words as HWC",
+        "use HWC input (remove `data_format: CHW`), or read the output of a first "
+        "layer that copies the input (a pass-through layer, `op: none`) instead",
+        key="in_sequences") for ll in later_input_readers(network)]
+
+
+def fifo_input_read_once(network: Network, fifo: bool) -> list[Diagnostic]:
+    """Input arriving through the FIFOs (--fifo, --fast-fifo, a streaming first layer)
+    is fed to the first layer as it arrives and never stored where a later layer could
+    read it (seed 000, "FIFOs"): a later layer reading the network input would read
+    data memory nobody wrote."""
+    if not fifo:
+        return []
+    return [Diagnostic(
+        "map.fifo-input", _where(network, ll),
+        "reads the network input again, but the input arrives through the FIFOs, which "
+        "feed the first layer only; the input is never in data memory for this layer",
+        "load the input into data memory (no --fifo, no streaming first layer), or read "
+        "the output of a first layer that copies the input (`op: none`) instead",
+        key="in_sequences") for ll in later_input_readers(network)]
+
+
+def _gapped(processors: int) -> bool:
+    low = processors & -processors
+    return processors != 0 and bool((processors + low) & processors)
+
+
+def _depthwise_gaps(processors: int) -> int | None:
+    """The first quadrant (of a depthwise layer without broadcast) whose processors
+    leave a gap, or that is not the layer's first quadrant yet does not start at its
+    processor 0; None when there is none."""
+    first = True
+    for g in range(PROCESSORS // 16):
+        q = processors >> 16 * g & 0xFFFF
+        if not q:
+            continue
+        if _gapped(q) or (not first and q & 1 == 0):
+            return g
+        first = False
+    return None
+
+
+def outputs_without_gaps(placement: Placement) -> list[Diagnostic]:
+    """A convolution or linear layer writes its output channels to consecutive output
+    processors from the first one (the mask range, LCTRL2, counts slots from there and
+    the kernels are stored packed), so output processors with gaps (within a quadrant
+    or across quadrants) receive the wrong channels and write over processors outside
+    the map; the time-slot offset that might space them is programmed by neither this
+    converter nor the vendor tool, and no known answer shows it (seed 000, "Processor
+    and Output Processor Maps"). A depthwise layer without broadcast (output processors
+    other than its input's) writes in turns, one per enabled processor: with gaps among
+    its processors, which bias byte each reads is shown by no known answer."""
+    network = placement.network
+    diags = []
+    for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
+        if not lay.operator.has_weights:
+            continue
+        depthwise = lay.conv_groups > 1
+        if not depthwise and _gapped(pl.output_processor_map):
+            n = popcount(pl.output_processor_map)
+            packed = ((1 << n) - 1) << min(ffs(pl.output_processor_map), PROCESSORS - n)
+            diags.append(Diagnostic(
+                "map.output-gaps", _where(network, ll),
+                f"the output processors {pl.output_processor_map:#018x} have gaps; a "
+                f"{lay.operator.word} layer writes its channels to consecutive processors "
+                "from the first one, so the gaps would take channels and the projects "
+                "of both this converter and the vendor tool give wrong results",
+                f"use {n} consecutive output processors (e.g. {packed:#018x})",
+                key="output_processors"))
+        elif depthwise and pl.processor_map != pl.output_processor_map and \
+                (g := _depthwise_gaps(pl.processor_map)) is not None:
+            diags.append(Diagnostic(
+                "map.output-gaps", _where(network, ll),
+                f"a depthwise layer moving its data (output processors other than its "
+                f"processors {pl.processor_map:#018x}) on processors with a gap in quadrant "
+                f"{g}: it writes in turns, and which bias byte each processor then reads is "
+                "shown by no known answer (the vendor tool's time slots and bias layout "
+                "disagree there)",
+                "keep the output on the input processors (broadcast), or use processors "
+                "without gaps, each quadrant after the first from its processor 0",
+                key="processors"))
     return diags
 
 

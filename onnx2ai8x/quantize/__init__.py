@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def load_array(path: Path, what: str) -> np.ndarray:
+def load_array(path: Path | np.ndarray, what: str) -> np.ndarray:
     """The array of an .npy file. It is mapped first: a header that declares more values
     than the file holds is refused by the mapping, before anything is allocated (issue
     24: a 1 PiB allocation from a 128-byte calibration file)."""
     import numpy as np  # not at import: the command line reads this package's guard
 
+    if isinstance(path, np.ndarray):  # given in memory (the Python API)
+        return path
     try:
         mapped = np.load(path, mmap_mode="r", allow_pickle=False)
         if not isinstance(mapped, np.ndarray):  # an .npz archive
@@ -34,12 +36,13 @@ def load_array(path: Path, what: str) -> np.ndarray:
                         "save it with numpy.save", exit_code=EXIT_USAGE) from None
 
 
-def quantize_file(model: Path, calibration: Path | None, *, method: str | None = None,
+def quantize_file(model: Path, calibration: Path | np.ndarray | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
                   labels: Path | None = None, device: Device | None = None,
                   wide_output: bool = True, check: bool = True,
                   shift_quantile: float | None = None, sample: np.ndarray | None = None):
-    """Quantize the float model at `model` with the samples in `calibration` (.npy).
+    """Quantize the float model `model` (a path or a ModelProto) with the samples in
+    `calibration` (an .npy file or an array).
 
     A model that already holds the accelerator's integers (the vendor's export of a
     quantized or QAT model, `exact.recover`) is taken exactly; calibration data, if
@@ -51,6 +54,8 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
     from .exact import recover_or_why
     from .ptq import QuantOptions, load_weight_bits, quantize, source_ranges
+
+    source = str(model) if isinstance(model, str | Path) else "model"  # (in memory)
 
     options = QuantOptions(method=method or DEFAULT_METHOD,
                            percentile=DEFAULT_PERCENTILE if percentile is None
@@ -68,7 +73,7 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
             _not_exact(fm, why)
     if exact is None and calibration is None and fm.canonical is not None and \
             fm.canonical.fact("vendor_form") == "float":
-        raise Ai8xError("usage.calibration", str(model),
+        raise Ai8xError("usage.calibration", source,
                         "the vendor training repository's export of a float (not "
                         "quantized) checkpoint: its weights are not the accelerator's "
                         "integers", "export the quantized checkpoint (quantize.py, then "
@@ -81,12 +86,13 @@ def quantize_file(model: Path, calibration: Path | None, *, method: str | None =
                 else
                 "a float model needs calibration data to be quantized (it is not an "
                 "export of integer weights and power-of-two shifts)")
-        raise Ai8xError("usage.calibration", str(model), what,
+        raise Ai8xError("usage.calibration", source, what,
                         "pass --calibration X.npy: float samples in the model's input "
                         "shape (N x input)", exit_code=EXIT_USAGE)
     x = None if calibration is None else load_array(calibration, "calibration data")
     y = None if labels is None else load_array(labels, "label file")
-    result = quantize(fm, x, options, labels=y, where=str(calibration), exact=exact)
+    where = str(calibration) if isinstance(calibration, str | Path) else "calibration data"
+    result = quantize(fm, x, options, labels=y, where=where, exact=exact)
     if device is not None and check:  # (the front end checks after its rewrites)
         check_device(result.network, fm, device)
     warnings: tuple[str, ...] = ()
@@ -122,9 +128,9 @@ def _not_exact(fm, why: tuple[str, str]) -> None:
 
 def check_device(network, fm, device: Device) -> None:
     """The device's limits after the rewrites, as every command checks them
-    (frontend.legal_network), each message naming the float model's nodes the
+    (legalize.legal.legal_network), each message naming the float model's nodes the
     offending layer was made from."""
-    from ..frontend import legal_network
+    from ..legalize.legal import legal_network
 
     names = {lay.name: info.nodes for lay, info in zip(network.layers, fm.layers,
                                                            strict=True)}

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import EXIT_USAGE, Ai8xError
+
 KEY_SCALE = "ai8x.input_scale"
 KEY_PERM = "ai8x.input_perm"
 KEY_SHAPE = "ai8x.input_shape"
@@ -80,3 +82,20 @@ def model_mapping(path) -> InputMapping | None:
 
 
 __all__ = ["InputMapping", "model_mapping"]
+
+
+def one_sample(x: np.ndarray, mapping, where) -> np.ndarray:
+    """The first sample of `x` (the model's input units) as the accelerator's int8."""
+    size = int(np.prod(mapping.shape))
+    rank = len(mapping.perm) - 1
+    if x.size == size and tuple(mapping.perm) == tuple(range(rank + 1)):
+        first = x.reshape(mapping.shape)  # one sample, any layout of the same numbers
+    else:
+        first = x[0] if x.ndim > rank else x
+    try:
+        return mapping.quantize(np.asarray(first, np.float64)[np.newaxis])[0]
+    except ValueError:
+        raise Ai8xError("usage.bad-input", str(where),
+                        f"the sample has shape {tuple(int(d) for d in x.shape)}; the model "
+                        f"takes {size} values per sample", "save one sample (or N) in the "
+                        "model's input shape", exit_code=EXIT_USAGE) from None

@@ -24,6 +24,7 @@ from ..network import (
     Network,
 )
 from .model import Sidecar, SidecarLayer
+from .resolve import pools_in_two_d
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,12 @@ def _bits_text(bits: int | None) -> str:
     return "binary" if bits == -1 else f"{bits}-bit"
 
 
+def _pool_read(pair: tuple[int, int], both: bool) -> tuple[int, int]:
+    """A pool size or stride as the hardware uses it: POOLx1 where the layer pools in
+    one dimension only."""
+    return tuple(pair) if both else (pair[0], 1)
+
+
 # Fields that fix the layer's geometry: the sidecar's processors and offsets were chosen
 # for the sidecar's dimensions, so a contradiction cannot be resolved by following the
 # model; it is an error. (field, sidecar value, model value, text of a value)
@@ -75,12 +82,16 @@ def _geometry(entry: SidecarLayer, layer: Layer) -> list[tuple[str, object, obje
                 ("pad", entry.padding[0], layer.padding[0], str),
                 ("dilation", entry.dilation[0], layer.dilation[0], str),
                 ("groups", entry.conv_groups, layer.conv_groups, str)]
-    out += [("pool size", tuple(entry.pool), tuple(layer.pool), _pair_text),
+    # on 1-D data the second pool number is not read (resolve.pools_in_two_d), so a
+    # sidecar's `max_pool: 2` there is the model's 2x1
+    both = pools_in_two_d(layer.operator, layer.input_dim)
+    out += [("pool size", _pool_read(entry.pool, both), _pool_read(layer.pool, both),
+             _pair_text),
             ("flatten", entry.flatten, layer.flatten, lambda v: str(v).lower()),
             ("eltwise", entry.eltwise, layer.eltwise, lambda v: ELTWISE_NAMES.get(v, str(v)))]
     if tuple(layer.pool) != (1, 1):
-        out.append(("pool_stride", tuple(entry.pool_stride), tuple(layer.pool_stride),
-                    _pair_text))
+        out.append(("pool_stride", _pool_read(entry.pool_stride, both),
+                    _pool_read(layer.pool_stride, both), _pair_text))
     if layer.eltwise != ELTWISE_NONE:
         out.append(("operands", entry.operands, layer.operands, str))
     return out

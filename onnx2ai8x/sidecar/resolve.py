@@ -563,6 +563,14 @@ def _input_dim(w: _Walk, ll: int) -> None:
             in_dim[ll] = conf
 
 
+def pools_in_two_d(op: Op, in_dim: tuple[int, int]) -> bool:
+    """Whether a layer pools (and strides) in both dimensions: a 1-D convolution never
+    does, and neither does a layer without weights on 1-D data (input width 1), whose
+    pool the vendor's tool reads as POOLx1 whatever the sidecar's second number is
+    (izer.py, pooled_size)."""
+    return not op.one_d and (op.has_weights or in_dim[1] != 1)
+
+
 def _output_dim(w: _Walk, ll: int) -> None:
     """Layer `ll`'s pooled and output dimensions, with the geometry checks."""
     sidecar, lim, layers, in_ch, in_dim = w.sidecar, w.lim, w.layers, w.in_ch, w.in_dim
@@ -573,7 +581,7 @@ def _output_dim(w: _Walk, ll: int) -> None:
     op = lay.operator
     ps, pd = lay.pool_stride, lay.pool_dilation
     pool = pools[ll]
-    two_d = not op.one_d and (op.has_weights or idim[1] != 1)
+    two_d = pools_in_two_d(op, idim)
     if two_d:
         if ps[0] != ps[1]:
             raise _fail(sidecar, lay, "pool_stride", "sidecar.value",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ai8xsim.machine import FAST_FIFO
-from ai8xsim.verify import FAIL, NOT_MODELLED, PASS, execute, input_tensor, render
+from ai8xsim.verify import FAIL, PASS, execute, input_tensor, render
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "digits"
@@ -150,13 +150,14 @@ def test_transposed_first_layer_from_the_fifo(tmp_path: Path) -> None:
     np.testing.assert_array_equal(fifo.layers[0].value, memory.layers[0].value)
 
 
-def test_fast_fifo_quad_fan_out_is_not_modelled(tmp_path: Path) -> None:
-    """Quad fan-out (CTRL bit 31: the fast FIFO feeding processors 0, 16, 32 and 48) is
-    outside the model: with the bit set in every write of quadrant 0's control
-    register, the same project is NOT MODELLED."""
+def test_quad_fan_out_bit_without_the_quad_layout_fails(tmp_path: Path) -> None:
+    """Quad fan-out (CTRL bit 31 with the fast FIFO) makes quadrant q compute every fourth
+    output channel from its own kernels: a single fan-out project with only the bit set
+    (its kernels all in quadrant 0) computes wrong channels and FAILs."""
     from ai8xsim.device import MAX78000
 
     fast = _convert(tmp_path / "p", "--fast-fifo", "--riscv")
+    assert execute(fast).verdict == PASS
     ctl = MAX78000.ctl(0, MAX78000.reg_ctl)
     store = re.compile(rf"(\*\(\(volatile uint32_t \*\) 0x{ctl:08x}\) = )0x([0-9a-f]{{8}});")
     path = fast / "cnn.c"
@@ -165,8 +166,18 @@ def test_fast_fifo_quad_fan_out_is_not_modelled(tmp_path: Path) -> None:
     assert hits
     path.write_text(text)
     outcome = execute(fast)
-    assert outcome.verdict == NOT_MODELLED, render(outcome)
-    assert "quad fan-out" in outcome.unmodelled
+    assert outcome.verdict == FAIL, render(outcome)
+
+
+def test_quad_fan_out_computes_what_single_fan_out_does(tmp_path: Path) -> None:
+    """--fast-fifo-quad: the first layer's kernels spread over the four quadrants, the
+    CTRL bit set; the virtual accelerator's first layer gives the same values as with
+    the single fan-out, and the known answer passes."""
+    single = execute(_convert(tmp_path / "s", "--fast-fifo", "--riscv"))
+    quad = execute(_convert(tmp_path / "q", "--fast-fifo-quad", "--riscv"))
+    assert single.verdict == quad.verdict == PASS, render(quad)
+    assert quad.layers[0].regs.quad and not single.layers[0].regs.quad
+    np.testing.assert_array_equal(quad.layers[0].value, single.layers[0].value)
 
 
 def test_odd_counts_of_a_transposed_layer_are_an_error(tmp_path: Path) -> None:

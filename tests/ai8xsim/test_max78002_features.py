@@ -234,7 +234,7 @@ def _kernel_words(m, layer: int) -> set[tuple[int, int]]:
     """(processor, kernel word) pairs the layer's registers make it read."""
     lr = engine.decode(m, layer)
     procs = [p for p in range(64) if lr.processors >> p & 1 and lr.masks >> p & 1]
-    slots = engine._slot_count(lr)
+    slots = engine.slot_count(lr)
     slot = np.arange(slots)[:, None]
     step = slot // 4 if lr.calcx4 else slot
     unit = lr.mask_start + (step * lr.passes + np.arange(lr.passes)[None, :]) * 8

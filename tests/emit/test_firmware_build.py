@@ -25,6 +25,7 @@ import pytest
 
 from onnx2ai8x.devices import get_device
 from onnx2ai8x.emit.build import BuildResult, build_project, fit_problems, missing_tools
+from onnx2ai8x.emit.footprint import estimate, project_files
 from tests.conftest import GOLDEN, record_firmware_size
 from tests.golden import pipeline
 
@@ -148,6 +149,16 @@ def _build(project: Path, device: str, board: str, sdk: Path | None,
     return result
 
 
+def _estimate_matches(project: Path, device: str, result: BuildResult) -> None:
+    """The estimate convert refuses oversize projects by (emit/footprint.py) is within
+    4 KB or 5 % of the linked flash and SRAM."""
+    fp = estimate(project_files(project), get_device(device))
+    for what, guess, real in (("flash", fp.flash, result.sizes.flash),
+                              ("SRAM", fp.sram, result.sizes.sram)):
+        assert abs(guess - real) <= max(4096, real // 20), \
+            f"{what}: estimated {guess} B, linked {real} B"
+
+
 # Dual-core projects: the trimmed SDK has no RISC-V start-up files, linker script or
 # loader, and there is no RISC-V compiler here, so only the Arm half is built
 # (RISCV_LOAD=0, as project.mk says): main.c, which starts the RISC-V core at the SDK's
@@ -182,6 +193,7 @@ def test_project_builds_as_firmware(case: Case, sdk: Path, tmp_path: Path,
     _convert(case, out, tmp_path)
     result = _build(out, case.device, case.board, sdk)
     record_firmware_size(request.config, case.id, result)
+    _estimate_matches(out, case.device, result)
     if case.golden is None and case.board == "EvKit_V1":
         # The same project, copied into the SDK tree, builds without MAXIM_PATH.
         in_tree = sdk / "Examples" / case.device / "CNN" / case.id

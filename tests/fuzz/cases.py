@@ -25,7 +25,8 @@ from onnx2ai8x.onnxpb import AttributeProto
 
 from .runner import Case
 
-KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project", "float")
+KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project", "float",
+         "cpu")
 
 
 # --------------------------------------------------------------------------- bytes
@@ -734,7 +735,44 @@ def float_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- CPU segments
+
+CPU_FILES = ("cpu_io.c", "cpu_layers.c", "cpu_layers.h", "main.c", "sampleoutput.h")
+
+
+def cpu_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """The CPU-fallback paths (issue 28): `convert --cpu-fallback` of a float model with
+    a CPU stem, a CPU segment between accelerator layers and a CPU head, its model or
+    calibration damaged or with hostile options; and `verify` of its project with the
+    CPU files (or the files that run them) edited."""
+    cases = []
+    for i in range(count):
+        if rng.random() < 0.5:
+            files = {f"p/{name}": data for name, data in base["split-project"].items()}
+            for _ in range(rng.randint(1, 2)):
+                name = f"p/{rng.choice(CPU_FILES)}"
+                files[name] = _mutate_c(rng, files[name])
+            argv = ("verify", "p", *rng.choice([(), ("--json",)]))
+            cases.append(Case("cpu", f"{i:04d}", argv, files))
+            continue
+        model, cal = base["split.onnx"], base["split-cal.npy"]
+        pick = rng.random()
+        if pick < 0.4:
+            model = _mutate_onnx(rng, model)
+        elif pick < 0.7:
+            cal = _damaged_calibration(rng, cal)
+        argv = ["convert", "model.onnx", "--calibration", "cal.npy", "-o", "out",
+                "--cpu-fallback", "--device", rng.choice(["MAX78000", "MAX78002"])]
+        argv += rng.choice([[], [], ["--fifo"], ["--riscv"], ["--softmax"], ["--mlator"],
+                            ["--sample-input", "cal.npy"], ["--verify"]])
+        files = {"model.onnx": model, "cal.npy": cal}
+        cases.append(Case("cpu", f"{i:04d}", tuple(argv), files,
+                          outputs=("out", "report.json")))
+    return cases
+
+
 GENERATORS = {"onnx": onnx_cases, "sidecar": sidecar_cases, "sample": sample_cases,
               "checkpoint": checkpoint_cases, "output": output_cases,
-              "options": option_cases, "project": project_cases, "float": float_cases}
+              "options": option_cases, "project": project_cases, "float": float_cases,
+              "cpu": cpu_cases}
 assert tuple(GENERATORS) == KINDS

@@ -22,7 +22,7 @@ from .runner import run_case
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "examples" / "digits"
 DEFAULT_CASES = {"onnx": 60, "sidecar": 40, "sample": 30, "checkpoint": 25,
-                 "output": 31, "options": 40, "project": 80, "float": 40}
+                 "output": 31, "options": 40, "project": 80, "float": 40, "cpu": 30}
 
 TINY_YAML = b"""arch: tiny
 dataset: fuzz
@@ -101,6 +101,51 @@ def _upsampling_project(tmp: Path) -> dict:
                     model=model, sample=tmp / "x.npy")
 
 
+def _split_base(tmp: Path) -> dict:
+    """A float model with a CPU stem (a 5x5 convolution), a CPU segment between
+    accelerator layers (LeakyReLU) and a CPU head (Sigmoid), its calibration data, and
+    its project converted with --cpu-fallback (issue 28)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnx2ai8x.cli import main
+
+    rng = np.random.default_rng(28)
+
+    def w(name, *shape):
+        return numpy_helper.from_array(rng.uniform(-0.3, 0.3, shape).astype(np.float32),
+                                       name)
+
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], name="stem5",
+                              kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
+             helper.make_node("Relu", ["c0"], ["r0"], name="stem_relu"),
+             helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"], name="conv1",
+                              kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["c1"], ["l1"], name="leaky", alpha=0.1),
+             helper.make_node("Conv", ["l1", "w2", "b2"], ["c2"], name="conv2",
+                              kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+             helper.make_node("Flatten", ["r2"], ["f"], name="flatten", axis=1),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["g"], name="fc", transB=1),
+             helper.make_node("Sigmoid", ["g"], ["y"], name="labels")]
+    inits = [w("w0", 8, 3, 5, 5), w("b0", 8), w("w1", 8, 8, 3, 3), w("b1", 8),
+             w("w2", 8, 8, 3, 3), w("b2", 8), w("w3", 4, 512), w("b3", 4)]
+    graph = helper.make_graph(
+        nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                       ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])], inits)
+    model = tmp / "split.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), model)
+    np.save(tmp / "split-cal.npy", rng.uniform(0, 1, (8, 3, 8, 8)).astype(np.float32))
+    out = tmp / "split-project"
+    code = main([str(model), "--device", "MAX78000", "--calibration",
+                 str(tmp / "split-cal.npy"), "-o", str(out), "--quiet", "--cpu-fallback"])
+    assert code == 0
+    project = {p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".c", ".h")}
+    return {"split.onnx": model.read_bytes(),
+            "split-cal.npy": (tmp / "split-cal.npy").read_bytes(), "split-project": project}
+
+
 def _float_base() -> dict:
     """The float models the float kind damages: the float digits example with 16 of its
     calibration samples, one linear layer 256 -> 1024 (as wide as a layer gets, larger
@@ -161,7 +206,7 @@ def base(tmp_path_factory) -> dict:
             "model.yaml": plan(model, MAX78000, None).sidecar_text.encode(),
             "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy,
             "project": _project(tmp / "p"), "project-fifo": _project(tmp / "f", "--fifo"),
-            "project-up": _upsampling_project(tmp), **_float_base()}
+            "project-up": _upsampling_project(tmp), **_float_base(), **_split_base(tmp)}
 
 
 _STATS: dict[str, list[float]] = {}  # per kind: seconds per case (tests/fuzz/conftest.py)
@@ -172,7 +217,7 @@ def test_fuzz(kind, base, tmp_path, request):
     import onnxruntime  # noqa: F401
 
     import custom_ops  # noqa: F401 - imported once here, not in every forked case
-    import onnx2ai8x.importer.izer  # noqa: F401
+    import onnx2ai8x.sidecar.izer  # noqa: F401
 
     count = request.config.getoption("--fuzz-cases") or DEFAULT_CASES[kind]
     seed = request.config.getoption("--fuzz-seed")

@@ -18,7 +18,7 @@ from onnx2ai8x.placement import Placement
 @cache
 def _resolved(case_dir: str):
     from onnx2ai8x.devices import get_device
-    from onnx2ai8x.importer.izer import resolve_project
+    from onnx2ai8x.sidecar.izer import resolve_project
 
     case = Path(case_dir)
     device = get_device(json.loads((case / "case.json").read_text())["device"])

@@ -127,8 +127,8 @@ def test_import_matches_expected_output(name, tmp_path):
     pytest.importorskip("custom_ops.builder", reason="custom_ops.builder not available yet")
     import custom_ops
     from onnx2ai8x.devices import get_device
-    from onnx2ai8x.importer.izer import build_onnx, resolve_project
     from onnx2ai8x.runner import fit_to_input
+    from onnx2ai8x.sidecar.izer import build_onnx, resolve_project
 
     case = json.loads((case_dir / "case.json").read_text())
     device = case["device"]
@@ -166,7 +166,7 @@ def test_output_layout_covers_expected_addresses(name):
     if not (case_dir / "case.json").is_file():
         pytest.skip("golden corpus absent")
     from onnx2ai8x.devices import get_device
-    from onnx2ai8x.importer.izer import resolve_project
+    from onnx2ai8x.sidecar.izer import resolve_project
 
     case = json.loads((case_dir / "case.json").read_text())
     resolved = resolve_project(case_dir / "network.yaml", case_dir / "checkpoint.pth.tar",

@@ -48,7 +48,7 @@ def test_cli_writes_model_with_names_and_sidecar_metadata(case, tmp_path, capsys
 
 
 def test_shape_needs_sample_or_in_dim(case, tmp_path):
-    from onnx2ai8x.importer.izer import import_project
+    from onnx2ai8x.sidecar.izer import import_project
 
     with pytest.raises(Ai8xError) as err:
         import_project(case / "network.yaml", case / "checkpoint.pth.tar", MAX78000)
@@ -57,7 +57,7 @@ def test_shape_needs_sample_or_in_dim(case, tmp_path):
 
 
 def test_deterministic(case):
-    from onnx2ai8x.importer.izer import import_project
+    from onnx2ai8x.sidecar.izer import import_project
 
     args = (case / "network.yaml", case / "checkpoint.pth.tar", MAX78000,
             case / "sample.npy")

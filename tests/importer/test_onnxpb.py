@@ -191,3 +191,22 @@ def test_to_array_refuses_inconsistent_tensors(tensor, message):
 def test_get_attribute_value_of_type_zero_names_it():
     with pytest.raises(ValueError, match="'k' has unsupported type 0"):
         onnxpb.get_attribute_value(onnx.AttributeProto(name="k", i=3))
+
+
+def test_the_installed_onnx_is_within_the_tested_bound():
+    """onnxpb depends on onnx's file layout (onnx/onnx_ml_pb2.py): pyproject.toml bounds
+    onnx to the versions these tests ran on, and the installed one is inside the bound
+    and has the file where onnxpb looks for it."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    low, high = re.search(r'"onnx>=([\d.]+),<([\d.]+)"', text).groups()
+
+    def version(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+    assert version(low) <= version(onnx.__version__) < version(high)
+    origin = Path(importlib.util.find_spec("onnx").origin).parent
+    assert (origin / "onnx_ml_pb2.py").is_file()

@@ -139,6 +139,7 @@ VIOLATIONS = {
     "conv1d-dilation": (MAX78000, lambda: network(with_weights(conv1d(
         "d4k5", kernel_size=(5, 1), padding=(0, 0), dilation=(4, 1), output_dim=(16, 1),
         weights=None))), "d4k5"),
+    "conv1d-multipass-padding": (MAX78002, lambda: network(conv1d("wide", 65, 8)), "wide"),
     "groups": (MAX78000, lambda: network(with_weights(conv2d(
         "dw", 4, 4, conv_groups=4, weights=None))), "dw"),
     "output-padding": (MAX78000, lambda: network(conv2d("opad", output_padding=(1, 1))),
@@ -272,6 +273,15 @@ def test_depthwise_is_legal_on_max78002_only():
     net = network(with_weights(conv2d("dw", 16, 16, conv_groups=16, weights=None)))
     assert diagnose(net, MAX78002) == []
     assert [d.code for d in diagnose(net, MAX78000)] == ["limit.groups"]
+
+
+def test_padded_multipass_conv1d_legal_on_max78000_and_unpadded_on_max78002():
+    # The vendor's SUPPORT_MULTIPASS_PADDED_CONV1D: MAX78000 pads a two-pass Conv1d,
+    # MAX78002 only one-pass ones (64 channels) or unpadded ones.
+    assert diagnose(network(conv1d("wide", 65, 8)), MAX78000) == []
+    assert diagnose(network(conv1d("c64", 64, 8)), MAX78002) == []
+    unpadded = conv1d("np", 65, 8, padding=(0, 0), output_dim=(30, 1))
+    assert diagnose(network(unpadded), MAX78002) == []
 
 
 def test_binary_weights_legal_on_max78002():

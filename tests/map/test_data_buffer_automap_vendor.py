@@ -60,7 +60,7 @@ def tcn_model(tmp_path_factory) -> Path:
     """The vendor's actiontcn imported from its sidecar and checkpoint (ai8x-ONNX)."""
     if not all((TCN / f).is_file() for f in INPUTS):
         pytest.skip(f"actiontcn inputs are absent ({TCN}: {', '.join(INPUTS)})")
-    from onnx2ai8x.importer.izer import import_izer_command
+    from onnx2ai8x.sidecar.izer import import_izer_command
 
     out = tmp_path_factory.mktemp("tcn") / "imp.onnx"
     import_izer_command(TCN / "kinetics.yaml", TCN / "ckpt.pth.tar",

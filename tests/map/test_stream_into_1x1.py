@@ -3,7 +3,7 @@ automatically (issue 17: the vendor's face-ID 112x112 network has this shape).
 
 Streaming has no 1x1 path: a 1x1 convolution that streams, or that reads the last
 streaming layer's output, runs on the 3x3 hardware with its weight in the centre and
-padding 1 (hw.runs_1x1_as_3x3). The networks are built with ai8x_torch modules, given
+padding 1 (legalize.facts.runs_1x1_as_3x3). The networks are built with ai8x_torch modules, given
 random quantized weights, exported and converted without a sidecar; the first layer's
 output does not fit a data memory instance, so the mapper must stream, and the layer
 after the streaming part (or one inside it) is a 1x1 convolution, which the mapper

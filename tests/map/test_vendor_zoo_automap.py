@@ -233,12 +233,12 @@ def _with_fake_passthrough(path: Path, device: str, sidecar: Path,
                            fake: FakePassthrough) -> Path:
     """The exported model with `fake` added as the vendor adds it to the checkpoint,
     imported with the vendor's sidecar (import-izer)."""
-    from onnx2ai8x.convert import load_onnx
     from onnx2ai8x.devices import get_device
+    from onnx2ai8x.frontend import load_onnx
     from onnx2ai8x.importer.checkpoint import CheckpointLayer
-    from onnx2ai8x.importer.izer import build_onnx
     from onnx2ai8x.importer.onnx_reader import read_model_full
     from onnx2ai8x.sidecar import parse_file
+    from onnx2ai8x.sidecar.izer import build_onnx
     from onnx2ai8x.sidecar.resolve import resolve, weights_from_network
 
     network = read_model_full(load_onnx(path)).network

@@ -40,6 +40,50 @@ def test_depthwise_moving_data_is_named_with_a_fix(tmp_path: Path) -> None:
     assert "0x000000000001ffff" in stderr  # the layer's input processors
 
 
+@pytest.mark.parametrize("name", ["ai87-suite-depthwise17x5x7-move",
+                                  "ai87-suite-depthwise1x1-move"])
+def test_the_automatic_mapping_keeps_depthwise_data_in_place(name: str,
+                                                             tmp_path: Path) -> None:
+    """The cases whose own sidecars move a depthwise layer's data: mapped by onnx2ai8x
+    the layer writes where it reads, and there is no hint."""
+    if not GOLDEN.is_dir():
+        pytest.skip("golden corpus absent")
+    _, proc = pipeline.convert_case(name, tmp_path, sidecar=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "map.energy-depthwise" not in proc.stderr
+
+
+def test_a_final_depthwise_layer_writes_where_it_reads(tmp_path: Path) -> None:
+    """A depthwise layer whose output nobody reads is kept on its input processors
+    (broadcast), not packed from processor 0: pinned by a partial sidecar to processors
+    4-59, the last layer of a golden case writes there, with no hint, and the project
+    passes its known-answer test on the virtual accelerator."""
+    import subprocess
+    import sys
+
+    from ai8xsim.verify import execute, render
+    from onnx2ai8x.convert import plan
+    from onnx2ai8x.devices import MAX78002
+
+    name = "ai87-suite-depthwise-quantpool-stream"
+    if not (GOLDEN / name).is_dir():
+        pytest.skip("golden corpus absent")
+    model = pipeline.imported_model(name, tmp_path)
+    pins = 0x0FFFFFFFFFFFFFF0
+    sidecar = tmp_path / "pins.yaml"
+    sidecar.write_text(f"arch: a\ndataset: b\nlayers:\n- {{}}\n- {{}}\n- processors: {pins:#x}\n")
+    placed = plan(model, MAX78002, sidecar).placement.layers[2]
+    assert placed.processor_map == placed.output_processor_map == pins
+    proc = subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device",
+                           "MAX78002", "--sidecar", str(sidecar), "-o", str(tmp_path / "p"),
+                           "--sample-input", str(GOLDEN / name / "sample.npy")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "map.energy-depthwise" not in proc.stderr
+    outcome = execute(tmp_path / "p")
+    assert outcome.passed, render(outcome)
+
+
 def test_hidden_layers_with_odd_channel_counts_are_named(tmp_path: Path) -> None:
     hints, stderr = _our_hints("ai85-suite-conv1d-multilayer", tmp_path)
     # its hidden layers 1-8 read 3 channels; layer 0 reads the input and is not named

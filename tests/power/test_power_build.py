@@ -47,6 +47,11 @@ RISCV_CASES = (
          expect=("MXC_LP_EnterLowPowerMode", "urvctrl", "Debug_Init")),
     Case("ai85-mnist-riscv-no-wfi", "MAX78000", golden="ai85-mnist",
          extra=("--riscv", "--no-wfi")),
+    # quad fan-out: the CTRL quad bit (31) in the master quadrant's enable
+    Case("ai85-cats-dogs-riscv-fast-fifo-quad", "MAX78000", golden="ai85-cats-dogs",
+         extra=("--riscv", "--fast-fifo-quad"), expect=("= 0x80d8c809; // Master enable",)),
+    Case("ai87-cats-dogs-riscv-fast-fifo-quad", "MAX78002", golden="ai87-cats-dogs",
+         extra=("--riscv", "--fast-fifo-quad"), expect=("Fast FIFO control",)),
 )
 
 

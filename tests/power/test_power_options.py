@@ -47,10 +47,29 @@ def test_riscv_variants_imply_riscv(flag: str) -> None:
     assert EmitOptions.from_cli(**{flag: True}).riscv
 
 
-def test_fast_fifo_quad_is_refused_with_the_reason() -> None:
+def test_fast_fifo_quad_implies_the_fast_fifo_and_needs_riscv() -> None:
+    opts = EmitOptions.from_cli(fast_fifo_quad=True, riscv=True)
+    assert opts.fast_fifo and opts.uses_fifo
     with pytest.raises(Ai8xError) as exc:
-        EmitOptions.from_cli(fast_fifo_quad=True, riscv=True)
-    assert "use --fast-fifo" in exc.value.render()
+        EmitOptions.from_cli(fast_fifo_quad=True)
+    assert "--riscv" in exc.value.render()
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("ai85-kws20_v3", "not a 2-D convolution"),  # Conv1d first layer
+])
+def test_fast_fifo_quad_refuses_a_first_layer_it_cannot_spread(name: str, problem: str,
+                                                                tmp_path) -> None:
+    from tests.golden import pipeline
+
+    if not (pipeline.GOLDEN / name).is_dir():
+        pytest.skip("golden corpus absent")
+    _, proc = pipeline.convert_case(name, tmp_path, sidecar=True,
+                                    extra=("--riscv", "--fast-fifo-quad"),
+                                    out=tmp_path / "p")
+    assert proc.returncode != 0 and "map.fast-fifo-quad" in proc.stderr
+    assert problem in proc.stderr and "use --fast-fifo" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_energy_replaces_the_timer_with_a_warning() -> None:

@@ -54,6 +54,12 @@ OPTION_CASES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
     ("ai85-mnist", ("--riscv", "--riscv-flash"), ("--riscv",)),
     ("ai85-mnist", ("--riscv", "--deepsleep"), ("--riscv",)),
     ("ai85-mnist", ("--riscv", "--no-wfi"), ("--riscv",)),
+    # quad fan-out against the single fan-out: the zoo networks whose input the fast FIFO
+    # takes (at most 4 channels HWC, 1 CHW; the kws20 networks' 128 are refused by both
+    # tools), and a streaming suite case
+    *[(c, ("--riscv", "--fast-fifo-quad"), ("--riscv", "--fast-fifo")) for c in (
+        "ai85-mnist", "ai85-cifar-10", "ai85-cats-dogs", "ai87-cats-dogs",
+        "ai85-suite-fifostream-32-hwc")],
 ]
 
 # Our dual-core Arm half waits for the RISC-V core in a loop on its done flag

@@ -12,7 +12,7 @@ from tests.conftest import GOLDEN
 pytest.importorskip("torch")
 
 from onnx2ai8x.devices import MAX78000
-from onnx2ai8x.importer.izer import import_izer_command  # noqa: E402
+from onnx2ai8x.sidecar.izer import import_izer_command  # noqa: E402
 
 BASE = "ai85-mnist"  # 5 layers: 4x conv2d (1 -> 60 -> 60 -> 56 -> 12 channels) + linear
 
@@ -173,7 +173,7 @@ def test_base_case_is_valid(base_case, tmp_path):
     case_dir, cfg = base_case
     path = _write(tmp_path, cfg, lambda c: None)
     out = tmp_path / "ok.onnx"
-    from onnx2ai8x.importer.izer import resolve_project
+    from onnx2ai8x.sidecar.izer import resolve_project
     resolved = resolve_project(path, case_dir / "checkpoint.pth.tar", MAX78000,
                                case_dir / "sample.npy")
     assert len(resolved.layers) == 5 and not out.exists()

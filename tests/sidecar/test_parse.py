@@ -119,6 +119,6 @@ def test_sidecar_modules_do_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys, onnx2ai8x.sidecar.resolve, onnx2ai8x.importer.izer; "
+    code = ("import sys, onnx2ai8x.sidecar.resolve, onnx2ai8x.sidecar.izer; "
             "sys.exit(1 if 'torch' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

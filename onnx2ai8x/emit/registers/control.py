@@ -5,6 +5,7 @@ CNNx16_n_CTRL, _SRAM, _LCNT_MAX, _TEST, FIFO_CTRL, AON control).
 from __future__ import annotations
 
 from ...map.hw import HwView
+from ...map.kernels import fifo_input_map
 from .writes import Write, WriteList
 
 SRAM_CONTROL = 0x40E  # the value the vendor tool programs; the reset value is not used
@@ -17,6 +18,7 @@ CTL_DONE = 1 << 12
 CTL_STREAM_DONE = 1 << 14
 # --one-shot (MAX78002): the accelerator stops after every layer until cnn_continue()
 CTL_ONE_SHOT = 1 << 8
+CTL_QUAD_PACK = 1 << 31  # the fast FIFO in quad fan-out (the vendor's Qupac bit)
 
 
 def _any_bias(hw: HwView) -> bool:
@@ -89,7 +91,7 @@ def fifo_control(hw: HwView, w: WriteList) -> None:
     if not opts.fifo:
         return
     start = hw.start_layer
-    pmap0 = hw.placement.layers[start].processor_map
+    pmap0 = fifo_input_map(hw.placement)
     if not opts.fast_fifo:
         val = 0x02 << 2 | 0x02 << 7
         if dev.require_fifo_cpl:
@@ -146,12 +148,14 @@ def _run_control(hw: HwView) -> int:
         val |= 1 << 5
     if opts.one_shot:
         val |= CTL_ONE_SHOT
+    if opts.fast_fifo_quad:
+        val |= CTL_QUAD_PACK
     return val
 
 
 def _fifo_group_bits(hw: HwView, group: int) -> int:
     opts = hw.choices
-    pmap0 = hw.placement.layers[hw.start_layer].processor_map
+    pmap0 = fifo_input_map(hw.placement)
     if opts.fifo and pmap0 & 0x0F << group * 16:
         val = CTL_FIFO_ENABLE
         if opts.fast_fifo:
@@ -163,8 +167,7 @@ def _fifo_group_bits(hw: HwView, group: int) -> int:
 
 
 def _fifo_group(hw: HwView) -> bool:
-    start = hw.start_layer
-    pmap0 = hw.placement.layers[start].processor_map
+    pmap0 = fifo_input_map(hw.placement)
     return not (pmap0 != 1 and pmap0 & 0x0E == 0)
 
 
@@ -186,7 +189,7 @@ def cnn_start(hw: HwView) -> tuple[Write, ...]:
             if g not in hw.groups_used:
                 unused |= 1 << 12 + g
         w.put(dev.fifo_addr(dev.regs.aon_ctl), unused, "AON control")
-    pmap0 = hw.placement.layers[hw.start_layer].processor_map
+    pmap0 = fifo_input_map(hw.placement)
     if hw.choices.fifo and pmap0 & 0x0F << master * 16:
         val |= CTL_FIFO_ENABLE
         if hw.choices.fast_fifo:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...errors import Ai8xError
 from ...map.hw import HwView, ffs, fls
+from ...map.kernels import quad_fan_out
 from ...network import (
     ACT_ABS,
     ACT_RELU,
@@ -42,7 +43,9 @@ def layer_control(hw: HwView, mem: WeightMemoryMap, ctx: LayerContext, group: in
         val |= 1 << 29
     if lay.output_width != 8:
         val |= 1 << 16
-    if h.operator.has_weights and group == hw.groups_used[0] and lay.conv_groups == 1:
+    if h.operator.has_weights and group == hw.groups_used[0] and lay.conv_groups == 1 \
+            and not quad_fan_out(hw.placement, ll):
+        # (Quad fan-out: every quadrant computes its own channels, nothing to collect.)
         # The first quadrant collects partial sums from every other quadrant taking part,
         # and from the quadrant that holds the bias.
         sources = 0
@@ -162,7 +165,8 @@ def post_processing(hw: HwView, mem: WeightMemoryMap, ctx: LayerContext,
                             f"the bias is placed in quadrant {group} without an offset",
                             "report this: kernel/bias allocation is inconsistent")
         val |= 1 << 12 | (offs // 4 if h.calcx4 else offs)
-    elif offs is not None and lay.conv_groups > 1:
+    elif offs is not None and (lay.conv_groups > 1 or quad_fan_out(hw.placement, ll)):
+        # each quadrant reads its own channels' bias (depthwise, quad fan-out)
         val |= 1 << 12 | (offs // 4 if h.broadcast else offs)
     if h.operator.passthrough:
         val |= (3 if lay.operands == 1 else 1) << 24

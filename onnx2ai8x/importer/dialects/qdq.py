@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import Ai8xError
-from . import Recognition
+from .base import Recognition
 
 DIALECT = "qdq"
 _DOMAINS = ("", "ai.onnx", "com.microsoft")

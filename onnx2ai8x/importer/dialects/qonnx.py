@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import Ai8xError
-from . import Recognition
+from .base import Recognition
 
 DIALECT = "qonnx"
 OPS = frozenset(("Quant", "BipolarQuant", "Trunc"))

@@ -34,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import Ai8xError
-from . import Recognition
+from .base import Recognition
 
 DIALECT = "tf2onnx"
 _UNARY = ("Relu", "Abs", "Clip", "Identity", "Dropout", "LeakyRelu", "Sigmoid")

@@ -40,7 +40,8 @@ import numpy as np
 
 from ... import onnxpb
 from ...errors import Ai8xError, Diagnostic
-from . import Recognition
+from ..onnx_nodes import data_input, node_attr
+from .base import Recognition
 from .vendor_numbers import _fail, _Graph, _layer, _pow2, _replay, _scalar
 
 DIALECT = "vendor-export"
@@ -55,9 +56,7 @@ def _clamp(graph: _Graph, node) -> tuple[float | None, float | None] | None:
     """(min, max) of a Clip with constant bounds (either may be absent)."""
     if node is None or node.op_type != "Clip":
         return None
-    from ..float_onnx import _attr
-
-    lo, hi = _attr(node, "min"), _attr(node, "max")
+    lo, hi = node_attr(node, "min"), node_attr(node, "max")
     for k, slot in ((1, "lo"), (2, "hi")):
         if len(node.input) > k and node.input[k]:
             v = _scalar(graph.const(node.input[k]))
@@ -323,10 +322,8 @@ class _Rewriter:
 
     # -- the pass ------------------------------------------------------------------------
     def run(self) -> Recognition:
-        from ..float_onnx import _graph_input
-
         model = self.g.model
-        inp = _graph_input(model).name
+        inp = data_input(model).name
         if self.units != 1.0:
             # `-8` mode: the input is in integer units; the canonical form takes
             # x / 128 (the walker folds the scaling into the input mapping).

@@ -13,6 +13,7 @@ import numpy as np
 
 from ... import onnxpb
 from ...errors import Ai8xError
+from ..onnx_nodes import CONST_OPS, node_attr
 
 _LAYOUT_OPS = ("Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten")
 _EXPORT_HINT = ("export the quantized checkpoint (`quantize.py`, then `train.py "
@@ -29,8 +30,6 @@ class _Graph:
     def __init__(self, model, fold: bool = True) -> None:
         """`fold`: evaluate every constant subgraph; else (a quick look) only the
         `Constant` nodes and the small initializers."""
-        from ..float_onnx import _CONST_OPS, _attr
-
         g = model.graph
         self.model = model
         self.consts: dict[str, np.ndarray] = {}
@@ -52,7 +51,7 @@ class _Graph:
                 if i:
                     self.consumers.setdefault(i, []).append(node)
             if fold or node.op_type == "Constant":
-                self._fold(node, _CONST_OPS, _attr)
+                self._fold(node, CONST_OPS, node_attr)
 
     def _fold(self, node, ops, attr) -> bool:
         """Evaluate a node of constants (the export's shift and weight arithmetic)."""
@@ -145,17 +144,15 @@ def _layout_path(graph: _Graph, name: str) -> tuple[str, list]:
 
 
 def _replay(graph: _Graph, value: np.ndarray, path: list) -> np.ndarray:
-    from ..float_onnx import _CONST_OPS, _attr
-
     for node in path:
         if node.op_type == "Transpose":
-            perm = _attr(node, "perm")
+            perm = node_attr(node, "perm")
             value = np.transpose(value, None if perm is None else list(perm))
         elif node.op_type in ("Identity",):
             pass
         else:
             args = [value] + [graph.consts[i] if i else None for i in node.input[1:]]
-            value = np.asarray(_CONST_OPS[node.op_type](node, *args))
+            value = np.asarray(CONST_OPS[node.op_type](node, *args))
     return value
 
 

@@ -6,7 +6,7 @@ A rule's docstring is the user-facing reason (see the package docstring).
 from __future__ import annotations
 
 from ...network import Op
-from ..facts import CONVOLUTIONS, NOT_1D, is_1d
+from ..facts import CONVOLUTIONS, NOT_1D, in_passes, is_1d
 from .base import Rule, diag, dims, only, op_word
 
 
@@ -197,6 +197,25 @@ def conv1d_dilation(layer, network, device):
     return None
 
 
+def conv1d_multipass_padding(layer, network, device):
+    """MAX78002 cannot pad a Conv1d that reads its input in more than one pass.
+
+    The vendor tool's device fact SUPPORT_MULTIPASS_PADDED_CONV1D is false for MAX78002
+    and it refuses such a layer ("This device does not support padded Conv1d with input
+    expansion > 1"); MAX78000 runs it.
+    """
+    if device.multipass_padded_conv1d or layer.padding[0] == 0:
+        return None
+    passes = in_passes(layer, device)
+    if passes == 1:
+        return None
+    return diag("conv1d-multipass-padding", layer.name,
+                f"Conv1d padding {layer.padding[0]} with {layer.input_channels} input "
+                f"channels ({passes} input passes) is not supported on {device.name}",
+                f"use at most {device.channels_per_pass} input channels (reduce them "
+                "with a 1x1 layer first), padding 0, or target MAX78000")
+
+
 def groups(layer, network, device):
     """Groups must be 1, or equal to the channels (depthwise) where the device supports it.
 
@@ -257,6 +276,7 @@ RULES: tuple[Rule, ...] = (
     Rule("stride", stride),
     Rule("conv2d-dilation", conv2d_dilation, applies_to=NOT_1D),
     Rule("conv1d-dilation", conv1d_dilation, applies_to=only(Op.CONV1D)),
+    Rule("conv1d-multipass-padding", conv1d_multipass_padding, applies_to=only(Op.CONV1D)),
     Rule("groups", groups),
     Rule("output-padding", output_padding),
 )

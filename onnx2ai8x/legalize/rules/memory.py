@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...devices import Device
-from ...map.hw import runs_1x1_as_3x3
 from ...network import Layer, Network, Op
 from ..facts import (
     CONVOLUTIONS,
@@ -18,6 +17,7 @@ from ..facts import (
     kernel_taps,
     out_passes,
     pixels,
+    runs_1x1_as_3x3,
     same_weights,
     weight_bits,
 )

@@ -15,16 +15,16 @@ from pathlib import Path
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_bytes_atomic
+from ..importer.checkpoint import Checkpoint, read_checkpoint
 from ..network import Network
-from ..sidecar import Sidecar, parse_file
-from ..sidecar.resolve import Resolved, resolve, to_network
-from .checkpoint import Checkpoint, read_checkpoint
+from . import Sidecar, parse_file
+from .resolve import Resolved, resolve, to_network
 
 
 def _input_shape(sample: Path | str | Sequence[int] | None, sidecar: Sidecar,
                  checkpoint: Checkpoint) -> tuple[int, ...]:
     if isinstance(sample, str | Path):
-        from ..runner import load_sample
+        from ..samples import load_sample
 
         data = load_sample(Path(sample))
         if data.ndim == 2:  # (C, L) 1-D data is held as (C, L, 1)

@@ -1,0 +1,116 @@
+"""Architecture-search throughput: candidate networks per second per core through
+`onnx2ai8x.check` with the models in memory and no file written (issue 27 item 6; the
+target is at least 30 per second per core).
+
+Usage: python benchmarks/api_sweep.py [--repeat N] [--form network|bytes|both]
+
+The candidates are a search space an architecture search would sweep: ai8x_torch
+networks of 7 widths x 2 input sizes x 5 depths (70 networks, 3 to 9 layers), quantized
+and turned into a Network (`ai8x_torch.export.to_network`) or into the bytes of their
+ai8x-ONNX once, beforehand (that is the search's own cost, not the converter's). Each is
+then checked for MAX78000 in one process, warm (the first pass, which imports the
+stages, is not timed), in a fresh empty working directory that must stay empty. Per
+core is CPU seconds of this process (time.process_time), so a loaded machine does not
+flatter or penalize the figure; the wall-clock rate is printed beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDTHS = (16, 24, 32, 48, 64, 96, 128)
+SIZES = (32, 64)
+DEPTHS = (1, 2, 3, 4, 5)  # pooled convolutions after the first
+
+
+def candidates():
+    """(label, Network, ai8x-ONNX bytes) of every point of the search space."""
+    import torch
+    from torch import nn
+
+    import ai8x_torch as ai8x
+    from ai8x_torch.export import to_network
+    from custom_ops.builder import build_proto
+
+    ai8x.set_device(85, simulate=False, round_avg=False, verbose=False)
+
+    class Candidate(nn.Module):
+        def __init__(self, width: int, depth: int) -> None:
+            super().__init__()
+            self.first = ai8x.FusedConv2dReLU(3, width, 3, padding=1)
+            self.body = nn.Sequential(*[
+                ai8x.FusedMaxPoolConv2dReLU(width, width, 3, pool_size=2, pool_stride=2,
+                                            padding=1) for _ in range(depth)])
+            self.head = ai8x.Conv2d(width, 10, 1, wide=True)
+
+        def forward(self, x):
+            return self.head(self.body(self.first(x)))
+
+    torch.manual_seed(0)
+    out = []
+    for width in WIDTHS:
+        for size in SIZES:
+            for depth in DEPTHS:
+                model = Candidate(width, depth)
+                ai8x.quantize_model(model)
+                network, _ = to_network(model, torch.zeros(1, 3, size, size),
+                                        device="MAX78000")
+                out.append((f"w{width}-s{size}-d{depth}", network,
+                            build_proto(network).SerializeToString()))
+    return out
+
+
+def sweep(models, check) -> tuple[float, float, int]:
+    """CPU and wall seconds of one pass; how many candidates fit."""
+    import onnx2ai8x
+
+    fits = 0
+    cpu, wall = time.process_time(), time.perf_counter()
+    for model in models:
+        try:
+            check(model, "MAX78000")
+            fits += 1
+        except onnx2ai8x.Ai8xError:
+            pass
+    return time.process_time() - cpu, time.perf_counter() - wall, fits
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--form", choices=("network", "bytes", "both"), default="both")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    import onnx2ai8x
+
+    space = candidates()
+    forms = ("network", "bytes") if args.form == "both" else (args.form,)
+    with tempfile.TemporaryDirectory() as work:
+        os.chdir(work)
+        for form in forms:
+            models = [net if form == "network" else data for _, net, data in space]
+            sweep(models, onnx2ai8x.check)  # warm: the stages imported once
+            runs = [sweep(models, onnx2ai8x.check) for _ in range(args.repeat)]
+            cpu = min(r[0] for r in runs)
+            wall = min(r[1] for r in runs)
+            fits = runs[0][2]
+            print(f"{form:8} {len(models)} candidates ({fits} fit): "
+                  f"{len(models) / cpu:6.1f} per second per core (CPU), "
+                  f"{len(models) / wall:6.1f} per second wall, "
+                  f"{1000 * cpu / len(models):5.1f} ms each")
+        written = list(Path(work).iterdir())
+        os.chdir(ROOT)
+    if written:
+        print(f"files written: {written}")
+        return 1
+    print("no file written")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,228 @@
+"""A float model split between the CPU and the accelerator, quantized from one
+calibration (issue 28, item 1): the CPU segments' integer operators, the accelerator
+parts' networks chained into one accelerator network (its ai8x-ONNX), and the integer
+pipeline that runs them in order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..devices import Device
+from ..errors import EXIT_USAGE, Ai8xError
+from ..frontend import QuantizeRequest
+from .split import Split, find_split
+
+
+@dataclass(frozen=True, eq=False)
+class Chain:
+    """The accelerator's parts (quantize.ptq.QuantResult each, in order) as the one
+    network the accelerator runs: part j+1's first layer reads part j's last layer's
+    output, which the CPU segment between them rewrites in place."""
+
+    parts: tuple
+    network: object  # the chained onnx2ai8x.network.Network
+    model: object  # its ai8x-ONNX (onnxpb.ModelProto)
+    last_layers: tuple[str, ...]  # per part but the last: the name of its last layer
+
+    @property
+    def mapping(self):
+        return self.parts[0].mapping
+
+    @property
+    def output_scales(self):
+        return self.parts[-1].output_scales
+
+    def report_json(self) -> str:
+        if len(self.parts) == 1:
+            return self.parts[0].report_json()
+        return json.dumps({"parts": [json.loads(p.report_json()) for p in self.parts]})
+
+
+@dataclass(frozen=True, eq=False)
+class Partitioned:
+    """The CPU segments (onnx2ai8x.cpu.ops.Segment, or None / empty) around and between
+    the accelerator's parts."""
+
+    split: Split
+    quant: Chain
+    stem: object | None
+    head: object | None
+    between: tuple  # Segment per cut, run after the accelerator part before it
+    input_scale: float  # float per unit of the CPU stem's int8 input (stem only)
+    scales: dict  # tensor name -> float per integer unit (the CPU's tensors)
+
+    def quantize_input(self, x: np.ndarray) -> np.ndarray:
+        """Float samples (N, model input) -> the first segment's int8 input (N, ...)."""
+        if self.stem is None:
+            return self.quant.mapping.quantize(x)
+        return np.clip(np.floor(np.asarray(x, np.float64) / self.input_scale + 0.5),
+                       -128, 127).astype(np.int8)
+
+    def run_stem(self, q: np.ndarray) -> np.ndarray:
+        """One sample's stem input (int8, per-sample shape) -> the accelerator's input."""
+        if self.stem is None:
+            return q
+        out = _run(self.stem, q)
+        return out.reshape(self.quant.network.input_shape)
+
+    def run_accelerator(self, x: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The accelerator's parts with the CPU segments between them: the last part's
+        output, and each between segment's input (the accelerator's value there)."""
+        import custom_ops
+
+        seen = []
+        for k, part in enumerate(self.quant.parts):
+            session = custom_ops.session(part.model)
+            name = session.get_inputs()[0].name
+            x = np.asarray(session.run(None, {name: np.asarray(x, np.int8)[np.newaxis]})[0])[0]
+            if k < len(self.between):
+                seen.append(x)
+                x = _run(self.between[k], x).reshape(x.shape)
+        return x, seen
+
+    def run_head(self, acc_out: np.ndarray) -> np.ndarray:
+        """The accelerator's output for one sample -> the model's output."""
+        if self.head is None:
+            return acc_out
+        return _run(self.head, acc_out)
+
+
+def _run(seg, x: np.ndarray) -> np.ndarray:
+    from ..cpu.reference import run_segment
+
+    first = seg.ops[0]
+    x = np.asarray(x).reshape(first.in_shapes[0]).astype(np.int8)
+    return run_segment(seg.ops, {seg.inputs[0]: x})[seg.outputs[0]]
+
+
+def _try_parts(device: Device, request: QuantizeRequest, wide: bool):
+    """Quantize and check each accelerator part; the last one's output is 32-bit when
+    `wide` (the model's output, as an ordinary conversion gives it)."""
+    from ..quantize import quantize_file
+
+    def attempt(files):
+        return [quantize_file(part, cal, method=request.method,
+                              percentile=request.percentile, device=device, check=True,
+                              wide_output=wide and k == len(files) - 1)
+                for k, (part, cal) in enumerate(files)]
+
+    return attempt
+
+
+def partition(model: Path, device: Device, request: QuantizeRequest) -> Partitioned:
+    """Split the float model at `model` where the accelerator refuses its layers and
+    quantize every part from `request.calibration`."""
+    from ..quantize import load_array
+
+    if request.calibration is None:
+        raise Ai8xError("usage.calibration", str(model),
+                        "--cpu-fallback quantizes the CPU layers from calibration data",
+                        "pass --calibration X.npy", exit_code=EXIT_USAGE)
+    x = load_array(request.calibration, "calibration data")
+    if x.dtype.kind not in "iuf":
+        raise Ai8xError("usage.calibration", str(request.calibration),
+                        f"the calibration data holds {x.dtype.name} values, not numbers",
+                        "save float samples", exit_code=EXIT_USAGE)
+    x = x.astype(np.float32)
+    split = find_split(model, device, x, _try_parts(device, request, True))
+    results = list(split.results)
+    if split.head and results:  # the head reads the last part's 8-bit output
+        results[-1] = _requantize_last(split, request, device, x)
+    return _segments(split, _chain(split, results), x)
+
+
+def _requantize_last(split: Split, request: QuantizeRequest, device: Device,
+                     x: np.ndarray):
+    import tempfile
+
+    import onnx
+
+    from .graphs import graph_input, run_float, submodel
+
+    t_in, t_out = split.parts[-1]
+    with tempfile.TemporaryDirectory(prefix="onnx2ai8x-part-") as tmp:
+        path, cal = Path(tmp) / "last.onnx", Path(tmp) / "cal.npy"
+        sub = submodel(split.model, [t_in], [t_out])
+        sub.graph.name = split.model.graph.name
+        onnx.save(sub, str(path))
+        np.save(cal, x if t_in == graph_input(split.model) else
+                run_float(split.model, x, t_in))
+        return _try_parts(device, request, False)([(path, cal)])[0]
+
+
+def _chain(split: Split, results: list) -> Chain:
+    """The parts' networks as one: part j+1's layers after part j's, its reads of the
+    input (-1) now reads of part j's last layer."""
+    from custom_ops.builder import build_proto
+
+    from ..network import output_layers, unique_name
+
+    if len(results) == 1:
+        r = results[0]
+        return Chain(parts=(r,), network=r.network, model=r.model, last_layers=())
+    layers, names, lasts = [], set(), []
+    for k, r in enumerate(results):
+        base = len(layers)
+        for lay in r.network.layers:
+            seq = None if lay.in_sequences is None else \
+                tuple(s + base if s >= -1 else s for s in lay.in_sequences)
+            name = unique_name(lay.name, names)
+            names.add(name)
+            layers.append(dataclasses.replace(lay, name=name, in_sequences=seq))
+        if k < len(results) - 1:
+            lasts.append(layers[-1].name)
+    last = results[-1].network
+    base = len(layers) - len(last.layers)
+    outs = tuple(o + base for o in output_layers(last))
+    first = results[0].network
+    network = dataclasses.replace(first, layers=tuple(layers), outputs=outs)
+    model = build_proto(network, doc=f"{network.name}: the accelerator's parts of a model "
+                        "split by onnx2ai8x --cpu-fallback", outputs=list(outs),
+                        avg_pool_rounding=True)
+    meta = dict(results[0].mapping.metadata())
+    for key in sorted(meta):
+        p = model.metadata_props.add()
+        p.key, p.value = key, meta[key]
+    return Chain(parts=tuple(results), network=network, model=model,
+                 last_layers=tuple(lasts))
+
+
+def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
+    from ..cpu.ops import segment
+    from .graphs import graph_input
+    from .quantize_cpu import calibrated_scales, segment_ops
+
+    by_name = {n.name: n for n in split.model.graph.node}
+    parts = chain.parts
+    fixed = {}
+    for k, (t_in, t_out) in enumerate(split.parts):
+        if t_in != graph_input(split.model):
+            if any(parts[k].mapping.offset):
+                raise Ai8xError("partition.offset", t_in,
+                                "the accelerator's part starts by offsetting its input, "
+                                "which the CPU layers before it do not fold in",
+                                "drop the offset after the CPU layers")
+            fixed[t_in] = float(parts[k].mapping.scale)
+        if t_out != split.model.graph.output[0].name or split.head:
+            fixed[t_out] = float(parts[k].output_scales[0])
+    groups = (split.stem, *split.between, split.head)
+    nodes = [by_name[n] for g in groups for n in g]
+    scales = calibrated_scales(split.model, nodes, x, fixed)
+    stem = head = None
+    if split.stem:
+        stem = segment("stem", segment_ops(split.model, split.stem, scales),
+                       (split.acc_input,))
+    between = tuple(segment(f"between{k}", segment_ops(split.model, b, scales),
+                            (split.cuts[k][1],)) for k, b in enumerate(split.between))
+    if split.head:
+        head = segment("head", segment_ops(split.model, split.head, scales))
+    return Partitioned(split=split, quant=chain, stem=stem, head=head, between=between,
+                       input_scale=scales[graph_input(split.model)], scales=scales)
+
+
+__all__ = ["Chain", "Partitioned", "partition"]

@@ -1,0 +1,312 @@
+"""The CPU segments' float nodes as integer CPU operators (onnx2ai8x.cpu.ops), quantized
+from the same calibration samples as the accelerator's layers (issue 28, item 1).
+
+Every tensor a CPU layer writes gets one scale, max |x| / 127 over the calibration
+samples (the accelerator's quantizer's `max` method); weights are quantized per output
+channel to int8, the bias to int32 in the accumulator's units, and each layer's
+rescaling from accumulator to output is an integer multiplier and shift
+(`ops.requant_params`). Where the stem feeds the accelerator its last layer writes the
+accelerator's own input units (the quantizer's input scale), so the accelerator sees the
+values its input mapping would have given it; the head reads the accelerator's int8
+output in its output scale.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import Ai8xError
+from .graphs import graph_input, run_floats, shape_of
+
+ACT_MAX = 127
+
+
+@dataclass(frozen=True)
+class TensorScales:
+    """float per integer unit of each tensor, and each tensor's per-sample shape."""
+
+    scale: dict
+    shape: dict
+
+
+def _attr(node, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            import onnx
+
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _unsupported(where: str, what: str, hint: str) -> Ai8xError:
+    return Ai8xError("partition.cpu-op", where, f"the CPU cannot run this layer: {what}",
+                     hint)
+
+
+def _weights(model) -> dict:
+    from onnx import numpy_helper
+
+    return {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+
+
+def _consts(model) -> dict:
+    """Initializers and Constant nodes' values."""
+    from onnx import numpy_helper
+
+    vals = _weights(model)
+    for n in model.graph.node:
+        if n.op_type == "Constant":
+            vals[n.output[0]] = numpy_helper.to_array(_attr(n, "value"))
+    return vals
+
+
+def per_channel(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int8 weights and their scale per output channel (axis 0)."""
+    flat = np.abs(w.reshape(w.shape[0], -1)).max(axis=1)
+    scale = np.where(flat > 0, flat / ACT_MAX, 1.0)
+    q = np.clip(np.floor(w / scale.reshape(-1, *([1] * (w.ndim - 1))) + 0.5), -128, 127)
+    return q.astype(np.int8), scale
+
+
+def _requant_channels(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from ..cpu.ops import requant_params
+
+    pairs = [requant_params(float(s)) for s in scales]
+    return np.array([m for m, _ in pairs], np.int64), np.array([s for _, s in pairs],
+                                                                np.int64)
+
+
+def _clamp_for(act, s_y: float) -> tuple[int, int]:
+    """The output clamp of an activation fused into the layer (None, Relu, Clip lo/hi)."""
+    if act is None:
+        return -128, 127
+    lo, hi = act
+    qlo = -128 if lo is None else max(-128, int(np.floor(lo / s_y + 0.5)))
+    qhi = 127 if hi is None else min(127, int(np.floor(hi / s_y + 0.5)))
+    return qlo, max(qlo, qhi)
+
+
+PASS_THROUGH = frozenset({"Flatten", "Reshape", "Transpose", "MaxPool", "Squeeze",
+                          "Unsqueeze", "Identity", "Dropout"})
+FUSED_ACT = frozenset({"Relu", "Clip"})
+
+
+def calibrated_scales(model, nodes: list, x: np.ndarray, fixed: dict) -> dict:
+    """Each tensor the nodes write: max |value| / 127 over the calibration samples
+    (`x`, the model's input), unless `fixed` gives it; pass-through ops keep their
+    input's scale (a reshape or max-pool changes no value)."""
+
+    wanted = sorted({o for n in nodes for o in n.output} - set(fixed))
+    values = run_floats(model, x, wanted) if wanted else {}
+    scales = dict(fixed)
+    for n in nodes:
+        out = n.output[0]
+        if out in fixed:
+            continue
+        if n.op_type in PASS_THROUGH and n.input[0] in scales:
+            scales[out] = scales[n.input[0]]
+            continue
+        if n.op_type == "Softmax":  # the CPU softmax writes units of 1/128
+            scales[out] = 1.0 / 128
+            continue
+        peak = float(np.max(np.abs(values[out]))) if values[out].size else 0.0
+        scales[out] = peak / ACT_MAX if peak > 0 else 1.0 / ACT_MAX
+    scales.setdefault(graph_input(model), _input_scale(x))
+    return scales
+
+
+def _input_scale(x: np.ndarray) -> float:
+    peak = float(np.max(np.abs(x))) if x.size else 0.0
+    return peak / ACT_MAX if peak > 0 else 1.0 / ACT_MAX
+
+
+def segment_ops(model, names: tuple[str, ...], scales: dict) -> list:
+    """The CPU operators of the float nodes `names` (model order), activations that
+    only follow a convolution or dense layer fused into its clamp."""
+    by_name = {n.name: n for n in model.graph.node}
+    nodes = [by_name[n] for n in names]
+    readers: dict[str, int] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers[i] = readers.get(i, 0) + 1
+    consts = _consts(model)
+    ops: list = []
+    k = 0
+    while k < len(nodes):
+        node = nodes[k]
+        act, out, step, bias = None, node.output[0], 1, None
+
+        if node.op_type == "MatMul" and _follows(nodes, k + step, out, ("Add",), readers) \
+                and nodes[k + 1].input[1] in consts:  # tf2onnx's Dense: MatMul, then bias
+            bias, out, step = consts[nodes[k + 1].input[1]], nodes[k + 1].output[0], 2
+        if node.op_type in ("Conv", "Gemm", "MatMul") and \
+                _follows(nodes, k + step, out, FUSED_ACT, readers):
+            act, out = _activation(nodes[k + step], consts), nodes[k + step].output[0]
+            step += 1
+        if node.op_type in ("Conv", "Gemm", "MatMul"):
+            ops.append(_weighted(model, node, out, act, scales, consts, bias))
+        else:
+            ops.extend(_op(model, node, out, act, scales, consts))
+        k += step
+    return ops
+
+
+def _follows(nodes: list, k: int, out: str, op_types, readers: dict) -> bool:
+    """nodes[k] is one of `op_types` and the only reader of tensor `out`."""
+    nxt = nodes[k] if k < len(nodes) else None
+    return nxt is not None and nxt.op_type in op_types and nxt.input[0] == out and \
+        readers[out] == 1
+
+
+def _activation(node, consts) -> tuple:
+    if node.op_type == "Relu":
+        return (0.0, None)
+    lo = _attr(node, "min")
+    hi = _attr(node, "max")
+    if len(node.input) > 1 and node.input[1]:
+        lo = float(consts[node.input[1]])
+    if len(node.input) > 2 and node.input[2]:
+        hi = float(consts[node.input[2]])
+    return (lo, hi)
+
+
+def _lut_fn(node):
+    """The float function of a unary activation node, with its attributes."""
+    from ..cpu.ops import ACTIVATIONS, leaky_relu
+
+    op = node.op_type
+    if op == "LeakyRelu":
+        return leaky_relu(_attr(node, "alpha", 0.01))
+    if op == "HardSigmoid":
+        a, b = float(_attr(node, "alpha", 0.2)), float(_attr(node, "beta", 0.5))
+        return lambda x: np.clip(a * x + b, 0.0, 1.0)
+    if op == "HardSwish":
+        return ACTIVATIONS["Hardswish"]
+    if op == "Elu":
+        a = float(_attr(node, "alpha", 1.0))
+        return lambda x: np.where(x >= 0, x, a * (np.exp(np.minimum(x, 0)) - 1))
+    if op == "Gelu":
+        return ACTIVATIONS["GELU"]
+    if op in ("Sigmoid", "Tanh", "Relu", "Identity", "Dropout"):
+        return ACTIVATIONS["Identity" if op == "Dropout" else op]
+    return None
+
+
+def _per_sample_axis(axis: int, rank: int) -> int:
+    """An ONNX axis of the batched tensor as an axis of the per-sample shape."""
+    axis = int(axis) % (rank + 1)
+    if axis == 0:
+        raise _unsupported("axis 0", "the operation works across the batch axis",
+                           "operate on the per-sample axes")
+    return axis - 1
+
+
+def _op(model, node, out: str, act, scales: dict, consts: dict):
+    """The CPU operators of one float node (its fused activation writing `out`)."""
+    from ..cpu import ops
+
+    op, x = node.op_type, node.input[0]
+    name = node.name
+    shape = shape_of(model, x)
+    if op in ("Clip",) or _lut_fn(node) is not None:
+        if op == "Clip":
+            lo, hi = _activation(node, consts)
+            bounds = (-np.inf if lo is None else lo, np.inf if hi is None else hi)
+
+            def fn(v):
+                return np.clip(v, *bounds)
+        else:
+            fn = _lut_fn(node)
+        table = ops.lut_table(fn, scales[x], scales[out])
+        return [ops.lut(name, x, out, shape, table)]
+    if op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
+        return [ops.reshape(name, x, out, shape, shape_of(model, out))]
+    if op == "Transpose":
+        perm = list(_attr(node, "perm", list(reversed(range(len(shape) + 1)))))
+        if perm[0] != 0:
+            raise _unsupported(name, "a transpose that moves the batch axis",
+                               "keep the batch axis first")
+        return [ops.transpose(name, x, out, shape, [p - 1 for p in perm[1:]])]
+    if op == "MaxPool":
+        if _attr(node, "ceil_mode", 0):
+            raise _unsupported(name, "ceil_mode", "export with ceil_mode=False")
+        return [ops.maxpool(name, x, out, shape, _attr(node, "kernel_shape"),
+                            strides=_attr(node, "strides", ()), pads=_attr(node, "pads", ()),
+                            dilations=_attr(node, "dilations", ()))]
+    if op in ("AveragePool", "GlobalAveragePool"):
+        kernel = list(shape[1:]) if op == "GlobalAveragePool" else \
+            list(_attr(node, "kernel_shape"))
+        pads = _attr(node, "pads", ())
+        if _attr(node, "ceil_mode", 0):
+            raise _unsupported(name, "an average whose output size rounds up (ceil_mode)",
+                               "export with ceil_mode=False")
+        if any(pads) and not _attr(node, "count_include_pad", 0):
+            # the average over the window's real positions only (ONNX's default)
+            m, s = ops.avgpool_requant_per_count(int(np.prod(kernel)),
+                                                 scales[x] / scales[out])
+        else:
+            m, s = ops.avgpool_requant(int(np.prod(kernel)), scales[x] / scales[out])
+        return [ops.avgpool(name, x, out, shape, kernel, m, s,
+                            strides=_attr(node, "strides", ()), pads=pads)]
+    if op == "Softmax":
+        return [ops.softmax(name, x, out, shape, scales[x],
+                            axis=_per_sample_axis(_attr(node, "axis", -1), len(shape)))]
+    if op == "ArgMax":
+        return [ops.argmax(name, x, out, shape,
+                           axis=_per_sample_axis(_attr(node, "axis", 0), len(shape)))]
+    if op == "Add" and node.input[1] not in consts:
+        return [_add(node, out, act, scales, shape)]
+    raise _unsupported(name, f"{op} has no CPU operator", "replace it with a supported "
+                       "operation (convolution, dense, pooling, activation, softmax, ...)")
+
+
+def _add(node, out: str, act, scales: dict, shape) -> object:
+    from ..cpu import ops
+
+    a, b = node.input[0], node.input[1]
+    ra, rb = scales[a] / scales[out], scales[b] / scales[out]
+    _, s = ops.requant_params(max(ra, rb))
+    ma, mb = (int(np.floor(r * 2.0 ** s + 0.5)) for r in (ra, rb))
+    return ops.add(node.name, a, b, out, shape, (ma, mb), s)
+
+
+def _weighted(model, node, out: str, act, scales: dict, consts: dict, bias=None):
+    """A convolution or dense layer: int8 weights per output channel, int32 bias,
+    per-channel (M, s) from accumulator to the output's scale; the fused activation as
+    the output clamp."""
+    from ..cpu import ops
+
+    op, x, name = node.op_type, node.input[0], node.name
+    if node.input[1] not in consts:
+        raise _unsupported(name, "its weights are not constant", "export constant weights")
+    w = np.asarray(consts[node.input[1]], np.float64)
+    if len(node.input) > 2 and node.input[2]:
+        bias = consts.get(node.input[2])
+    if op == "Gemm":
+        if _attr(node, "transA", 0) or float(_attr(node, "alpha", 1.0)) != 1.0 or \
+                float(_attr(node, "beta", 1.0)) != 1.0:
+            raise _unsupported(name, "a Gemm with transA, alpha or beta",
+                               "export a plain Linear layer")
+        w = w if _attr(node, "transB", 0) else w.T
+    elif op == "MatMul":
+        w = w.T
+    wq, ws = per_channel(w)
+    s_x, s_y = scales[x], scales[out]
+    b = np.zeros(w.shape[0]) if bias is None else np.asarray(bias, np.float64).reshape(-1)
+    bq = np.floor(b / (s_x * ws) + 0.5)
+    m, s = _requant_channels(s_x * ws / s_y)
+    lo, hi = _clamp_for(act, s_y)
+    in_shape = shape_of(model, x)
+    if op != "Conv" and len(in_shape) != 1:
+        raise _unsupported(name, f"a {op} over the last axis of a {len(in_shape) + 1}-D "
+                           "tensor (the CPU's dense layer reads the whole flattened input)",
+                           "flatten the input first (Flatten, then Linear)")
+    if op == "Conv":
+        if _attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            raise _unsupported(name, "automatic padding", "export explicit pads")
+        return ops.conv(name, x, out, in_shape, wq, bq, m, s,
+                        strides=_attr(node, "strides", ()), pads=_attr(node, "pads", ()),
+                        dilations=_attr(node, "dilations", ()),
+                        group=_attr(node, "group", 1), act_min=lo, act_max=hi)
+    return ops.dense(name, x, out, in_shape, wq, bq, m, s, act_min=lo, act_max=hi)

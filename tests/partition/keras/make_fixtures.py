@@ -1,0 +1,69 @@
+"""Keras models with layers the accelerator refuses, exported with tf2onnx's defaults
+(issue 28's acceptance models made by real tools).
+
+Not run by the tests (they need neither tensorflow nor tf2onnx): it wrote the committed
+`*.onnx` files. Run it in an environment of its own (tensorflow-cpu 2.21, Keras 3,
+tf2onnx 1.17), e.g.
+
+    /work/venvs/tf/bin/python tests/partition/keras/make_fixtures.py
+
+Weights are Keras' seeded initial values (the split, the quantization and the known
+answer do not need a trained model); each model is saved the way Keras 3 saves for
+serving (`model.export`) and converted with the tf2onnx command line and nothing but
+`--saved-model` and `--output`.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def models(k):
+    L = k.layers
+
+    def stem5():
+        # a 5x5 first convolution (the accelerator has 1x1 and 3x3 kernels)
+        i = k.Input((16, 16, 3), name="image")
+        x = L.Conv2D(16, 5, padding="same", activation="relu")(i)
+        x = L.Conv2D(16, 3, padding="same", activation="relu")(x)
+        x = L.MaxPooling2D(2)(x)
+        x = L.Conv2D(10, 1)(x)
+        return k.Model(i, x)
+
+    def dense_head():
+        # a Dense over a 32x32 feature map (the accelerator flattens at most 16x16)
+        i = k.Input((32, 32, 3), name="image")
+        x = L.Conv2D(8, 3, padding="same", activation="relu")(i)
+        x = L.Conv2D(4, 3, padding="same", activation="relu")(x)
+        x = L.Flatten()(x)
+        return k.Model(i, L.Dense(10)(x))
+
+    return {"stem5": stem5, "dense_head": dense_head}
+
+
+def export(model, name: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = Path(tmp) / "saved"
+        model.export(str(saved), verbose=False)
+        subprocess.run([sys.executable, "-m", "tf2onnx.convert", "--saved-model",
+                        str(saved), "--output", str(HERE / f"{name}.onnx")],
+                       check=True, capture_output=True)
+
+
+def main(only: list[str]) -> None:
+    import keras
+
+    keras.utils.set_random_seed(28)
+    for name, build in models(keras).items():
+        if only and name not in only:
+            continue
+        export(build(), name)
+        print("wrote", name)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

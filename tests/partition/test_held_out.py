@@ -1,0 +1,42 @@
+"""Every float pattern the accelerator refuses (tests/float_onnx/test_unsupported.py),
+converted with --cpu-fallback: it converts and verifies, or stops with one clear error
+(no traceback, nothing written). The mechanism is general, not one per model."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from tests.float_onnx.helpers import cli
+from tests.float_onnx.test_unsupported import CASES, _case
+
+RNG = np.random.default_rng(28)
+# the split runs these on the CPU (the rest stay clear refusals: one-layer models with
+# nothing left for the accelerator, the input itself, operations or layouts the CPU
+# cannot take either, residual jumps over CPU layers)
+CONVERTS = {"leaky_relu", "sigmoid_mid", "softmax_mid", "tanh", "clip_negative",
+            "maxpool_padding", "reshape_not_flatten", "transposed_conv_input",
+            "global_pool_too_big"}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_refused_pattern_with_cpu_fallback(name: str, tmp_path: Path) -> None:
+    model, _ = _case(name)
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))
+    shape = [d.dim_value or 8 for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+    np.save(tmp_path / "cal.npy", RNG.uniform(-1, 1, (4, *shape)).astype(np.float32))
+    project = tmp_path / "p"
+    code, stdout, stderr = cli([path, "--device", "MAX78000", "--calibration",
+                                tmp_path / "cal.npy", "-o", project, "--cpu-fallback"])
+    assert "Traceback" not in stderr and "internal error" not in stderr, stderr
+    if name not in CONVERTS:
+        assert code in (1, 2) and stderr.startswith("error["), (code, stderr)
+        assert not project.exists()
+        return
+    assert code == 0, stderr
+    assert "SPLIT BETWEEN THE ARM CORE AND THE ACCELERATOR" in stdout
+    rc, out, err = cli(["verify", project])
+    assert rc == 0 and out.startswith("PASS"), out + err
