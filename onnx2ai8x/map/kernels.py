@@ -883,7 +883,7 @@ def with_quad_fan_out(placement: Placement) -> Placement:
         repeated |= pmap << q * mem.processors_per_quadrant
     layer = replace(pl, processor_map=repeated, extra=(*pl.extra, ("quad", True)))
     layers = (*placement.layers[:ll], layer, *placement.layers[ll + 1:])
-    return replace(placement, layers=layers, weights=None)
+    return replace(placement, layers=layers)
 
 
 def _spread_quad(memory: _Memory, packed: _Memory, lay: Layer, ll: int, koffs: int,
