@@ -141,7 +141,7 @@ def convert(model, device: str | Device, output: str | Path, *,
     check_output(output, inputs, directory=True, overwrite=overwrite)
     result = run_convert(ConvertRequest(
         model=model, device=_device(device), output=output, sidecar=sidecar,
-        sample_input=sample, overwrite=overwrite, options=_options(options),
+        sample_input=sample, overwrite=overwrite, options=_options(options, _device(device)),
         quantize=_quantize_request(calibration, calibration_method, percentile,
                                    weight_bits, labels, accept_loss, shift_quantile,
                                    sample)))
@@ -150,9 +150,9 @@ def convert(model, device: str | Device, output: str | Path, *,
                      board=result.board, layer_order=result.layer_order)
 
 
-def _options(given: dict) -> dict:
+def _options(given: dict, device: Device) -> dict:
     """The command line's option values by their Python names, checked (a name the
-    command line does not have is refused, not ignored)."""
+    command line does not have is refused, not ignored; values in the part's ranges)."""
     from .options import VENDOR_NEGATIONS, EmitOptions
 
     known = {*EmitOptions.__dataclass_fields__, *VENDOR_NEGATIONS, "overlap_data",
@@ -162,7 +162,7 @@ def _options(given: dict) -> dict:
         raise Ai8xError("usage.option", unknown[0], "not an option of convert",
                         "see `onnx2ai8x convert --help`: its options by their Python "
                         "names (--max-checklines is max_checklines)", exit_code=EXIT_USAGE)
-    EmitOptions.from_cli(**given)  # values in range before any work
+    EmitOptions.from_cli(device, **given)  # values in range before any work
     return dict(given)
 
 

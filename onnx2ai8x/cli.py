@@ -384,7 +384,8 @@ def _check_convert_args(args: ConvertArgs):
         # Before anything is written: a build that cannot run leaves no project behind.
         check_build_tools(riscv=args.options["riscv"])
         sdk = find_sdk(args.maxim_path, args.out)
-    EmitOptions.from_cli(**args.options)  # option values in range before any work
+    # option values in range, for the part, before any work
+    EmitOptions.from_cli(_device(args.device), **args.options)
     return sdk
 
 

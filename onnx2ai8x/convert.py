@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,7 +18,12 @@ from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError, Diagnostic
 from .frontend import QuantizeRequest, front_end, where_of
 from .network import Network
+from .options import EmitOptions
 from .placement import Placement
+
+if TYPE_CHECKING:
+    from .map.lowered import HwNetwork
+    from .map.weights import Mapped
 
 STAGES = ("read", "legalize", "map", "reference", "emit")
 # Graph names exporters give every model (torch.onnx, older torch, tf2onnx, none)
@@ -46,19 +52,28 @@ class Plan:
     """Everything decided before files are written."""
 
     model: object  # onnx2ai8x.onnxpb.ModelProto
-    network: Network
-    device: Device
-    placement: Placement
+    hw: HwNetwork  # the lowered network: placement, hardware choices and view, weights
     cycles: tuple[int, ...]
     report: object
     summary: str
     report_json: str
     sidecar_text: str
-    snoop: tuple[int, ...] | None = None  # the full sidecar's global `snoop` values
-    avg_pool_rounding: str | None = None  # the model's ai8x.PoolRound mode, if any
     # where a full sidecar contradicts the model (sidecar/agreement.py), rendered
     warnings: tuple[str, ...] = ()
+    implied: tuple[str, ...] = ()  # what the hardware choices implied (decide_hardware)
     quant: object | None = None  # quantize.ptq.QuantResult of a float model
+
+    @property
+    def network(self) -> Network:
+        return self.hw.network
+
+    @property
+    def placement(self) -> Placement:
+        return self.hw.placement
+
+    @property
+    def device(self) -> Device:
+        return self.hw.device
 
 
 Step = Callable[[str], None]
@@ -68,38 +83,37 @@ def _no_step(_: str) -> None:
     return None
 
 
-def _fifo_fed(network: Network, placement: Placement, fifo: bool) -> Placement:
-    """`placement`, unless a later layer reads an input that arrives through the FIFOs
+def _fifo_fed(mapped: Mapped, fifo: bool) -> Mapped:
+    """`mapped`, unless a later layer reads an input that arrives through the FIFOs
     (a streaming first layer reads through them whatever the options: convert)."""
     from .map.memory_check import fifo_input_read_once
 
-    refused = fifo_input_read_once(network, fifo or placement.layers[0].streaming)
+    placement = mapped.placement
+    refused = fifo_input_read_once(placement.network, fifo or placement.layers[0].streaming)
     if refused:
         raise Ai8xError.many(refused)
-    return placement
+    return mapped
 
 
 def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False,
            overlap_data: bool = False
-           ) -> tuple[Placement, tuple[int, ...] | None, tuple[str, ...]]:
+           ) -> tuple[Mapped, tuple[int, ...] | None, tuple[str, ...]]:
     """The mapping: the sidecar's when it is full, else inferred around its pins
     (`fifo`: the input is to arrive through the FIFOs); the full sidecar's `snoop`
     values and its contradictions of the model, as warnings. A sidecar's placement
     passes every check automatic mapping passes (map/memory_check.check_placement) and,
     without `overlap_data` (--overlap-data), writes no layer over its own input."""
     if sidecar_path is None:
-        from .map.auto import auto_place
+        from .map.auto import auto_map
 
-        return _fifo_fed(network, auto_place(network, device, None, fifo=fifo), fifo), \
-            None, ()
+        return _fifo_fed(auto_map(network, device, None, fifo=fifo), fifo), None, ()
     from .sidecar.parse import parse_dict
     from .sidecar.partial import place_partial, read_sidecar_text
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
-        return _fifo_fed(network, place_partial(text, network, device, fifo=fifo), fifo), \
-            None, ()
+        return _fifo_fed(place_partial(text, network, device, fifo=fifo), fifo), None, ()
     positions = None
     try:
         sidecar = parse_dict(text.data, str(sidecar_path))
@@ -114,15 +128,11 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
         named = Ai8xError.many([text.add_line(d, positions) for d in err.diagnostics])
         named.exit_code = err.exit_code
         raise named from None
-    from .map.memory_check import (
-        check_placement,
-        fifo_input_read_once,
-        unpermitted_overlaps,
-    )
+    from .map.memory_check import checked, fifo_input_read_once, unpermitted_overlaps
 
-    problems = check_placement(network, placement)
+    mapped, problems = checked(placement)
     if not overlap_data:
-        problems += unpermitted_overlaps(network, placement)
+        problems += unpermitted_overlaps(placement)
     problems += fifo_input_read_once(network, fifo or placement.layers[0].streaming)
     if problems:
         raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
@@ -132,17 +142,19 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
         dataclasses.replace(w, where=text.add_line(Diagnostic(w.code, w.where, ""),
                                                    positions).where).render()
         for w in model_contradictions(sidecar, network))
-    return (placement, tuple(sidecar.snoop) if sidecar.snoop is not None else None,
+    assert mapped is not None  # no problems: the check allocated the weights
+    return (mapped, tuple(sidecar.snoop) if sidecar.snoop is not None else None,
             warnings)
 
 
-def _overlap_notes(network: Network, placement: Placement) -> tuple[str, ...]:
+def _overlap_notes(placement: Placement) -> tuple[str, ...]:
     """The automatic mapping writes layers over their own input only where the
     accelerator's order makes it safe (map/overlap.py) and to fit; it says so, and that
     the written sidecar needs --overlap-data."""
     from .map.memory_check import overlapping_layers
 
-    over = [network.layers[ll].name for ll in overlapping_layers(network, placement)
+    network = placement.network
+    over = [network.layers[ll].name for ll in overlapping_layers(placement)
             if not network.layers[ll].buffer_shift]
     if not over:
         return ()
@@ -155,25 +167,32 @@ def _overlap_notes(network: Network, placement: Placement) -> tuple[str, ...]:
 def plan(model, device: Device, sidecar_path: Path | None = None,
          step: Step = _no_step, *, onnx_checker: bool = False, fifo: bool = False,
          quantize: QuantizeRequest | None = None, overlap_data: bool = False,
-         fast_fifo_quad: bool = False) -> Plan:
-    """Import (the one front end: read, rewrite, legalize), then map; no files are
-    written. `model`: a path, the bytes of an ONNX file, a ModelProto or a Network
-    (frontend.front_end). (`onnx_checker`: see load_onnx; `fifo`: the user asked for
-    FIFO input, so an
-    inferred mapping puts it there; `quantize`: the model is a float model, quantized
-    first; `overlap_data`: --overlap-data, a sidecar may write a layer over its own
-    input)."""
+         options: EmitOptions | None = None) -> Plan:
+    """Import (the one front end: read, rewrite, legalize), map, decide the hardware
+    choices and lower; no files are written. `model`: a path, the bytes of an ONNX
+    file, a ModelProto or a Network (frontend.front_end). (`onnx_checker`: see
+    frontend.load_onnx; `quantize`: the model is a float model, quantized first;
+    `options`: the converter's options, default the options `fifo` (the user asked for
+    FIFO input, so an inferred mapping puts it there) and `overlap_data`
+    (--overlap-data, a sidecar may write a layer over its own input) make; with
+    --fast-fifo-quad the first layer is fanned out to the four quadrants after the
+    mapping)."""
     if not isinstance(device, Device):
         # a caller's mistake, not a user's: the stages read device facts, never names
         raise TypeError(f"plan() takes a Device (onnx2ai8x.devices.get_device(name)), "
                         f"not {device!r}")
-    from .emit.sidecar_writer import implied_flags, write_sidecar
     from .map.advice import energy_hints, streaming_bias
     from .map.kernels import check_quad_fan_out, with_quad_fan_out
     from .map.latency import estimate_cycles
-    from .map.weights import allocate_weights, attached
+    from .map.lowered import lower
+    from .map.memory_check import overlapping_layers
+    from .map.weights import Mapped, allocate_weights
+    from .options import decide_hardware
     from .report import render_table, summarize, to_json
+    from .sidecar.write import implied_flags, write_sidecar
 
+    if options is None:
+        options = EmitOptions(fifo=fifo, overlap_data=overlap_data)
     fe = front_end(model, device, quantize=quantize, onnx_checker=onnx_checker,
                    step=step)
     network, notes = fe.network, fe.notes
@@ -182,31 +201,33 @@ def plan(model, device: Device, sidecar_path: Path | None = None,
         # project, its banner and the sidecar are named after the model file instead
         network = dataclasses.replace(network, name=model_stem(model))
     step("map")
-    placement, snoop, warnings = _place(network, device, sidecar_path, fifo,
-                                        overlap_data)
-    # Kernel and bias memory, allocated once (the automatic mapper already did, with its
-    # check); the estimate, the report and the project read this allocation.
-    mapped = placement  # the sidecar states the mapping, without the quad fan-out
-    if fast_fifo_quad:
-        check_quad_fan_out(network, placement)
-        placement = with_quad_fan_out(placement)
-    if attached(network, placement) is None:
-        placement = allocate_weights(network, placement)
-    warnings = fe.warnings + warnings + streaming_bias(network, placement)
-    warnings += energy_hints(network, placement)
-    cycles = tuple(estimate_cycles(network, placement))
+    # the mapping, with its kernel and bias memory allocated once (by its check)
+    mapped, snoop, warnings = _place(network, device, sidecar_path, options.uses_fifo,
+                                     options.overlap_data)
+    stated = mapped.placement  # the sidecar states the mapping, without the quad fan-out
+    if options.fast_fifo_quad:
+        check_quad_fan_out(stated)
+        quad = with_quad_fan_out(stated)
+        mapped = Mapped(quad, allocate_weights(quad))
+    placement = mapped.placement
+    choices, implied = decide_hardware(
+        options, device, first_streams=placement.layers[0].streaming,
+        data_buffer=network.data_buffer is not None, pool_rounding=fe.avg_pool_rounding,
+        snoop=snoop, model=where_of(model))
+    hw = lower(mapped, choices)  # the one value the later stages read
+    warnings = fe.warnings + warnings + streaming_bias(placement)
+    warnings += energy_hints(placement)
+    cycles = tuple(estimate_cycles(hw))
     if sidecar_path is None:
-        notes = (*notes, *_overlap_notes(network, placement))
-    report = summarize(network, placement, list(cycles), notes=notes)
-    return Plan(model=fe.model, network=network, device=device, placement=placement,
-                cycles=cycles, report=report, summary=render_table(report),
-                report_json=to_json(report),
+        notes = (*notes, *_overlap_notes(placement))
+    report = summarize(hw, list(cycles), notes=notes)
+    return Plan(model=fe.model, hw=hw, cycles=cycles, report=report,
+                summary=render_table(report), report_json=to_json(report),
                 sidecar_text=write_sidecar(
-                    network, mapped,
-                    flags=implied_flags(mapped, fe.avg_pool_rounding),
+                    stated, flags=implied_flags(stated, fe.avg_pool_rounding,
+                                                overlapping_layers(stated)),
                     origin=Path(sidecar_path).name if sidecar_path is not None else None),
-                snoop=snoop,
-                avg_pool_rounding=fe.avg_pool_rounding, warnings=warnings, quant=fe.quant)
+                warnings=warnings, implied=implied, quant=fe.quant)
 
 
 def model_stem(model, network: Network | None = None) -> str:
@@ -230,7 +251,7 @@ def default_sample(network: Network) -> np.ndarray:
     return rng.integers(-128, 128, size=network.input_shape, dtype=np.int64)
 
 
-def simulated_network(network: Network, placement: Placement) -> Network:
+def simulated_network(placement: Placement) -> Network:
     """The network along the sidecar's `simulated_sequence` path (seed 004).
 
     On the MAX78002 the snoop unit may skip layers at run time; a sidecar states the path
@@ -241,8 +262,8 @@ def simulated_network(network: Network, placement: Placement) -> Network:
     from .emit.unload import simulated_layers
 
     if all(pl.simulated_sequence is None for pl in placement.layers):
-        return network
-    return rewire_along(network, simulated_layers(placement))
+        return placement.network
+    return rewire_along(placement.network, simulated_layers(placement))
 
 
 def rewire_along(network: Network, order: list[int]) -> Network:
@@ -257,8 +278,7 @@ def rewire_along(network: Network, order: list[int]) -> Network:
     return dataclasses.replace(network, layers=tuple(layers))
 
 
-def reference_outputs(network: Network, placement: Placement, sample: np.ndarray,
-                      avg_pool_rounding: bool) -> list[np.ndarray]:
+def reference_outputs(hw: HwNetwork, sample: np.ndarray) -> list[np.ndarray]:
     """The onnxruntime reference's values of the known-answer layers, in their order.
 
     The model is rebuilt from the Network the converter maps (one builder, one set of
@@ -270,9 +290,9 @@ def reference_outputs(network: Network, placement: Placement, sample: np.ndarray
 
     from .emit.unload import known_answer_layers
 
-    wanted = known_answer_layers(placement)
-    model = build_proto(simulated_network(network, placement),
-                        avg_pool_rounding=avg_pool_rounding, outputs=wanted)
+    wanted = known_answer_layers(hw.placement)
+    model = build_proto(simulated_network(hw.placement),
+                        avg_pool_rounding=hw.choices.avg_pool_rounding, outputs=wanted)
     session = custom_ops.session(model)
     inp = session.get_inputs()[0]
     outputs = session.run(None, {inp.name: sample[np.newaxis].astype(np.int8)})
@@ -359,66 +379,28 @@ def _sample_for(request: ConvertRequest, network: Network, quant=None) -> np.nda
     return x[0].astype(np.int64)
 
 
-def _pool_rounding(options, result: Plan, model):
-    """The model decides how average pooling rounds (the ONNX file is the contract): a
-    model exported with rounding switches the accelerator's rounding on; asking for
-    rounding on a model that truncates is refused, as the known answer could not hold."""
-    if result.avg_pool_rounding == "nearest" and not options.avg_pool_rounding:
-        return dataclasses.replace(options, avg_pool_rounding=True)
-    if result.avg_pool_rounding == "truncate" and options.avg_pool_rounding:
-        raise Ai8xError("usage.avg-pool-rounding", where_of(model),
-                        "--avg-pool-rounding asks the accelerator to round average pooling, "
-                        "but the model truncates it (ai8x.PoolRound rounding=truncate)",
-                        "drop --avg-pool-rounding, or re-export the model with "
-                        "round_avg=True", exit_code=EXIT_USAGE)
-    return options
-
-
-IMPLIED_ZERO_SRAM = ("note: --zero-sram implied: the network's data buffer must be zero "
-                     "before the first inference, so cnn_init zeroes the memories")
-
-
 def convert(request: ConvertRequest) -> ConvertResult:
     from .emit.annotate import annotate_model
     from .emit.project import write_project
-    from .options import EmitOptions, option_warnings
+    from .options import option_warnings
 
     with progress_steps(request.progress) as step:
-        quad = bool(request.options.get("fast_fifo_quad"))
-        fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo") or quad)
-        result = plan(request.model, request.device, request.sidecar, step, fifo=fifo,
-                      quantize=request.quantize,
-                      overlap_data=bool(request.options.get("overlap_data")),
-                      fast_fifo_quad=quad)
-        options = _pool_rounding(EmitOptions.from_cli(**request.options), result,
-                                 request.model)
+        options = EmitOptions.from_cli(request.device, **request.options)
+        result = plan(request.model, request.device, request.sidecar, step,
+                      quantize=request.quantize, options=options)
         result = dataclasses.replace(result, warnings=(
-            *result.warnings, *option_warnings(options, request.options)))
-        if result.snoop is not None:
-            options = dataclasses.replace(options, snoop=result.snoop)
-        if result.placement.layers[0].streaming and not options.uses_fifo:
-            # A streaming first layer reads its input through the FIFO (seed 000,
-            # "Streaming Mode": streaming the first layer requires a FIFO); without it the
-            # project would program no rollover. Imply --fifo (the vendor refuses instead).
-            options = dataclasses.replace(options, fifo=True)
-        if result.network.data_buffer is not None and not options.zero_sram:
-            # The data buffer must read zeros in the first inference (seed 000, Rolling
-            # Buffers; the vendor's own example is built with --zero-sram): imply it.
-            options = dataclasses.replace(options, zero_sram=True)
-            result = dataclasses.replace(result, warnings=(*result.warnings, IMPLIED_ZERO_SRAM))
+            *result.warnings, *option_warnings(options, request.options), *result.implied))
         sample = _sample_for(request, result.network, result.quant)
         step("reference")
-        outputs = reference_outputs(result.network, result.placement, sample,
-                                    options.avg_pool_rounding)
+        outputs = reference_outputs(result.hw, sample)
         step("emit")
         source = result.model
         if source is None:  # a Network given in memory: its ai8x-ONNX, built here
             from custom_ops.builder import build_proto
 
             source = build_proto(result.network,
-                                 avg_pool_rounding=options.avg_pool_rounding)
-        annotated = annotate_model(source, result.network, result.placement,
-                                   result.cycles, report=result.report)
+                                 avg_pool_rounding=result.hw.choices.avg_pool_rounding)
+        annotated = annotate_model(source, result.hw, result.cycles, report=result.report)
         stem = model_stem(request.model, result.network)
         extra = dict(request.report_extra or {})
         if result.quant is not None:  # the quantization report, under "quantization"
@@ -443,7 +425,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
                 _check_footprint(directory, result.device, request.output)
             return timing.files(directory)
 
-        write_project(result.network, result.placement, request.output, options=options,
+        write_project(result.hw, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
                       extra_files=extra_files, stem=stem, finish=finish)
         result = dataclasses.replace(result, report_json=timing.report_json,
@@ -452,8 +434,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
 
     return ConvertResult(summary=result.summary, report_json=result.report_json,
                          board=project_board(result.device, options.board),
-                         warnings=result.warnings,
-                         layer_order=_snoop_order(result.placement, options),
+                         warnings=result.warnings, layer_order=_snoop_order(result.hw),
                          quant=result.quant, report=result.report)
 
 
@@ -477,12 +458,11 @@ class _PhaseTiming:
         import json
 
         from .emit.firmware import options_clock_plan
-        from .map.hw import derive
         from .phases import phase_report, phases_json, render_phases
 
-        placement, options = self.result.placement, self.options
-        clock = options_clock_plan(placement.device, derive(placement, options).pipeline,
-                                   options)
+        hw, options = self.result.hw, self.options
+        placement = hw.placement
+        clock = options_clock_plan(placement.device, hw.choices.pipeline, options)
         run = clock.run or clock.load
         final = placement.network.layers[placement.final_layer]
         report = phase_report(directory, system_mhz=clock.system_mhz,
@@ -497,15 +477,14 @@ class _PhaseTiming:
         return {"report.json": self.report_json.encode()}
 
 
-def _snoop_order(placement: Placement, options) -> tuple[int, ...] | None:
+def _snoop_order(hw: HwNetwork) -> tuple[int, ...] | None:
     """With snoop units programmed, the hardware layer order the known answer assumes:
     the units decide the order on the chip, the sidecar states the one it expects."""
-    if options.snoop is None:
+    if hw.choices.snoop is None:
         return None
     from .emit.unload import simulated_layers
-    from .map.hw import derive
 
-    return derive(placement, options).hardware_order(simulated_layers(placement))
+    return hw.view.hardware_order(simulated_layers(hw.placement))
 
 
 # -- convert with `--calibration`: quantize, then the ordinary conversion of the

@@ -1,10 +1,18 @@
-"""Code-generation options (the vendor tool's spelling, seed 000 "Network Loader" options)."""
+"""Code-generation options (the vendor tool's spelling, seed 000 "Network Loader" options),
+and the hardware choices decided from them once (`decide_hardware`).
+
+`EmitOptions` is what the user asked for; `HwChoices` is what the accelerator will do,
+decided in one place from those options, the model and its mapping (a streaming first
+layer reads the FIFOs, a data buffer needs zeroed memories, the model states how
+average pooling rounds, a sidecar programs the snoop units). The mapper, the hardware
+view (map/hw.py) and the register program read the choices, never the options.
+"""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 
-from .devices import MAX78000, Device
+from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError
 
 
@@ -74,9 +82,10 @@ class EmitOptions:
         return self.fifo or self.fast_fifo
 
     @classmethod
-    def from_cli(cls, **kw: object) -> EmitOptions:
+    def from_cli(cls, device: Device | None = None, **kw: object) -> EmitOptions:
         """Options from the converter's command line (None / unset flags keep defaults);
-        an Ai8xError (usage) for a value out of its range (OPTION_RULES)."""
+        an Ai8xError (usage) for a value out of its range (OPTION_RULES, and with the
+        `device` the part's own ranges, DEVICE_OPTION_RULES)."""
         kw = _negated_flags(kw)
         values = {k: v for k, v in kw.items() if k in cls.__dataclass_fields__ and v is not None}
         # The CLI flag can only switch the new kernel loader on; it is on by default.
@@ -84,6 +93,8 @@ class EmitOptions:
             values.pop("new_kernel_loader")
         options = implied_options(cls(**values))  # type: ignore[arg-type]
         check_options(options)
+        if device is not None:
+            check_device_options(options, device)
         return options
 
     @classmethod
@@ -162,30 +173,8 @@ def option_warnings(options: EmitOptions, asked: dict) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- option rules
 # One rule per option value the project's C depends on; each docstring is the reason a
-# user reads. Both parts have the same timers and GPIO ports (devices.py), so the rules
-# take the facts from MAX78000's entry.
-
-def timer_rule(options: EmitOptions) -> str | None:
-    """--timer names one of the general-purpose timers TMR0 to TMR3 (the C uses
-    MXC_TMR<N>; another number does not compile)."""
-    if options.timer is None or 0 <= options.timer < MAX78000.timers:
-        return None
-    return f"--timer {options.timer}: use a timer from 0 to {MAX78000.timers - 1}"
-
-
-def boost_rule(options: EmitOptions) -> str | None:
-    """--boost names the GPIO pin that switches the CNN boost circuit as PORT.PIN, port
-    0 to 3 and pin 0 to 31 (e.g. 2.5 on the evaluation kit)."""
-    if options.boost is None:
-        return None
-    parts = str(options.boost).split(".")
-    if len(parts) == 2 and all(p.isdigit() for p in parts):
-        port, pin = int(parts[0]), int(parts[1])
-        if port < MAX78000.gpio_ports and pin < MAX78000.gpio_pins:
-            return None
-    return (f"--boost `{options.boost}`: give PORT.PIN with port 0 to "
-            f"{MAX78000.gpio_ports - 1} and pin 0 to {MAX78000.gpio_pins - 1}, e.g. 2.5")
-
+# user reads. The ranges that are facts of a part (its timers, its GPIO ports) are
+# device rules below.
 
 def max_checklines_rule(options: EmitOptions) -> str | None:
     """--max-checklines is a positive count of the output words the known-answer test
@@ -231,7 +220,7 @@ def one_shot_timer_rule(options: EmitOptions) -> str | None:
     return "--one-shot: drop --timer (a one-shot run stops after every layer)"
 
 
-OPTION_RULES = (timer_rule, boost_rule, max_checklines_rule, fast_fifo_rule,
+OPTION_RULES = (max_checklines_rule, fast_fifo_rule,
                 clock_divider_rule, deepsleep_rule, one_shot_timer_rule)
 
 
@@ -246,8 +235,31 @@ def check_options(options: EmitOptions) -> None:
 
 
 # --------------------------------------------------------------------------- device rules
-# Options one part does not have (the vendor tool refuses them the same way); each takes
-# the options and the Device, and its docstring is the reason a user reads.
+# Options one part does not have (the vendor tool refuses them the same way), and option
+# values in a part's own ranges; each takes the options and the Device, and its
+# docstring is the reason a user reads.
+
+def timer_rule(options: EmitOptions, device: Device) -> str | None:
+    """--timer names one of the part's general-purpose timers (the C uses MXC_TMR<N>;
+    another number does not compile)."""
+    if options.timer is None or 0 <= options.timer < device.timers:
+        return None
+    return f"--timer {options.timer}: use a timer from 0 to {device.timers - 1}"
+
+
+def boost_rule(options: EmitOptions, device: Device) -> str | None:
+    """--boost names the GPIO pin that switches the CNN boost circuit as PORT.PIN, a
+    port and pin of the part (e.g. 2.5 on the evaluation kit)."""
+    if options.boost is None:
+        return None
+    parts = str(options.boost).split(".")
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        port, pin = int(parts[0]), int(parts[1])
+        if port < device.gpio_ports and pin < device.gpio_pins:
+            return None
+    return (f"--boost `{options.boost}`: give PORT.PIN with port 0 to "
+            f"{device.gpio_ports - 1} and pin 0 to {device.gpio_pins - 1}, e.g. 2.5")
+
 
 def pipeline_rule(options: EmitOptions, device: Device) -> str | None:
     """--pipeline: only MAX78002's accelerator has the pipeline."""
@@ -299,8 +311,8 @@ def no_pipeline_speed_rule(options: EmitOptions, device: Device) -> str | None:
             "--no-pipeline")
 
 
-DEVICE_OPTION_RULES = (pipeline_rule, pll_rule, max_speed_rule, fifo_go_rule, one_shot_rule,
-                       no_pipeline_speed_rule)
+DEVICE_OPTION_RULES = (timer_rule, boost_rule, pipeline_rule, pll_rule, max_speed_rule,
+                       fifo_go_rule, one_shot_rule, no_pipeline_speed_rule)
 
 
 def uses_pll(options: EmitOptions, device: Device) -> bool:
@@ -319,3 +331,80 @@ def check_device_options(options: EmitOptions, device: Device) -> None:
             option, _, message = problem.partition(": ")
             raise Ai8xError("usage.option", option, message,
                             " ".join((rule.__doc__ or "").split()), exit_code=EXIT_USAGE)
+
+
+# --------------------------------------------------------------------------- hardware choices
+@dataclass(frozen=True)
+class HwChoices:
+    """What the accelerator does, decided once (`decide_hardware`) from the user's
+    options, the model and its mapping; the hardware view (map/hw.py), the mapper's
+    streaming checks and the register program read these, never EmitOptions."""
+
+    pipeline: bool  # the accelerator pipeline runs (MAX78002 by default)
+    fifo: bool = False  # the input arrives through the FIFOs (standard or fast)
+    fast_fifo: bool = False  # ... through the RISC-V core's fast FIFO
+    fast_fifo_quad: bool = False  # ... fanned out to the four quadrants (quad-packed)
+    fifo_go: bool = False  # processing starts before the first FIFO word (MAX78002)
+    zero_sram: bool = False  # cnn_init zeroes the memories with their self-tests
+    avg_pool_rounding: bool = False  # average pooling rounds to nearest
+    # the snoop units' register values (a full sidecar's global `snoop`); with them the
+    # units choose the layer order on the chip
+    snoop: tuple[int, ...] | None = None
+    mexpress: bool = True  # express kernel loading
+    simple1b: bool = False
+    one_shot: bool = False  # one layer per cnn_continue()
+    powerdown: bool = False
+
+
+IMPLIED_ZERO_SRAM = ("note: --zero-sram implied: the network's data buffer must be zero "
+                     "before the first inference, so cnn_init zeroes the memories")
+
+
+def decide_hardware(options: EmitOptions, device: Device, *, first_streams: bool = False,
+                    data_buffer: bool = False, pool_rounding: str | None = None,
+                    snoop: tuple[int, ...] | None = None, model: str = "model"
+                    ) -> tuple[HwChoices, tuple[str, ...]]:
+    """The hardware choices and the notes that say what was implied (the one place the
+    converter decides them):
+
+    - FIFO input when the user asks for it, or when the mapping streams the first layer
+      (seed 000, "Streaming Mode": streaming the first layer requires a FIFO; the vendor
+      refuses instead, we imply --fifo);
+    - zeroed memories when the network keeps a data buffer (seed 000, Rolling Buffers:
+      the buffer must read zeros in the first inference);
+    - average pooling rounds when the model says so (`pool_rounding`: the model's
+      ai8x.PoolRound mode, the ONNX file is the contract); asking for rounding on a
+      model that truncates is refused, as the known answer could not hold;
+    - the pipeline where the part has one, unless switched off;
+    - the snoop units' values a full sidecar states."""
+    notes: tuple[str, ...] = ()
+    rounding = options.avg_pool_rounding
+    if pool_rounding == "nearest":
+        rounding = True
+    elif pool_rounding == "truncate" and rounding:
+        raise Ai8xError("usage.avg-pool-rounding", model,
+                        "--avg-pool-rounding asks the accelerator to round average pooling, "
+                        "but the model truncates it (ai8x.PoolRound rounding=truncate)",
+                        "drop --avg-pool-rounding, or re-export the model with "
+                        "round_avg=True", exit_code=EXIT_USAGE)
+    zero_sram = options.zero_sram
+    if data_buffer and not zero_sram:
+        zero_sram = True
+        notes = (IMPLIED_ZERO_SRAM,)
+    pipeline = device.support_pipeline if options.pipeline is None \
+        else options.pipeline and device.support_pipeline
+    choices = HwChoices(
+        pipeline=pipeline, fifo=options.uses_fifo or first_streams,
+        fast_fifo=options.fast_fifo, fast_fifo_quad=options.fast_fifo_quad,
+        fifo_go=options.fifo_go, zero_sram=zero_sram,
+        avg_pool_rounding=rounding, snoop=snoop if snoop is not None else options.snoop,
+        mexpress=options.mexpress, simple1b=options.simple1b, one_shot=options.one_shot,
+        powerdown=options.powerdown)
+    return choices, notes
+
+
+def default_choices(device: Device, *, fifo: bool = False) -> HwChoices:
+    """The choices of the default options on `device` (`fifo`: input through the FIFOs),
+    for a placement examined before the user's options apply (the mapper's checks)."""
+    return decide_hardware(EmitOptions(fifo=fifo), device)[0]
+

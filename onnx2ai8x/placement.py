@@ -3,7 +3,8 @@
 Field names follow the vendor tool's resolved configuration (golden `case.json`
 `layers`), so a Placement can be compared with it, and built from it in tests.
 Kernel-memory and bias-memory allocation are computed from the Placement once, by
-`onnx2ai8x.map.weights.allocate_weights`, and carried in `Placement.weights`.
+`onnx2ai8x.map.weights.allocate_weights`, and carried with it by the lowered network
+(`onnx2ai8x.map.lowered.HwNetwork`).
 """
 from __future__ import annotations
 
@@ -62,9 +63,6 @@ class Placement:
     layers: tuple[LayerPlacement, ...]
     final_layer: int
     first_layer_used: int = 0
-    # Kernel and bias memory (onnx2ai8x.map.weights.WeightMemory), attached once by the
-    # mapper; read through onnx2ai8x.map.weights.weights_of.
-    weights: object | None = None
     # Where Network.data_buffer lives (None: the network has no data buffer).
     data_buffer: BufferPlacement | None = None
 
@@ -73,3 +71,22 @@ class Placement:
         # caller becomes the Device record every later stage reads; an unknown name is a
         # usage error.
         object.__setattr__(self, "device", get_device(self.device))
+
+
+def layer_sequence(placement: Placement, start: int = 0) -> list[int]:
+    """Layer indices in the order the sequencer runs them from layer `start`: each
+    layer's `simulated_sequence` where a sidecar states the path the known answer
+    assumes (seed 004, snoop units), else its `next_sequence`, until the end (-1) or a
+    layer already run. The cycle estimate walks it from layer 0, the known answer from
+    the first layer used."""
+    order: list[int] = []
+    ll = start
+    count = len(placement.layers)
+    while 0 <= ll < count and ll not in order:
+        order.append(ll)
+        pl = placement.layers[ll]
+        nxt = pl.simulated_sequence if pl.simulated_sequence is not None else pl.next_sequence
+        if nxt is None or nxt == -1:
+            break
+        ll = int(nxt)
+    return order

@@ -17,10 +17,9 @@ from .devices import PROCESSORS
 from .map.hw import multipass, popcount
 from .map.kernels import FREE
 from .map.latency import execution_order
+from .map.lowered import HwNetwork
 from .map.memory_check import buffers, input_bytes, output_bytes
-from .map.weights import weights_of
-from .network import Layer, Network, Op
-from .placement import Placement
+from .network import Layer, Op
 
 
 @dataclass(frozen=True)
@@ -103,11 +102,11 @@ def _shape(c: int, dim: tuple[int, int]) -> tuple[int, ...]:
     return (c, dim[0]) if dim[1] == 1 else (c, dim[0], dim[1])
 
 
-def summarize(network: Network, placement: Placement, cycles: list[int], *,
-              notes: tuple[str, ...] = ()) -> Report:
-    """The report of `placement` on its device; `cycles` is
+def summarize(hw: HwNetwork, cycles: list[int], *, notes: tuple[str, ...] = ()) -> Report:
+    """The report of a lowered network on its device; `cycles` is
     onnx2ai8x.map.latency.estimate_cycles'; `notes` say what the converter's rewrites
     added (legalize.rewrite.inserted_layers)."""
+    network, placement = hw.network, hw.placement
     facts = placement.device
     order = execution_order(placement)
     startup = cycles[0] if cycles else 0
@@ -115,7 +114,7 @@ def summarize(network: Network, placement: Placement, cycles: list[int], *,
     # The kernel figures are the allocation's (map/weights.py, the vendor's exact layout
     # the project loads), not the mapper's estimate: per layer its columns per processor
     # (`kern_len`), in total the columns holding a kernel (shared weights stored once).
-    kernels = weights_of(network, placement).kernels
+    kernels = hw.weights.kernels
 
     rows = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
@@ -136,7 +135,7 @@ def summarize(network: Network, placement: Placement, cycles: list[int], *,
     total_cols = sum(facts.kernel_words(p) for p in range(PROCESSORS))
     used_cols = int(np.count_nonzero(kernels.owners != FREE))
     peak = 0
-    for buf in buffers(network, placement):
+    for buf in buffers(placement):
         peak = max(peak, buf.end)
     kept = None
     if network.data_buffer is not None and placement.data_buffer is not None:

@@ -10,12 +10,14 @@ from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.latency import estimate_cycles
 from onnx2ai8x.network import OP_LINEAR, Layer, Network
 from onnx2ai8x.report import layer_macs, render_table, summarize, to_json
+from tests.lowering import lowered
 from tests.map.test_auto import chain, conv
 
 
 def _report(net: Network, device: str = "MAX78000"):
     p = auto_place(net, get_device(device))
-    return summarize(net, p, estimate_cycles(net, p))
+    hw = lowered(p)
+    return summarize(hw, estimate_cycles(hw))
 
 
 def test_macs_formulae() -> None:

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..network import Network
+from ..map.lowered import HwNetwork
 from ..placement import Placement
 
 PREFIX = "ai8x."
 
 
-def layer_annotations(network: Network, placement: Placement, cycles: Sequence[int],
+def layer_annotations(placement: Placement, cycles: Sequence[int],
                       report: object | None = None) -> dict[str, dict[str, str]]:
     """Metadata per layer name (values are strings, as ONNX metadata must be).
 
     With the mapping `report` (onnx2ai8x.report.Report) the kernel memory columns and
     MACs of each layer are added too.
     """
+    network = placement.network
     per_layer = _per_layer_cycles(len(network.layers), cycles)
     rows = {row.index: row for row in getattr(report, "layers", ())}
     notes: dict[str, dict[str, str]] = {}
@@ -53,13 +54,14 @@ def _per_layer_cycles(count: int, cycles: Sequence[int]) -> list[int]:
 NODE_METADATA_IR = 10
 
 
-def annotate_model(model, network: Network, placement: Placement, cycles: Sequence[int], *,
+def annotate_model(model, hw: HwNetwork, cycles: Sequence[int], *,
                    report: object | None = None) -> object:
     """Return a copy of `model` (onnx2ai8x.onnxpb or onnx messages) carrying the
-    mapping (on the placement's device) as node and model metadata."""
+    lowered network's mapping (on its device) as node and model metadata."""
+    network, placement = hw.network, hw.placement
     annotated = type(model)()
     annotated.CopyFrom(model)
-    notes = layer_annotations(network, placement, cycles, report)
+    notes = layer_annotations(placement, cycles, report)
     for node in annotated.graph.node:
         extra = notes.get(node.name)
         if not extra:

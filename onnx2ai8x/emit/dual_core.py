@@ -16,7 +16,7 @@ SDK's RISC-V linker script keeps `.rodata` in flash.
 from __future__ import annotations
 
 from ..errors import Ai8xError
-from ..map.hw import HwNetwork
+from ..map.hw import HwView
 from ..map.kernels import fifo_input_map
 from ..options import EmitOptions
 
@@ -28,13 +28,13 @@ RISCV_MAIN = "main_riscv.c"
 # One rule per limit of the fast FIFO (seed 000, "Fast FIFO"; the vendor tool's checks);
 # each returns a problem text or None, and its docstring is the reason a user reads.
 
-def fast_fifo_needs_riscv(hw: HwNetwork) -> str | None:
+def fast_fifo_needs_riscv(hw: HwView, options: EmitOptions) -> str | None:
     """The fast FIFO is wired to the RISC-V core only: a project using it must run the
     network on the RISC-V core (--riscv)."""
-    return None if hw.options.riscv else "--fast-fifo without --riscv"
+    return None if options.riscv else "--fast-fifo without --riscv"
 
 
-def fast_fifo_channels(hw: HwNetwork) -> str | None:
+def fast_fifo_channels(hw: HwView, options: EmitOptions) -> str | None:
     """The fast FIFO carries one channel in CHW format or up to four channels in HWC
     format."""
     dev = hw.placement.device
@@ -47,7 +47,7 @@ def fast_fifo_channels(hw: HwNetwork) -> str | None:
             f"format, the fast FIFO takes at most {limit}")
 
 
-def fast_fifo_processors(hw: HwNetwork) -> str | None:
+def fast_fifo_processors(hw: HwView, options: EmitOptions) -> str | None:
     """The fast FIFO feeds processors 0-3 (HWC) or 0, 16, 32, 48 (CHW) only."""
     dev = hw.placement.device
     pl = hw.placement.layers[hw.start_layer]
@@ -58,13 +58,13 @@ def fast_fifo_processors(hw: HwNetwork) -> str | None:
     return f"the input sits on processor map {pmap:#018x}"
 
 
-def fast_fifo_output_width(hw: HwNetwork) -> str | None:
+def fast_fifo_output_width(hw: HwView, options: EmitOptions) -> str | None:
     """A layer fed by the fast FIFO must write 8-bit output (output_width 8)."""
     lay = hw.network.layers[hw.start_layer]
     return None if lay.output_width == 8 else f"the layer writes {lay.output_width}-bit output"
 
 
-def fast_fifo_convolution(hw: HwNetwork) -> str | None:
+def fast_fifo_convolution(hw: HwView, options: EmitOptions) -> str | None:
     """The layer fed by the fast FIFO must compute (a convolution or linear layer), not pass
     its input through."""
     lay = hw.network.layers[hw.start_layer]
@@ -79,14 +79,14 @@ FIXES = {
 }
 
 
-def check_fast_fifo(hw: HwNetwork) -> None:
+def check_fast_fifo(hw: HwView, options: EmitOptions) -> None:
     """Every fast-FIFO rule when --fast-fifo is on; an Ai8xError naming the first layer and
     the first limit it breaks."""
-    if not hw.options.fast_fifo:
+    if not hw.choices.fast_fifo:
         return
     lay = hw.network.layers[hw.start_layer]
     for rule in FAST_FIFO_RULES:
-        problem = rule(hw)
+        problem = rule(hw, options)
         if problem is not None:
             reason = " ".join((rule.__doc__ or "").split())
             fix = FIXES.get(rule.__name__, "use --fifo (the standard FIFOs) instead")

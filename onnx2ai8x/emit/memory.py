@@ -2,15 +2,15 @@
 
 Pure functions returning plain values that the project writer lays out:
 
-- `kernel_stream(network, placement, kernels)` -> `[(address, [words])]`: the `KERNELS`
-  macro (kernel memory writes, address of each run and its 32-bit words);
-- `bias_loads(network, placement, bias)` -> `[(address, [bytes])]`: one
-  `memcpy_8to32` per bias-memory run;
-- `input_loads(network, placement, sample)` -> `[(address, [words])]`: one `memcpy32`
-  per data-memory run of the sample input (not used when the input comes from FIFOs).
+- `kernel_stream(hw)` -> `[(address, [words])]`: the `KERNELS` macro (kernel memory
+  writes, address of each run and its 32-bit words);
+- `bias_loads(hw)` -> `[(address, [bytes])]`: one `memcpy_8to32` per bias-memory run;
+- `input_loads(hw, sample)` -> `[(address, [words])]`: one `memcpy32` per data-memory
+  run of the sample input (not used when the input comes from FIFOs).
 
-`weight_memory_map(network, placement)` gives the register computation
-(`onnx2ai8x.emit.registers`) the per-layer kernel and bias placement. Addresses come from
+Each takes the lowered network (`onnx2ai8x.map.lowered.HwNetwork`) and reads its kernel
+and bias allocation (the register computation reads the same allocation through
+`onnx2ai8x.emit.registers.WeightMemoryMap.of`). Addresses come from
 the Device (`onnx2ai8x.devices`), passes from `onnx2ai8x.map.hw.multipass`.
 """
 from __future__ import annotations
@@ -19,23 +19,19 @@ import numpy as np
 
 from ..devices import Device
 from ..errors import Ai8xError
-from ..map.bias import BiasAllocation
 from ..map.hw import multipass, popcount, streams_1x1_as_3x3
 from ..map.kernels import FREE as FREE_COLUMN
 from ..map.kernels import (
     KERNEL_BYTES,
-    KernelAllocation,
     hardware_kernel,
 )
-from ..map.weights import weights_of
-from ..network import Network
-from ..placement import Placement
+from ..map.lowered import HwNetwork
 from .registers.layer_common import calcx4_index
 
 START_LAYER = 0  # the vendor tool loads the input for layer 0 (its --start-layer default)
 
 
-def input_loads(network: Network, placement: Placement, sample: np.ndarray,
+def input_loads(hw: HwNetwork, sample: np.ndarray,
                 *, fifo: bool = False) -> list[tuple[int, list[int]]]:
     """`(address, words)` per `memcpy32` of the sample input into data memory.
 
@@ -47,6 +43,7 @@ def input_loads(network: Network, placement: Placement, sample: np.ndarray,
     """
     if fifo:
         return []
+    network, placement = hw.network, hw.placement
     mem = placement.device
     lay = network.layers[START_LAYER]
     pl = placement.layers[START_LAYER]
@@ -126,15 +123,15 @@ def _chw_loads(mem: Device, pmap: int, in_offset: int, data: np.ndarray, chans: 
     return loads
 
 
-def _kernel_index(kernels: KernelAllocation, network: Network, placement: Placement,
-                  ll: int, column: np.ndarray) -> np.ndarray:
+def _kernel_index(hw: HwNetwork, ll: int, column: np.ndarray) -> np.ndarray:
     """Columns as addressed in memory: calcx4 layers spread their kernels over the four
     memory instances (quarter `column // count`, row `column % count`)."""
+    kernels = hw.weights.kernels
     if not kernels.calcx4[ll]:
         return column
     mem = kernels.device
-    lay = network.layers[ll]
-    ks = hardware_kernel(lay, mem, as_3x3=streams_1x1_as_3x3(network, placement, ll))
+    lay = hw.network.layers[ll]
+    ks = hardware_kernel(lay, mem, as_3x3=streams_1x1_as_3x3(hw.placement, ll))
     size = 1 if ks is None else ks[1][0] * ks[1][1]
     passes = multipass(lay.input_channels)[0]
     count = passes * lay.output_channels * 9 * abs(lay.quantization) // (size * 8)
@@ -155,9 +152,7 @@ def _kernel_index(kernels: KernelAllocation, network: Network, placement: Placem
     return np.where(column < narrow, small, large)
 
 
-def kernel_stream(network: Network, placement: Placement,
-                  kernels: KernelAllocation | None = None,
-                  *, mexpress: bool = True, skip_zero: bool = False
+def kernel_stream(hw: HwNetwork, *, mexpress: bool = True, skip_zero: bool = False
                   ) -> list[tuple[int, list[int]]]:
     """The `KERNELS` stream: `(address, words)` per run of consecutive kernel columns.
 
@@ -166,12 +161,11 @@ def kernel_stream(network: Network, placement: Placement,
     4, and the 9-byte kernels follow each other byte by byte in big-endian words, the
     last word padded with zero bytes. Without it, each kernel is four words at its own
     16-byte slot: byte 0, bytes 1-4, bytes 5-8, and a zero word that commits the write.
-    `kernels` defaults to the placement's allocation (map/weights.py). `skip_zero`
+    The kernels are the lowered network's allocation (map/weights.py). `skip_zero`
     (--zero-sram): kernels of nine zero bytes are left out, since the mask-memory
     self-test has zeroed them already (the vendor does the same; a run breaks there).
     """
-    if not isinstance(kernels, KernelAllocation):
-        kernels = weights_of(network, placement).kernels
+    kernels = hw.weights.kernels
     mem = kernels.device
     window = mem.kernel_stride_words * 16
     # Every stored column at once, processor-major (numpy arrays: a Python step per
@@ -182,7 +176,7 @@ def kernel_stream(network: Network, placement: Placement,
     for ll in np.unique(layers).tolist():
         if kernels.calcx4[ll]:
             chosen = layers == ll
-            index[chosen] = _kernel_index(kernels, network, placement, ll, index[chosen])
+            index[chosen] = _kernel_index(hw, ll, index[chosen])
     # A stable sort by address within each processor: where calcx4 layers overlap other
     # layers, both writes stay in the stream in column order (the memory keeps the later).
     order = np.lexsort((index, procs))
@@ -225,26 +219,8 @@ def kernel_stream(network: Network, placement: Placement,
     return stream
 
 
-def bias_loads(network: Network, placement: Placement,
-               bias: BiasAllocation | None = None) -> list[tuple[int, list[int]]]:
+def bias_loads(hw: HwNetwork) -> list[tuple[int, list[int]]]:
     """`(address, bytes)` per `memcpy_8to32` into a quadrant's bias memory (quadrants
     without bias values are skipped; each byte goes to its own 32-bit word)."""
-    if bias is None:
-        bias = weights_of(network, placement).bias
+    bias = hw.weights.bias
     return [(bias.address(q), list(values)) for q, values in enumerate(bias.memory) if values]
-
-
-def weight_memory_map(network: Network, placement: Placement,
-                      kernels: KernelAllocation | None = None,
-                      bias: BiasAllocation | None = None):
-    """The per-layer kernel and bias placement in the form the register computation
-    takes (`onnx2ai8x.emit.registers.WeightMemoryMap`)."""
-    from .registers.writes import WeightMemoryMap
-
-    if kernels is None or bias is None:
-        memory = weights_of(network, placement)
-        kernels = memory.kernels if kernels is None else kernels
-        bias = memory.bias if bias is None else bias
-    return WeightMemoryMap(kernel_offset=kernels.offset, kernel_count=kernels.count,
-                           kernel_out_channels=kernels.out_channels,
-                           bias_offsets=bias.offsets, bias_group=bias.group)

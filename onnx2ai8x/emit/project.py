@@ -7,7 +7,6 @@ templates in `templates/` only lay the values out. The project is written atomic
 from __future__ import annotations
 
 import array
-import dataclasses
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -19,12 +18,12 @@ import numpy as np
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_dir_atomic
-from ..map.hw import HwNetwork, derive
+from ..map.hw import HwView
 from ..map.kernels import fifo_input_map
+from ..map.lowered import HwNetwork
 from ..map.memory_check import FIFO_PROCESSORS_CHW, FIFO_PROCESSORS_HWC
 from ..network import Network
 from ..options import EmitOptions, check_device_options
-from ..placement import Placement
 from . import dual_core
 from .firmware import DEBUG_WAIT_SECONDS, options_clock_plan, power_plan, vscode_files
 from .registers import RegisterProgram, WeightMemoryMap, register_program
@@ -125,43 +124,31 @@ def _initializer(values: Sequence[int], digits: int = 8, per_line: int = 8) -> s
     return text[:-4] + " \\\n" if text else ""
 
 
-def weight_memory_map(placement: Placement) -> WeightMemoryMap:
-    """Per-layer kernel and bias placement (kernel/bias allocation of `onnx2ai8x.map`)."""
-    from .memory import weight_memory_map as from_allocation
-
-    return from_allocation(placement.network, placement)
-
-
-def project_data(network: Network, placement: Placement, sample: np.ndarray,
-                 outputs: list[np.ndarray], options: EmitOptions | None = None
-                 ) -> ProjectData:
-    """Memory contents from the placement's kernel/bias allocation (map/weights.py)
-    and the data-section functions.
+def project_data(hw: HwNetwork, sample: np.ndarray, outputs: list[np.ndarray],
+                 options: EmitOptions | None = None) -> ProjectData:
+    """Memory contents from the lowered network's kernel/bias allocation
+    (map/weights.py) and the data-section functions.
 
     `outputs` are the reference outputs of `unload.known_answer_layers(placement)`.
     """
-    from ..map.weights import weights_of
     from . import memory as mem_sections
     from . import unload as unload_sections
 
     options = options or EmitOptions()
-    allocation = weights_of(network, placement)
-    kernels, bias = allocation.kernels, allocation.bias
-    memory = mem_sections.weight_memory_map(network, placement, kernels, bias)
-    inputs = () if options.uses_fifo else \
-        mem_sections.input_loads(network, placement, sample)
-    expected = unload_sections.expected_output(network, placement, outputs,
+    choices = hw.choices
+    memory = WeightMemoryMap.of(hw.weights)
+    inputs = () if choices.fifo else mem_sections.input_loads(hw, sample)
+    expected = unload_sections.expected_output(hw.placement, outputs,
                                                max_checklines=options.max_checklines)
     # The stream's words are Python ints already: one tuple per run, no per-word step.
-    stream = mem_sections.kernel_stream(network, placement, kernels,
-                                        mexpress=options.mexpress,
-                                        skip_zero=options.zero_sram)
+    stream = mem_sections.kernel_stream(hw, mexpress=choices.mexpress,
+                                        skip_zero=choices.zero_sram)
     return ProjectData(kernels=tuple((int(addr), tuple(words)) for addr, words in stream),
-                       bias=_tuples(mem_sections.bias_loads(network, placement, bias)),
+                       bias=_tuples(mem_sections.bias_loads(hw)),
                        inputs=_tuples(inputs), expected=_tuples(expected), memory=memory)
 
 
-def fifo_feed(hw: HwNetwork, sample: np.ndarray) -> FifoFeed:
+def fifo_feed(hw: HwView, sample: np.ndarray) -> FifoFeed:
     """Words per input FIFO (seed 000, "FIFOs": CHW one channel per FIFO, four bytes
     of a row per word; HWC four channels per word, one FIFO per group of four)."""
     pl = hw.placement.layers[hw.start_layer]
@@ -222,7 +209,7 @@ def fifo_feed(hw: HwNetwork, sample: np.ndarray) -> FifoFeed:
     streams = {f: np.stack(rows, axis=1).reshape(-1).tolist() for f, rows in parts.items()}
     order = sorted(streams)
     dev = hw.dev
-    if hw.options.fast_fifo:
+    if hw.choices.fast_fifo:
         status = dev.fast_fifo_addr(FAST_FIFO_STATUS)
         data_regs = tuple(dev.fast_fifo_addr(FAST_FIFO_DATA) for _ in order)
         full = tuple(2 for _ in order)
@@ -297,19 +284,19 @@ def _input_description(net: Network, chw: bool) -> str:
     return f"{shape} ({'CHW' if chw else 'HWC'})"
 
 
-def render_project(placement: Placement, program: RegisterProgram, data: ProjectData,
+def render_project(lowered: HwNetwork, program: RegisterProgram, data: ProjectData,
                    options: EmitOptions, sample: np.ndarray | None = None,
                    name: str | None = None, stem: str | None = None) -> dict[str, str]:
     """File name -> text of the C project (pure); `stem` names the side files the
     README lists (the model file's stem; default: the network's name)."""
+    placement, hw, choices = lowered.placement, lowered.view, lowered.choices
     check_device_options(options, placement.device)
-    hw = derive(placement, options)
-    dual_core.check_fast_fifo(hw)
+    dual_core.check_fast_fifo(hw, options)
     net = placement.network
     name = name or net.name
     device = placement.device
     board = project_board(device, options.board)
-    if options.uses_fifo:
+    if choices.fifo:
         if sample is None:
             raise Ai8xError("emit.fifo", name, "a FIFO project needs the sample input",
                             "pass the sample to write_project")
@@ -318,7 +305,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     else:
         fifo = None
         input_words = tuple(words for _, words in data.inputs)
-    unload = plan_unload(net, placement, options)
+    unload = plan_unload(placement, options)
     final = placement.final_layer
     final_layer = net.layers[final]
     group_mask = sum(1 << g for g in hw.groups_used)
@@ -336,7 +323,7 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         expected_runs=tuple((addr, mask, len(words), _listed(words))
                             for addr, mask, words in data.expected),
         unload_words=max(1, unload.words), num_outputs=final_layer.output_channels,
-        timer=options.timer, mexpress=options.mexpress,
+        timer=options.timer, mexpress=choices.mexpress,
         mask_high=~(device.kernel_stride_words - 1) & 0xFFFFFFFF,
         mask_low=device.kernel_stride_words - 1,
         group_mask=group_mask, group_unmask=~group_mask & 0xF,
@@ -347,8 +334,8 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
         softmax=options.softmax, softmax_wide=final_layer.output_width == 32,
         softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
         kat=not options.no_kat, unload_flag=not options.no_unload,
-        boost=_boost(options.boost, name), riscv=options.riscv, fast_fifo=options.fast_fifo,
-        zero_sram=options.zero_sram, stem=stem or name,
+        boost=_boost(options.boost, name), riscv=options.riscv, fast_fifo=choices.fast_fifo,
+        zero_sram=choices.zero_sram, stem=stem or name,
         other_boards=[b for b in device.boards if b != board],
     )
     env = _environment()
@@ -370,12 +357,12 @@ def render_project(placement: Placement, program: RegisterProgram, data: Project
     return out
 
 
-def write_project(network: Network, placement: Placement, out_dir: Path | str, *,
+def write_project(hw: HwNetwork, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
                   data: ProjectData | None = None, stem: str | None = None,
                   finish: Callable[[Path], Mapping[str, bytes]] | None = None) -> None:
-    """Write the C project for a placed network to `out_dir` (atomically).
+    """Write the C project for a lowered network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
     allocation and the data-section functions. `stem`: the name of the extra files
@@ -383,13 +370,10 @@ def write_project(network: Network, placement: Placement, out_dir: Path | str, *
     `finish(directory)` returns more files, computed from the project as written (before
     it is moved into place).
     """
-    if placement.network is not network:
-        # keeps the kernel/bias allocation, which was made for `network`
-        placement = dataclasses.replace(placement, network=network)
     if data is None:
-        data = project_data(network, placement, sample, outputs, options)
-    program = register_program(placement, data.memory, options)
-    files = render_project(placement, program, data, options, sample, stem=stem)
+        data = project_data(hw, sample, outputs, options)
+    program = register_program(hw, data.memory)
+    files = render_project(hw, program, data, options, sample, stem=stem)
 
     def fill(tmp: Path) -> None:
         for fname, text in sorted(files.items()):

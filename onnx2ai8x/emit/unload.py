@@ -13,13 +13,13 @@ Public functions:
 
 - `known_answer_layers(placement) -> list[int]`: the layers whose output the check
   covers, in the order `expected_output` expects their values.
-- `expected_output(network, placement, outputs, *, max_checklines=None)
+- `expected_output(placement, outputs, *, max_checklines=None)
   -> list[tuple[int, int, list[int]]]`: `(address, mask, words)` groups of
   `SAMPLE_OUTPUT`.
-- `plan_unload(network, placement, options) -> Unload`: everything `cnn_unload` reads,
+- `plan_unload(placement, options) -> Unload`: everything `cnn_unload` reads,
   layer by layer, as data (runs of words from one address, the bytes taken from each,
   the mlator set-ups); templates/unload.c.j2 lays it out.
-- `unload_plan(network, placement) -> list[tuple[int, int]]`: per
+- `unload_plan(placement) -> list[tuple[int, int]]`: per
   `addr = (volatile uint32_t *) ADDRESS;` statement of `cnn_unload`, its address and the
   number of `*addr++` statements written after it (as text: a loop body counts once;
   the vendor's unrolling: loops of 8 statements for 32-bit outputs, of 1 for 8-bit).
@@ -35,7 +35,7 @@ from ..errors import Ai8xError
 from ..map.hw import ffs, multipass, popcount
 from ..network import Network
 from ..options import EmitOptions
-from ..placement import Placement
+from ..placement import Placement, layer_sequence
 from .registers.control import CTL_CLOCK_ENABLE
 
 WIDE_UNROLL = 8  # vendor default --unroll-wide: reads per loop body for 32-bit output
@@ -43,19 +43,9 @@ NARROW_UNROLL = 1  # vendor default --unroll-8bit
 
 
 def simulated_layers(placement: Placement) -> list[int]:
-    """Layers in the order the known answer is computed: from the first layer used,
-    following `simulated_sequence` where given and `next_sequence` otherwise."""
-    order: list[int] = []
-    ll = placement.first_layer_used
-    count = len(placement.layers)
-    while 0 <= ll < count and ll not in order:
-        order.append(ll)
-        pl = placement.layers[ll]
-        nxt = pl.simulated_sequence if pl.simulated_sequence is not None else pl.next_sequence
-        if nxt is None or nxt == -1:
-            break
-        ll = int(nxt)
-    return order
+    """Layers in the order the known answer is computed: the layer sequence from the
+    first layer used."""
+    return layer_sequence(placement, placement.first_layer_used)
 
 
 def _terminating_layer(placement: Placement) -> int:
@@ -87,11 +77,12 @@ def _as_chw(values: np.ndarray, shape: tuple[int, int, int], name: str) -> np.nd
                     "pass one reference output per known-answer layer (no batch axis)")
 
 
-def _check_entries(network: Network, placement: Placement, ll: int,
+def _check_entries(placement: Placement, ll: int,
                    values: np.ndarray) -> list[tuple[int, int, str, int]]:
     """(mask, address, mask text, value) of each word the check compares, as the vendor
     lists them before sorting (its C prints the mask with as many hex digits as the
     checked bytes reach; ties at equal mask and address order by that text)."""
+    network = placement.network
     lay = network.layers[ll]
     pl = placement.layers[ll]
     mem = placement.device
@@ -159,7 +150,7 @@ def _masked(addr: int, word: int, num_bytes: int, first_proc: int) -> tuple[int,
     return (mask, addr, f" & 0x{mask:0{digits}x}", word & mask)
 
 
-def expected_output(network: Network, placement: Placement, outputs: Sequence[np.ndarray],
+def expected_output(placement: Placement, outputs: Sequence[np.ndarray],
                     *, max_checklines: int | None = None) -> list[tuple[int, int, list[int]]]:
     """`SAMPLE_OUTPUT` groups `(address, mask, words)`.
 
@@ -168,6 +159,7 @@ def expected_output(network: Network, placement: Placement, outputs: Sequence[np
     Words are sorted by (mask, address) and grouped into runs of consecutive addresses
     with one mask, as the vendor's check loop reads them.
     """
+    network = placement.network
     layers = known_answer_layers(placement)
     if len(outputs) != len(layers):
         raise Ai8xError("emit.output", network.name,
@@ -175,7 +167,7 @@ def expected_output(network: Network, placement: Placement, outputs: Sequence[np
                         "pass one reference output per layer of known_answer_layers()")
     entries = []
     for ll, values in zip(layers, outputs, strict=True):
-        entries.extend(_check_entries(network, placement, ll, values))
+        entries.extend(_check_entries(placement, ll, values))
     entries.sort()
     groups: list[tuple[int, int, list[int]]] = []
     next_addr = None
@@ -410,11 +402,12 @@ def output_layers(placement: Placement) -> list[int]:
     return marked or [placement.final_layer]
 
 
-def _output_groups(network: Network, placement: Placement, ll: int):
+def _output_groups(placement: Placement, ll: int):
     """Walk output layer `ll` four processors at a time, as the output is laid out (seed
     000, "Data memory": a group of four processors shares a word; channels beyond one
     pass wrap around to the first processor, pass number `expand`). Yields `(first
     channel, expand, first processor of the group, the group's map in bits 0-3)`."""
+    network = placement.network
     mem = placement.device
     omap = placement.layers[ll].output_processor_map
     _, per_pass = multipass(network.layers[ll].output_channels)
@@ -433,10 +426,11 @@ def _output_groups(network: Network, placement: Placement, ll: int):
         layer_map >>= 4
 
 
-def _sources(network: Network, placement: Placement, ll: int, wide: bool) -> list:
+def _sources(placement: Placement, ll: int, wide: bool) -> list:
     """The data-memory byte offsets read for layer `ll`, in read order: one per word
     (`wide`), else (offset, byte) per byte taken (a 32-bit layer in a byte-wise unload
     gives all four bytes of each of its words)."""
+    network = placement.network
     mem = placement.device
     lay = network.layers[ll]
     pl = placement.layers[ll]
@@ -445,7 +439,7 @@ def _sources(network: Network, placement: Placement, ll: int, wide: bool) -> lis
     width = passes * out_size
     pixels = int(lay.output_dim[0]) * int(lay.output_dim[1])
     sources: list = []
-    for _, expand, quad, group_map in _output_groups(network, placement, ll):
+    for _, expand, quad, group_map in _output_groups(placement, ll):
         for doffs in range(pixels):
             this_map = group_map
             # The vendor scales the instance base by the write gap as well.
@@ -535,7 +529,7 @@ def mlator_fits(network: Network, ll: int) -> bool:
     return lay.output_channels == 1 or pixels % 4 == 0
 
 
-def _mlator_layer(network: Network, placement: Placement, ll: int, written: int,
+def _mlator_layer(placement: Placement, ll: int, written: int,
                   cursor: tuple[int | None, int | None]
                   ) -> tuple[MlatorLayer, tuple[int | None, int | None]]:
     """Output layer `ll` read through the mlator (seed 000, "--mlator").
@@ -549,6 +543,7 @@ def _mlator_layer(network: Network, placement: Placement, ll: int, written: int,
     buffer byte after the last word written) as the vendor tracks them across layers, so
     a channel is set up afresh only where it does not continue from there.
     """
+    network = placement.network
     mem = placement.device
     lay = network.layers[ll]
     pl = placement.layers[ll]
@@ -557,7 +552,7 @@ def _mlator_layer(network: Network, placement: Placement, ll: int, written: int,
     read_at, write_at = cursor
     groups = []
     port = None
-    for c, expand, quad, group_map in _output_groups(network, placement, ll):
+    for c, expand, quad, group_map in _output_groups(placement, ll):
         group = quad // mem.processors_per_quadrant
         mlat = mem.ctl_addr(group, mem.regs.mlator)
         new_port = None
@@ -593,7 +588,7 @@ def _mlator_layer(network: Network, placement: Placement, ll: int, written: int,
     return MlatorLayer(ll, tuple(groups)), (read_at, write_at)
 
 
-def plan_unload(network: Network, placement: Placement,
+def plan_unload(placement: Placement,
                 options: EmitOptions | None = None) -> Unload:
     """What `cnn_unload` reads, from where, and how the reads are laid out in loops.
 
@@ -601,6 +596,7 @@ def plan_unload(network: Network, placement: Placement,
     tool's unload so that the generated C is the same; an 8-bit output layer read by the
     mlator (--mlator) must start on a whole buffer word.
     """
+    network = placement.network
     options = options or EmitOptions()
     mem = placement.device
     outs = output_layers(placement)
@@ -613,15 +609,15 @@ def plan_unload(network: Network, placement: Placement,
         lay = network.layers[ll]
         pixels = int(lay.output_dim[0]) * int(lay.output_dim[1])
         if options.mlator and mlator_fits(network, ll) and written % 4 == 0:
-            mlayer, cursor = _mlator_layer(network, placement, ll, written, cursor)
+            mlayer, cursor = _mlator_layer(placement, ll, written, cursor)
             layers.append(mlayer)
         elif wide:
-            runs, pointer = _word_runs(ll, _sources(network, placement, ll, True),
+            runs, pointer = _word_runs(ll, _sources(placement, ll, True),
                                        mem.sram_base, pointer)
             layers.append(WordLayer(ll, tuple(runs)))
         else:
             indexed = pixels != 1
-            runs, pointer, last = _byte_runs(ll, _sources(network, placement, ll, False),
+            runs, pointer, last = _byte_runs(ll, _sources(placement, ll, False),
                                              mem.sram_base, pointer, pixels, indexed)
             if last is not None:
                 cursor = (last, cursor[1])
@@ -632,11 +628,11 @@ def plan_unload(network: Network, placement: Placement,
                   layers=tuple(layers), words=(written + 3) // 4)
 
 
-def unload_plan(network: Network, placement: Placement) -> list[tuple[int, int]]:
+def unload_plan(placement: Placement) -> list[tuple[int, int]]:
     """`(address, statements)` per `addr = ...` statement of `cnn_unload`: the
     `*addr++` statements written before the next assignment (a loop body counts once)."""
     plan: list[tuple[int, int]] = []
-    for lay in plan_unload(network, placement).layers:
+    for lay in plan_unload(placement).layers:
         if lay.kind == "mlator":
             continue
         for r in lay.runs:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import Diagnostic
-from ..network import Network
 from ..placement import Placement
 
 
@@ -14,7 +13,7 @@ def _warning(d: Diagnostic) -> str:
     return d.render().replace("error[", "warning[", 1)
 
 
-def streaming_bias(network: Network, placement: Placement) -> tuple[str, ...]:
+def streaming_bias(placement: Placement) -> tuple[str, ...]:
     """Streaming layers with a non-zero bias on a device whose streaming bias is not
     reliable.
 
@@ -23,6 +22,7 @@ def streaming_bias(network: Network, placement: Placement) -> tuple[str, ...]:
     (a bias with a non-zero value, not a grouped convolution; izer/kbias.py, devices
     without SUPPORT_STREAM_BIAS); the MAX78002 adds it correctly (Device.stream_bias).
     """
+    network = placement.network
     if placement.device.stream_bias:
         return ()
     found = []
@@ -45,7 +45,7 @@ def streaming_bias(network: Network, placement: Placement) -> tuple[str, ...]:
 # The vendor tool's energy and performance hints (shown unless --ignore-energy-warning),
 # as named warnings with the layer and a fix. They change nothing in the project.
 
-def energy_hints(network: Network, placement: Placement) -> tuple[str, ...]:
+def energy_hints(placement: Placement) -> tuple[str, ...]:
     """Layers that cost more energy than they need to.
 
     - A hidden layer (not the first) whose input channel count is not a multiple of 4:
@@ -55,6 +55,7 @@ def energy_hints(network: Network, placement: Placement) -> tuple[str, ...]:
       the data moves across processors instead of staying put ("broadcast" mode, where
       each processor's output lands in its own memory), which costs time and energy.
     """
+    network = placement.network
     found = []
     first = next((i for i, pl in enumerate(placement.layers) if pl.processor_map), 0)
     for index, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):

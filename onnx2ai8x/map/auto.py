@@ -81,7 +81,7 @@ from ..placement import BufferPlacement, LayerPlacement, Placement
 from .hw import ffs, multipass, popcount, runs_1x1_as_3x3
 from .memory_check import (
     INPUT,
-    check_placement,
+    checked,
     in_place_margin,
     input_bytes,
     inputs_of,
@@ -96,7 +96,7 @@ from .memory_check import (
     stream_register_diagnostics,
     stream_rollovers,
 )
-from .weights import try_allocate
+from .weights import Mapped
 
 Hints = Mapping[str, Mapping[str, int]]
 
@@ -656,7 +656,16 @@ class _Mapper:
 def auto_place(network: Network, device: Device,
                partial: Hints | Placement | None = None, *,
                stream_layers: int | None = None, fifo: bool = False) -> Placement:
-    """Place `network` on `device` without a sidecar (pure function).
+    """The placement of `auto_map` (see there)."""
+    return auto_map(network, device, partial, stream_layers=stream_layers,
+                    fifo=fifo).placement
+
+
+def auto_map(network: Network, device: Device,
+             partial: Hints | Placement | None = None, *,
+             stream_layers: int | None = None, fifo: bool = False) -> Mapped:
+    """Place `network` on `device` without a sidecar (pure function), with the kernel
+    and bias memory allocated for the placement (allocated once, by the check).
 
     `partial` fixes some decisions: a Placement (its processor maps and output offsets
     are kept), or {layer name: {"processors": mask, "output_processors": mask,
@@ -719,17 +728,10 @@ def auto_place(network: Network, device: Device,
         if fitted is None:
             return _stream(network, device, hints, err)
         mapper, groups, offsets = fitted
-    placement, diags = _checked(network, _assemble(mapper, groups, offsets))
-    if diags:
+    mapped, diags = checked(_assemble(mapper, groups, offsets))
+    if mapped is None:
         raise Ai8xError.many(diags)
-    return placement
-
-
-def _checked(network: Network, placement: Placement) -> tuple[Placement, list[Diagnostic]]:
-    """The placement with its kernel and bias memory allocated (once: the checker reads
-    the allocation it carries), and every limit it violates."""
-    placement, _ = try_allocate(network, placement)
-    return placement, check_placement(network, placement)
+    return mapped
 
 
 def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Placement:
@@ -788,7 +790,7 @@ def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Plac
             buffer_shift=lay.buffer_shift or None, buffer_insert=lay.buffer_insert or None))
     placement = Placement(network=network, device=facts, layers=tuple(layers),
                           final_layer=n - 1, data_buffer=mapper.buffer)
-    _check_passthrough_maps(network, placement, mapper)
+    _check_passthrough_maps(placement, mapper)
     return placement
 
 
@@ -908,7 +910,7 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
 
 
 def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
-            err: Ai8xError | None, only: int | None = None) -> Placement:
+            err: Ai8xError | None, only: int | None = None) -> Mapped:
     """Stream the fewest leading layers that make the data fit (or exactly `only`)."""
     dev = facts
     limit, why = _stream_limit(network, facts)
@@ -933,7 +935,7 @@ def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
         mapper = _Mapper(network, facts, stream_hints, stream=k)
         mapper.map_processors()
         skeleton = mapper.skeleton()
-        limits = stream_register_diagnostics(network, skeleton)
+        limits = stream_register_diagnostics(skeleton)
         if limits:
             last = Ai8xError.many(limits)
             continue
@@ -946,9 +948,9 @@ def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
                 raise
             last = exc
             continue
-        placement, diags = _checked(network, placement)
-        if not diags:
-            return placement
+        mapped, diags = checked(placement)
+        if mapped is not None:
+            return mapped
         last = Ai8xError.many(diags)
     if last is None:  # only when asked for 0 layers, which auto_place never does
         raise Ai8xError("map.streaming", "network", "no layer to stream", "stream layers")
@@ -984,11 +986,12 @@ def _allocate_moving_outputs(mapper: _Mapper) -> tuple[list[_Group], list[int]]:
             mapper.tensor[src] = _block(nxt, width)
 
 
-def _check_passthrough_maps(network: Network, placement: Placement,
+def _check_passthrough_maps(placement: Placement,
                             mapper: _Mapper | None = None) -> None:
     """A passthrough layer writes, per quadrant, the same number of processors packed
     (vendor rule); report a mapping that cannot satisfy it, saying which reader needs
     the data elsewhere and why."""
+    network = placement.network
     diags = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
         if lay.operator.has_weights:
@@ -999,7 +1002,7 @@ def _check_passthrough_maps(network: Network, placement: Placement,
             if outp:
                 outp >>= ffs(outp)
             if outp != (1 << popcount(inp)) - 1:
-                diags.append(_passthrough_diagnostic(network, placement, ll, mapper))
+                diags.append(_passthrough_diagnostic(placement, ll, mapper))
                 break
     if diags:
         raise Ai8xError.many(diags)
@@ -1011,11 +1014,12 @@ def _procs(pmap: int) -> str:
         else f"processor map {pmap:#x}"
 
 
-def _passthrough_diagnostic(network: Network, placement: Placement, ll: int,
+def _passthrough_diagnostic(placement: Placement, ll: int,
                             mapper: _Mapper | None) -> Diagnostic:
     """Why pass-through layer ll cannot write where it reads: the reader that needs its
     output on other processors, and (when the mapper knows) the kernel memory that
     made it move."""
+    network = placement.network
     lay = network.layers[ll]
     what = "element-wise pass-through layer" if lay.eltwise != ELTWISE_NONE \
         else "pass-through layer"
@@ -1045,4 +1049,4 @@ def _passthrough_diagnostic(network: Network, placement: Placement, ll: int,
     return Diagnostic("map.passthrough", f"layer `{lay.name}`", message, hint)
 
 
-__all__ = ["auto_place", "place_kernels"]
+__all__ = ["auto_map", "auto_place", "place_kernels"]

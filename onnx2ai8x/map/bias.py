@@ -10,7 +10,7 @@ larger before smaller, ties in layer order), each into the allowed quadrant with
 least bias memory used so far. Layers with identical bias values share them
 (izer/kdedup.py). All-zero biases are not stored.
 
-`allocate_bias(network, placement) -> BiasAllocation`, per layer (as `placement.layers`):
+`allocate_bias(placement) -> BiasAllocation`, per layer (as `placement.layers`):
 
 - `group[ll]`: the quadrant holding the layer's bias, `ALL_GROUPS` for a depthwise layer
   (every quadrant it reads from holds its own part), or None (no bias);
@@ -26,9 +26,8 @@ import numpy as np
 
 from ..devices import Device
 from ..errors import Ai8xError
-from ..network import Network
 from ..placement import Placement
-from .hw import ffs, fls, multipass
+from .hw import ffs, first_equal, fls, multipass
 
 ALL_GROUPS = -1
 _UNSET = None
@@ -54,8 +53,9 @@ def _extra(placement: Placement, ll: int, key: str, default=None):
     return default
 
 
-def layer_bias(network: Network, placement: Placement, ll: int) -> np.ndarray | None:
+def layer_bias(placement: Placement, ll: int) -> np.ndarray | None:
     """The 8-bit bias values of a layer as stored in bias memory, or None."""
+    network = placement.network
     lay = network.layers[ll]
     if placement.layers[ll].bypass and lay.weights is None:
         return None
@@ -68,24 +68,6 @@ def layer_bias(network: Network, placement: Placement, ll: int) -> np.ndarray | 
     return None
 
 
-def _deduplicate(values: list[np.ndarray | None]) -> list[int | None]:
-    """Per layer, the earlier layer with identical bias values (or itself)."""
-    source: list[int | None] = []
-    for ll, b in enumerate(values):
-        if b is None:
-            source.append(None)
-            continue
-        found = ll
-        for j in range(ll):
-            bj = values[j]
-            if source[j] == j and bj is not None and bj.shape == b.shape \
-                    and np.array_equal(bj, b):
-                found = j
-                break
-        source.append(found)
-    return source
-
-
 def groups_used(placement: Placement) -> list[int]:
     """Quadrants with processors used by any layer (or the final layer's output)."""
     used = 0
@@ -96,14 +78,15 @@ def groups_used(placement: Placement) -> list[int]:
             if placement.device.in_quadrant(used, q)]
 
 
-def allocate_bias(network: Network, placement: Placement) -> BiasAllocation:
+def allocate_bias(placement: Placement) -> BiasAllocation:
     """Place every layer's bias in bias memory (see the module docstring)."""
+    network = placement.network
     bmem = placement.device
     quadrants = bmem.quadrants
     size = bmem.bias_bytes_per_instance
     layers = len(placement.layers)
-    values = [layer_bias(network, placement, ll) for ll in range(layers)]
-    source = _deduplicate(values)
+    values = [layer_bias(placement, ll) for ll in range(layers)]
+    source = first_equal(values)  # identical bias values are stored once
     stored = [v if source[ll] == ll else None for ll, v in enumerate(values)]
     quads = groups_used(placement)
     start = placement.first_layer_used

@@ -11,14 +11,17 @@ recomputing them; the device facts come from `onnx2ai8x.devices`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..devices import PROCESSORS, PROCESSORS_PER_MEMORY, Device
 
 # a fact legalize's rules also ask (legalize sits below map); map's callers read it here
 from ..legalize.facts import runs_1x1_as_3x3
 from ..network import Network, Op
-from ..options import EmitOptions
+from ..options import HwChoices
 from ..placement import Placement
 
 
@@ -54,7 +57,7 @@ def multipass(channels: int) -> tuple[int, int]:
     return passes, per_pass
 
 
-def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
+def streams_1x1_as_3x3(placement: Placement, ll: int) -> bool:
     """Whether layer `ll` is a 1x1 convolution the accelerator must run on its 3x3 kernel
     hardware: streaming has no 1x1 path, so a 1x1 Conv2d or ConvTranspose2d that streams
     or reads a streaming layer's output runs as a 3x3 kernel holding the weight in its
@@ -62,6 +65,7 @@ def streams_1x1_as_3x3(network: Network, placement: Placement, ll: int) -> bool:
     EMULATE_1X1_STREAMING); the register values and the kernel packing (map/kernels.py)
     both read it from here. Streaming reaches the first `max_stream_layers` layers and
     the one after."""
+    network = placement.network
     pl = placement.layers[ll]
     prev = pl.prev_sequence
     return runs_1x1_as_3x3(placement.device, network.layers[ll], ll,
@@ -94,19 +98,22 @@ class HwLayer:
 
 
 @dataclass(frozen=True)
-class HwNetwork:
-    """The whole network as the hardware runs it."""
+class HwView:
+    """The whole network as the hardware runs it, under the hardware choices."""
 
     network: Network
     placement: Placement
     dev: Device
-    options: EmitOptions
+    choices: HwChoices
     layers: tuple[HwLayer, ...]
     groups_used: tuple[int, ...]
     hw_add_layers: tuple[int, ...]  # reset layers inserted before each layer (cumulative)
     start_layer: int
-    pipeline: bool
     binary_weights: bool
+
+    @property
+    def pipeline(self) -> bool:
+        return self.choices.pipeline
 
     @property
     def count(self) -> int:
@@ -139,8 +146,10 @@ def _extra(placement: Placement, ll: int, key: str, default: object = None) -> o
     return default
 
 
-def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
-    """The hardware view of a placed network (pure)."""
+def derive(placement: Placement, choices: HwChoices) -> HwView:
+    """The hardware view of a placed network under the hardware choices (pure). A
+    conversion derives it once, in `onnx2ai8x.map.lowered.lower`; the mapper derives the
+    views of the streaming placements it checks."""
     net = placement.network
     dev = placement.device
     layers = net.layers
@@ -156,7 +165,7 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
     # 3x3 hardware with the weight in the centre and padding 1 (same output size); the
     # kernel packing (map/kernels.py) stores it so, by the same rule.
     for ll in range(count):
-        if streams_1x1_as_3x3(net, placement, ll):
+        if streams_1x1_as_3x3(placement, ll):
             kernel[ll] = (3, 3)
             padding[ll] = (1, 1)
 
@@ -226,9 +235,28 @@ def derive(placement: Placement, options: EmitOptions) -> HwNetwork:
         if out[ll].avgpool_reset:
             total += 1
         add.append(total)
-    pipeline = dev.support_pipeline if options.pipeline is None \
-        else options.pipeline and dev.support_pipeline
     binary = any(layers[ll].quantization == -1 for ll in range(first, count))
-    return HwNetwork(network=net, placement=placement, dev=dev, options=options,
-                     layers=tuple(out), groups_used=groups, hw_add_layers=tuple(add),
-                     start_layer=start_layer, pipeline=pipeline, binary_weights=binary)
+    return HwView(network=net, placement=placement, dev=dev, choices=choices,
+                  layers=tuple(out), groups_used=groups, hw_add_layers=tuple(add),
+                  start_layer=start_layer, binary_weights=binary)
+
+
+def first_equal(values: Sequence[np.ndarray | None],
+                key: Callable[[int], object] | None = None) -> list[int | None]:
+    """Per entry, the first earlier entry holding the same array (equal shape and
+    values and, with `key`, the same key), or the entry itself; None for None. The
+    kernel and bias allocators store such repeated weights once."""
+    source: list[int | None] = []
+    for ll, v in enumerate(values):
+        if v is None:
+            source.append(None)
+            continue
+        found = ll
+        for j in range(ll):
+            vj = values[j]
+            if source[j] == j and vj is not None and vj.shape == v.shape \
+                    and (key is None or key(j) == key(ll)) and np.array_equal(vj, v):
+                found = j
+                break
+        source.append(found)
+    return source

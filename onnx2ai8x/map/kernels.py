@@ -11,7 +11,7 @@ use the processors with extended memory are packed from the end; identical weigh
 two layers are stored once, izer/kdedup.py), so the register values and the
 `KERNELS` stream match the vendor's.
 
-`allocate_kernels(network, placement) -> KernelAllocation`, per layer (index as in
+`allocate_kernels(placement) -> KernelAllocation`, per layer (index as in
 `placement.layers`):
 
 - `offset[ll]`: first kernel column (9-byte units) of the layer (the vendor's
@@ -40,11 +40,10 @@ from ..devices import Device
 from ..errors import Ai8xError, Diagnostic
 from ..network import (
     Layer,
-    Network,
     Op,
 )
 from ..placement import Placement
-from .hw import ffs, fls, multipass, popcount, streams_1x1_as_3x3
+from .hw import ffs, first_equal, fls, multipass, popcount, streams_1x1_as_3x3
 
 SHARED = 4  # kernel columns are allocated in multiples of four (and quads of processors)
 KERNEL_BYTES = 9
@@ -149,30 +148,6 @@ def hardware_kernel(layer: Layer, mem: Device, *, as_3x3: bool = False
                             f"use a kernel of at most {mem.conv1d_dilated_kernel_max} taps")
         return k, (ks[0], 1)
     return w.reshape(-1, ks[0], ks[1]), ks
-
-
-def _deduplicate(network: Network, placement: Placement,
-                 kernels: list[np.ndarray | None]) -> list[int | None]:
-    """Per layer, the earlier layer whose identical weights it reuses (or itself).
-
-    Identical means equal shape, values, weight bits and input processors (vendor:
-    izer/kdedup.py)."""
-    source: list[int | None] = []
-    for ll, k in enumerate(kernels):
-        if k is None:
-            source.append(None)
-            continue
-        found = ll
-        for j in range(ll):
-            kj = kernels[j]
-            if source[j] == j and kj is not None and kj.shape == k.shape \
-                    and network.layers[j].quantization == network.layers[ll].quantization \
-                    and placement.layers[j].processor_map == placement.layers[ll].processor_map \
-                    and np.array_equal(kj, k):
-                found = j
-                break
-        source.append(found)
-    return source
 
 
 class _Memory:
@@ -547,8 +522,9 @@ def _search(memory: _Memory, layer: Layer, groups: int, length: int, offs: int,
     return offs
 
 
-def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation:
+def allocate_kernels(placement: Placement) -> KernelAllocation:
     """Place every layer's kernels in kernel memory (see the module docstring)."""
+    network = placement.network
     mem = placement.device
     count_layers = len(placement.layers)
     hw = []
@@ -556,9 +532,12 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
         lay = network.layers[ll]
         pl = placement.layers[ll]
         hw.append(None if pl.bypass else hardware_kernel(
-            lay, mem, as_3x3=streams_1x1_as_3x3(network, placement, ll)))
+            lay, mem, as_3x3=streams_1x1_as_3x3(placement, ll)))
     kernels = [None if h is None else h[0] for h in hw]
-    source = _deduplicate(network, placement, kernels)
+    # Identical kernels are stored once: equal shape, values, weight bits and input
+    # processors (vendor: izer/kdedup.py).
+    source = first_equal(kernels, key=lambda ll: (network.layers[ll].quantization,
+                                                 placement.layers[ll].processor_map))
     calcx4 = [bool(_extra(placement, ll, "calcx4", False)) for ll in range(count_layers)]
 
     offset = [0] * count_layers
@@ -575,7 +554,7 @@ def allocate_kernels(network: Network, placement: Placement) -> KernelAllocation
     for ll in order:
         if source[ll] != ll or hw[ll] is None:
             continue
-        _place_layer(memory, network, placement, ll, hw[ll], calcx4, offset, length,
+        _place_layer(memory, placement, ll, hw[ll], calcx4, offset, length,
                      kcount, kochan)
 
     for ll in range(count_layers):
@@ -810,14 +789,14 @@ def _pack_general(batch: _Batch, pk: _Packing, col_target: int, ch: int,
     return col_target
 
 
-def _place_layer(memory: _Memory, network: Network, placement: Placement, ll: int,
+def _place_layer(memory: _Memory, placement: Placement, ll: int,
                  hw: tuple[np.ndarray, tuple[int, int]], calcx4: list[bool],
                  offset: list[int], length: list[int], kcount: list[int],
                  kochan: list[int]) -> None:
     """Layer `ll`'s kernels into kernel memory: where (`_first_column`), then processor by
     processor in the vendor's order; its offset, length and counts into the lists."""
     mem = memory.mem
-    lay = network.layers[ll]
+    lay = placement.network.layers[ll]
     pl = placement.layers[ll]
     kernel, ks = hw
     reshaped, in_exp, in_chan = _kernel_rows(lay, kernel, ks, calcx4[ll])
@@ -865,13 +844,13 @@ def fifo_input_map(placement: Placement) -> int:
     return pl.processor_map
 
 
-def check_quad_fan_out(network: Network, placement: Placement) -> None:
+def check_quad_fan_out(placement: Placement) -> None:
     """--fast-fifo-quad spreads the first layer's output channels over the four quadrants
     one 9-byte kernel at a time (the vendor's layout): the layer must be a 3x3 convolution
     with 8-bit weights, one group, no flattening and no calcx4, whose input sits in
     quadrant 0. An Ai8xError naming the layer otherwise."""
     ll = placement.first_layer_used
-    lay, pl = network.layers[ll], placement.layers[ll]
+    lay, pl = placement.network.layers[ll], placement.layers[ll]
     problem = None
     if lay.operator != Op.CONV2D:
         problem = "the first layer is not a 2-D convolution"
@@ -904,7 +883,7 @@ def with_quad_fan_out(placement: Placement) -> Placement:
         repeated |= pmap << q * mem.processors_per_quadrant
     layer = replace(pl, processor_map=repeated, extra=(*pl.extra, ("quad", True)))
     layers = (*placement.layers[:ll], layer, *placement.layers[ll + 1:])
-    return replace(placement, layers=layers, weights=None)
+    return replace(placement, layers=layers)
 
 
 def _spread_quad(memory: _Memory, packed: _Memory, lay: Layer, ll: int, koffs: int,

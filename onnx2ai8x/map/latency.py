@@ -18,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..network import Network
-from ..options import EmitOptions
-from ..placement import Placement
-from .hw import derive, ffs, fls, popcount
-from .weights import weights_of
+from ..placement import Placement, layer_sequence
+from .hw import HwView, ffs, fls, popcount
+from .lowered import HwNetwork
 
 STARTUP_CYCLES = 1  # the estimate starts with one cycle for the start command
 
@@ -49,21 +47,12 @@ class LayerTiming:
 
 
 def execution_order(placement: Placement) -> list[int]:
-    """Layer indices in the order the accelerator runs them (sequence links)."""
-    order: list[int] = []
-    ll = 0
-    n = len(placement.layers)
-    while 0 <= ll < n and ll not in order:
-        order.append(ll)
-        pl = placement.layers[ll]
-        nxt = pl.simulated_sequence if pl.simulated_sequence is not None else pl.next_sequence
-        if nxt is None or nxt == -1:
-            break
-        ll = nxt
-    return order
+    """Layer indices in the order the accelerator runs them: the layer sequence from
+    layer 0."""
+    return layer_sequence(placement)
 
 
-def kernel_count(network: Network, placement: Placement, ll: int, passes_in: int,
+def kernel_count(placement: Placement, ll: int, passes_in: int,
                  passes_out: int, in_thresh: int) -> int:
     """Kernels the mask counter walks per processor for layer `ll` (izer/kernels.py).
 
@@ -71,6 +60,7 @@ def kernel_count(network: Network, placement: Placement, ll: int, passes_in: int
     processor, per output pass and per input pass; a first output processor that is not
     the first of its memory instance adds the skipped columns (seed 000, "Kernel memory").
     """
+    network = placement.network
     lay = network.layers[ll]
     omap = placement.layers[ll].output_processor_map
     if omap == 0:
@@ -89,12 +79,13 @@ def kernel_count(network: Network, placement: Placement, ll: int, passes_in: int
     return count
 
 
-def layer_timings(network: Network, placement: Placement,
+def layer_timings(hw: HwView,
                   kernel_offsets: Sequence[int] | None = None) -> dict[int, LayerTiming]:
-    """The frame-equation inputs of every executed layer (vendor's hardware view)."""
-    # What the hardware runs (1x1 kernels on the 3x3 path next to streaming, stretched
-    # dilated Conv1d, flipped transposed padding): the hardware view (map/hw.py).
-    hw = derive(placement, EmitOptions())
+    """The frame-equation inputs of every executed layer (vendor's hardware view).
+
+    What the hardware runs (1x1 kernels on the 3x3 path next to streaming, stretched
+    dilated Conv1d, flipped transposed padding) is the hardware view (map/hw.py)."""
+    placement, network = hw.placement, hw.network
     device = placement.device
     out: dict[int, LayerTiming] = {}
     for ll in execution_order(placement):
@@ -106,7 +97,7 @@ def layer_timings(network: Network, placement: Placement,
         if op.passthrough:
             out_chan = lay.output_channels
         else:
-            count = kernel_count(network, placement, ll, h.in_expand, h.out_expand,
+            count = kernel_count(placement, ll, h.in_expand, h.out_expand,
                                  h.in_expand_thresh)
             out_chan = count // h.in_expand
         if lay.flatten:
@@ -197,18 +188,15 @@ def frame_cycles(t: LayerTiming, kernoff_multiwrite: bool = True) -> int:
     return total
 
 
-def estimate_cycles(network: Network, placement: Placement,
-                    kernel_offsets: Sequence[int] | None = None) -> list[int]:
+def estimate_cycles(hw: HwNetwork) -> list[int]:
     """[startup, cycles of each executed layer in execution order] (vendor estimate).
 
-    `kernel_offsets` (first kernel-memory column per layer) only matters for multi-pass
-    or element-wise layers that pool after the element-wise operation; when omitted they
-    come from the placement's kernel allocation (map/weights.py).
+    The first kernel-memory column of each layer (from the kernel allocation) matters
+    for multi-pass or element-wise layers that pool after the element-wise operation.
     """
+    placement = hw.placement
     multi = placement.device.kernoff_multiwrite
-    if kernel_offsets is None:
-        kernels = weights_of(network, placement).kernels
-        kernel_offsets = [int(x) for x in kernels.offset]
-    timings = layer_timings(network, placement, kernel_offsets)
+    kernel_offsets = [int(x) for x in hw.weights.kernels.offset]
+    timings = layer_timings(hw.view, kernel_offsets)
     return [STARTUP_CYCLES] + [frame_cycles(timings[ll], multi)
                                for ll in execution_order(placement)]

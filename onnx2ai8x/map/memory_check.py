@@ -31,7 +31,7 @@ from ..errors import Diagnostic
 from ..network import DATA_BUFFER, Layer, Network, Op, output_layers
 from ..placement import LayerPlacement, Placement
 from .hw import ffs, fls, multipass, popcount
-from .weights import try_allocate
+from .weights import Mapped, try_allocate
 
 INPUT = -1  # in_sequences value of the network input
 
@@ -274,16 +274,16 @@ def stream_rollovers(placement: Placement) -> tuple[int | None, ...]:
     """
     if not any(pl.streaming for pl in placement.layers):
         return (None,) * len(placement.layers)
-    from ..options import EmitOptions
+    from ..options import default_choices
     from .hw import derive
     from .streaming import rollover, stream_values
 
-    hw = derive(placement, EmitOptions(fifo=True))
+    hw = derive(placement, default_choices(placement.device, fifo=True))
     return tuple(rollover(hw, ll, stream_values(hw, ll)) if pl.streaming else None
                  for ll, pl in enumerate(placement.layers))
 
 
-def buffers(network: Network, placement: Placement) -> list[Buffer]:
+def buffers(placement: Placement) -> list[Buffer]:
     """Every layer output and the network input with its memory range and live range.
 
     While the first k layers stream they all run at once: the input and every streaming
@@ -291,6 +291,7 @@ def buffers(network: Network, placement: Placement) -> list[Buffer]:
     before the first layer and dead when the streaming part ends (layer k - 1); the last
     streaming layer's output is whole and lives until its last reader.
     """
+    network = placement.network
     last = last_use(network)
     first = placement.layers[0] if placement.layers else None
     k = stream_count(placement)
@@ -323,16 +324,17 @@ def buffers(network: Network, placement: Placement) -> list[Buffer]:
         out.append(Buffer(ll, lanes(pl.output_processor_map, lay.output_width != 8), start,
                           pl.out_offset + _round4(size), born, dies, pl.write_gap,
                           streaming=ll < k))
-    region = buffer_region(network, placement)
+    region = buffer_region(placement)
     if region is not None:
         out.append(region)
     return out
 
 
-def buffer_region(network: Network, placement: Placement) -> Buffer | None:
+def buffer_region(placement: Placement) -> Buffer | None:
     """The data buffer's memory (None without one): `length` words from its offset in
     each of its processors' byte lanes, written before the first layer (zeroed, then
     kept from the inference before) and read after the last (by the next inference)."""
+    network = placement.network
     buf, where = network.data_buffer, placement.data_buffer
     if buf is None or where is None:
         return None
@@ -357,15 +359,23 @@ def _where(network: Network, ll: int) -> str:
     return f"layer `{network.layers[ll].name}`" if ll >= 0 else "network input"
 
 
-def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
+def check_placement(placement: Placement) -> list[Diagnostic]:
     """Every violation of the device's processor and memory limits (empty: all fit)."""
+    return checked(placement)[1]
+
+
+def checked(placement: Placement) -> tuple[Mapped | None, list[Diagnostic]]:
+    """`check_placement`, and the placement with the kernel and bias memory the check
+    allocated (None when something does not fit): the mapper hands this on, so the
+    allocation is made once."""
+    network = placement.network
     facts = placement.device
     diags: list[Diagnostic] = []
     n = len(network.layers)
     if len(placement.layers) != n:
-        return [Diagnostic("map.check", "placement",
-                           f"{len(placement.layers)} placed layers for {n} network layers",
-                           "place every layer of the network")]
+        return None, [Diagnostic("map.check", "placement",
+                                 f"{len(placement.layers)} placed layers for {n} network "
+                                 "layers", "place every layer of the network")]
     if n > facts.max_layers:
         diags.append(Diagnostic("map.layers", "network",
                                 f"{n} layers, {facts.name} runs at most {facts.max_layers}",
@@ -422,23 +432,25 @@ def check_placement(network: Network, placement: Placement) -> list[Diagnostic]:
                     f"`{key}` {value:#06x} is not a multiple of 4; data offsets count whole "
                     f"words (the accelerator would use {value & ~3:#06x})",
                     f"set `{key}: {value & ~3:#06x}` or `{(value + 3) & ~3:#06x}`", key=key))
-    diags += _check_liveness(network, placement) + buffer_kept(network, placement)
-    diags += read_gap_supported(network, placement) + read_as_written(network, placement)
-    diags += read_where_written(network, placement)
-    diags += chw_input_read_once(network, placement) + outputs_without_gaps(network, placement)
-    diags += _check_streaming(network, placement, facts)
-    # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py),
-    # the placement's own allocation when it carries one.
-    return diags + try_allocate(network, placement)[1]
+    diags += _check_liveness(placement) + buffer_kept(placement)
+    diags += read_gap_supported(placement) + read_as_written(placement)
+    diags += read_where_written(placement)
+    diags += chw_input_read_once(placement) + outputs_without_gaps(placement)
+    diags += _check_streaming(placement, facts)
+    # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py).
+    weights, problems = try_allocate(placement)
+    diags += problems
+    return (Mapped(placement, weights) if weights is not None and not diags else None), diags
 
 
-def buffer_kept(network: Network, placement: Placement) -> list[Diagnostic]:
+def buffer_kept(placement: Placement) -> list[Diagnostic]:
     """The data buffer keeps its values from one inference to the next (seed 000,
     "Rolling Buffers"): its words (one channel per buffer processor, `length` positions
     from its offset) belong to it for the whole network. Only the shift layer (reading
     positions k.., writing positions 0..) and the inserting layer (writing the last k
     positions) may write there, every layer reading it reads it where it lives, and no
     other output (nor the network input, loaded before each inference) may land on it."""
+    network = placement.network
     buf, where = network.data_buffer, placement.data_buffer
     if buf is None:
         return []
@@ -448,7 +460,7 @@ def buffer_kept(network: Network, placement: Placement) -> list[Diagnostic]:
                            f"the {name} has no place in data memory",
                            "give the sidecar a global `data_buffer` with `processors` and "
                            "`offset`")]
-    region = buffer_region(network, placement)
+    region = buffer_region(placement)
     assert region is not None
     span = f"bytes {region.start:#x}-{region.end - 1:#x} of processors {where.processors:#018x}"
     diags = []
@@ -465,7 +477,7 @@ def buffer_kept(network: Network, placement: Placement) -> list[Diagnostic]:
             f"end by the {placement.device.data_instance_bytes:#x}-byte data memory instance",
             f"set `offset` to a multiple of 4 no higher than "
             f"{placement.device.data_instance_bytes - 4 * buf.length:#x}"))
-    for b in buffers(network, placement):
+    for b in buffers(placement):
         if b.producer != DATA_BUFFER and b.collides(region):
             diags.append(Diagnostic(
                 "map.data-buffer", _where(network, b.producer),
@@ -507,10 +519,11 @@ def _buffer_access(network: Network, ll: int, lay: Layer, pl: LayerPlacement, pr
     return out
 
 
-def read_gap_supported(network: Network, placement: Placement) -> list[Diagnostic]:
+def read_gap_supported(placement: Placement) -> list[Diagnostic]:
     """A layer may skip words while it reads (`read_gap`) only on the MAX78002 and only
     when it reads its input in one pass, i.e. 64 channels or fewer (seed 000 "read_gap";
     the vendor tool refuses it otherwise)."""
+    network = placement.network
     facts = placement.device
     diags = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
@@ -528,11 +541,12 @@ def read_gap_supported(network: Network, placement: Placement) -> list[Diagnosti
     return diags
 
 
-def read_as_written(network: Network, placement: Placement) -> list[Diagnostic]:
+def read_as_written(placement: Placement) -> list[Diagnostic]:
     """A layer reading one layer's output where it was written must read it the way it
     was written: data written with gaps (`write_gap`, interleaved with other operands or
     concatenated parts) is read with the same `read_gap`, else the layer reads the other
     operands' words as its own pixels (seed 000 "write_gap", "read_gap")."""
+    network = placement.network
     diags = []
     for ll, pl in enumerate(placement.layers):
         srcs = inputs_of(network, ll)
@@ -551,11 +565,12 @@ def read_as_written(network: Network, placement: Placement) -> list[Diagnostic]:
     return diags
 
 
-def read_where_written(network: Network, placement: Placement) -> list[Diagnostic]:
+def read_where_written(placement: Placement) -> list[Diagnostic]:
     """A layer reading one layer's output reads the bytes that layer wrote: an
     `in_offset` that starts its input outside them, or runs past their end, makes it read
     words nobody wrote for it (a hand-edited `in_offset`; seed 000 "Data Memory": a
     layer reads from its offset in the memories of its processors)."""
+    network = placement.network
     diags = []
     for ll, pl in enumerate(placement.layers):
         srcs = inputs_of(network, ll)
@@ -582,12 +597,13 @@ def later_input_readers(network: Network) -> list[int]:
     return [ll for ll in range(1, len(network.layers)) if INPUT in inputs_of(network, ll)]
 
 
-def chw_input_read_once(network: Network, placement: Placement) -> list[Diagnostic]:
+def chw_input_read_once(placement: Placement) -> list[Diagnostic]:
     """CHW input (one channel per memory instance, four pixels a word) is read as CHW
     only by a layer whose CHW bit (LCTRL0 bit 6) is set, and only the first layer may
     set it (seed 000, "CHW (Big Data)"; the vendor tool refuses `data_format: CHW`
     elsewhere). A later layer reading the input again takes its words for HWC pixels
     (four channels of one pixel): its result is not the network's."""
+    network = placement.network
     if not placement.layers or not placement.layers[0].big_data:
         return []
     return [Diagnostic(
@@ -635,7 +651,7 @@ def _depthwise_gaps(processors: int) -> int | None:
     return None
 
 
-def outputs_without_gaps(network: Network, placement: Placement) -> list[Diagnostic]:
+def outputs_without_gaps(placement: Placement) -> list[Diagnostic]:
     """A convolution or linear layer writes its output channels to consecutive output
     processors from the first one (the mask range, LCTRL2, counts slots from there and
     the kernels are stored packed), so output processors with gaps (within a quadrant
@@ -645,6 +661,7 @@ def outputs_without_gaps(network: Network, placement: Placement) -> list[Diagnos
     and Output Processor Maps"). A depthwise layer without broadcast (output processors
     other than its input's) writes in turns, one per enabled processor: with gaps among
     its processors, which bias byte each reads is shown by no known answer."""
+    network = placement.network
     diags = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
         if not lay.operator.has_weights:
@@ -676,7 +693,7 @@ def outputs_without_gaps(network: Network, placement: Placement) -> list[Diagnos
     return diags
 
 
-def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
+def _check_liveness(placement: Placement) -> list[Diagnostic]:
     """No output may overwrite data a later layer still reads (live ranges).
 
     Buffers written while the streaming layers run are checked against each other by
@@ -684,7 +701,8 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
     they are ordinary live ranges. An output over its own input is judged by the
     hardware's read/write order (map/overlap.py).
     """
-    bufs = buffers(network, placement)
+    network = placement.network
+    bufs = buffers(placement)
     diags = []
     for b in bufs:
         if b.producer < 0:
@@ -695,7 +713,7 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
                 continue
             if not (b.born <= a.dies and b.collides(a)):
                 continue
-            own = _own_input_order(network, placement, a, b)
+            own = _own_input_order(placement, a, b)
             if own is True:
                 continue
             if own is not None:
@@ -716,10 +734,11 @@ def _check_liveness(network: Network, placement: Placement) -> list[Diagnostic]:
     return diags
 
 
-def _own_input_order(network: Network, placement: Placement, a: Buffer, b: Buffer):
+def _own_input_order(placement: Placement, a: Buffer, b: Buffer):
     """For output `b` over `a`, the only input of its layer and read by no later layer:
     True when the hardware's order makes it safe, else the first clobbered word
     (overlap.Clobber); None when `a` is not such an input or the order is not modelled."""
+    network = placement.network
     from .overlap import first_clobber
 
     ll = b.producer
@@ -736,7 +755,7 @@ def _own_input_order(network: Network, placement: Placement, a: Buffer, b: Buffe
     return True if found is None else found
 
 
-def unpermitted_overlaps(network: Network, placement: Placement) -> list[Diagnostic]:
+def unpermitted_overlaps(placement: Placement) -> list[Diagnostic]:
     """Without --overlap-data a layer may not write over its own input: the vendor's tool
     refuses it ("... is overwriting input ...", seed 000 "Data Memory": its generator
     cannot check the order, so the overlap must be asked for). With the flag, onnx2ai8x
@@ -744,9 +763,10 @@ def unpermitted_overlaps(network: Network, placement: Placement) -> list[Diagnos
     `buffer_kept`: it moves the buffer in place by design. An input written by the
     streaming layers is not one the vendor's tool checks (its facedet demo, built
     without the flag, writes layer 2 below the last streaming layer's output)."""
-    bufs = {buf.producer: buf for buf in buffers(network, placement)}
+    network = placement.network
+    bufs = {buf.producer: buf for buf in buffers(placement)}
     diags = []
-    for ll in overlapping_layers(network, placement):
+    for ll in overlapping_layers(placement):
         src = bufs[inputs_of(network, ll)[0]]
         if network.layers[ll].buffer_shift or src.streaming:
             continue
@@ -762,13 +782,14 @@ def unpermitted_overlaps(network: Network, placement: Placement) -> list[Diagnos
     return diags
 
 
-def overlapping_layers(network: Network, placement: Placement) -> tuple[int, ...]:
+def overlapping_layers(placement: Placement) -> tuple[int, ...]:
     """The layers that write over their own input (the vendor tool needs --overlap-data).
 
     A data buffer's shift layer always does (it moves the buffer down in place); the
     vendor tool refuses such a network without --overlap-data ("... output ... is
     overwriting input ... that was created by layer ... (shift)")."""
-    bufs = {buf.producer: buf for buf in buffers(network, placement)}
+    network = placement.network
+    bufs = {buf.producer: buf for buf in buffers(placement)}
     out = []
     for ll in range(len(network.layers)):
         if network.layers[ll].buffer_shift:
@@ -792,16 +813,17 @@ def _touches(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def stream_register_diagnostics(network: Network, placement: Placement) -> list[Diagnostic]:
+def stream_register_diagnostics(placement: Placement) -> list[Diagnostic]:
     """What a streaming placement needs whatever its offsets (seed 000 "FIFOs",
     "Streaming Mode"; vendor izer backend facts): the input on the FIFO processors, at
     most 16 HWC / 4 CHW input channels, and the stream start, deltas, volume offset and
     rollover within their register fields (the values the register emitter writes)."""
+    network = placement.network
     k = stream_count(placement)
     if not k:
         return []
     from ..errors import Ai8xError
-    from ..options import EmitOptions
+    from ..options import default_choices
     from .hw import derive
     from .streaming import stream1, stream2, stream_values
 
@@ -820,7 +842,7 @@ def stream_register_diagnostics(network: Network, placement: Placement) -> list[
             "map.streaming", _where(network, 0),
             f"{lay0.input_channels} input channels; the FIFOs take at most 4 (CHW) or 16 "
             "(HWC)", "reduce the input channels or do not stream"))
-    hw = derive(placement, EmitOptions(fifo=True))
+    hw = derive(placement, default_choices(placement.device, fifo=True))
     roll = stream_rollovers(placement)
     for ll in range(k):
         where = _where(network, ll)
@@ -839,17 +861,18 @@ def stream_register_diagnostics(network: Network, placement: Placement) -> list[
     return diags
 
 
-def _check_streaming(network: Network, placement: Placement,
+def _check_streaming(placement: Placement,
                      facts: Device) -> list[Diagnostic]:
     """The vendor's checks of a streaming network (seed 000 "Streaming Mode", "FIFOs";
     izer backend facts): `stream_register_diagnostics`, every circular buffer inside its
     instance, no two circular buffers of the streaming layers in a common memory instance
     at touching offsets, the last streaming layer's output clear of them, and a layer
     whose input and output processors overlap keeping its rollover clear of its output."""
+    network = placement.network
     k = stream_count(placement)
     if not k:
         return []
-    diags = stream_register_diagnostics(network, placement)
+    diags = stream_register_diagnostics(placement)
     roll = stream_rollovers(placement)
     held: list[tuple[int, tuple[int, int], int]] = []  # (layer, byte range, instances)
     for ll in range(k):
@@ -885,10 +908,10 @@ def _check_streaming(network: Network, placement: Placement,
                     f"{_where(network, other)} ({obuf[0]:#x}-{obuf[1]:#x}) in a shared memory "
                     "instance", "give the streaming layers separate offsets or instances"))
         held.append((ll, buf, inst))
-    return diags + streaming_output_clear(network, placement)
+    return diags + streaming_output_clear(placement)
 
 
-def _stream_buffers(network: Network, placement: Placement
+def _stream_buffers(placement: Placement
                     ) -> list[tuple[int, tuple[int, int], int]]:
     """(layer, byte range in its memory instances, instance mask) of the circular input
     buffer of every streaming layer: `in_offset` to `in_offset` + 4 * rollover, both ends
@@ -899,13 +922,14 @@ def _stream_buffers(network: Network, placement: Placement
             for ll, pl in enumerate(placement.layers[:stream_count(placement)])]
 
 
-def streaming_output_clear(network: Network, placement: Placement) -> list[Diagnostic]:
+def streaming_output_clear(placement: Placement) -> list[Diagnostic]:
     """While the streaming layers run, every one of them reads its input from a circular
     buffer that the FIFO or the layer before it keeps refilling; the output of the last
     streaming layer is written at the same time and must not land in any of those
     buffers' memory instances and addresses, or it overwrites input that is still to be
     read (seed 000, "Streaming Mode"; the vendor tool stops with "The output ... overlaps
     streaming buffer for layer ...")."""
+    network = placement.network
     k = stream_count(placement)
     if not k:
         return []
@@ -917,7 +941,7 @@ def streaming_output_clear(network: Network, placement: Placement) -> list[Diagn
         end += (end - last.out_offset - 4) * last.write_gap
     inst = instances(last.output_processor_map)
     diags = []
-    for other, obuf, oinst in _stream_buffers(network, placement):
+    for other, obuf, oinst in _stream_buffers(placement):
         if oinst & inst and _touches((last.out_offset, end), obuf):
             diags.append(Diagnostic(
                 "map.streaming-overlap", _where(network, k - 1),
@@ -940,6 +964,6 @@ def streaming_output_clear(network: Network, placement: Placement) -> list[Diagn
 SIDECAR_RULES = (streaming_output_clear, read_gap_supported, buffer_kept)
 
 
-def check_sidecar_placement(network: Network, placement: Placement) -> list[Diagnostic]:
+def check_sidecar_placement(placement: Placement) -> list[Diagnostic]:
     """Every SIDECAR_RULES violation of a placement read from a sidecar."""
-    return [d for rule in SIDECAR_RULES for d in rule(network, placement)]
+    return [d for rule in SIDECAR_RULES for d in rule(placement)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import Ai8xError
-from .hw import HwNetwork
+from .hw import HwView
 
 # The vendor tool starts every later MAX78000 streaming layer two elements late
 # (its `--increase-start` default); the hardware was validated with that margin.
@@ -29,12 +29,12 @@ class StreamValues:
     col_inc: int
 
 
-def _max78000(hw: HwNetwork, ll: int) -> StreamValues:
+def _max78000(hw: HwView, ll: int) -> StreamValues:
     lay = hw.network.layers[ll]
     pl = hw.placement.layers[ll]
     h = hw.layers[ll]
     start = delta1 = delta2 = 0
-    if ll == hw.start_layer and hw.options.uses_fifo:
+    if ll == hw.start_layer and hw.choices.fifo:
         if pl.streaming:
             start = (lay.pool[0] - 1) * h.input_dim[1] + lay.pool[1]
         else:
@@ -56,7 +56,7 @@ def _max78000(hw: HwNetwork, ll: int) -> StreamValues:
     return StreamValues(start, start, delta1, delta2, _invol(hw, ll), 0)
 
 
-def _max78002(hw: HwNetwork, ll: int) -> StreamValues:
+def _max78002(hw: HwView, ll: int) -> StreamValues:
     lay = hw.network.layers[ll]
     pl = hw.placement.layers[ll]
     h = hw.layers[ll]
@@ -84,7 +84,7 @@ def _max78002(hw: HwNetwork, ll: int) -> StreamValues:
             if effective_cols * lay.pool_stride[1] + lay.pool[1] - 1 > cols:
                 effective_cols -= 1
             col_adjust = cols - effective_cols * col_inc
-    if ll == hw.start_layer and hw.options.uses_fifo:
+    if ll == hw.start_layer and hw.choices.fifo:
         if pl.streaming:
             if lay.pool_stride[0] == 1 and lay.pool[0] == 1:
                 start = col_inc
@@ -137,14 +137,14 @@ def _max78002(hw: HwNetwork, ll: int) -> StreamValues:
     return StreamValues(start, start_hwc, delta1, delta2, _invol(hw, ll), col_inc)
 
 
-def _invol(hw: HwNetwork, ll: int) -> int:
+def _invol(hw: HwView, ll: int) -> int:
     # Each streaming layer's TRAM volume starts after all earlier layers' passes.
     if ll > hw.start_layer and hw.placement.layers[ll].streaming:
         return sum(hw.layers[i].in_expand_invol for i in range(ll))
     return 0
 
 
-def stream_values(hw: HwNetwork, ll: int) -> StreamValues:
+def stream_values(hw: HwView, ll: int) -> StreamValues:
     if hw.dev.require_new_streaming:
         return _max78002(hw, ll)
     return _max78000(hw, ll)
@@ -153,20 +153,20 @@ def stream_values(hw: HwNetwork, ll: int) -> StreamValues:
 STREAM_FIFO_GO = 1 << 25
 
 
-def stream1(hw: HwNetwork, ll: int, sv: StreamValues) -> int:
+def stream1(hw: HwView, ll: int, sv: StreamValues) -> int:
     if sv.start >= 1 << hw.dev.regs.max_isval_bits:
         lay = hw.network.layers[ll]
         raise Ai8xError("emit.limit", lay.name,
                         f"streaming start {sv.start} exceeds the device limit of "
                         f"{(1 << hw.dev.regs.max_isval_bits) - 1}",
                         "use a narrower input or less pooling in the streaming layers")
-    if hw.options.fifo_go and ll == hw.start_layer:
+    if hw.choices.fifo_go and ll == hw.start_layer:
         # --fifo-go (MAX78002): the first layer starts before the first FIFO word arrives
         return sv.start | STREAM_FIFO_GO
     return sv.start
 
 
-def stream2(hw: HwNetwork, ll: int, sv: StreamValues) -> int:
+def stream2(hw: HwView, ll: int, sv: StreamValues) -> int:
     lay = hw.network.layers[ll]
     if sv.invol >= 16:
         raise Ai8xError("emit.limit", lay.name,
@@ -179,12 +179,12 @@ def stream2(hw: HwNetwork, ll: int, sv: StreamValues) -> int:
     return sv.delta2 << 16 | sv.delta1 << 4 | sv.invol
 
 
-def rollover(hw: HwNetwork, ll: int, sv: StreamValues) -> int | None:
+def rollover(hw: HwView, ll: int, sv: StreamValues) -> int | None:
     """FIFO rollover (circular input buffer size, words); None when not streaming a FIFO."""
     lay = hw.network.layers[ll]
     pl = hw.placement.layers[ll]
     h = hw.layers[ll]
-    if not (hw.options.uses_fifo and pl.streaming):
+    if not (hw.choices.fifo and pl.streaming):
         return None
     if not hw.dev.require_new_streaming:
         if pl.big_data:
@@ -209,9 +209,9 @@ def rollover(hw: HwNetwork, ll: int, sv: StreamValues) -> int | None:
     return val
 
 
-def input_frame(hw: HwNetwork, ll: int) -> int | None:
+def input_frame(hw: HwView, ll: int) -> int | None:
     """Input frame size for the FIFO-fed first layer (None otherwise)."""
-    if not (ll == hw.start_layer and hw.options.uses_fifo):
+    if not (ll == hw.start_layer and hw.choices.fifo):
         return None
     h = hw.layers[ll]
     val = h.input_dim[0] * h.input_dim[1]

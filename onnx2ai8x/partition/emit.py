@@ -13,20 +13,16 @@ from ..errors import Ai8xError
 
 
 def _placed(request):
-    """The accelerator part's network and placement, as the conversion made them, and
-    its hardware layers (map/hw.derive)."""
+    """The accelerator part lowered as the conversion lowers it (map/lowered.HwNetwork:
+    its network, placement and hardware layers)."""
     from ..convert import plan
-    from ..map.hw import derive
     from ..options import EmitOptions
 
-    fifo = bool(request.options.get("fifo") or request.options.get("fast_fifo"))
-    result = plan(request.model, request.device, request.sidecar, fifo=fifo,
-                  overlap_data=bool(request.options.get("overlap_data")))
-    options = EmitOptions.from_cli(**request.options)
-    return result.network, result.placement, derive(result.placement, options)
+    options = EmitOptions.from_cli(request.device, **request.options)
+    return plan(request.model, request.device, request.sidecar, options=options).hw
 
 
-def _between(part, joined, network, placement, hw):
+def _between(part, joined, lowered):
     """Header and C of the CPU segments between accelerator runs: each reads the output
     of its part's last layer and writes its result in place; the layer count register
     of each run (seed 000 does not describe it; the vendor tool's --start-layer and
@@ -35,6 +31,7 @@ def _between(part, joined, network, placement, hw):
     from . import glue
     from .datamem import output_locations
 
+    network, placement, hw = lowered.network, lowered.placement, lowered.view
     names = [lay.name for lay in network.layers]
     infos, lasts = [], []
     for k, name in enumerate(part.quant.last_layers):
@@ -44,8 +41,7 @@ def _between(part, joined, network, placement, hw):
                             "report this model: the rewrites changed the network")
         ll = names.index(name)
         shape = joined.between_inputs[k].shape
-        reads = output_locations(lambda v, ll=ll: _check_entries(network, placement, ll, v),
-                                 shape)
+        reads = output_locations(lambda v, ll=ll: _check_entries(placement, ll, v), shape)
         lasts.append(hw.hw_index(ll))
         infos.append({"reads": reads, "size": int(np.prod(shape)), "after": lasts[-1]})
     first = hw.start_layer + hw.hw_add_layers[hw.start_layer]
@@ -58,51 +54,44 @@ def _between(part, joined, network, placement, hw):
     return glue.render_between(infos, addrs, counts)
 
 
-def _expected_output(request, network, placement, joined) -> str:
+def _expected_output(request, placement, joined) -> str:
     """sampleoutput.h with the accelerator's output as the CPU segments between its runs
     make it (the conversion's reference ran the chained network without them)."""
     from ..emit.project import _environment, _listed
     from ..emit.unload import expected_output
     from ..options import EmitOptions
 
-    options = EmitOptions.from_cli(**request.options)
-    groups = expected_output(network, placement, [joined.acc_output],
+    options = EmitOptions.from_cli(request.device, **request.options)
+    groups = expected_output(placement, [joined.acc_output],
                              max_checklines=options.max_checklines)
     runs = tuple((addr, mask, len(words), _listed(words)) for addr, mask, words in groups)
     return _environment().get_template("sampleoutput.h.j2").render(
-        name=network.name, expected_runs=runs)
+        name=placement.network.name, expected_runs=runs)
 
 
-def _input_words(request, network, placement, main_text: str):
+def _input_words(lowered, main_text: str):
     """Per input array of main.c: a function from an input tensor to its words."""
     from ..emit.memory import input_loads
 
     if "fifo_0" not in main_text:
-        return lambda s: [w for _, w in input_loads(network, placement, s)]
+        return lambda s: [w for _, w in input_loads(lowered, s)]
     from ..emit.project import fifo_feed
-    from ..map.hw import derive
-    from ..options import EmitOptions
 
-    options = EmitOptions.from_cli(**request.options)
-    if not options.uses_fifo:
-        import dataclasses
-
-        options = dataclasses.replace(options, fifo=True)
-    hw = derive(placement, options)
-    return lambda s: list(fifo_feed(hw, s).words)
+    return lambda s: list(fifo_feed(lowered.view, s).words)
 
 
-def _head_reads(network, placement, shape):
+def _head_reads(placement, shape):
     from ..emit.unload import _check_entries, known_answer_layers
     from .datamem import output_locations
 
+    network = placement.network
     layers = known_answer_layers(placement)
     if len(layers) != 1 or network.layers[layers[0]].output_width != 8:
         raise Ai8xError("partition.head-input", network.layers[layers[-1]].name,
                         "the CPU head reads one 8-bit accelerator output",
                         "end the accelerator's part in one layer")
     ll = layers[0]
-    return output_locations(lambda v: _check_entries(network, placement, ll, v), shape)
+    return output_locations(lambda v: _check_entries(placement, ll, v), shape)
 
 
 def add_cpu_files(request, joined, result) -> tuple[str, str]:
@@ -115,7 +104,8 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
 
     part = joined.part
     out = Path(request.output)
-    network, placement, hw = _placed(request)
+    lowered = _placed(request)
+    network, placement = lowered.network, lowered.placement
     main = (out / "main.c").read_text()
     if part.between and ("fifo_0" in main or placement.layers[0].streaming):
         # run 2 would start with the FIFO enabled and no data arriving: the runs after a
@@ -129,12 +119,12 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
     files = dict(cgen.render(segments))
     packs, counts, reads = [], [], None
     if part.stem is not None:
-        words_of = _input_words(request, network, placement, main)
+        words_of = _input_words(lowered, main)
         maps = probe_words(words_of, tuple(network.input_shape))
         packs = [pack_runs(m) for m in maps]
         counts = [m.shape[0] for m in maps]
     if part.head is not None:
-        reads = _head_reads(network, placement, joined.acc_output.shape)
+        reads = _head_reads(placement, joined.acc_output.shape)
     final = np.asarray(joined.final).reshape(-1)
     files.update(glue.render(
         stem_sample=None if part.stem is None else joined.sample,
@@ -143,11 +133,11 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
         head_expected=final if part.head is not None else None,
         head_ctype="int32_t" if final.dtype.kind == "i" and
         part.head is not None and part.head.ops[-1].out_dtype != "int8" else "int8_t",
-        between=_between(part, joined, network, placement, hw) if part.between else None))
+        between=_between(part, joined, lowered) if part.between else None))
     files["main.c"] = glue.patch_main(main, len(counts), part.stem is not None,
                                       part.head is not None, bool(part.between))
     if part.between:
-        files["sampleoutput.h"] = _expected_output(request, network, placement, joined)
+        files["sampleoutput.h"] = _expected_output(request, placement, joined)
     text, data = cpu_report(part, result)
     report = json.loads(result.report_json)
     report["partition"] = data

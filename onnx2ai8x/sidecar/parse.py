@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import yaml
@@ -868,72 +868,73 @@ def _apply_shared_padding_quirk(layers: list[SidecarLayer]) -> list[SidecarLayer
             for lay in layers]
 
 
-def _unloads(ctx: _Ctx, value: object) -> tuple[Unload, ...] | None:
-    if value is None:
-        return None
+def _records(ctx: _Ctx, value: object, name: str, allowed: tuple[str, ...],
+             required: tuple[str, ...], not_a_list: str, needs: str
+             ) -> Iterator[tuple[str, dict]]:
+    """A global list of records (`unload`, `data_buffer`): a non-empty list of mappings
+    with only `allowed` keys and every `required` one; each with its key path, checked
+    as it is read (an earlier record's values fail before a later record's keys)."""
     if not isinstance(value, list) or not value:
-        raise ctx.fail("sidecar.type", "`unload` must be a list of regions", key="unload")
-    items = []
+        raise ctx.fail("sidecar.type", not_a_list, key=name)
     for i, item in enumerate(value):
-        where_key = f"unload[{i}]"
+        where_key = f"{name}[{i}]"
         if not isinstance(item, dict):
             raise ctx.fail("sidecar.type", f"`{where_key}` must be a mapping", key=where_key)
         for key in item:
-            if key not in UNLOAD_KEYS:
-                raise ctx.fail("sidecar.unknown-key", f"unknown `unload` key `{key}`",
-                               _suggest(str(key), UNLOAD_KEYS), key=f"{where_key}.{key}")
-        for key in ("processors", "channels", "dim", "offset"):
+            if key not in allowed:
+                raise ctx.fail("sidecar.unknown-key", f"unknown `{name}` key `{key}`",
+                               _suggest(str(key), allowed), key=f"{where_key}.{key}")
+        for key in required:
             if key not in item:
-                raise ctx.fail("sidecar.missing-key", f"`unload` items need `{key}`",
+                raise ctx.fail("sidecar.missing-key", needs.format(key=key),
                                key=f"{where_key}.{key}")
-        items.append(Unload(
-            processors=_mask(item["processors"], 64,
-                             lambda msg, code, k=where_key: ctx.fail(code, msg, key=k),
-                             "processors"),
-            channels=_plain_int(ctx, item["channels"], f"{where_key}.channels", 1),
-            dim=_dim(ctx, item["dim"], f"{where_key}.dim"),
-            offset=_plain_int(ctx, item["offset"], f"{where_key}.offset", 0),
-            width=_plain_int(ctx, item.get("width", 8), f"{where_key}.width", 8),
-            write_gap=_plain_int(ctx, item.get("write_gap", 0), f"{where_key}.write_gap", 0)))
-    return tuple(items)
+        yield where_key, item
+
+
+def _region(ctx: _Ctx, item: dict, where_key: str) -> dict:
+    """The memory region a record describes: processors, channels, dim, offset and
+    width (8 unless given)."""
+    return dict(
+        processors=_mask(item["processors"], 64,
+                         lambda msg, code, k=where_key: ctx.fail(code, msg, key=k),
+                         "processors"),
+        channels=_plain_int(ctx, item["channels"], f"{where_key}.channels", 1),
+        dim=_dim(ctx, item["dim"], f"{where_key}.dim"),
+        offset=_plain_int(ctx, item["offset"], f"{where_key}.offset", 0),
+        width=_plain_int(ctx, item.get("width", 8), f"{where_key}.width", 8))
+
+
+def _unloads(ctx: _Ctx, value: object) -> tuple[Unload, ...] | None:
+    if value is None:
+        return None
+    records = _records(ctx, value, "unload", UNLOAD_KEYS,
+                       ("processors", "channels", "dim", "offset"),
+                       "`unload` must be a list of regions", "`unload` items need `{key}`")
+    return tuple(
+        Unload(**_region(ctx, item, where_key),
+               write_gap=_plain_int(ctx, item.get("write_gap", 0), f"{where_key}.write_gap",
+                                    0))
+        for where_key, item in records)
 
 
 def _data_buffers(ctx: _Ctx, value: object) -> tuple[DataBuffer, ...] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not value:
-        raise ctx.fail("sidecar.type", "`data_buffer` must be a list", key="data_buffer")
-    if len(value) > 1:
+    if isinstance(value, list) and len(value) > 1:
         # seed 000 (Rolling Buffers) describes one buffer, and the vendor tool reads only
         # the first entry; a second one would be silently ignored there
         raise ctx.fail("sidecar.value", f"`data_buffer` lists {len(value)} buffers; a "
                        "network has one data buffer", "keep one entry (the vendor tool "
                        "reads only the first)", key="data_buffer")
+    records = _records(ctx, value, "data_buffer", DATA_BUFFER_KEYS,
+                       ("processors", "channels", "dim", "offset", "name"),
+                       "`data_buffer` must be a list", "`data_buffer` needs `{key}`")
     items = []
-    for i, item in enumerate(value):
-        where_key = f"data_buffer[{i}]"
-        if not isinstance(item, dict):
-            raise ctx.fail("sidecar.type", f"`{where_key}` must be a mapping", key=where_key)
-        for key in item:
-            if key not in DATA_BUFFER_KEYS:
-                raise ctx.fail("sidecar.unknown-key", f"unknown `data_buffer` key `{key}`",
-                               _suggest(str(key), DATA_BUFFER_KEYS), key=f"{where_key}.{key}")
-        for key in ("processors", "channels", "dim", "offset", "name"):
-            if key not in item:
-                raise ctx.fail("sidecar.missing-key", f"`data_buffer` needs `{key}`",
-                               key=f"{where_key}.{key}")
+    for where_key, item in records:
         if not isinstance(item["name"], str):
             raise ctx.fail("sidecar.type", "`data_buffer` `name` must be a word",
                            key=f"{where_key}.name")
-        items.append(DataBuffer(
-            name=item["name"],
-            processors=_mask(item["processors"], 64,
-                             lambda msg, code, k=where_key: ctx.fail(code, msg, key=k),
-                             "processors"),
-            channels=_plain_int(ctx, item["channels"], f"{where_key}.channels", 1),
-            dim=_dim(ctx, item["dim"], f"{where_key}.dim"),
-            offset=_plain_int(ctx, item["offset"], f"{where_key}.offset", 0),
-            width=_plain_int(ctx, item.get("width", 8), f"{where_key}.width", 8)))
+        items.append(DataBuffer(name=item["name"], **_region(ctx, item, where_key)))
     return tuple(items)
 
 

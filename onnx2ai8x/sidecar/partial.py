@@ -12,6 +12,7 @@ import difflib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError, Diagnostic
@@ -20,6 +21,9 @@ from ..map.memory_check import output_bytes
 from ..network import Layer, Network
 from ..placement import Placement
 from .parse import LAYER_KEYS, key_lines, load_yaml
+
+if TYPE_CHECKING:
+    from ..map.weights import Mapped
 
 _LAYER_NAME = re.compile(r"layer `([^`]*)`")
 # how sidecar.parse and sidecar.resolve name a place: `layer 3 (fc), `key`` or `key`
@@ -211,17 +215,17 @@ def partial_hints(sidecar: SidecarText, network: Network, device: Device | None 
 
 
 def place_partial(sidecar: SidecarText, network: Network, device: Device, *,
-                  fifo: bool = False) -> Placement:
+                  fifo: bool = False) -> Mapped:
     """The automatic mapping around a partial sidecar's pins. When it fails and the
     model maps without the pins, the message says that the pins caused it and where
     they are written."""
-    from ..map.auto import auto_place
+    from ..map.auto import auto_map, auto_place
 
     hints = partial_hints(sidecar, network, device)
     names = [lay.name for lay in network.layers]
     positions = {ll: pos for pos, ll, _ in _entry_layers(sidecar, names)}
     try:
-        placement = auto_place(network, device, hints, fifo=fifo)
+        mapped = auto_map(network, device, hints, fifo=fifo)
     except Ai8xError as err:
         diags = [sidecar.relocate(d, network, positions) for d in err.diagnostics]
         if hints:
@@ -239,19 +243,20 @@ def place_partial(sidecar: SidecarText, network: Network, device: Device, *,
                     "move or drop the pins named above (pinned layers must leave room for "
                     "the data still needed), or let onnx2ai8x choose them"))
         raise Ai8xError.many(diags) from None
-    _pins_kept(sidecar, network, placement, hints, positions)
-    return placement
+    _pins_kept(sidecar, mapped.placement, hints, positions)
+    return mapped
 
 
 _PLACED = {"processors": "processor_map", "output_processors": "output_processor_map",
            "out_offset": "out_offset"}
 
 
-def _pins_kept(sidecar: SidecarText, network: Network, placement: Placement,
+def _pins_kept(sidecar: SidecarText, placement: Placement,
                hints: dict[str, dict[str, int]], positions: dict[int, int]) -> None:
     """Every pin is in the mapping, or the conversion stops at its line: a pin the
     mapper could not keep (another layer's choice decides it) is never dropped
     silently."""
+    network = placement.network
     names = [lay.name for lay in network.layers]
     diags = []
     for name, keys in hints.items():

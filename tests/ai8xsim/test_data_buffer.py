@@ -118,7 +118,7 @@ def test_later_inferences_follow_the_reference(project):
         filled.append(int(np.count_nonzero(state)))
         if k:
             run_again(outcome, out_dir)
-        for addr, mask, words in expected_output(result.network, result.placement,
+        for addr, mask, words in expected_output(result.placement,
                                                  [np.asarray(v)[0] for v in values[:-1]]):
             got = outcome.machine.read_words(addr, len(words))
             assert [g & mask for g in got] == [w & mask for w in words], f"inference {k}"

@@ -105,10 +105,11 @@ def _with_layer(network, ll: int, **changes):
 
 def _weight_mutations(b, tmp, rng, stats, count: int) -> None:
     from onnx2ai8x.emit.memory import kernel_stream
+    from onnx2ai8x.map.lowered import lower
 
     p = b["plan"]
     net, pl = p.network, p.placement
-    base = kernel_stream(net, pl)
+    base = kernel_stream(p.hw)
     weighted = [i for i, lay in enumerate(net.layers) if lay.weights is not None]
     for _ in range(count):
         ll = int(rng.choice(weighted))
@@ -121,7 +122,7 @@ def _weight_mutations(b, tmp, rng, stats, count: int) -> None:
         new = int(rng.choice([v for v in range(lo, hi + 1) if v != old]))
         w.flat[idx] = new
         mutated = _with_layer(net, ll, weights=w)
-        stream = kernel_stream(mutated, pl)
+        stream = kernel_stream(lower(dataclasses.replace(pl, network=mutated)))
         diff = sum(a != c for (_, x), (_, y) in zip(base, stream, strict=True)
                    for a, c in zip(x, y, strict=True))
         assert diff == 1, "one weight is in one kernel-memory word"
@@ -136,10 +137,11 @@ def _weight_mutations(b, tmp, rng, stats, count: int) -> None:
 
 def _bias_mutations(b, tmp, rng, stats, count: int) -> None:
     from onnx2ai8x.emit.memory import bias_loads
+    from onnx2ai8x.map.lowered import lower
 
     p = b["plan"]
     net, pl = p.network, p.placement
-    base = bias_loads(net, pl)
+    base = bias_loads(p.hw)
     # layers whose bias is in bias memory (an all-zero bias is not stored)
     biased = [i for i, lay in enumerate(net.layers)
               if lay.bias_hw is not None and np.any(np.asarray(lay.bias_hw) != 0)]
@@ -154,7 +156,7 @@ def _bias_mutations(b, tmp, rng, stats, count: int) -> None:
         bias = np.array(lay.bias, dtype=np.int64)
         bias[c] = new * 128
         mutated = _with_layer(net, ll, bias_hw=hw, bias=bias)
-        loads = bias_loads(mutated, pl)
+        loads = bias_loads(lower(dataclasses.replace(pl, network=mutated)))
         if len(loads) != len(base):  # the layer's bias became all zero: not stored
             continue
         changed_tables = [i for i, ((_, x), (_, y)) in enumerate(zip(base, loads, strict=True))

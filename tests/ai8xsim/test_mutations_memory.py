@@ -245,13 +245,13 @@ def _relocations(b, tmp: Path, stats: Counter) -> None:
     from onnx2ai8x.emit.project import project_data
     from onnx2ai8x.emit.registers import register_program
     from onnx2ai8x.emit.unload import known_answer_layers
-    from onnx2ai8x.options import EmitOptions
+    from tests.lowering import lowered
 
     p = b["plan"]
     net, pl = p.network, p.placement
     outs = [b["refs"][ll] for ll in known_answer_layers(pl)]
-    memory = project_data(net, pl, b["sample"], outs).memory
-    before = {w.address: w.value for w in register_program(pl, memory, EmitOptions())
+    memory = project_data(lowered(pl), b["sample"], outs).memory
+    before = {w.address: w.value for w in register_program(lowered(pl), memory)
               .cnn_configure}
     text = (b["dir"] / "cnn.c").read_text()
     live = pl.layers[LIVE].out_offset // 4
@@ -267,7 +267,7 @@ def _relocations(b, tmp: Path, stats: Counter) -> None:
         for r in readers:
             layers[r] = dataclasses.replace(layers[r], in_offset=4 * top)
         moved = dataclasses.replace(pl, layers=tuple(layers))
-        after = {w.address: w.value for w in register_program(moved, memory, EmitOptions())
+        after = {w.address: w.value for w in register_program(lowered(moved), memory)
                  .cnn_configure}
         writes = {a: v for a, v in after.items() if before.get(a) != v}
         assert writes and set(writes) <= set(before)

@@ -14,10 +14,10 @@ import pytest
 
 from onnx2ai8x.convert import plan
 from onnx2ai8x.devices import get_device
-from onnx2ai8x.emit.project import weight_memory_map
 from onnx2ai8x.emit.registers.program import register_program
 from onnx2ai8x.options import EmitOptions
 from tests.emit.data_buffer_nets import ONE, import_net, write_net
+from tests.lowering import lowered
 
 pytest.importorskip("torch")
 
@@ -107,8 +107,8 @@ def _layer_addresses(dev, layer: int) -> set[int]:
 def test_buffer_layers_write_what_the_vendor_writes(model, device):
     dev = get_device(device)
     result = plan(model[0], dev, model[1])
-    program = register_program(result.placement, weight_memory_map(result.placement),
-                               EmitOptions(overlap_data=True, softmax=True, zero_sram=True))
+    options = EmitOptions(overlap_data=True, softmax=True, zero_sram=True)
+    program = register_program(lowered(result.placement, options))
     ours = {w.address: w.value for w in program.cnn_configure}
     for layer, facts in VENDOR_LAYERS[device].items():
         mine = {a: v for a, v in ours.items() if a in _layer_addresses(dev, layer)}

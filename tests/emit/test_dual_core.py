@@ -27,6 +27,7 @@ from onnx2ai8x.options import EmitOptions
 from tests.conftest import GOLDEN
 from tests.emit.synthetic import no_bias_memory, one_conv
 from tests.golden import pipeline
+from tests.lowering import lowered
 
 C2TRACE = GOLDEN.parent / "tools" / "c2trace.py"
 
@@ -40,7 +41,8 @@ def _project(tmp_path: Path, options: EmitOptions, name: str = "proj", **kw) -> 
                        memory=no_bias_memory(pl))
     sample = np.arange(ch * 64).reshape(ch, 8, 8) % 256 - 128
     out = tmp_path / name
-    write_project(pl.network, pl, out, options=options, sample=sample, outputs=[], data=data)
+    write_project(lowered(pl, options), out, options=options, sample=sample, outputs=[],
+                  data=data)
     return out
 
 
@@ -148,8 +150,9 @@ def test_fast_fifo_limits_are_named_errors(tmp_path: Path, build, needle: str) -
     sample = np.zeros((lay.input_channels, 8, 8), dtype=np.int64)
     data = ProjectData(kernels=(), bias=(), inputs=(), expected=(), memory=no_bias_memory(pl))
     with pytest.raises(Ai8xError) as err:
-        write_project(pl.network, pl, tmp_path / "p", options=EmitOptions(riscv=True,
-                      fast_fifo=True), sample=sample, outputs=[], data=data)
+        options = EmitOptions(riscv=True, fast_fifo=True)
+        write_project(lowered(pl, options), tmp_path / "p", options=options, sample=sample,
+                      outputs=[], data=data)
     assert err.value.code == "emit.fast-fifo" and lay.name in str(err.value)
     assert needle in str(err.value) and "--fifo" in str(err.value)
     assert not (tmp_path / "p").exists()

@@ -52,10 +52,10 @@ def _reference(data: np.ndarray, pmap: int, big_data: bool) -> dict[int, list[in
 def _hw(chans: int, pmap: int, big_data: bool):
     dev = SimpleNamespace(fifo_addr=lambda r: 0x1000 + r, fast_fifo_addr=lambda r: 0x2000 + r)
     layer = SimpleNamespace(input_channels=chans, operands=1, name="l0")
-    place = SimpleNamespace(processor_map=pmap, big_data=big_data)
-    return SimpleNamespace(placement=SimpleNamespace(layers=[place]),
+    place = SimpleNamespace(processor_map=pmap, big_data=big_data, extra=())
+    return SimpleNamespace(placement=SimpleNamespace(layers=[place], first_layer_used=0),
                            network=SimpleNamespace(layers=[layer]), start_layer=0, dev=dev,
-                           options=SimpleNamespace(fast_fifo=False))
+                           choices=SimpleNamespace(fast_fifo=False))
 
 
 @pytest.mark.parametrize("chans,shape,pmap,big_data", [

@@ -22,6 +22,7 @@ from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.options import EmitOptions
 from tests.emit.synthetic import one_conv
 from tests.emit.test_project import _data
+from tests.lowering import lowered
 
 REPO = Path(__file__).resolve().parents[2]
 DIGITS = REPO / "examples" / "digits" / "digits.onnx"
@@ -30,7 +31,8 @@ DIGITS = REPO / "examples" / "digits" / "digits.onnx"
 def _project(tmp_path: Path, device: str = "MAX78000", **options) -> Path:
     pl = one_conv(device=device)
     out = tmp_path / "proj"
-    write_project(pl.network, pl, out, options=EmitOptions(**options),
+    opts = EmitOptions(**options)
+    write_project(lowered(pl, opts), out, options=opts,
                   sample=np.zeros((4, 8, 8), dtype=np.int64), outputs=[], data=_data(pl))
     return out
 

@@ -10,6 +10,7 @@ import numpy as np
 from onnx2ai8x.emit.memory import bias_loads, input_loads, kernel_stream
 from onnx2ai8x.network import OP_CONV2D, Layer, Network
 from onnx2ai8x.placement import LayerPlacement, Placement
+from tests.lowering import lowered
 
 SRAM = 0x50400000  # MAX78000 data memory, quadrant 0, processors 0-3
 QUAD = 0x8000  # bytes between the memory instances of two processor quads
@@ -36,7 +37,7 @@ def test_hwc_input_three_channels_one_word_per_pixel():
     lay = one_layer(3, 4)
     pl = place(lay, 0x7, 0xF, in_offset=0x100)
     sample = np.arange(12).reshape(3, 2, 2) - 6
-    [(addr, words)] = input_loads(pl.network, pl, sample)
+    [(addr, words)] = input_loads(lowered(pl), sample)
     assert addr == SRAM + 0x100
     u = sample.reshape(3, 4) & 0xFF
     assert words == [int(u[0, i] | u[1, i] << 8 | u[2, i] << 16) for i in range(4)]
@@ -46,7 +47,7 @@ def test_hwc_input_second_quad_goes_to_its_own_instance():
     lay = one_layer(6, 4)
     pl = place(lay, 0x3F, 0xF)
     sample = np.arange(24).reshape(6, 2, 2)
-    loads = input_loads(pl.network, pl, sample)
+    loads = input_loads(lowered(pl), sample)
     assert [a for a, _ in loads] == [SRAM, SRAM + QUAD]
     assert loads[1][1] == [int(sample[4].flat[i] | sample[5].flat[i] << 8) for i in range(4)]
 
@@ -55,7 +56,7 @@ def test_chw_input_packs_four_pixels_per_word():
     lay = one_layer(2, 4, dims=(3, 2))
     pl = place(lay, 0x11, 0xF, big_data=True)
     sample = (np.arange(12).reshape(2, 3, 2) * 11) % 256 - 128
-    loads = input_loads(pl.network, pl, sample)
+    loads = input_loads(lowered(pl), sample)
     assert [a for a, _ in loads] == [SRAM, SRAM + QUAD]
     flat = sample.reshape(2, 6) & 0xFF
     for c, (_, words) in enumerate(loads):
@@ -67,13 +68,13 @@ def test_chw_input_packs_four_pixels_per_word():
 def test_fifo_input_loads_nothing():
     lay = one_layer(3, 4)
     pl = place(lay, 0x7, 0xF)
-    assert input_loads(pl.network, pl, np.zeros((3, 2, 2)), fifo=True) == []
+    assert input_loads(lowered(pl), np.zeros((3, 2, 2)), fifo=True) == []
 
 
 def test_kernel_stream_runs_and_byte_order():
     lay = one_layer(2, 2, seed=3)
     pl = place(lay, 0x3, 0x3)
-    stream = kernel_stream(pl.network, pl)
+    stream = kernel_stream(lowered(pl))
     # One run per processor: two 9-byte kernels = 18 bytes -> 5 words (zero padded).
     # Express-loader address: the in-processor part of the address divided by four.
     assert [a for a, _ in stream] == [MRAM, MRAM + 0x4000]
@@ -86,19 +87,19 @@ def test_kernel_stream_runs_and_byte_order():
 def test_bias_loads_one_byte_per_value():
     lay = one_layer(3, 4, bias=[-1, 2, -3, 4])
     pl = place(lay, 0x7, 0xF)
-    assert bias_loads(pl.network, pl) == [(0x50108000, [0xFF, 2, 0xFD, 4])]
+    assert bias_loads(lowered(pl)) == [(0x50108000, [0xFF, 2, 0xFD, 4])]
 
 
 def test_no_bias_no_loads():
     lay = one_layer(3, 4)
     pl = place(lay, 0x7, 0xF)
-    assert bias_loads(pl.network, pl) == []
+    assert bias_loads(lowered(pl)) == []
 
 
 def test_kernel_stream_without_express_loader_writes_four_words_per_kernel():
     lay = one_layer(1, 2, seed=4)
     pl = place(lay, 0x1, 0x3)
-    [(addr, words)] = kernel_stream(pl.network, pl, mexpress=False)
+    [(addr, words)] = kernel_stream(lowered(pl), mexpress=False)
     assert addr == MRAM
     for m in range(2):
         k = [int(v) & 0xFF for v in lay.weights[m, 0].reshape(-1)]

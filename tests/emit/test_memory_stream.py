@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from onnx2ai8x.emit.memory import kernel_stream
 from onnx2ai8x.map.kernels import allocate_kernels
-from tests.map.test_kernels import _net, conv, place
+from tests.lowering import lowered
+from tests.map.test_kernels import conv, place
 
 
 def _runs(alloc):
@@ -29,12 +30,12 @@ def _placed():
     layers = [conv("a", 8, 8, seed=1), conv("b", 8, 5, k=(1, 1), seed=2),
               conv("c", 5, 3, seed=3)]
     maps = [(0xFF, 0xFF), (0xFF << 8, 0x1F), (0x1F << 20, 0x7)]
-    return _net(place(layers, maps))
+    return place(layers, maps)
 
 
 def test_express_stream_packs_each_run():
-    net, placement = _placed()
-    alloc = allocate_kernels(net, placement)
+    placement = _placed()
+    alloc = allocate_kernels(placement)
     window = alloc.device.kernel_stride_words * 16
     want = []
     for addr, kernels in _runs(alloc):
@@ -42,15 +43,15 @@ def test_express_stream_packs_each_run():
         raw += bytes(-len(raw) % 4)
         words = [int.from_bytes(raw[i:i + 4], "big") for i in range(0, len(raw), 4)]
         want.append((addr & ~(window - 1) | (addr & (window - 1)) >> 2, words))
-    got = kernel_stream(net, placement, alloc)
+    got = kernel_stream(lowered(placement))
     assert len(got) > 3
     assert got == want
 
 
 def test_plain_stream_writes_four_words_per_kernel():
-    net, placement = _placed()
-    alloc = allocate_kernels(net, placement)
+    placement = _placed()
+    alloc = allocate_kernels(placement)
     want = [(addr, [w for k in kernels for w in (k[0], int.from_bytes(k[1:5], "big"),
                                                  int.from_bytes(k[5:9], "big"), 0)])
             for addr, kernels in _runs(alloc)]
-    assert kernel_stream(net, placement, alloc, mexpress=False) == want
+    assert kernel_stream(lowered(placement), mexpress=False) == want

@@ -37,7 +37,7 @@ def test_five_channels_full_word_then_masked_word():
     lay = layer(5)
     pl = place(lay, 0x1F)
     out = (np.arange(20).reshape(5, 2, 2) * 13) % 256 - 128
-    groups = expected_output(pl.network, pl, [out])
+    groups = expected_output(pl, [out])
     u = out.reshape(5, 4) & 0xFF
     full = [int(u[0, i] | u[1, i] << 8 | u[2, i] << 16 | u[3, i] << 24) for i in range(4)]
     # Sorted by mask: the one-byte words (channel 4, second quad) come first.
@@ -51,7 +51,7 @@ def test_write_gap_spreads_the_words():
     lay = layer(4, dims=(1, 2))
     pl = place(lay, 0xF, out_offset=0, write_gap=1)
     out = np.ones((4, 1, 2), dtype=np.int64)
-    groups = expected_output(pl.network, pl, [out])
+    groups = expected_output(pl, [out])
     # Two pixels, one unused word between them: two groups of one word each.
     assert [(a, len(w)) for a, _, w in groups] == [(SRAM, 1), (SRAM + 8, 1)]
 
@@ -60,7 +60,7 @@ def test_wide_output_one_word_per_channel():
     lay = layer(2, dims=(1, 1), width=32)
     pl = place(lay, 0x3, out_offset=0)
     out = np.array([-5, 70000]).reshape(2, 1, 1)
-    assert expected_output(pl.network, pl, [out]) == [
+    assert expected_output(pl, [out]) == [
         (SRAM, 0xFFFFFFFF, [(-5) & 0xFFFFFFFF, 70000])]
 
 
@@ -69,7 +69,7 @@ def test_known_answer_layers_and_count_check():
     pl = place(lay, 0xF)
     assert known_answer_layers(pl) == [0]
     with pytest.raises(Ai8xError):
-        expected_output(pl.network, pl, [])
+        expected_output(pl, [])
 
 
 def test_unload_reads_each_quad_word_once_per_pixel():
@@ -77,8 +77,8 @@ def test_unload_reads_each_quad_word_once_per_pixel():
     pl = place(lay, 0xFF)
     # 8-bit output: one address per quad; the four pixel reads are a loop around one
     # `*addr++` statement (the vendor unrolls 8-bit unloads by one).
-    assert unload_plan(pl.network, pl) == [(SRAM + 0x1000, 1), (SRAM + QUAD + 0x1000, 1)]
-    (out,) = plan_unload(pl.network, pl).layers
+    assert unload_plan(pl) == [(SRAM + 0x1000, 1), (SRAM + QUAD + 0x1000, 1)]
+    (out,) = plan_unload(pl).layers
     # Channel-major buffer: byte k of a word is channel k of the quad, `pixels` (4)
     # bytes further on in the buffer.
     lanes = ((0, 0), (8, 4), (16, 8), (24, 12))
@@ -92,8 +92,8 @@ def test_unload_wide_output_unrolled_by_eight():
     pl = place(lay, 0xF, out_offset=0)
     # Twelve consecutive words: eight statements, then four more (a loop only pays off
     # from two full bodies of eight).
-    assert unload_plan(pl.network, pl) == [(SRAM, 12)]
+    assert unload_plan(pl) == [(SRAM, 12)]
     lay = layer(4, dims=(2, 3), width=32)
     pl = place(lay, 0xF, out_offset=0)
     # 24 words: a loop running three times around eight statements.
-    assert unload_plan(pl.network, pl) == [(SRAM, 8)]
+    assert unload_plan(pl) == [(SRAM, 8)]

@@ -31,7 +31,7 @@ DECLARATION = re.compile(r"(uint8_t|uint32_t|volatile uint32_t|int) [^=]*(=.*)?;
 def _unload(placement, mlator: bool) -> tuple[int, list[str], list[str]]:
     """cnn_unload() as the project writes it: the buffer words it fills, its
     declarations and its statements (one per line, indentation dropped)."""
-    unload = plan_unload(placement.network, placement, EmitOptions(mlator=mlator))
+    unload = plan_unload(placement, EmitOptions(mlator=mlator))
     lines = [line.strip() for line in unload_text(unload).splitlines()]
     body = lines[lines.index("{") + 1:lines.index("return CNN_OK;")]
     head = 0

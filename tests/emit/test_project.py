@@ -15,6 +15,7 @@ from onnx2ai8x.options import EmitOptions
 from tests.conftest import GOLDEN
 from tests.emit.synthetic import no_bias_memory, one_conv
 from tests.golden import pipeline
+from tests.lowering import lowered
 
 C2TRACE = GOLDEN.parent / "tools" / "c2trace.py"
 STUBS = Path(__file__).parent / "sdk_stubs"
@@ -35,7 +36,7 @@ def _write(tmp_path: Path, options: EmitOptions | None = None, **kw) -> Path:
     pl = one_conv(**kw)
     out = tmp_path / "proj"
     sample = np.arange(4 * 8 * 8).reshape(4, 8, 8) % 256 - 128
-    write_project(pl.network, pl, out, options=options, sample=sample, outputs=[],
+    write_project(lowered(pl, options), out, options=options, sample=sample, outputs=[],
                   data=_data(pl))
     return out
 
@@ -78,7 +79,7 @@ def test_trace_holds_what_was_emitted(tmp_path: Path) -> None:
     assert trace["input"] == [[a, list(w)] for a, w in INPUT]
     assert trace["expected_output"] == [[a, m, list(w)] for a, m, w in EXPECTED]
     pl = one_conv()
-    prog = register_program(pl, no_bias_memory(pl), EmitOptions())
+    prog = register_program(lowered(pl), no_bias_memory(pl))
     for fn, writes in prog.functions().items():
         assert trace["functions"][fn] == [[w.op, w.address, w.value] for w in writes]
     # 4 channels x 8 x 8 bytes of 8-bit output, read from processors 0-3's memory
@@ -117,7 +118,7 @@ def test_existing_directory_needs_overwrite(tmp_path: Path) -> None:
         _write(tmp_path)
     assert marker.is_file()
     pl = one_conv()
-    write_project(pl.network, pl, out, options=EmitOptions(), sample=np.zeros((4, 8, 8)),
+    write_project(lowered(pl), out, options=EmitOptions(), sample=np.zeros((4, 8, 8)),
                   outputs=[], data=_data(pl), overwrite=True)
     assert not marker.exists() and (out / "cnn.c").is_file()
 
@@ -126,7 +127,8 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
     pl = one_conv()
     # the fast FIFO without the RISC-V core fails while rendering, before anything is written
     with pytest.raises(Ai8xError, match="RISC-V"):
-        write_project(pl.network, pl, tmp_path / "proj", options=EmitOptions(fast_fifo=True),
+        options = EmitOptions(fast_fifo=True)
+        write_project(lowered(pl, options), tmp_path / "proj", options=options,
                       sample=np.zeros((4, 8, 8)), outputs=[], data=_data(pl))
     assert not (tmp_path / "proj").exists()
 

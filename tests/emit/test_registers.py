@@ -9,6 +9,7 @@ from onnx2ai8x.emit.registers.writes import WriteList
 from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.options import EmitOptions
 from tests.emit.synthetic import no_bias_memory, one_conv
+from tests.lowering import lowered
 
 MAX78000_LAYER_REG = 0x50100010  # quadrant 0, register 0, layer 0
 MAX78002_LAYER_REG = 0x51100000
@@ -47,7 +48,7 @@ def test_zero_values_are_not_written_unless_forced() -> None:
 
 def test_counts_pointers_and_enables_of_one_conv() -> None:
     pl = one_conv()
-    prog = register_program(pl, no_bias_memory(pl), EmitOptions())
+    prog = register_program(lowered(pl), no_bias_memory(pl))
     regs = _final(prog.cnn_configure)
     d = get_device("MAX78000")
     h, pad = 8, 1
@@ -69,7 +70,7 @@ def test_counts_pointers_and_enables_of_one_conv() -> None:
 
 def test_start_stop_continue_and_interrupt() -> None:
     pl = one_conv()
-    prog = register_program(pl, no_bias_memory(pl), EmitOptions())
+    prog = register_program(lowered(pl), no_bias_memory(pl))
     ctl = get_device("MAX78000").ctl_addr(0, 0)
     assert [(w.op, w.address, w.value) for w in prog.cnn_stop] == [("&=", ctl, 0xFFFFFFFE)]
     assert [(w.op, w.address, w.value) for w in prog.cnn_continue] == [("|=", ctl, 1)]
@@ -84,13 +85,13 @@ def test_start_stop_continue_and_interrupt() -> None:
 
 def test_streaming_interrupt_also_clears_stream_done() -> None:
     pl = one_conv(streaming=True)
-    prog = register_program(pl, no_bias_memory(pl), EmitOptions(fifo=True))
+    prog = register_program(lowered(pl, EmitOptions(fifo=True)), no_bias_memory(pl))
     assert prog.cnn_isr[0].value == ~(1 << 12 | 1 << 14 | 1) & 0xFFFFFFFF
 
 
 def test_fifo_control_and_frame_size() -> None:
     pl = one_conv(streaming=True)
-    prog = register_program(pl, no_bias_memory(pl), EmitOptions(fifo=True))
+    prog = register_program(lowered(pl, EmitOptions(fifo=True)), no_bias_memory(pl))
     regs = _final(prog.cnn_configure)
     d = get_device("MAX78000")
     assert regs[d.ctl_addr(0, d.regs.reg_ifrm)] == 8 * 8  # HWC: one word per pixel

@@ -90,11 +90,10 @@ def test_streaming_1x1_is_packed_as_the_vendor_rewrites_it(pair):
 
 def test_kernel_columns_hold_the_weight_in_the_centre(pair):
     from onnx2ai8x.convert import plan
-    from onnx2ai8x.map.weights import attached
 
     _convert(pair, "one")
     result = plan(pair / "one.onnx", MAX78000, pair / "one.yaml")
-    k = attached(result.network, result.placement).kernels  # allocated once, in plan
+    k = result.hw.weights.kernels  # allocated once, in plan
     stored = k.image[k.owners == 1]  # layer 1's kernels, 9 bytes each
     weights = np.asarray(result.network.layers[1].weights).reshape(-1)
     assert stored.shape == (weights.size, 9)

@@ -35,17 +35,17 @@ def _alarm(*_):
 
 @pytest.mark.parametrize("omap", [0x7, 0x0F0])
 def test_short_output_map_is_refused(placement, omap: int) -> None:
-    assert plan_unload(placement.network, placement) is not None  # the real map works
+    assert plan_unload(placement) is not None  # the real map works
     short = replace(placement, layers=(replace(placement.layers[0],
                                                output_processor_map=omap),))
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(20)
     try:
         with pytest.raises(Ai8xError, match="channels per pass") as err:
-            plan_unload(short.network, short)
+            plan_unload(short)
         assert err.value.diagnostics[0].where == "conv"
         with pytest.raises(Ai8xError, match="channels per pass"):
-            expected_output(short.network, short, [np.zeros((1, 12, 8, 8), np.int8)])
+            expected_output(short, [np.zeros((1, 12, 8, 8), np.int8)])
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)

@@ -19,10 +19,10 @@ from onnx2ai8x.cli import main
 from onnx2ai8x.convert import plan
 from onnx2ai8x.devices import MAX78000, MAX78002
 from onnx2ai8x.emit.memory import kernel_stream
-from onnx2ai8x.emit.project import weight_memory_map
 from onnx2ai8x.emit.registers.program import register_program
 from onnx2ai8x.options import EmitOptions
 from tests.emit.data_buffer_nets import ONE, write_net
+from tests.lowering import lowered
 
 pytest.importorskip("torch")
 
@@ -53,8 +53,7 @@ def zeros(tmp_path_factory):
 @pytest.mark.parametrize("device", [MAX78000, MAX78002], ids=lambda d: d.name)
 def test_self_tests_as_the_vendor_writes_them(zeros, device):
     result = plan(zeros[0], device, zeros[1])
-    program = register_program(result.placement, weight_memory_map(result.placement),
-                               EmitOptions(zero_sram=True))
+    program = register_program(lowered(result.placement, EmitOptions(zero_sram=True)))
     test_reg = {device.ctl_addr(g, device.regs.reg_sram_test) for g in range(4)}
     seq = [(w.op, w.value, w.mask) for w in program.cnn_init if w.address in test_reg]
     clear = 3 * len(program.groups_used) if device.require_reg_clear else 0
@@ -64,8 +63,7 @@ def test_self_tests_as_the_vendor_writes_them(zeros, device):
         want += [("=", start, 0)] * 4 + [("wait", done, done)] * 4 \
             + [("check", 0, error)] * 4 + [("=", 0, 0)] * 4
     assert seq == want
-    plain = register_program(result.placement, weight_memory_map(result.placement),
-                             EmitOptions())
+    plain = register_program(lowered(result.placement))
     kept = [w for w in plain.cnn_init if w.address in test_reg]
     assert len(kept) == clear
 
@@ -79,8 +77,8 @@ def test_main_stops_on_a_self_test_error(zeros):
 
 def test_zero_kernels_are_not_written(zeros):
     result = plan(zeros[0], MAX78000, zeros[1])
-    all_k = kernel_stream(result.network, result.placement)
-    some_k = kernel_stream(result.network, result.placement, skip_zero=True)
+    all_k = kernel_stream(result.hw)
+    some_k = kernel_stream(result.hw, skip_zero=True)
     words = sum(len(w) for _, w in all_k)
     assert sum(len(w) for _, w in some_k) < words
     assert len(some_k) > len(all_k)  # a run breaks where a zero kernel is left out

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from onnx2ai8x.devices import get_device
-from onnx2ai8x.emit.sidecar_writer import write_sidecar
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.latency import estimate_cycles
 from onnx2ai8x.map.memory_check import check_placement
+from onnx2ai8x.sidecar.write import write_sidecar
 from tests.conftest import GOLDEN, golden_params
+from tests.lowering import lowered
 
 
 @pytest.mark.parametrize("case", golden_params())
@@ -25,16 +26,16 @@ def test_golden_automap(case: str) -> None:
     net = case_network(GOLDEN / case)
     device = get_device(net.device)
     placement = auto_place(net, device)
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
 
-    text = write_sidecar(net, placement)
+    text = write_sidecar(placement)
     back = resolve_placement(parse_text(text), net, device)
     assert back.layers == placement.layers
     assert back.final_layer == placement.final_layer
 
     vendor = case_placement(GOLDEN / case)
-    ours = sum(estimate_cycles(net, placement))
-    theirs = sum(estimate_cycles(vendor.network, vendor))
+    ours = sum(estimate_cycles(lowered(placement)))
+    theirs = sum(estimate_cycles(lowered(vendor)))
     assert ours <= theirs, f"auto mapping {ours} cycles, the vendor's sidecar {theirs}"
 
 
@@ -58,7 +59,7 @@ def test_golden_sidecar_placement_passes_checker(case: str) -> None:
     from tests.golden.case_placement import case_placement
 
     vendor = case_placement(GOLDEN / case)
-    assert check_placement(vendor.network, vendor) == []
+    assert check_placement(vendor) == []
 
 
 @pytest.mark.parametrize("case", golden_params())
@@ -81,7 +82,7 @@ def test_golden_streaming_chosen_like_the_vendor(case: str) -> None:
     device = get_device(net.device)
     placement = auto_place(net, device, stream_layers=k)
     assert [pl.streaming for pl in placement.layers] == [ll < k for ll in range(len(net.layers))]
-    assert check_placement(net, placement) == []
-    back = resolve_placement(parse_text(write_sidecar(net, placement)), net, device)
+    assert check_placement(placement) == []
+    back = resolve_placement(parse_text(write_sidecar(placement)), net, device)
     assert back.layers == placement.layers
-    assert sum(estimate_cycles(net, placement)) <= sum(estimate_cycles(vendor.network, vendor))
+    assert sum(estimate_cycles(lowered(placement))) <= sum(estimate_cycles(lowered(vendor)))

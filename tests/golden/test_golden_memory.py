@@ -14,6 +14,7 @@ from functools import cache
 import pytest
 
 from tests.conftest import GOLDEN, golden_params
+from tests.lowering import lowered
 
 pytest.importorskip("torch")  # the vendor checkpoints are read with torch
 
@@ -69,7 +70,7 @@ def test_expected_output(name):
     model = build_model(net, outputs=outs,
                         avg_pool_rounding="--avg-pool-rounding" in _args(case_dir))
     results = custom_ops.run(custom_ops.session(model), load_sample(case_dir, net))
-    got = _plain(expected_output(placement.network, placement, [r[0] for r in results]))
+    got = _plain(expected_output(placement, [r[0] for r in results]))
     want = _expected(name)["expected_output"]
     assert got == want, _first_difference(got, want)
 
@@ -79,7 +80,7 @@ def test_unload(name):
     from onnx2ai8x.emit.unload import unload_plan
 
     _, placement = _case(name)
-    got = _plain(unload_plan(placement.network, placement))
+    got = _plain(unload_plan(placement))
     want = _expected(name)["unload"]
     assert got == want, _first_difference(got, want)
 
@@ -92,7 +93,7 @@ def test_input(name):
 
     case_dir, placement = _case(name)
     sample = np.load(case_dir / "sample.npy")
-    got = _plain(input_loads(placement.network, placement, sample,
+    got = _plain(input_loads(lowered(placement), sample,
                              fifo="--fifo" in _args(case_dir)))
     want = _expected(name)["input"]
     assert got == want, _first_difference(got, want)
@@ -103,7 +104,7 @@ def test_kernels(name):
     from onnx2ai8x.emit.memory import kernel_stream
 
     _, placement = _case(name)
-    got = _plain(kernel_stream(placement.network, placement))
+    got = _plain(kernel_stream(lowered(placement)))
     want = _expected(name)["kernels"]
     assert got == want, _first_difference(got, want)
 
@@ -113,6 +114,6 @@ def test_bias(name):
     from onnx2ai8x.emit.memory import bias_loads
 
     _, placement = _case(name)
-    got = _plain(bias_loads(placement.network, placement))
+    got = _plain(bias_loads(lowered(placement)))
     want = _expected(name)["bias"]
     assert got == want, _first_difference(got, want)

@@ -43,7 +43,7 @@ def chain() -> Network:
 def test_chain_processors_and_offsets() -> None:
     net = chain()
     p = auto_place(net, MAX78000)
-    assert check_placement(net, p) == []
+    assert check_placement(p) == []
     # one processor per channel up to 64; 100 channels: 2 passes of ceil(100/2)=50
     # rounded up to a multiple of 4 = 52 processors
     assert [popcount(pl.processor_map) for pl in p.layers] == [3, 16, 32, 52]
@@ -72,7 +72,7 @@ def test_chw_when_hwc_input_does_not_fit() -> None:
     p = auto_place(net, MAX78000)
     assert p.layers[0].big_data
     assert p.layers[0].processor_map == 0b1 | 1 << 4 | 1 << 8  # one channel per instance
-    assert check_placement(net, p) == []
+    assert check_placement(p) == []
 
 
 def test_residual_operands_interleaved() -> None:
@@ -84,7 +84,7 @@ def test_residual_operands_interleaved() -> None:
                             operands=2),
     ), input_shape=(3, 16, 16), device="MAX78000")
     p = auto_place(net, MAX78000)
-    assert check_placement(net, p) == []
+    assert check_placement(p) == []
     a, b, add = p.layers[1], p.layers[2], p.layers[3]
     assert a.write_gap == b.write_gap == 1
     assert {a.out_offset, b.out_offset} == {add.in_offset, add.in_offset + 4}
@@ -99,7 +99,7 @@ def test_concatenation_side_by_side() -> None:
         conv("cat", 16, 4, 16, (0, 1)),
     ), input_shape=(3, 16, 16), device="MAX78000")
     p = auto_place(net, MAX78000)
-    assert check_placement(net, p) == []
+    assert check_placement(p) == []
     a, b, cat = p.layers
     assert a.out_offset == b.out_offset == cat.in_offset
     assert a.output_processor_map & b.output_processor_map == 0
@@ -119,7 +119,7 @@ def test_flatten_linear() -> None:
     assert p.device.name == "MAX78002"
     assert popcount(p.layers[1].processor_map) == 16
     assert popcount(p.layers[1].output_processor_map) == 10
-    assert check_placement(net, p) == []
+    assert check_placement(p) == []
 
 
 def test_data_that_does_not_fit_names_the_layer() -> None:
@@ -169,7 +169,7 @@ def _broken(**changes) -> list:
     ll = changes.pop("layer")
     layers = list(p.layers)
     layers[ll] = dataclasses.replace(layers[ll], **changes)
-    return check_placement(net, dataclasses.replace(p, layers=tuple(layers)))
+    return check_placement(dataclasses.replace(p, layers=tuple(layers)))
 
 
 def test_checker_processor_count() -> None:
@@ -195,7 +195,7 @@ def _moved(net: Network, ll: int, offset: int) -> list:
     layers[ll] = dataclasses.replace(layers[ll], out_offset=offset)
     if ll + 1 < len(layers):
         layers[ll + 1] = dataclasses.replace(layers[ll + 1], in_offset=offset)
-    return check_placement(net, dataclasses.replace(p, layers=tuple(layers)))
+    return check_placement(dataclasses.replace(p, layers=tuple(layers)))
 
 
 def test_wide_chain_alternates_two_buffers() -> None:
@@ -229,4 +229,4 @@ def test_checker_chw_needs_one_channel_per_instance() -> None:
     p = auto_place(net, MAX78000)
     bad = dataclasses.replace(p, layers=(dataclasses.replace(p.layers[0], big_data=True,
                                                              processor_map=0b111),))
-    assert [d.code for d in check_placement(net, bad)] == ["map.chw"]
+    assert [d.code for d in check_placement(bad)] == ["map.chw"]

@@ -19,6 +19,7 @@ from onnx2ai8x.map.memory_check import (
 )
 from onnx2ai8x.network import Network
 from onnx2ai8x.placement import Placement
+from tests.lowering import lowered
 from tests.map.test_auto import conv
 
 INSTANCE = 0x8000  # MAX78000 data memory per instance (bytes)
@@ -43,7 +44,7 @@ def test_big_frames_stream_the_first_layers():
     streaming = [pl.streaming for pl in placement.layers]
     k = streaming.index(False)
     assert k >= 1 and not any(streaming[k:]), streaming  # a leading run of layers
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     # HWC through the FIFO: processors 0-2 (a FIFO writes processors 0-3 of a quadrant)
     assert placement.layers[0].processor_map == 0b111
     assert not placement.layers[0].big_data
@@ -107,7 +108,7 @@ def test_more_than_four_channels_use_the_other_fifos():
     assert placement.layers[0].streaming
     # channels 0-3 on processors 0-3, channels 4-6 on 16-18
     assert placement.layers[0].processor_map == 0xF | 0x7 << 16
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
 
 
 def test_streaming_needs_a_fifo_sized_input():
@@ -165,30 +166,30 @@ def test_checker_applies_the_vendor_streaming_rules():
     good = auto_place(net, MAX78000)
     roll = stream_rollovers(good)
     # the input on processors 4-6, which no FIFO writes
-    diags = check_placement(net, _with(good, 0, processor_map=0x70))
+    diags = check_placement(_with(good, 0, processor_map=0x70))
     assert any(d.code == "map.streaming" and "FIFO" in d.message for d in diags), diags
     # a circular buffer reaching the end of the instance
     end = INSTANCE - 4 * roll[1]
     bad = _with(_with(good, 0, out_offset=end), 1, in_offset=end)
-    msgs = [d.message for d in check_placement(net, bad) if d.code == "map.streaming"]
+    msgs = [d.message for d in check_placement(bad) if d.code == "map.streaming"]
     assert any("reaches the end" in m for m in msgs), msgs
     # the last streaming output on its input's processors, starting where the input's
     # circular buffer ends: the vendor's ranges include both ends, so they touch
     last = good.layers[1]
     touching = _with(good, 1, out_offset=last.in_offset + 4 * roll[1],
                      output_processor_map=last.processor_map << 0)
-    msgs = [d.message for d in check_placement(net, touching) if d.code == "map.streaming"]
+    msgs = [d.message for d in check_placement(touching) if d.code == "map.streaming"]
     assert any("overlap" in m for m in msgs), msgs
     # one word further is clear of it
     clear = _with(touching, 1, out_offset=last.in_offset + 4 * roll[1] + 4)
-    assert [d for d in check_placement(net, clear) if d.code == "map.streaming"] == []
+    assert [d for d in check_placement(clear) if d.code == "map.streaming"] == []
 
 
 def test_buffers_of_the_streaming_part():
     net = big_input()
     placement = auto_place(net, MAX78000)
     roll = stream_rollovers(placement)
-    bufs = {b.producer: b for b in buffers(net, placement)}
+    bufs = {b.producer: b for b in buffers(placement)}
     # the input and c0's output are circular buffers of their reader's rollover, live
     # until the streaming part (c0, c1) ends; c1's output is whole
     assert bufs[-1].end - bufs[-1].start == 4 * roll[0] and bufs[-1].dies == 1
@@ -200,9 +201,8 @@ def test_buffers_of_the_streaming_part():
 def _stored_columns(net: Network, placement: Placement, ll: int) -> int:
     """Kernel-memory columns layer ll's allocated kernels take per input processor
     (a column holds one 3x3 kernel, or nine 1x1 ones)."""
-    from onnx2ai8x.map.weights import attached
 
-    owners = attached(net, placement).kernels.owners
+    owners = lowered(placement).weights.kernels.owners
     return max(int((owners[p] == ll).sum()) for p in range(owners.shape[0]))
 
 
@@ -222,8 +222,8 @@ def test_a_1x1_convolution_reads_the_streaming_layers(device, dim):
     net = dataclasses.replace(net, layers=(*net.layers[:2], c2, c3), device=device)
     placement = auto_place(net, get_device(device))
     assert [pl.streaming for pl in placement.layers] == [True, True, False, False]
-    assert check_placement(net, placement) == []
-    assert [streams_1x1_as_3x3(net, placement, ll) for ll in range(4)] \
+    assert check_placement(placement) == []
+    assert [streams_1x1_as_3x3(placement, ll) for ll in range(4)] \
         == [False, False, True, False]
     # 64 kernels per processor: 64 columns of 3x3, 8 of 1x1 ones (nine to a column)
     assert _stored_columns(net, placement, 2) == _columns(c2, True) == 64
@@ -241,9 +241,9 @@ def test_a_1x1_convolution_streams_as_3x3():
     assert output_bytes(c1) > INSTANCE
     placement = auto_place(net, MAX78000)
     assert [pl.streaming for pl in placement.layers] == [True, True, True, False]
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     # c3 reads the last streaming layer: 3x3 hardware too
-    assert [streams_1x1_as_3x3(net, placement, ll) for ll in range(4)] \
+    assert [streams_1x1_as_3x3(placement, ll) for ll in range(4)] \
         == [False, True, False, True]
     assert _stored_columns(net, placement, 1) == _columns(c1, True) == 16
     assert _stored_columns(net, placement, 3) == _columns(c3, True) == 10
@@ -253,7 +253,7 @@ def test_a_given_number_of_layers_streams():
     net = big_input()
     placement = auto_place(net, MAX78000, stream_layers=3)
     assert [pl.streaming for pl in placement.layers] == [True, True, True, False]
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     with pytest.raises(Ai8xError) as err:
         auto_place(net, MAX78000, stream_layers=9)
     assert err.value.diagnostics[0].code == "map.streaming"
@@ -270,7 +270,7 @@ def test_fifo_option_puts_the_input_on_fifo_processors(channels, dim, want):
     placement = auto_place(net, MAX78000, fifo=True)
     assert placement.layers[0].processor_map == want
     assert not placement.layers[0].big_data
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     # without the option a 15-channel input is packed from processor 0
     if channels == 15:
         assert auto_place(net, MAX78000).layers[0].processor_map == 0x7FFF
@@ -295,7 +295,7 @@ def test_a_1x1_convolution_may_end_the_streaming_part():
                 if d.code == "limit.data-memory"]
     placement = auto_place(net, MAX78000)
     assert [pl.streaming for pl in placement.layers] == [True, True, True]
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     # a 3x3 unpadded layer in its place cannot end it
     c2_3x3 = dataclasses.replace(conv("c2", 8, 8, 126, (1,), pool=2), padding=(0, 0),
                                  output_dim=(61, 61))

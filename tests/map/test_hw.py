@@ -79,10 +79,10 @@ def test_hardware_order_of_a_layer_order(order: list[int], expected: tuple[int, 
     project)."""
     from types import SimpleNamespace
 
-    from onnx2ai8x.map.hw import HwNetwork
+    from onnx2ai8x.map.hw import HwView
 
     resets = (False, True, False, True)
     hw = SimpleNamespace(layers=[SimpleNamespace(avgpool_reset=r) for r in resets],
                          hw_add_layers=(0, 1, 1, 2))
     hw.hw_index = lambda ll: ll + hw.hw_add_layers[ll]
-    assert HwNetwork.hardware_order(hw, order) == expected
+    assert HwView.hardware_order(hw, order) == expected

@@ -9,10 +9,10 @@ import dataclasses
 import numpy as np
 
 from onnx2ai8x.devices import MAX78000
-from onnx2ai8x.emit.sidecar_writer import implied_flags, write_sidecar
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.memory_check import check_placement, in_place_margin, overlapping_layers
 from onnx2ai8x.network import Network
+from onnx2ai8x.sidecar.write import implied_flags, write_sidecar
 from tests.map.test_auto import conv
 
 
@@ -40,13 +40,14 @@ def test_margin_follows_the_kernel_reach() -> None:
 def test_data_that_only_fits_in_place_maps_and_says_so() -> None:
     net = wide_1x1()
     placement = auto_place(net, MAX78000)
-    assert check_placement(net, placement) == []
-    assert overlapping_layers(net, placement) == (0, 1)
+    assert check_placement(placement) == []
+    assert overlapping_layers(placement) == (0, 1)
     p0 = placement.layers[0]
     assert p0.out_offset <= p0.in_offset
-    flags = dict(implied_flags(placement))
+    flags = dict(implied_flags(placement, overlapping=overlapping_layers(placement)))
     assert "--overlap-data" in flags and "p0, p1" in flags["--overlap-data"]
-    assert "--overlap-data" in write_sidecar(net, placement, flags=implied_flags(placement))
+    assert "--overlap-data" in write_sidecar(
+        placement, flags=implied_flags(placement, overlapping=overlapping_layers(placement)))
 
 
 def test_checker_refuses_writing_ahead_of_the_read() -> None:
@@ -57,12 +58,13 @@ def test_checker_refuses_writing_ahead_of_the_read() -> None:
     layers[0] = dataclasses.replace(layers[0], out_offset=layers[0].in_offset + 0x100)
     layers[1] = dataclasses.replace(layers[1], in_offset=layers[0].out_offset)
     bad = dataclasses.replace(placement, layers=tuple(layers))
-    assert any(d.code == "map.overwrite" for d in check_placement(net, bad))
+    assert any(d.code == "map.overwrite" for d in check_placement(bad))
 
 
 def test_data_that_fits_is_not_overlapped() -> None:
     net = wide_1x1(dim=32)
     placement = auto_place(net, MAX78000)
-    assert check_placement(net, placement) == []
-    assert overlapping_layers(net, placement) == ()
-    assert "--overlap-data" not in dict(implied_flags(placement))
+    assert check_placement(placement) == []
+    assert overlapping_layers(placement) == ()
+    assert "--overlap-data" not in dict(
+        implied_flags(placement, overlapping=overlapping_layers(placement)))

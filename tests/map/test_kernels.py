@@ -45,7 +45,7 @@ def column(alloc, p: int, col: int) -> bytes:
 
 def test_8bit_3x3_one_column_per_output_channel():
     lay = conv("c", 4, 8)
-    alloc = allocate_kernels(*_net(place([lay], [(0xF, 0xFF)])))
+    alloc = allocate_kernels(place([lay], [(0xF, 0xFF)]))
     assert alloc.offset == (0,) and alloc.length == (8,) and alloc.count == (8,)
     w = lay.weights
     for p in range(4):
@@ -56,14 +56,10 @@ def test_8bit_3x3_one_column_per_output_channel():
     assert all(not alloc.columns[p] for p in range(4, 64))
 
 
-def _net(placement):
-    return placement.network, placement
-
-
 def test_second_layer_starts_at_next_multiple_of_four():
     a = conv("a", 4, 5, seed=1)
     b = conv("b", 5, 4, seed=2)
-    alloc = allocate_kernels(*_net(place([a, b], [(0xF, 0x1F), (0x1F, 0xF)])))
+    alloc = allocate_kernels(place([a, b], [(0xF, 0x1F), (0x1F, 0xF)]))
     assert alloc.offset == (0, 8)
     # Processor 4 is only used by the second layer: it still starts at column 8 there.
     assert [c for c, _ in alloc.columns[4]] == [8, 9, 10, 11]
@@ -74,7 +70,7 @@ def test_output_processor_gap_skips_a_column():
     lay = conv("c", 1, 2, seed=3)
     # Outputs on processors 0 and 2: the column for (unused) processor 1 is skipped,
     # not loaded, but the mask counter still steps over it.
-    alloc = allocate_kernels(*_net(place([lay], [(0x1, 0x5)])))
+    alloc = allocate_kernels(place([lay], [(0x1, 0x5)]))
     assert alloc.count == (3,)
     assert [c for c, _ in alloc.columns[0]] == [0, 2]
     assert column(alloc, 0, 2) == bytes(int(v) & 0xFF for v in lay.weights[1, 0].reshape(-1))
@@ -84,14 +80,14 @@ def test_identical_weights_are_stored_once():
     w = np.arange(4 * 4 * 9).reshape(4, 4, 3, 3) % 100 - 50
     a = conv("a", 4, 4, weights=w)
     b = conv("b", 4, 4, weights=w.copy())
-    alloc = allocate_kernels(*_net(place([a, b], [(0xF, 0xF), (0xF, 0xF)])))
+    alloc = allocate_kernels(place([a, b], [(0xF, 0xF), (0xF, 0xF)]))
     assert alloc.offset == (0, 0) and alloc.source == (0, 0)
     assert len(alloc.columns[0]) == 4
 
 
 def test_4bit_weights_pack_two_output_channels_per_byte():
     lay = conv("c", 2, 4, q=4, seed=4)
-    alloc = allocate_kernels(*_net(place([lay], [(0x3, 0xF)])))
+    alloc = allocate_kernels(place([lay], [(0x3, 0xF)]))
     w = lay.weights & 0xF
     assert alloc.length == (2,)
     for p in range(2):
@@ -104,7 +100,7 @@ def test_4bit_weights_pack_two_output_channels_per_byte():
 
 def test_binary_weights_store_minus_one_as_one():
     lay = conv("c", 1, 8, q=-1, seed=5)
-    alloc = allocate_kernels(*_net(place([lay], [(0x1, 0xFF)], device="MAX78002")))
+    alloc = allocate_kernels(place([lay], [(0x1, 0xFF)], device="MAX78002"))
     bits = (lay.weights[:, 0].reshape(8, 9) == -1).astype(int)
     want = bytes(int(sum(bits[m, i] << m for m in range(8))) for i in range(9))
     [(col, data)] = alloc.columns[0]
@@ -113,7 +109,7 @@ def test_binary_weights_store_minus_one_as_one():
 
 def test_1d_kernels_share_a_column():
     lay = conv("c", 1, 3, k=(3, 1), op=OP_CONV1D, seed=6, dims=(8, 1))
-    alloc = allocate_kernels(*_net(place([lay], [(0x1, 0x7)])))
+    alloc = allocate_kernels(place([lay], [(0x1, 0x7)]))
     w = lay.weights[:, 0] & 0xFF
     # Three 3-tap kernels fill one 9-byte column from its end: the first kernel last.
     assert alloc.length == (1,)
@@ -122,7 +118,7 @@ def test_1d_kernels_share_a_column():
 
 def test_max78002_extended_processor_layers_fill_from_the_end():
     lay = conv("c", 1, 6, seed=7)
-    alloc = allocate_kernels(*_net(place([lay], [(0x1, 0x3F)], device="MAX78002")))
+    alloc = allocate_kernels(place([lay], [(0x1, 0x3F)], device="MAX78002"))
     width = MAX78002.kernel_words_large
     assert alloc.offset == ((width - 6) & ~3,)
 
@@ -130,5 +126,5 @@ def test_max78002_extended_processor_layers_fill_from_the_end():
 def test_kernel_memory_exhausted_names_the_layer():
     lay = conv("too_big", 1, 64 * 13, k=(3, 3), seed=8, dims=(2, 2))
     with pytest.raises(Ai8xError) as err:
-        allocate_kernels(*_net(place([lay], [(0x1, (1 << 64) - 1)])))
+        allocate_kernels(place([lay], [(0x1, (1 << 64) - 1)]))
     assert "too_big" in str(err.value) and "kernel memory" in str(err.value)

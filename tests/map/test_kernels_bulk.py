@@ -12,7 +12,7 @@ import pytest
 from onnx2ai8x.map import kernels as kmod
 from onnx2ai8x.map.kernels import allocate_kernels
 from onnx2ai8x.network import OP_CONV1D
-from tests.map.test_kernels import _net, conv, place
+from tests.map.test_kernels import conv, place
 
 SCATTERED = 0x0F0F_0000_0000_F00F  # 16 processors in four groups
 
@@ -38,8 +38,8 @@ CASES = _layers()
 @pytest.mark.parametrize("name,layers,maps", CASES, ids=[c[0] for c in CASES])
 @pytest.mark.parametrize("device", ["MAX78000", "MAX78002"])
 def test_bulk_fill_matches_per_processor_fill(name, layers, maps, device, monkeypatch):
-    net, placement = _net(place(layers, maps, device=device))
-    fast = allocate_kernels(net, placement)
+    placement = place(layers, maps, device=device)
+    fast = allocate_kernels(placement)
     calls = []
     original = kmod._bulk_8bit
 
@@ -48,18 +48,18 @@ def test_bulk_fill_matches_per_processor_fill(name, layers, maps, device, monkey
         return original(*args, **kwargs)
 
     monkeypatch.setattr(kmod, "_bulk_8bit", spy)
-    assert allocate_kernels(net, placement) == fast
+    assert allocate_kernels(placement) == fast
     assert calls, "the bulk fill was not used"
     monkeypatch.setattr(kmod, "_bulk_8bit", lambda *args, **kwargs: None)
-    slow = allocate_kernels(net, placement)
+    slow = allocate_kernels(placement)
     assert slow == fast
     assert slow.columns == fast.columns and slow.owner == fast.owner
     assert any(fast.columns)
 
 
 def test_allocation_arrays_are_read_only():
-    net, placement = _net(place([conv("a", 4, 8)], [(0xF, 0xFF)]))
-    alloc = allocate_kernels(net, placement)
+    placement = place([conv("a", 4, 8)], [(0xF, 0xFF)])
+    alloc = allocate_kernels(placement)
     with pytest.raises(ValueError):
         alloc.image[0, 0, 0] = 1
     assert alloc.owners.shape == alloc.image.shape[:2]

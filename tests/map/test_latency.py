@@ -9,6 +9,7 @@ import pytest
 
 from onnx2ai8x.map.latency import LayerTiming, estimate_cycles, frame_cycles
 from tests.conftest import GOLDEN, golden_params
+from tests.lowering import lowered
 
 
 def _timing(**kw) -> LayerTiming:
@@ -49,7 +50,7 @@ def test_golden_latency(case: str) -> None:
     from tests.golden.case_placement import case_placement
 
     placement = case_placement(GOLDEN / case)
-    est = estimate_cycles(placement.network, placement)
+    est = estimate_cycles(lowered(placement))
     assert est == [v for _, v in expected["latency_layers"]]
     assert sum(est) == expected["latency_cycles"]
 
@@ -61,4 +62,4 @@ def test_estimate_is_deterministic() -> None:
 
     p = case_placement(GOLDEN / "ai85-mnist")
     q = dataclasses.replace(p)
-    assert estimate_cycles(p.network, p) == estimate_cycles(q.network, q)
+    assert estimate_cycles(lowered(p)) == estimate_cycles(lowered(q))

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from onnx2ai8x.devices import MAX78000
-from onnx2ai8x.emit.sidecar_writer import write_sidecar
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.map.memory_check import check_placement, last_use
 from onnx2ai8x.network import Network, output_layers
+from onnx2ai8x.sidecar.write import write_sidecar
 from tests.conftest import GOLDEN
 from tests.map.test_auto import conv
 
@@ -41,9 +41,9 @@ def test_unread_layers_are_the_outputs_unless_stated() -> None:
 def test_every_head_is_an_output_and_stays_live() -> None:
     net = detector()
     placement = auto_place(net, MAX78000)
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     assert [pl.output_layer for pl in placement.layers] == [False, False, True, False, True]
-    text = write_sidecar(net, placement)
+    text = write_sidecar(placement)
     assert text.count("output: true") == 2  # both heads, the final one included
 
 
@@ -51,7 +51,7 @@ def test_a_graph_output_read_by_later_layers_lives_to_the_end() -> None:
     net = detector(outputs=(1, 2, 4))
     assert last_use(net)[1] == len(net.layers)
     placement = auto_place(net, MAX78000)
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     assert [pl.output_layer for pl in placement.layers] == [False, True, True, False, True]
     # nothing written after layer 1 may land on layer 1's output
     one = placement.layers[1]
@@ -64,7 +64,7 @@ def test_single_output_writes_no_output_key() -> None:
     net = dataclasses.replace(detector(), outputs=(4,))
     placement = auto_place(net, MAX78000)
     assert [pl.output_layer for pl in placement.layers] == [False] * 4 + [True]
-    assert "output:" not in write_sidecar(net, placement)
+    assert "output:" not in write_sidecar(placement)
 
 
 @pytest.mark.skipif(not C2TRACE.is_file(), reason="../shared/tools/c2trace.py is absent")

@@ -86,7 +86,7 @@ def test_shared_operand_gets_a_copy_right_after_its_producer() -> None:
 def test_resnet_maps_after_the_copy() -> None:
     net = rewrite(resnet(), get_device("MAX78000"))
     placement = auto_place(net, MAX78000)
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     assert placement.layers[4].in_sequences == (3, 2)
 
 
@@ -124,7 +124,7 @@ def test_multipass_eltwise_with_bias_is_unfused_on_max78002(bias: bool, ch: int)
     full = rewrite(net, device)
     assert any(lay.name == "c0_copy" for lay in full.layers) == (ch > 64)
     placement = auto_place(full, MAX78002)
-    assert check_placement(full, placement) == []
+    assert check_placement(placement) == []
     assert [pl.input_skip for pl in placement.layers][1] == (1 if ch <= 64 else 0)
 
 
@@ -196,7 +196,7 @@ def test_shared_concatenation_part_maps_and_passes_verify(device: str, tmp_path)
     assert info.value.code == "map.shared-operand"
     full = rewrite(net, get_device(device))
     placement = auto_place(full, get_device(device))
-    assert check_placement(full, placement) == []
+    assert check_placement(placement) == []
     up, dec = placement.layers[3], placement.layers[4]
     copy = placement.layers[2]
     assert (up.write_gap, copy.write_gap) == (1, 1)
@@ -239,7 +239,7 @@ def test_shared_concatenation_part_is_read_in_place_on_max78002(tmp_path) -> Non
     net = dataclasses.replace(skip112(), device="MAX78002")
     assert rewrite(net, get_device("MAX78002")).layers == net.layers
     placement = auto_place(net, MAX78002)
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     enc, bneck, up, dec = (placement.layers[i] for i in range(4))
     assert (enc.write_gap, up.write_gap) == (1, 1)
     # dec reads [up, enc]: up first at the group's start, enc one word after it

@@ -73,7 +73,7 @@ def _layer(result, name: str) -> int:
 def test_residual_input_is_read_in_place_on_max78002(tmp_path: Path) -> None:
     path = _export(tmp_path, "MAX78002", 32)
     result = plan(path, MAX78002, None)
-    assert check_placement(result.network, result.placement) == []
+    assert check_placement(result.placement) == []
     names = [lay.name for lay in result.network.layers]
     assert not any(n.endswith("_copy") for n in names), names
     pre, conv1 = _layer(result, "pre"), _layer(result, "conv1")
@@ -113,7 +113,7 @@ def test_residual_input_is_copied_where_it_cannot_be_read_in_place(
     inputs: "gapped version" layers)."""
     path = _export(tmp_path, device, c)
     result = plan(path, get_device(device), None)
-    assert check_placement(result.network, result.placement) == []
+    assert check_placement(result.placement) == []
     copy = _layer(result, "pre_copy")
     lay = result.network.layers[copy]
     assert lay.operator == OP_NONE and lay.in_sequences in (None, (_layer(result, "pre"),))
@@ -135,7 +135,7 @@ def test_checker_holds_reads_to_the_gap_they_were_written_with(tmp_path: Path) -
 
     path = _export(tmp_path, "MAX78002", 32)
     result = plan(path, MAX78002, None)
-    net, placement = result.network, result.placement
+    placement = result.placement
     conv1 = _layer(result, "conv1")
 
     def with_layer(ll: int, **changes):
@@ -143,18 +143,18 @@ def test_checker_holds_reads_to_the_gap_they_were_written_with(tmp_path: Path) -
         layers[ll] = dataclasses.replace(layers[ll], **changes)
         return dataclasses.replace(placement, layers=tuple(layers))
 
-    no_gap = check_placement(net, with_layer(conv1, input_skip=0))
+    no_gap = check_placement(with_layer(conv1, input_skip=0))
     assert [(d.code, d.where) for d in no_gap] == [("map.read-gap", "layer `conv1`")]
     assert "write_gap 1" in no_gap[0].message and "`pre`" in no_gap[0].message
     on_max78000 = dataclasses.replace(placement, device=MAX78000)
-    codes = {(d.code, d.where) for d in check_placement(net, on_max78000)}
+    codes = {(d.code, d.where) for d in check_placement(on_max78000)}
     assert ("map.read-gap", "layer `conv1`") in codes
-    assert [d.code for d in check_sidecar_placement(net, on_max78000)] == ["map.read-gap"]
+    assert [d.code for d in check_sidecar_placement(on_max78000)] == ["map.read-gap"]
 
     wide = plan(_export(tmp_path, "MAX78002", 96), MAX78002, None)
     head = len(wide.network.layers) - 1  # reads 96 channels in two passes
     forced = dataclasses.replace(wide.placement, layers=(
         *wide.placement.layers[:head],
         dataclasses.replace(wide.placement.layers[head], input_skip=1)))
-    diags = check_sidecar_placement(wide.network, forced)
+    diags = check_sidecar_placement(forced)
     assert [d.code for d in diags] == ["map.read-gap"] and "2 passes" in diags[0].message

@@ -33,16 +33,16 @@ def shared_head(same: bool) -> Network:
 def test_shared_head_reads_the_same_processors_and_stores_kernels_once() -> None:
     net = shared_head(same=True)
     placement = auto_place(net, MAX78000)
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     assert placement.layers[4].processor_map == placement.layers[2].processor_map
-    kernels = allocate_kernels(net, placement)
+    kernels = allocate_kernels(placement)
     assert kernels.offset[4] == kernels.offset[2]  # one copy of the kernels
 
 
 def test_distinct_heads_are_placed_independently() -> None:
     net = shared_head(same=False)
     placement = auto_place(net, MAX78000)
-    assert check_placement(net, placement) == []
-    kernels = allocate_kernels(net, placement)
+    assert check_placement(placement) == []
+    kernels = allocate_kernels(placement)
     same_procs = placement.layers[4].processor_map == placement.layers[2].processor_map
     assert not (same_procs and kernels.offset[4] == kernels.offset[2])

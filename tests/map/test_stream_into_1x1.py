@@ -27,8 +27,8 @@ from onnx2ai8x.convert import plan
 from onnx2ai8x.devices import MAX78000
 from onnx2ai8x.map.hw import streams_1x1_as_3x3
 from onnx2ai8x.map.memory_check import check_placement, output_bytes
-from onnx2ai8x.map.weights import attached
 from tests.ai8x_torch.helpers import randomize
+from tests.lowering import lowered
 
 DIM = 96  # 96 x 96 words of HWC output exceed a 32 KiB MAX78000 data memory instance
 
@@ -91,15 +91,15 @@ def test_streams_then_1x1_maps_and_runs(tmp_path: Path, kind: str) -> None:
     net, placement = result.network, result.placement
     # the first layer's whole output does not fit: streaming is needed
     assert output_bytes(net.layers[0]) > 0x8000
-    assert check_placement(net, placement) == []
+    assert check_placement(placement) == []
     _, streaming, as_3x3 = CASES[kind]
     assert [pl.streaming for pl in placement.layers] == streaming
     assert [ll for ll in range(len(net.layers))
-            if streams_1x1_as_3x3(net, placement, ll)] == as_3x3
+            if streams_1x1_as_3x3(placement, ll)] == as_3x3
     assert all(tuple(net.layers[ll].kernel_size) == (1, 1) for ll in as_3x3)
     # the report counts the kernel columns the allocation gives each layer (a 3x3 kernel
     # per column, nine 1x1 ones)
-    owners = attached(net, placement).kernels.owners
+    owners = lowered(placement).weights.kernels.owners
     stored = [max(int((owners[p] == ll).sum()) for p in range(owners.shape[0]))
               for ll in range(len(net.layers))]
     assert [row.kernel_columns for row in result.report.layers] == stored

@@ -31,13 +31,13 @@ def _moved(placement, ll: int, out_offset: int):
 
 def test_synthetic_output_over_the_input_buffer() -> None:
     pl = one_conv(streaming=True)
-    assert streaming_output_clear(pl.network, pl) == []  # output at 0x2000, input at 0
-    (_, (start, end), _), = _stream_buffers(pl.network, pl)
+    assert streaming_output_clear(pl) == []  # output at 0x2000, input at 0
+    (_, (start, end), _), = _stream_buffers(pl)
     bad = _moved(pl, 0, end)  # the vendor's ranges include both ends: touching clashes
-    diags = streaming_output_clear(bad.network, bad)
+    diags = streaming_output_clear(bad)
     assert [d.code for d in diags] == ["map.streaming-overlap"]
     assert "conv" in diags[0].where and f"{start:#06x}-{end:#06x}" in diags[0].message
-    assert streaming_output_clear(pl.network, _moved(pl, 0, end + 4)) == []
+    assert streaming_output_clear(_moved(pl, 0, end + 4)) == []
 
 
 def test_the_rule_is_named_and_explains_itself() -> None:
@@ -54,7 +54,7 @@ def test_vendor_accepted_sidecars_pass(name: str) -> None:
     from tests.golden.case_placement import case_placement
 
     placement = case_placement(GOLDEN / name)
-    assert check_sidecar_placement(placement.network, placement) == []
+    assert check_sidecar_placement(placement) == []
 
 
 def _bad_sidecar(tmp_path: Path) -> tuple[Path, int, int]:
@@ -65,7 +65,7 @@ def _bad_sidecar(tmp_path: Path) -> tuple[Path, int, int]:
 
     placement = case_placement(GOLDEN / CASE)
     assert stream_count(placement) == len(placement.layers) == 3
-    _, (start, end), _ = _stream_buffers(placement.network, placement)[1]
+    _, (start, end), _ = _stream_buffers(placement)[1]
     data = yaml.safe_load((GOLDEN / CASE / "network.yaml").read_text())
     data["layers"][2]["out_offset"] = (start + end) // 2 & ~3
     path = tmp_path / "overlap.yaml"

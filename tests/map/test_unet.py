@@ -79,7 +79,7 @@ def test_unet_maps_automatically(tmp_path: Path, device: str, c: int, skip_first
                                  dim: int) -> None:
     path = _export(tmp_path, device, c, skip_first, dim)
     result = plan(path, get_device(device), None)
-    assert check_placement(result.network, result.placement) == []
+    assert check_placement(result.placement) == []
     # every concatenation reads its inputs side by side, in the model's order
     for ll, lay in enumerate(result.network.layers):
         seqs = result.placement.layers[ll].in_sequences

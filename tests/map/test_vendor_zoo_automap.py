@@ -346,7 +346,7 @@ def evaluate(arch: vz.Architecture, folder: Path) -> tuple[Outcome, Path | None]
         d = err.diagnostics[0]
         return Outcome("diagnostic", d.code, d.where, d.message,
                        graph_outputs=_graph_outputs(path)), path
-    problems = check_placement(result.network, result.placement)
+    problems = check_placement(result.placement)
     if problems:
         d = problems[0]
         return Outcome("checker", d.code, d.where, d.message), path

@@ -248,9 +248,11 @@ def _forced_project(monkeypatch, tmp_path: Path, path: Path, device: str) -> Pat
     """The project converted with the placement checks switched off: what the vendor's
     tool writes with --overlap-data (it does not check the order)."""
     import onnx2ai8x.map.memory_check as mc
+    from onnx2ai8x.map.weights import Mapped, allocate_weights
 
-    monkeypatch.setattr(mc, "check_placement", lambda network, placement: [])
-    monkeypatch.setattr(mc, "unpermitted_overlaps", lambda network, placement: [])
+    monkeypatch.setattr(mc, "checked",
+                        lambda placement: (Mapped(placement, allocate_weights(placement)), []))
+    monkeypatch.setattr(mc, "unpermitted_overlaps", lambda placement: [])
     out = tmp_path / "forced"
     convert(ConvertRequest(model=MODEL, device=get_device(device), output=out,
                            sidecar=path, sample_input=SAMPLE))

@@ -1,6 +1,6 @@
 """Register values of the CNN accelerator, computed per register group.
 
-`register_program(placement, memory, options)` returns every register write of the
+`register_program(hw)` (the lowered network, map/lowered.py) returns every register write of the
 generated C per function (cnn_init, cnn_configure, cnn_start, cnn_stop, cnn_continue,
 CNN_ISR). Modules: `layer_geometry`, `layer_control` (per-layer registers), `control`
 (quadrant control, start/stop/ISR, FIFO control). The register layout of each device is

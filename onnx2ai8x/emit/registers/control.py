@@ -4,7 +4,7 @@ CNNx16_n_CTRL, _SRAM, _LCNT_MAX, _TEST, FIFO_CTRL, AON control).
 """
 from __future__ import annotations
 
-from ...map.hw import HwNetwork
+from ...map.hw import HwView
 from ...map.kernels import fifo_input_map
 from .writes import Write, WriteList
 
@@ -21,13 +21,13 @@ CTL_ONE_SHOT = 1 << 8
 CTL_QUAD_PACK = 1 << 31  # the fast FIFO in quad fan-out (the vendor's Qupac bit)
 
 
-def _any_bias(hw: HwNetwork) -> bool:
+def _any_bias(hw: HwView) -> bool:
     return any(lay.bias_hw is not None or lay.bias is not None for lay in hw.network.layers)
 
 
-def cnn_init(hw: HwNetwork) -> tuple[Write, ...]:
+def cnn_init(hw: HwView) -> tuple[Write, ...]:
     dev = hw.dev
-    opts = hw.options
+    opts = hw.choices
     w = WriteList()
     if dev.require_reg_clear:
         # MAX78002 registers must be cleared by the BIST engine before they are written.
@@ -48,7 +48,7 @@ def cnn_init(hw: HwNetwork) -> tuple[Write, ...]:
             w.put(dev.ctl_addr(g, dev.regs.reg_sram_test), 0, "Reset BIST", force=True)
     for g in hw.groups_used:
         val = CTL_CLOCK_ENABLE
-        if opts.uses_fifo:
+        if opts.fifo:
             val |= CTL_FIFO_ENABLE
         if opts.mexpress:
             val |= CTL_MEXPRESS
@@ -66,7 +66,7 @@ def cnn_init(hw: HwNetwork) -> tuple[Write, ...]:
     return w.done()
 
 
-def zero_memories(hw: HwNetwork, w: WriteList) -> None:
+def zero_memories(hw: HwView, w: WriteList) -> None:
     """--zero-sram: run the memories' built-in self-tests, which leave data, kernel,
     TRAM and bias memory zeroed, in every quadrant (used or not, as the vendor does:
     a data buffer must read zeros in its first inference; seed 000, Rolling Buffers).
@@ -84,11 +84,11 @@ def zero_memories(hw: HwNetwork, w: WriteList) -> None:
             w.put(a, 0, "Reset BIST", force=True)
 
 
-def fifo_control(hw: HwNetwork, w: WriteList) -> None:
+def fifo_control(hw: HwView, w: WriteList) -> None:
     """FIFO control, programmed at the end of cnn_configure when a FIFO feeds the input."""
     dev = hw.dev
-    opts = hw.options
-    if not opts.uses_fifo:
+    opts = hw.choices
+    if not opts.fifo:
         return
     start = hw.start_layer
     pmap0 = fifo_input_map(hw.placement)
@@ -106,8 +106,8 @@ def fifo_control(hw: HwNetwork, w: WriteList) -> None:
         w.put(dev.fast_fifo_addr(dev.regs.fast_fifo_cr), 10 << 4, "Fast FIFO control")
 
 
-def snoop_registers(hw: HwNetwork, w: WriteList) -> None:
-    snoop = hw.options.snoop
+def snoop_registers(hw: HwView, w: WriteList) -> None:
+    snoop = hw.choices.snoop
     if snoop is None:
         return
     dev = hw.dev
@@ -116,18 +116,18 @@ def snoop_registers(hw: HwNetwork, w: WriteList) -> None:
             w.put(dev.ctl_addr(g, reg), value, "Conditional execution")
 
 
-def _run_control(hw: HwNetwork) -> int:
+def _run_control(hw: HwView) -> int:
     """The control value every quadrant runs with (before per-quadrant bits)."""
     dev = hw.dev
-    opts = hw.options
+    opts = hw.choices
     places = hw.placement.layers
     streaming = any(p.streaming for p in places)
     val = 1 << 14 if streaming else 0
     if opts.avg_pool_rounding:
         val |= 1 << 13
-    if opts.uses_fifo:
+    if opts.fifo:
         val |= 1 << 11
-    if opts.uses_fifo and streaming:
+    if opts.fifo and streaming:
         val |= 1 << 19
     val |= CTL_CLOCK_ENABLE
     if opts.mexpress:
@@ -153,25 +153,25 @@ def _run_control(hw: HwNetwork) -> int:
     return val
 
 
-def _fifo_group_bits(hw: HwNetwork, group: int) -> int:
-    opts = hw.options
+def _fifo_group_bits(hw: HwView, group: int) -> int:
+    opts = hw.choices
     pmap0 = fifo_input_map(hw.placement)
-    if opts.uses_fifo and pmap0 & 0x0F << group * 16:
+    if opts.fifo and pmap0 & 0x0F << group * 16:
         val = CTL_FIFO_ENABLE
         if opts.fast_fifo:
             val |= 1 << 22
             if _fifo_group(hw):
                 val |= 1 << 23
         return val
-    return CTL_FIFO_ENABLE if opts.uses_fifo else 0
+    return CTL_FIFO_ENABLE if opts.fifo else 0
 
 
-def _fifo_group(hw: HwNetwork) -> bool:
+def _fifo_group(hw: HwView) -> bool:
     pmap0 = fifo_input_map(hw.placement)
     return not (pmap0 != 1 and pmap0 & 0x0E == 0)
 
 
-def cnn_start(hw: HwNetwork) -> tuple[Write, ...]:
+def cnn_start(hw: HwView) -> tuple[Write, ...]:
     """Enable the other quadrants first, then the master quadrant (order matters)."""
     dev = hw.dev
     w = WriteList()
@@ -183,16 +183,16 @@ def cnn_start(hw: HwNetwork) -> tuple[Write, ...]:
             fval |= CTL_ENABLE
         fval |= CTL_EXT_SYNC
         w.put(dev.ctl_addr(g, dev.regs.reg_ctl), val | fval | master << 9, f"Enable quadrant {g}")
-    if hw.options.powerdown:
+    if hw.choices.powerdown:
         unused = 0
         for g in range(dev.quadrants):
             if g not in hw.groups_used:
                 unused |= 1 << 12 + g
         w.put(dev.fifo_addr(dev.regs.aon_ctl), unused, "AON control")
     pmap0 = fifo_input_map(hw.placement)
-    if hw.options.uses_fifo and pmap0 & 0x0F << master * 16:
+    if hw.choices.fifo and pmap0 & 0x0F << master * 16:
         val |= CTL_FIFO_ENABLE
-        if hw.options.fast_fifo:
+        if hw.choices.fast_fifo:
             val |= 1 << 22
             if _fifo_group(hw):
                 val |= 1 << 23
@@ -201,22 +201,22 @@ def cnn_start(hw: HwNetwork) -> tuple[Write, ...]:
     return w.done()
 
 
-def cnn_stop(hw: HwNetwork) -> tuple[Write, ...]:
+def cnn_stop(hw: HwView) -> tuple[Write, ...]:
     master = hw.groups_used[0]
     return (Write(hw.dev.ctl_addr(master, hw.dev.regs.reg_ctl), ~CTL_ENABLE & 0xFFFFFFFF, "&=",
                   f"Disable quadrant {master}"),)
 
 
-def cnn_continue(hw: HwNetwork) -> tuple[Write, ...]:
+def cnn_continue(hw: HwView) -> tuple[Write, ...]:
     master = hw.groups_used[0]
     return (Write(hw.dev.ctl_addr(master, hw.dev.regs.reg_ctl), CTL_ENABLE, "|=",
                   f"Re-enable quadrant {master}"),)
 
 
-def cnn_isr(hw: HwNetwork) -> tuple[Write, ...]:
+def cnn_isr(hw: HwView) -> tuple[Write, ...]:
     """Acknowledge the interrupt in every quadrant (clear done, streaming done, enable)."""
     bits = CTL_DONE | CTL_ENABLE
-    if hw.options.one_shot and not hw.dev.oneshot_clear:
+    if hw.choices.one_shot and not hw.dev.oneshot_clear:
         # one layer per continue: only the done bit is cleared, the run stays enabled
         bits = CTL_DONE
     elif any(p.streaming for p in hw.placement.layers):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...devices import Device
-from ...map.hw import HwNetwork, ffs, fls, popcount
+from ...map.hw import HwView, ffs, fls, popcount
 from ...network import Op
 from .writes import WeightMemoryMap
 
@@ -36,7 +36,7 @@ class LayerContext:
     oned_sad: int  # kernel start within a 9-byte column (1-D kernels share columns)
 
 
-def _local_source(hw: HwNetwork, ll: int) -> bool:
+def _local_source(hw: HwView, ll: int) -> bool:
     """Non-uniform output gaps need per-quadrant write pointers (vendor: local_source)."""
     dev = hw.dev
     pl = hw.placement.layers[ll]
@@ -54,7 +54,7 @@ def _local_source(hw: HwNetwork, ll: int) -> bool:
     return False
 
 
-def _tscnt_max(hw: HwNetwork, ll: int) -> int:
+def _tscnt_max(hw: HwView, ll: int) -> int:
     dev = hw.dev
     lay = hw.network.layers[ll]
     pmap = hw.placement.layers[ll].processor_map
@@ -73,7 +73,7 @@ def _tscnt_max(hw: HwNetwork, ll: int) -> int:
     return best
 
 
-def layer_context(hw: HwNetwork, mem: WeightMemoryMap, ll: int) -> LayerContext:
+def layer_context(hw: HwView, mem: WeightMemoryMap, ll: int) -> LayerContext:
     lay = hw.network.layers[ll]
     pl = hw.placement.layers[ll]
     h = hw.layers[ll]

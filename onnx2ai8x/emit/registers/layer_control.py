@@ -6,7 +6,7 @@ CNNx16_n_Ly_LCTRL0/1, _MCNT, _OCHAN, _ONED, _POST, _EN).
 from __future__ import annotations
 
 from ...errors import Ai8xError
-from ...map.hw import HwNetwork, ffs, fls
+from ...map.hw import HwView, ffs, fls
 from ...map.kernels import quad_fan_out
 from ...network import (
     ACT_ABS,
@@ -25,7 +25,7 @@ from .writes import WeightMemoryMap
 ELTWISE_CODE = {ELTWISE_ADD: 0b01, ELTWISE_SUB: 0b00, ELTWISE_XOR: 0b11, ELTWISE_OR: 0b10}
 
 
-def layer_control(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext, group: int) -> int:
+def layer_control(hw: HwView, mem: WeightMemoryMap, ctx: LayerContext, group: int) -> int:
     dev = hw.dev
     ll = ctx.ll
     lay = hw.network.layers[ll]
@@ -68,7 +68,7 @@ def layer_control(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext, group:
     return val
 
 
-def layer_control2(hw: HwNetwork, ctx: LayerContext) -> int:
+def layer_control2(hw: HwView, ctx: LayerContext) -> int:
     dev = hw.dev
     ll = ctx.ll
     pl = hw.placement.layers[ll]
@@ -89,7 +89,7 @@ def layer_control2(hw: HwNetwork, ctx: LayerContext) -> int:
     return val | skip << 4
 
 
-def mask_registers(hw: HwNetwork, ctx: LayerContext) -> list[tuple[int, int]]:
+def mask_registers(hw: HwView, ctx: LayerContext) -> list[tuple[int, int]]:
     """(register index, value) of the kernel-memory pointer register(s)."""
     dev = hw.dev
     h = hw.layers[ctx.ll]
@@ -107,7 +107,7 @@ def mask_registers(hw: HwNetwork, ctx: LayerContext) -> list[tuple[int, int]]:
     return [(dev.regs.mcnt, val)]
 
 
-def output_channels(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext) -> int:
+def output_channels(hw: HwView, mem: WeightMemoryMap, ctx: LayerContext) -> int:
     """Output channel count register (MAX78002)."""
     ll = ctx.ll
     lay = hw.network.layers[ll]
@@ -122,7 +122,7 @@ def output_channels(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext) -> i
     return ctx.tscnt_max
 
 
-def one_d(hw: HwNetwork, ctx: LayerContext) -> int:
+def one_d(hw: HwView, ctx: LayerContext) -> int:
     """1-D, 1x1 and element-wise control (ONED)."""
     ll = ctx.ll
     lay = hw.network.layers[ll]
@@ -146,7 +146,7 @@ def one_d(hw: HwNetwork, ctx: LayerContext) -> int:
     return val | ctx.oned_sad << 4
 
 
-def post_processing(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext,
+def post_processing(hw: HwView, mem: WeightMemoryMap, ctx: LayerContext,
                     group: int) -> int:
     ll = ctx.ll
     lay = hw.network.layers[ll]
@@ -185,7 +185,7 @@ def post_processing(hw: HwNetwork, mem: WeightMemoryMap, ctx: LayerContext,
     return val
 
 
-def enables(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
+def enables(hw: HwView, ctx: LayerContext, group: int) -> int:
     """Processor enables (low half) and, for convolutions, the same mask enables (high)."""
     ll = ctx.ll
     dev = hw.dev

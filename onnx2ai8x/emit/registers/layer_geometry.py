@@ -4,12 +4,12 @@ _PRCNT, _PCCNT, _STRIDE, _WPTR_*, _RPTR_BASE, _TPTR, _NXTLYR).
 """
 from __future__ import annotations
 
-from ...map.hw import HwNetwork, ffs, popcount
+from ...map.hw import HwView, ffs, popcount
 from ...network import Op
 from .layer_common import LayerContext
 
 
-def next_layer(hw: HwNetwork, ll: int) -> int:
+def next_layer(hw: HwView, ll: int) -> int:
     """Next-layer register (MAX78002): jump bit 7 | target, or stop bit 8."""
     lt = hw.placement.layers[ll].next_sequence
     if lt == -1:
@@ -23,7 +23,7 @@ def next_layer(hw: HwNetwork, ll: int) -> int:
     return 0
 
 
-def _in_rows_cols(hw: HwNetwork, ll: int) -> tuple[int, int]:
+def _in_rows_cols(hw: HwView, ll: int) -> tuple[int, int]:
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
     if lay.flatten:
@@ -41,7 +41,7 @@ def _last_fetch_diff(extent: int, pool: int, pool_dil: int, pool_stride: int) ->
     return extent - ((extent - pool - pool_dil + 1) // pool_stride) * pool_stride
 
 
-def row_count(hw: HwNetwork, ll: int) -> int:
+def row_count(hw: HwView, ll: int) -> int:
     dev = hw.dev
     lay = hw.network.layers[ll]
     pl = hw.placement.layers[ll]
@@ -65,7 +65,7 @@ def row_count(hw: HwNetwork, ll: int) -> int:
     return val
 
 
-def column_count(hw: HwNetwork, ll: int) -> int:
+def column_count(hw: HwView, ll: int) -> int:
     dev = hw.dev
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
@@ -81,7 +81,7 @@ def column_count(hw: HwNetwork, ll: int) -> int:
     return val
 
 
-def pool_count(hw: HwNetwork, ll: int, axis: int) -> int:
+def pool_count(hw: HwView, ll: int, axis: int) -> int:
     lay = hw.network.layers[ll]
     val = (lay.pool[axis] - 1) * lay.pool_dilation[axis]
     if hw.dev.regs.cnt_inc_offs is not None:
@@ -89,7 +89,7 @@ def pool_count(hw: HwNetwork, ll: int, axis: int) -> int:
     return val
 
 
-def stride(hw: HwNetwork, ll: int) -> int:
+def stride(hw: HwView, ll: int) -> int:
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
     if h.operator.transposed:
@@ -104,7 +104,7 @@ def stride(hw: HwNetwork, ll: int) -> int:
     return val
 
 
-def write_pointer(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
+def write_pointer(hw: HwView, ctx: LayerContext, group: int) -> int:
     dev = hw.dev
     ll = ctx.ll
     lay = hw.network.layers[ll]
@@ -134,7 +134,7 @@ def write_pointer(hw: HwNetwork, ctx: LayerContext, group: int) -> int:
         | (instance // dev.processors_per_memory) << dev.regs.write_ptr_shift
 
 
-def write_pointer_timeslot(hw: HwNetwork, ll: int) -> int:
+def write_pointer_timeslot(hw: HwView, ll: int) -> int:
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
     if h.operator in (Op.CONV2D, Op.LINEAR):
@@ -151,25 +151,25 @@ def write_pointer_timeslot(hw: HwNetwork, ll: int) -> int:
     return 0
 
 
-def write_pointer_mask(hw: HwNetwork, ll: int) -> int | None:
+def write_pointer_mask(hw: HwView, ll: int) -> int | None:
     """Mask offset register (None: not written for passthrough layers)."""
     if hw.layers[ll].operator.passthrough:
         return None
     return 1 << hw.dev.regs.write_ptr_shift
 
 
-def write_pointer_channel(hw: HwNetwork, ll: int) -> int:
+def write_pointer_channel(hw: HwView, ll: int) -> int:
     lay = hw.network.layers[ll]
     if hw.layers[ll].out_expand > 1:
         return (lay.output_width // 8) * (hw.placement.layers[ll].write_gap + 1)
     return 0
 
 
-def read_pointer(hw: HwNetwork, ll: int) -> int:
+def read_pointer(hw: HwView, ll: int) -> int:
     return hw.placement.layers[ll].in_offset // 4
 
 
-def tram_pointer_max(hw: HwNetwork, ctx: LayerContext) -> int:
+def tram_pointer_max(hw: HwView, ctx: LayerContext) -> int:
     ll = ctx.ll
     h = hw.layers[ll]
     streaming = hw.placement.layers[ll].streaming

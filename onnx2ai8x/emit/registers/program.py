@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...map import streaming
-from ...map.hw import HwNetwork, derive
-from ...options import EmitOptions
-from ...placement import Placement
+from ...map.hw import HwView
+from ...map.lowered import HwNetwork
 from . import control, layer_control, layer_geometry
 from .layer_common import layer_context
 from .writes import WeightMemoryMap, Write, WriteList
@@ -35,7 +34,7 @@ class RegisterProgram:
                 "cnn_continue": self.cnn_continue, "CNN_ISR": self.cnn_isr}
 
 
-def _configure_layer(hw: HwNetwork, mem: WeightMemoryMap, ll: int, w: WriteList) -> None:
+def _configure_layer(hw: HwView, mem: WeightMemoryMap, ll: int, w: WriteList) -> None:
     dev = hw.dev
     ctx = layer_context(hw, mem, ll)
     hl = ctx.hw_layer
@@ -104,7 +103,7 @@ def _configure_layer(hw: HwNetwork, mem: WeightMemoryMap, ll: int, w: WriteList)
             w.put(dev.ctl_addr(group, dev.regs.reg_ifrm), frame, "Input frame size")
 
 
-def cnn_configure(hw: HwNetwork, mem: WeightMemoryMap) -> tuple[Write, ...]:
+def cnn_configure(hw: HwView, mem: WeightMemoryMap) -> tuple[Write, ...]:
     w = WriteList()
     for ll in range(hw.placement.first_layer_used, hw.count):
         _configure_layer(hw, mem, ll, w)
@@ -113,10 +112,14 @@ def cnn_configure(hw: HwNetwork, mem: WeightMemoryMap) -> tuple[Write, ...]:
     return w.done()
 
 
-def register_program(placement: Placement, memory: WeightMemoryMap,
-                     options: EmitOptions) -> RegisterProgram:
-    """All register writes for a placed network (pure; no files)."""
-    hw = derive(placement, options)
+def register_program(lowered: HwNetwork, memory: WeightMemoryMap | None = None
+                     ) -> RegisterProgram:
+    """All register writes for a lowered network (pure; no files). `memory`: the kernel
+    and bias placement the registers point at (default: the lowered network's own
+    allocation)."""
+    if memory is None:
+        memory = WeightMemoryMap.of(lowered.weights)
+    hw = lowered.view
     return RegisterProgram(
         cnn_init=control.cnn_init(hw), cnn_configure=cnn_configure(hw, memory),
         cnn_start=control.cnn_start(hw), cnn_stop=control.cnn_stop(hw),

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...map.weights import WeightMemory
 
 
 @dataclass(frozen=True)
@@ -74,3 +78,11 @@ class WeightMemoryMap:
     kernel_out_channels: tuple[int, ...]
     bias_offsets: tuple[tuple[int | None, ...], ...]
     bias_group: tuple[int | None, ...]
+
+    @classmethod
+    def of(cls, weights: WeightMemory) -> WeightMemoryMap:
+        """The map of a kernel and bias allocation (map/weights.py)."""
+        kernels, bias = weights.kernels, weights.bias
+        return cls(kernel_offset=kernels.offset, kernel_count=kernels.count,
+                   kernel_out_channels=kernels.out_channels, bias_offsets=bias.offsets,
+                   bias_group=bias.group)

@@ -1,4 +1,5 @@
-"""Write a Placement as a sidecar in the vendor's network-description language (seed 004).
+"""Write a Placement as a sidecar in the vendor's network-description language (seed 004):
+the writer beside the reader (sidecar/parse.py), so one package knows the format.
 
 The file is what a user would have written by hand for this network and mapping: one
 entry per layer with the operation, its geometry, and every mapping decision, each
@@ -100,8 +101,9 @@ def _geometry(lay: Layer) -> list[tuple[str, str]]:
     return keys
 
 
-def _explain(network: Network, placement: Placement, ll: int) -> list[str]:
+def _explain(placement: Placement, ll: int) -> list[str]:
     """Why each mapping decision of layer `ll` is what it is."""
+    network = placement.network
     lay, pl = network.layers[ll], placement.layers[ll]
     passes, per_pass = multipass(lay.input_channels)
     notes = [f"{lay.input_channels} input channel(s) on processors {_procs(pl.processor_map)}"
@@ -136,8 +138,9 @@ def _explain(network: Network, placement: Placement, ll: int) -> list[str]:
     return notes
 
 
-def _arriving_dim(network: Network, placement: Placement, ll: int) -> tuple[int, int]:
+def _arriving_dim(placement: Placement, ll: int) -> tuple[int, int]:
     """The dimensions the resolver gives a layer without `in_dim`: its (first) input's."""
+    network = placement.network
     pl = placement.layers[ll]
     if pl.in_sequences is not None:
         src = pl.in_sequences[0]
@@ -160,8 +163,9 @@ def buffer_word(network: Network) -> str | None:
     return unique_name(network.data_buffer.name.lower(), taken)
 
 
-def _buffer_lines(network: Network, placement: Placement) -> list[str]:
+def _buffer_lines(placement: Placement) -> list[str]:
     """The global `data_buffer` entry (seed 004; seed 000 Rolling Buffers)."""
+    network = placement.network
     buf, where = network.data_buffer, placement.data_buffer
     if buf is None or where is None:
         return []
@@ -179,10 +183,12 @@ def _buffer_lines(network: Network, placement: Placement) -> list[str]:
     ]
 
 
-def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
-                  ) -> tuple[tuple[str, str], ...]:
+def implied_flags(placement: Placement, avg_pool_rounding: str | None = None,
+                  overlapping: Sequence[int] = ()) -> tuple[tuple[str, str], ...]:
     """Command-line options the network needs that the YAML language has no key for:
-    (flag, why). The vendor tool must be given them to build the same network."""
+    (flag, why). The vendor tool must be given them to build the same network.
+    `overlapping`: the layers that write over their own input
+    (map/memory_check.overlapping_layers)."""
     flags = []
     if placement.layers and placement.layers[0].streaming:
         flags.append(("--fifo", "the first layer streams, so its input arrives through the "
@@ -192,18 +198,14 @@ def implied_flags(placement: Placement, avg_pool_rounding: str | None = None
     if placement.data_buffer is not None:
         flags.append(("--zero-sram", "the data buffer must hold zeros before the first "
                                      "inference (seed 000, Rolling Buffers)"))
-    if placement.network is not None and placement.layers:
-        from ..map.memory_check import overlapping_layers
-
-        over = overlapping_layers(placement.network, placement)
-        if over:
-            names = ", ".join(placement.network.layers[ll].name for ll in over)
-            flags.append(("--overlap-data", f"layers write over their own input ({names}); "
-                                            "the vendor tool refuses that without it"))
+    if overlapping:
+        names = ", ".join(placement.network.layers[ll].name for ll in overlapping)
+        flags.append(("--overlap-data", f"layers write over their own input ({names}); "
+                                        "the vendor tool refuses that without it"))
     return tuple(flags)
 
 
-def write_sidecar(network: Network, placement: Placement, *,
+def write_sidecar(placement: Placement, *,
                   reasons: Mapping[str, str | Sequence[str]] | None = None,
                   flags: Sequence[tuple[str, str]] = (), origin: str | None = None) -> str:
     """The sidecar YAML text for `placement` on its device (vendor syntax,
@@ -214,6 +216,7 @@ def write_sidecar(network: Network, placement: Placement, *,
     placement was read from (its keys are kept, the header says so instead of claiming
     every key was chosen here).
     """
+    network = placement.network
     dev = placement.device.name
     reasons = reasons or {}
     n = len(network.layers)
@@ -238,7 +241,7 @@ def write_sidecar(network: Network, placement: Placement, *,
         f"arch: {network.name}",
         f"dataset: {network.name}",
         "",
-        *_buffer_lines(network, placement),
+        *_buffer_lines(placement),
         "layers:",
     ]
     places = placement.layers
@@ -253,7 +256,7 @@ def write_sidecar(network: Network, placement: Placement, *,
         lines.append(f"  # Layer {ll}: {lay.operator_name}, "
                      f"{lay.input_channels}x{lay.input_dim[0]}x{lay.input_dim[1]} -> "
                      f"{lay.output_channels}x{lay.output_dim[0]}x{lay.output_dim[1]}")
-        lines += [f"  # {note}" for note in _explain(network, placement, ll) + extra]
+        lines += [f"  # {note}" for note in _explain(placement, ll) + extra]
         entry: list[tuple[str, str]] = [("name", lay.name)]
         reads_buffer = pl.in_sequences == (DATA_BUFFER,)
         if reads_buffer:
@@ -296,7 +299,7 @@ def write_sidecar(network: Network, placement: Placement, *,
             entry.append(("in_dim", str(lay.input_dim[0]) if lay.input_dim[1] == 1
                           else f"[{lay.input_dim[0]}, {lay.input_dim[1]}]"))
             entry.append(("in_channels", str(lay.input_channels)))
-        elif lay.input_dim != _arriving_dim(network, placement, ll):
+        elif lay.input_dim != _arriving_dim(placement, ll):
             # the data is reinterpreted (same pixel count, other shape)
             entry.append(("in_dim", f"[{lay.input_dim[0]}, {lay.input_dim[1]}]"))
         if pl.buffer_shift:

@@ -8,7 +8,6 @@ import pytest
 import yaml
 
 from onnx2ai8x.devices import MAX78000, Device
-from onnx2ai8x.emit.sidecar_writer import write_sidecar
 from onnx2ai8x.map.auto import auto_place
 from onnx2ai8x.network import (
     ACT_ABS,
@@ -18,6 +17,7 @@ from onnx2ai8x.network import (
     Layer,
     Network,
 )
+from onnx2ai8x.sidecar.write import write_sidecar
 from tests.map.test_auto import chain, conv, passthrough
 
 
@@ -31,7 +31,7 @@ def _roundtrip(net: Network, device: Device = MAX78000):
     )
 
     placement = auto_place(net, device)
-    text = write_sidecar(net, placement)
+    text = write_sidecar(placement)
     back = resolve_placement(parse_text(text), net, device)
     resolved = to_network(resolve(parse_text(text), weights_from_network(net), device,
                                   net.input_shape))
@@ -83,7 +83,7 @@ def test_roundtrip(make) -> None:
 
 def test_text_is_yaml_with_vendor_keys_and_reasons() -> None:
     net = residual()
-    text = write_sidecar(net, auto_place(net, MAX78000))
+    text = write_sidecar(auto_place(net, MAX78000))
     data = yaml.safe_load(text)
     assert set(data) == {"arch", "dataset", "layers"}
     add = data["layers"][3]
@@ -99,15 +99,15 @@ def test_text_is_yaml_with_vendor_keys_and_reasons() -> None:
 def test_extra_reasons_and_determinism() -> None:
     net = chain()
     p = auto_place(net, MAX78000)
-    a = write_sidecar(net, p, reasons={"c1": "hand-picked by the user"})
+    a = write_sidecar(p, reasons={"c1": "hand-picked by the user"})
     assert "# hand-picked by the user" in a
-    assert a == write_sidecar(net, p, reasons={"c1": ["hand-picked by the user"]})
-    assert write_sidecar(net, p) == write_sidecar(net, p)
+    assert a == write_sidecar(p, reasons={"c1": ["hand-picked by the user"]})
+    assert write_sidecar(p) == write_sidecar(p)
 
 
 def test_non_default_keys_only_where_needed() -> None:
     net = chain()
-    data = yaml.safe_load(write_sidecar(net, auto_place(net, MAX78000)))
+    data = yaml.safe_load(write_sidecar(auto_place(net, MAX78000)))
     # in_offset follows the previous out_offset by default: never written for a chain
     assert all("in_offset" not in lay for lay in data["layers"][1:])
     assert all("output_processors" not in lay for lay in data["layers"][:-1])
@@ -116,7 +116,7 @@ def test_non_default_keys_only_where_needed() -> None:
 def test_streaming_first_layer_states_fifo_in_the_header() -> None:
     # The vendor tool refuses a streaming first layer without --fifo, and the YAML has no
     # key for it: the written sidecar says so in its header.
-    from onnx2ai8x.emit.sidecar_writer import implied_flags
+    from onnx2ai8x.sidecar.write import implied_flags
     from tests.map.test_auto_streaming import big_input
 
     net = big_input()
@@ -124,10 +124,10 @@ def test_streaming_first_layer_states_fifo_in_the_header() -> None:
     assert placement.layers[0].streaming
     flags = implied_flags(placement)
     assert [flag for flag, _ in flags] == ["--fifo"]
-    text = write_sidecar(net, placement, flags=flags)
+    text = write_sidecar(placement, flags=flags)
     header = text[:text.index("arch:")]
     assert "#   --fifo  (" in header
-    assert yaml.safe_load(text) == yaml.safe_load(write_sidecar(net, placement))
+    assert yaml.safe_load(text) == yaml.safe_load(write_sidecar(placement))
     # nothing to state for a network that does not stream
     small = chain()
     assert implied_flags(auto_place(small, MAX78000)) == ()
