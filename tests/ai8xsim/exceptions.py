@@ -278,18 +278,20 @@ def _dilated_pool_side_1(sidecar: str, options: tuple[str, ...]) -> bool:
     return False
 
 
-def _wide_linear_later(sidecar: str, options: tuple[str, ...]) -> bool:
-    """A linear layer with 32-bit output that is not the first layer."""
-    return any(b.get("operation") == "mlp" and b.get("output_width") == "32"
-               for b in _blocks(sidecar)[1:])
-
-
-def _one_processor_1x1_many_outputs(sidecar: str, options: tuple[str, ...]) -> bool:
-    """A 1x1 convolution reading one processor and writing 32 or more."""
-    return any(b.get("kernel_size") == "1x1" and
-               bin(int(b["processors"], 16)).count("1") == 1 and
-               bin(int(b.get("output_processors", "0"), 16)).count("1") >= 32
-               for b in _blocks(sidecar))
+def _kernels_after_others(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A 1x1 or linear layer after another layer with weights, both only on processors
+    with extended kernel memory (0, 16, 32, 48 on the MAX78002), one in common: both are
+    placed from the end of kernel memory, where the start is rounded down to four
+    words."""
+    extended, seen = 0x0001000100010001, 0
+    for b in _blocks(sidecar):
+        procs = int(b.get("processors", "0"), 16)
+        if b.get("operation", "none") == "none" or procs & ~extended:
+            continue
+        if procs & seen and (b.get("kernel_size") == "1x1" or b.get("operation") == "mlp"):
+            return True
+        seen |= procs
+    return False
 
 
 RANDOM_CLASSES: tuple[RandomClass, ...] = (
@@ -422,15 +424,28 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 "the vendor's pooled size is wrong on a dilated side of 1 and its C "
                 "fails; onnx2ai8x refuses the layer", _dilated_pool_side_1,
                 ours="refused", refusal="a dilated side of 1"),
-    # A linear layer with 32-bit output after other layers (random 1401 on the
-    # MAX78002: conv 1x1 on one channel, pool 3, pool 2, pass-through, then linear
-    # 1 -> 10 with 32-bit output): both projects register-exact, both FAIL; verify
-    # --model: layer 3 (the linear layer) first differs from the reference, the layers
-    # before it agree. The same linear layer alone, or with 8-bit output, PASSes.
-    # OPEN: probably the model (its 32-bit linear layer reading a moved input).
-    RandomClass("32-bit linear layer after other layers", Reason.SIMULATOR_GAP,
-                "open: the model's 32-bit linear layer differs from the reference after "
-                "other layers; both register-exact projects fail", _wide_linear_later),
+    # Two layers' kernels in one kernel word (random 1401 on the MAX78002: layer 0, a
+    # 1x1 convolution with one 8-bit kernel, and layer 3, a 4-bit linear layer 1 -> 10,
+    # both on processor 0). The vendor places a layer of extended-memory processors by
+    # searching down from the last kernel word (5119) and rounds the start down to four
+    # words (izer/kernels.py): layer 0 goes to word 5116, and layer 3's search again
+    # finds 5119 free and rounds to 5116 too. Its five bytes join layer 0's byte in that
+    # word (bytes 7-3 after layer 0's byte 8), but its mask start (MCNT, 72 units per
+    # 1x1 word: izer/backend/max7800x.py) names the whole word, so output channels 0
+    # and 1 read layer 0's byte 0x55 and every channel after reads its neighbour's
+    # kernel two places back: exactly what the model computes (verify --model: layer 3
+    # first differs; channel k gains 127 x w[k - 2]). Where the rounded word is full,
+    # the vendor stops on `kernels_used[p][col] <= 8` (random 1682: a 3x3 layer 0 in
+    # word 5116, then 64 2-bit 1x1 kernels; onnx2ai8x, copying the placement, used to
+    # write the byte into the word before and FAILed). The model reads what the
+    # registers name, so the vendor's placement is wrong: onnx2ai8x now skips a
+    # rounded start that reaches another layer's words (map/kernels._search_from_end)
+    # and PASSes; not register-exact with the vendor there.
+    RandomClass("kernels rounded into another layer's kernel word", Reason.VENDOR_DEFECT,
+                "the vendor rounds a later layer's kernel start down into a word another "
+                "layer's 1x1 kernels fill; its mask start then reads that layer's byte and "
+                "its C fails; onnx2ai8x places the kernels apart and PASSes",
+                _kernels_after_others, ours=PASS),
     # FIFO input read again (the class above) where the vendor's C PASSes only because
     # its known answer cannot see it: random 1535 on the MAX78000 (the second operand
     # of an element-wise block reads the input; 48 of the 60 known-answer data words
@@ -447,15 +462,6 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 Reason.VENDOR_DEFECT, "onnx2ai8x refuses the calcx4 layer; the vendor's "
                 "project uses read-ahead, which the model does not execute", _any_calcx4,
                 verdict=NOT_MODELLED, ours="refused", refusal="calcx4 with"),
-    # A 1x1 convolution from one processor to 64 output channels with 2-bit weights
-    # (random 1682 on the MAX78002, layer 2): the vendor tool stops on its assertion
-    # `kernels_used[p][col] <= 8` (izer/kernels.py add_kernel_data); onnx2ai8x writes a
-    # project that FAILs (verify --model: layer 2 first differs, 936 of 1248 words).
-    # OPEN (converter: its kernel packing of many narrow 1x1 kernels on one processor,
-    # or a limit it should refuse).
-    RandomClass("1x1 kernels of one processor for many outputs", Reason.CONVERTER,
-                "open: the vendor crashes packing them; onnx2ai8x writes a failing "
-                "project", _one_processor_1x1_many_outputs),
     # CHW input read again (the class above), where the vendor's C PASSes. Mostly its
     # known answer cannot see the defect: random 1218 on the MAX78002 (layers 1 and 2
     # have LCTRL0 0x00882b20 without the CHW bit 6 that layer 0's 0x00882b60 has; the
