@@ -396,18 +396,24 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 "is unknown, its C fails; onnx2ai8x refuses the layer",
                 _multipass_depthwise_partial_quadrant, ours="refused",
                 refusal="not at its quadrant's last"),
-    # A depthwise Conv1d moving its data (output processors other than its input's):
-    # both projects register-exact, both FAIL on every configuration tried (random
-    # 1379 on the MAX78002; one-layer probes: kernels 1, 3 and 5, processors 0-7 to
-    # 4-11, 8-15 or 40-47, all FAIL; the same layer with broadcast, and depthwise Conv2d
-    # moving its data, PASS). verify --model: every layer equals the reference run on
-    # the input as the accelerator read it, so the vendor's known answer is not the
-    # convolution the registers compute; whether the hardware computes the vendor's
-    # answer (and the model is wrong) is not known. OPEN: model or vendor.
+    # A depthwise Conv1d moving its data (output processors other than its input's:
+    # random 1379 and 1748 on the MAX78002; one-layer probes with kernels 1, 3 and 5,
+    # processors 0-7 to 4-11, 8-15 or 40-47, all FAILed). The values are right (verify
+    # --model: every layer equals the reference; the vendor's known answer has the
+    # model's values), their places are not: without broadcast the processors write
+    # in time slots, four a data memory, stepped by the time-slot offset (WPTR_TOFFS),
+    # as pass-through layers do (MOFFS unwritten there, and their known answers pass).
+    # The vendor sets that offset for depthwise Conv2d and Linear layers only
+    # (izer/backend/max7800x.py) and leaves 0 for Conv1d, so channels 4-7 land on
+    # channels 0-3 (1379: memory 0 gets channels 4-7, memory 1 nothing). In the
+    # vendor's depthwise Conv2d projects the time-slot and mask offsets are both one
+    # data memory, so they do not show which the hardware steps by; onnx2ai8x now
+    # writes the time-slot offset for Conv1d too (emit/registers/layer_geometry.py),
+    # which is right under either reading, and PASSes (not register-exact there).
     RandomClass("depthwise Conv1d moving its data", Reason.VENDOR_DEFECT,
-                "open: the vendor's known answer for a depthwise Conv1d without broadcast "
-                "is not the convolution the model computes from the same registers",
-                _moving_depthwise_conv1d),
+                "the vendor leaves the time-slot offset 0 for a depthwise Conv1d without "
+                "broadcast, so its channels 4-7 overwrite 0-3 and its C fails; onnx2ai8x "
+                "sets it and PASSes", _moving_depthwise_conv1d, ours=PASS),
     # A streaming layer that reads its input with read_gap (random 1338 on the
     # MAX78002: FIFO input, streaming layer 0 writes with write_gap 1, streaming
     # depthwise layer 1 reads with read_gap 1 and pools 2x3 stride 3): both projects
