@@ -260,10 +260,6 @@ def _moving_depthwise_conv1d(sidecar: str, options: tuple[str, ...]) -> bool:
                b.get("output_processors") != b.get("processors") for b in _blocks(sidecar))
 
 
-def _streaming_read_gap(sidecar: str, options: tuple[str, ...]) -> bool:
-    return any(b.get("streaming") == "true" and "read_gap" in b for b in _blocks(sidecar))
-
-
 def _any_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
     return any(b.get("calcx4") == "true" for b in _blocks(sidecar))
 
@@ -414,14 +410,6 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 "the vendor leaves the time-slot offset 0 for a depthwise Conv1d without "
                 "broadcast, so its channels 4-7 overwrite 0-3 and its C fails; onnx2ai8x "
                 "sets it and PASSes", _moving_depthwise_conv1d, ours=PASS),
-    # A streaming layer that reads its input with read_gap (random 1338 on the
-    # MAX78002: FIFO input, streaming layer 0 writes with write_gap 1, streaming
-    # depthwise layer 1 reads with read_gap 1 and pools 2x3 stride 3): both projects
-    # register-exact, both FAIL (verify --model: layer 1 first differs). No public case
-    # streams with read_gap. OPEN: model or vendor (the converter may have to refuse).
-    RandomClass("streaming layer reading with read_gap", Reason.SIMULATOR_GAP,
-                "open: no case streams with read_gap; both register-exact projects fail",
-                _streaming_read_gap),
     # calcx4 kernels short of whole columns (the class above) where the vendor's C
     # PASSes only because its known answer cannot see the defect: random 1385 (four
     # 2-bit output channels; 121 of its 124 known-answer words are 0x7f00007f, the

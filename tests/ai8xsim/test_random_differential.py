@@ -59,10 +59,11 @@ def _fork_servers(tmp_path_factory: pytest.TempPathFactory):
 # layer's from the end of kernel memory, where the vendor rounds the start into the
 # other layer's word (exceptions.py, "kernels rounded into another layer's kernel word");
 # 1200 is refused (a two-pass depthwise ending inside its last quadrant); 1379 moves a
-# depthwise Conv1d's data (the time-slot offset the vendor leaves 0).
+# depthwise Conv1d's data (the time-slot offset the vendor leaves 0); in 1338 a streaming
+# layer reads with read_gap (the model's streaming reader used to ignore the gap).
 CI_SAMPLE = {"MAX78000": (0, 8, 9, 15, 16, 21, 42, 1019, 1084, 1111, 1128),
              "MAX78002": (10, 13, 14, 17, 26, 30, 36, 67, 1003, 1061, 1081, 1082, 1200,
-                          1379, 1401, 1682)}
+                          1338, 1379, 1401, 1682)}
 
 
 def _passthrough(pool: bool, device: str) -> Config:
@@ -322,7 +323,6 @@ FOUND_ON = {
     "depthwise with 32-bit output": ("MAX78002", 1073),
     "multi-pass depthwise ending inside its last quadrant": ("MAX78002", 1200),
     "depthwise Conv1d moving its data": ("MAX78002", 1379),
-    "streaming layer reading with read_gap": ("MAX78002", 1338),
     "pool dilation on a window side of 1": ("MAX78002", 1399),
     "kernels rounded into another layer's kernel word": ("MAX78002", 1401),
     "CHW input read again; the vendor's C passes": ("MAX78002", 1518),
