@@ -184,13 +184,14 @@ def fifo_frame(m: Machine, lr: LayerRegs) -> np.ndarray:
 
 
 def _memory_rows(m: Machine, st: _Layer, upto: int, wrap: int | None) -> None:
-    """Copy input rows [st.read, upto) from the circular buffer in data memory."""
+    """Copy input rows [st.read, upto) from the circular buffer in data memory (a read
+    gap skips that many words after each pixel's passes, as without streaming)."""
     lr = st.lr
     cols, passes = lr.cols, lr.passes
     pix = np.arange(st.read * cols, upto * cols)
     for i, p in enumerate(st.procs):
         mem = m.sram[p // 4]
-        rel = (pix[None, :] * passes + np.arange(passes)[:, None])
+        rel = (pix[None, :] * passes * (lr.read_gap + 1) + np.arange(passes)[:, None])
         if wrap:
             rel = rel % wrap
         words = lr.read_base + rel

@@ -225,6 +225,7 @@ def _place_depthwise(bmem: Device, cells: list[list[int | None]], used: list[int
         map_used &= ~qmask
         map_used |= (pmap & qmask) >> shift
     start_proc, last_proc = ffs(map_used), fls(map_used)
+    _check_last_quadrant(bmem, broadcast, out_expand, quads_read, last_proc, name)
     if broadcast:
         last_proc = ((last_proc + 16) & ~0x0F) - 1
     if broadcast or quads_read > 1:
@@ -249,3 +250,30 @@ def _place_depthwise(bmem: Device, cells: list[list[int | None]], used: list[int
             add(q, int(padded[expand][k]) if k < padded.shape[1] else None)
     while used[q] > 0 and cells[q][used[q] - 1] is None:
         used[q] -= 1
+
+
+def _check_last_quadrant(bmem: Device, broadcast: bool, passes: int, quadrants: int,
+                         last: int, name: str) -> None:
+    """Refuse a depthwise layer without broadcast over several passes and quadrants whose
+    last processor is not its quadrant's last: its bias cannot be laid out for a known
+    read. The vendor lays each quadrant's part out pass by pass, as many bytes a pass as
+    the quadrant spans up to the layer's last processor (izer/kbias.py: 16 in full
+    quadrants, 4 in a last quadrant ending at processor 51), while the layer's one
+    time-slot count (ONED bits 0-3, the same in every quadrant) is 16. The model steps
+    by the count, and the vendor's known answer, computed from the bias values, needs
+    the vendor's layout: random 1200 on the MAX78002 (96 channels on processors 4-51)
+    fails in one channel of the last quadrant's second pass. No golden case or vendor
+    suite configuration has such a layer (theirs with partial last quadrants use
+    broadcast), so which step the hardware takes is unknown."""
+    span = last % bmem.processors_per_quadrant + 1
+    if broadcast or passes < 2 or quadrants < 2 or span == bmem.processors_per_quadrant:
+        return
+    raise Ai8xError(
+        "map.bias", name,
+        f"a depthwise layer with bias over {passes} passes, without broadcast (output "
+        f"processors other than its input processors), ends at processor {last}, not at "
+        f"its quadrant's last: its bias layout ({span} bytes a pass in that quadrant) "
+        f"does not follow its time-slot count, and no case shows what the hardware reads",
+        "write the output to the input processors (broadcast), end the layer's processors "
+        "at a quadrant's last processor (15, 31, 47 or 63), or give it no more channels "
+        "than processors (one pass)")

@@ -687,8 +687,7 @@ def _first_column(memory: _Memory, lay: Layer, ll: int, calcx4: list[bool], klen
             for p in range(first_proc, last_proc + 1) if pmap >> p & 1)
         if extended and (not mem.kernel_weight_mask or groups == 1
                          or klen <= mem.kernel_instance_words_small):
-            found = _search(memory, lay, groups, klen, mem.kernel_words_large - 1, first_proc,
-                            last_proc, pmap, reverse=True, must_fit=False)
+            found = _search_from_end(memory, lay, groups, klen, first_proc, last_proc, pmap)
     if found == -1:
         found = _search(memory, lay, groups, klen, 0, first_proc, last_proc, pmap,
                         reverse=False, must_fit=True)
@@ -703,6 +702,30 @@ def _first_column(memory: _Memory, lay: Layer, ll: int, calcx4: list[bool], klen
     if koffs + klen > mem.kernel_words(last_proc):
         raise _exhausted(lay, last_proc, koffs, klen)
     return koffs
+
+
+def _search_from_end(memory: _Memory, lay: Layer, groups: int, klen: int, first: int,
+                     last: int, pmap: int) -> int:
+    """The vendor's search down from the end of kernel memory, whose start is then
+    rounded down to a multiple of four columns; -1 when nothing is found. The rounding
+    can reach columns another layer owns: the vendor then adds this layer's bytes to
+    that layer's partly filled 1x1 kernel word (its mask start, a whole word, then
+    points at the other layer's bytes: random 1401 on the MAX78002, a 4-bit linear
+    layer whose first two kernels read layer 0's byte) or stops on a full one
+    (`kernels_used[p][col] <= 8` in izer/kernels.py, random 1682). Such a start is
+    skipped and the search goes on below it."""
+    start = memory.mem.kernel_words_large - 1
+    procs = _rows([q for q in range(first, last + 1) if pmap >> q & 1])
+    while start >= klen - 1:
+        found = _search(memory, lay, groups, klen, start, first, last, pmap,
+                        reverse=True, must_fit=False)
+        if found == -1:
+            return -1
+        koffs = (found - (klen - 1)) & ~(SHARED - 1)
+        if not (memory.owner[_grid(procs), np.arange(koffs, koffs + klen)] != FREE).any():
+            return found
+        start = koffs - 1
+    return -1
 
 
 def _add_byte(memory: _Memory, pk: _Packing, p: int, col_target: int, b: int) -> int:

@@ -239,17 +239,17 @@ def _wide_depthwise(sidecar: str, options: tuple[str, ...]) -> bool:
     return any("groups" in b and b.get("output_width") == "32" for b in _blocks(sidecar))
 
 
-def _multipass_depthwise_shifted(sidecar: str, options: tuple[str, ...]) -> bool:
-    """A depthwise layer over several passes (more than 64 channels) without broadcast
-    whose output processors start at another position within a quadrant than its
-    input processors."""
+def _multipass_depthwise_partial_quadrant(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A depthwise layer over several passes (more channels than processors) without
+    broadcast (its output on other processors), on more than one quadrant, whose last
+    processor is not its quadrant's last."""
     for b in _blocks(sidecar):
-        if "groups" not in b or int(b["groups"]) <= 64 or \
-                b.get("output_processors") == b.get("processors"):
+        if "groups" not in b or b.get("output_processors") == b.get("processors"):
             continue
-        low_in, low_out = (int(b[k], 16) & -int(b[k], 16) for k in
-                           ("processors", "output_processors"))
-        if (low_in.bit_length() - 1) % 16 != (low_out.bit_length() - 1) % 16:
+        procs = int(b["processors"], 16)
+        quadrants = sum(1 for q in range(4) if procs >> 16 * q & 0xFFFF)
+        if int(b["groups"]) > bin(procs).count("1") and quadrants > 1 and \
+                (procs.bit_length() - 1) % 16 != 15:
             return True
     return False
 
@@ -258,10 +258,6 @@ def _moving_depthwise_conv1d(sidecar: str, options: tuple[str, ...]) -> bool:
     """A depthwise Conv1d without broadcast (its output on other processors)."""
     return any("groups" in b and b.get("operation") == "conv1d" and
                b.get("output_processors") != b.get("processors") for b in _blocks(sidecar))
-
-
-def _streaming_read_gap(sidecar: str, options: tuple[str, ...]) -> bool:
-    return any(b.get("streaming") == "true" and "read_gap" in b for b in _blocks(sidecar))
 
 
 def _any_calcx4(sidecar: str, options: tuple[str, ...]) -> bool:
@@ -278,18 +274,20 @@ def _dilated_pool_side_1(sidecar: str, options: tuple[str, ...]) -> bool:
     return False
 
 
-def _wide_linear_later(sidecar: str, options: tuple[str, ...]) -> bool:
-    """A linear layer with 32-bit output that is not the first layer."""
-    return any(b.get("operation") == "mlp" and b.get("output_width") == "32"
-               for b in _blocks(sidecar)[1:])
-
-
-def _one_processor_1x1_many_outputs(sidecar: str, options: tuple[str, ...]) -> bool:
-    """A 1x1 convolution reading one processor and writing 32 or more."""
-    return any(b.get("kernel_size") == "1x1" and
-               bin(int(b["processors"], 16)).count("1") == 1 and
-               bin(int(b.get("output_processors", "0"), 16)).count("1") >= 32
-               for b in _blocks(sidecar))
+def _kernels_after_others(sidecar: str, options: tuple[str, ...]) -> bool:
+    """A 1x1 or linear layer after another layer with weights, both only on processors
+    with extended kernel memory (0, 16, 32, 48 on the MAX78002), one in common: both are
+    placed from the end of kernel memory, where the start is rounded down to four
+    words."""
+    extended, seen = 0x0001000100010001, 0
+    for b in _blocks(sidecar):
+        procs = int(b.get("processors", "0"), 16)
+        if b.get("operation", "none") == "none" or procs & ~extended:
+            continue
+        if procs & seen and (b.get("kernel_size") == "1x1" or b.get("operation") == "mlp"):
+            return True
+        seen |= procs
+    return False
 
 
 RANDOM_CLASSES: tuple[RandomClass, ...] = (
@@ -373,35 +371,45 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 "broadcast (time-slot count above 4 bits) and its project fails with it; "
                 "onnx2ai8x refuses the layer", _wide_depthwise, ours="refused",
                 refusal="32-bit output is not supported on a depthwise"),
-    # Depthwise over two passes (96 channels on 48 processors) moving its data from
-    # processors 4-51 to 12-59 (random 1200 on the MAX78002, layer 1: verify --model,
-    # that layer first differs, one byte lane in some words): both projects
-    # register-exact, both FAIL. The same layer with broadcast, on 48 channels (one
-    # pass), or moving 0-47 to 16-63 PASSes. OPEN: model or vendor.
-    RandomClass("multi-pass depthwise moving to another position in the quadrant",
-                Reason.SIMULATOR_GAP, "open: two-pass depthwise without broadcast whose "
-                "output starts elsewhere in a quadrant; both register-exact projects "
-                "fail", _multipass_depthwise_shifted),
-    # A depthwise Conv1d moving its data (output processors other than its input's):
-    # both projects register-exact, both FAIL on every configuration tried (random
-    # 1379 on the MAX78002; one-layer probes: kernels 1, 3 and 5, processors 0-7 to
-    # 4-11, 8-15 or 40-47, all FAIL; the same layer with broadcast, and depthwise Conv2d
-    # moving its data, PASS). verify --model: every layer equals the reference run on
-    # the input as the accelerator read it, so the vendor's known answer is not the
-    # convolution the registers compute; whether the hardware computes the vendor's
-    # answer (and the model is wrong) is not known. OPEN: model or vendor.
+    # Depthwise over two passes without broadcast, on several quadrants, ending inside
+    # its last quadrant (random 1200 on the MAX78002: 96 channels on processors 4-51
+    # to 12-59; 2110: 12-59 to 0-47): both projects register-exact, both FAIL; verify
+    # --model: that layer first differs, only in channels of the last quadrant's second
+    # pass (1200: channel 94; 2110: 86, 87). The vendor lays each quadrant's bias out as
+    # many bytes a pass as the quadrant spans up to the layer's last processor
+    # (izer/kbias.py: 16, 16, 16 and 4 bytes for 1200), while the time-slot count
+    # (ONED bits 0-3, 15 in every quadrant's register) makes the model step 16: the
+    # model reads a second-pass bias 12 bytes too far (bias byte 18 instead of 6 of
+    # quadrant 3 for channel 94: 21 for -30, so 127 for 0). The vendor's known answer
+    # is computed from the bias values, not from its layout, so one of the two is
+    # wrong and no case shows which (the golden and suite layers with a partial last
+    # quadrant use broadcast; with broadcast, one pass, or a full last quadrant both
+    # readings agree, and those PASS). onnx2ai8x refuses the layer (map.bias,
+    # map/bias._check_last_quadrant) until a case shows what the hardware reads.
+    RandomClass("multi-pass depthwise ending inside its last quadrant", Reason.VENDOR_DEFECT,
+                "without broadcast the vendor's bias layout of a partial last quadrant "
+                "does not follow the time-slot count the model steps by; which is right "
+                "is unknown, its C fails; onnx2ai8x refuses the layer",
+                _multipass_depthwise_partial_quadrant, ours="refused",
+                refusal="not at its quadrant's last"),
+    # A depthwise Conv1d moving its data (output processors other than its input's:
+    # random 1379 and 1748 on the MAX78002; one-layer probes with kernels 1, 3 and 5,
+    # processors 0-7 to 4-11, 8-15 or 40-47, all FAILed). The values are right (verify
+    # --model: every layer equals the reference; the vendor's known answer has the
+    # model's values), their places are not: without broadcast the processors write
+    # in time slots, four a data memory, stepped by the time-slot offset (WPTR_TOFFS),
+    # as pass-through layers do (MOFFS unwritten there, and their known answers pass).
+    # The vendor sets that offset for depthwise Conv2d and Linear layers only
+    # (izer/backend/max7800x.py) and leaves 0 for Conv1d, so channels 4-7 land on
+    # channels 0-3 (1379: memory 0 gets channels 4-7, memory 1 nothing). In the
+    # vendor's depthwise Conv2d projects the time-slot and mask offsets are both one
+    # data memory, so they do not show which the hardware steps by; onnx2ai8x now
+    # writes the time-slot offset for Conv1d too (emit/registers/layer_geometry.py),
+    # which is right under either reading, and PASSes (not register-exact there).
     RandomClass("depthwise Conv1d moving its data", Reason.VENDOR_DEFECT,
-                "open: the vendor's known answer for a depthwise Conv1d without broadcast "
-                "is not the convolution the model computes from the same registers",
-                _moving_depthwise_conv1d),
-    # A streaming layer that reads its input with read_gap (random 1338 on the
-    # MAX78002: FIFO input, streaming layer 0 writes with write_gap 1, streaming
-    # depthwise layer 1 reads with read_gap 1 and pools 2x3 stride 3): both projects
-    # register-exact, both FAIL (verify --model: layer 1 first differs). No public case
-    # streams with read_gap. OPEN: model or vendor (the converter may have to refuse).
-    RandomClass("streaming layer reading with read_gap", Reason.SIMULATOR_GAP,
-                "open: no case streams with read_gap; both register-exact projects fail",
-                _streaming_read_gap),
+                "the vendor leaves the time-slot offset 0 for a depthwise Conv1d without "
+                "broadcast, so its channels 4-7 overwrite 0-3 and its C fails; onnx2ai8x "
+                "sets it and PASSes", _moving_depthwise_conv1d, ours=PASS),
     # calcx4 kernels short of whole columns (the class above) where the vendor's C
     # PASSes only because its known answer cannot see the defect: random 1385 (four
     # 2-bit output channels; 121 of its 124 known-answer words are 0x7f00007f, the
@@ -422,15 +430,28 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 "the vendor's pooled size is wrong on a dilated side of 1 and its C "
                 "fails; onnx2ai8x refuses the layer", _dilated_pool_side_1,
                 ours="refused", refusal="a dilated side of 1"),
-    # A linear layer with 32-bit output after other layers (random 1401 on the
-    # MAX78002: conv 1x1 on one channel, pool 3, pool 2, pass-through, then linear
-    # 1 -> 10 with 32-bit output): both projects register-exact, both FAIL; verify
-    # --model: layer 3 (the linear layer) first differs from the reference, the layers
-    # before it agree. The same linear layer alone, or with 8-bit output, PASSes.
-    # OPEN: probably the model (its 32-bit linear layer reading a moved input).
-    RandomClass("32-bit linear layer after other layers", Reason.SIMULATOR_GAP,
-                "open: the model's 32-bit linear layer differs from the reference after "
-                "other layers; both register-exact projects fail", _wide_linear_later),
+    # Two layers' kernels in one kernel word (random 1401 on the MAX78002: layer 0, a
+    # 1x1 convolution with one 8-bit kernel, and layer 3, a 4-bit linear layer 1 -> 10,
+    # both on processor 0). The vendor places a layer of extended-memory processors by
+    # searching down from the last kernel word (5119) and rounds the start down to four
+    # words (izer/kernels.py): layer 0 goes to word 5116, and layer 3's search again
+    # finds 5119 free and rounds to 5116 too. Its five bytes join layer 0's byte in that
+    # word (bytes 7-3 after layer 0's byte 8), but its mask start (MCNT, 72 units per
+    # 1x1 word: izer/backend/max7800x.py) names the whole word, so output channels 0
+    # and 1 read layer 0's byte 0x55 and every channel after reads its neighbour's
+    # kernel two places back: exactly what the model computes (verify --model: layer 3
+    # first differs; channel k gains 127 x w[k - 2]). Where the rounded word is full,
+    # the vendor stops on `kernels_used[p][col] <= 8` (random 1682: a 3x3 layer 0 in
+    # word 5116, then 64 2-bit 1x1 kernels; onnx2ai8x, copying the placement, used to
+    # write the byte into the word before and FAILed). The model reads what the
+    # registers name, so the vendor's placement is wrong: onnx2ai8x now skips a
+    # rounded start that reaches another layer's words (map/kernels._search_from_end)
+    # and PASSes; not register-exact with the vendor there.
+    RandomClass("kernels rounded into another layer's kernel word", Reason.VENDOR_DEFECT,
+                "the vendor rounds a later layer's kernel start down into a word another "
+                "layer's 1x1 kernels fill; its mask start then reads that layer's byte and "
+                "its C fails; onnx2ai8x places the kernels apart and PASSes",
+                _kernels_after_others, ours=PASS),
     # FIFO input read again (the class above) where the vendor's C PASSes only because
     # its known answer cannot see it: random 1535 on the MAX78000 (the second operand
     # of an element-wise block reads the input; 48 of the 60 known-answer data words
@@ -447,15 +468,6 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 Reason.VENDOR_DEFECT, "onnx2ai8x refuses the calcx4 layer; the vendor's "
                 "project uses read-ahead, which the model does not execute", _any_calcx4,
                 verdict=NOT_MODELLED, ours="refused", refusal="calcx4 with"),
-    # A 1x1 convolution from one processor to 64 output channels with 2-bit weights
-    # (random 1682 on the MAX78002, layer 2): the vendor tool stops on its assertion
-    # `kernels_used[p][col] <= 8` (izer/kernels.py add_kernel_data); onnx2ai8x writes a
-    # project that FAILs (verify --model: layer 2 first differs, 936 of 1248 words).
-    # OPEN (converter: its kernel packing of many narrow 1x1 kernels on one processor,
-    # or a limit it should refuse).
-    RandomClass("1x1 kernels of one processor for many outputs", Reason.CONVERTER,
-                "open: the vendor crashes packing them; onnx2ai8x writes a failing "
-                "project", _one_processor_1x1_many_outputs),
     # CHW input read again (the class above), where the vendor's C PASSes. Mostly its
     # known answer cannot see the defect: random 1218 on the MAX78002 (layers 1 and 2
     # have LCTRL0 0x00882b20 without the CHW bit 6 that layer 0's 0x00882b60 has; the

@@ -137,6 +137,13 @@ def write_pointer(hw: HwView, ctx: LayerContext, group: int) -> int:
 def write_pointer_timeslot(hw: HwView, ll: int) -> int:
     lay = hw.network.layers[ll]
     h = hw.layers[ll]
+    if h.operator is Op.CONV1D and lay.conv_groups > 1 and not h.broadcast:
+        # A depthwise layer without broadcast writes in time slots, four processors a
+        # data memory apart, as pass-through layers do (their known answers step by this
+        # offset). The vendor sets it for Conv2d and Linear only and leaves 0 for Conv1d
+        # (izer/backend/max7800x.py), so every fifth channel overwrote the first four
+        # (random 1379 on the MAX78002: its C fails; values right, placement wrong).
+        return hw.dev.data_instance_stride_words * 4
     if h.operator in (Op.CONV2D, Op.LINEAR):
         if h.kernel_size == (1, 1) and lay.conv_groups == 1:
             return 1
