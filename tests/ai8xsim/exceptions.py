@@ -468,6 +468,14 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 Reason.VENDOR_DEFECT, "onnx2ai8x refuses the calcx4 layer; the vendor's "
                 "project uses read-ahead, which the model does not execute", _any_calcx4,
                 verdict=NOT_MODELLED, ours="refused", refusal="calcx4 with"),
+    # A depthwise layer with 32-bit output (refused by onnx2ai8x, the class above) in a
+    # network whose vendor project is NOT MODELLED for another reason (read-ahead:
+    # random 1601 and 1729 on the MAX78002).
+    RandomClass("depthwise with 32-bit output; the vendor's project not modelled",
+                Reason.VENDOR_DEFECT, "onnx2ai8x refuses the depthwise layer with 32-bit "
+                "output; the vendor's project uses read-ahead, which the model does not "
+                "execute", _wide_depthwise, verdict=NOT_MODELLED, ours="refused",
+                refusal="32-bit output is not supported on a depthwise"),
     # CHW input read again (the class above), where the vendor's C PASSes. Mostly its
     # known answer cannot see the defect: random 1218 on the MAX78002 (layers 1 and 2
     # have LCTRL0 0x00882b20 without the CHW bit 6 that layer 0's 0x00882b60 has; the
