@@ -102,13 +102,11 @@ def quantized_accuracy(model: Path, calibration: Path, split: Split) -> float:
     return float((predicted == split.y_test).mean())
 
 
-def train(out: Path, log=print) -> Metrics:
-    torch.manual_seed(SEED)
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
+def fit(model: nn.Module, split: Split, log=print) -> float:
+    """Train `model` on the split's training set (Adam, cross-entropy, EPOCHS epochs of
+    seeded shuffles) and return its float accuracy on the held-out set. Shared by the
+    example's networks (train_cpu_stem.py trains its CPU-stem model the same way)."""
     generator = torch.Generator().manual_seed(SEED)
-    split = load_split()
-    model = DigitsFloat()
     x = torch.from_numpy(split.x_train)
     y = torch.from_numpy(split.y_train)
     optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
@@ -128,6 +126,16 @@ def train(out: Path, log=print) -> Metrics:
         logits = model(torch.from_numpy(split.x_test))
     acc = float((logits.argmax(1).numpy() == split.y_test).mean())
     log(f"float accuracy on {len(split.y_test)} held-out digits: {acc:.2%}")
+    return acc
+
+
+def train(out: Path, log=print) -> Metrics:
+    torch.manual_seed(SEED)
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    split = load_split()
+    model = DigitsFloat()
+    acc = fit(model, split, log)
     out.mkdir(parents=True, exist_ok=True)
     torch.onnx.export(model, (torch.from_numpy(split.x_test[:1]),),
                       str(out / "digits_float.onnx"), input_names=["image"],

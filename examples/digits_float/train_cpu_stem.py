@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import typer
 from torch import nn
-from train import BATCH, EPOCHS, HERE, LEARNING_RATE, SEED, Metrics, Split, load_split
+from train import EPOCHS, HERE, SEED, Metrics, Split, fit, load_split
 
 
 class DigitsCpuStem(nn.Module):
@@ -65,27 +65,9 @@ def train(out: Path, log=print) -> Metrics:
     torch.manual_seed(SEED)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
-    generator = torch.Generator().manual_seed(SEED)
     split = load_split()
     model = DigitsCpuStem()
-    x, y = torch.from_numpy(split.x_train), torch.from_numpy(split.y_train)
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    loss_fn = nn.CrossEntropyLoss()
-    model.train()
-    for epoch in range(EPOCHS):
-        total = 0.0
-        for idx in torch.randperm(len(y), generator=generator).split(BATCH):
-            optimizer.zero_grad()
-            loss = loss_fn(model(x[idx]), y[idx])
-            loss.backward()
-            optimizer.step()
-            total += float(loss.detach()) * len(idx)
-        log(f"  epoch {epoch + 1:2d}/{EPOCHS}: loss {total / len(y):.4f}")
-    model.eval()
-    with torch.no_grad():
-        logits = model(torch.from_numpy(split.x_test))
-    acc = float((logits.argmax(1).numpy() == split.y_test).mean())
-    log(f"float accuracy on {len(split.y_test)} held-out digits: {acc:.2%}")
+    acc = fit(model, split, log)
     out.mkdir(parents=True, exist_ok=True)
     torch.onnx.export(model, (torch.from_numpy(split.x_test[:1]),),
                       str(out / "digits_cpu_stem.onnx"), input_names=["image"],
