@@ -17,7 +17,7 @@ import numpy as np
 from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError, Diagnostic
 from .frontend import QuantizeRequest, front_end, where_of
-from .network import Network
+from .network import Network, rewire_along
 from .options import EmitOptions
 from .placement import Placement
 
@@ -215,7 +215,7 @@ def plan(model, device: Device, sidecar_path: Path | None = None,
         data_buffer=network.data_buffer is not None, pool_rounding=fe.avg_pool_rounding,
         snoop=snoop, model=where_of(model))
     hw = lower(mapped, choices)  # the one value the later stages read
-    warnings = fe.warnings + warnings + streaming_bias(placement)
+    warnings = fe.warnings + warnings + streaming_bias(placement) + _unmade_jumps(hw)
     warnings += energy_hints(placement)
     cycles = tuple(estimate_cycles(hw))
     if sidecar_path is None:
@@ -228,6 +228,31 @@ def plan(model, device: Device, sidecar_path: Path | None = None,
                                                 overlapping_layers(stated)),
                     origin=Path(sidecar_path).name if sidecar_path is not None else None),
                 warnings=warnings, implied=implied, quant=fe.quant)
+
+
+def _unmade_jumps(hw: HwNetwork) -> tuple[str, ...]:
+    """A stated `simulated_sequence` that no snoop unit makes (seed 004): the known
+    answer assumes the layers it skips do not run, but without `snoop` values the
+    sequencer runs them, so the project's check fails on the chip."""
+    from .emit.unload import simulated_layers
+    from .placement import sequence_walk
+
+    placement = hw.placement
+    stated = simulated_layers(placement)
+    if hw.choices.snoop is not None or all(pl.simulated_sequence is None
+                                           for pl in placement.layers):
+        return ()
+    plain = [dataclasses.replace(pl, simulated_sequence=None) for pl in placement.layers]
+    run = sequence_walk(plain, placement.first_layer_used)
+    if run == stated:
+        return ()
+    names = [placement.network.layers[ll].name for ll in run if ll not in stated]
+    return (f"the sidecar's simulated_sequence states the layer order "
+            f"{' -> '.join(map(str, stated))}, but it programs no snoop unit (`snoop`), so "
+            f"the accelerator runs {' -> '.join(map(str, run))}"
+            + (f" ({', '.join(names)} included)" if names else "")
+            + ": the known-answer test assumes the stated order and fails on the chip; "
+            "add the sidecar's `snoop` values or drop `simulated_sequence`",)
 
 
 def model_stem(model, network: Network | None = None) -> str:
@@ -264,18 +289,6 @@ def simulated_network(placement: Placement) -> Network:
     if all(pl.simulated_sequence is None for pl in placement.layers):
         return placement.network
     return rewire_along(placement.network, simulated_layers(placement))
-
-
-def rewire_along(network: Network, order: list[int]) -> Network:
-    """`network` with each layer reached by a jump in `order` reading the layer it was
-    reached from: what a layer reads by default is its predecessor's output, and after
-    a jump that is the layer the sequencer ran before it."""
-    layers = list(network.layers)
-    for prev, ll in zip(order, order[1:], strict=False):
-        lay = layers[ll]
-        if prev != ll - 1 and lay.in_sequences in (None, (ll - 1,)):
-            layers[ll] = dataclasses.replace(lay, in_sequences=(prev,))
-    return dataclasses.replace(network, layers=tuple(layers))
 
 
 def reference_outputs(hw: HwNetwork, sample: np.ndarray) -> list[np.ndarray]:

@@ -7,6 +7,7 @@ them.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Container
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -200,6 +201,19 @@ class Network:
     # other layer reads.
     outputs: tuple[int, ...] | None = None
     data_buffer: DataBuffer | None = None
+
+
+def rewire_along(network: Network, order: list[int]) -> Network:
+    """`network` with each layer reached by a jump in `order` (the layer order a
+    sidecar's `simulated_sequence` states, seed 004) reading the layer it was reached
+    from: what a layer reads by default is its predecessor's output, and after a jump
+    that is the layer the sequencer ran before it."""
+    layers = list(network.layers)
+    for prev, ll in zip(order, order[1:], strict=False):
+        lay = layers[ll]
+        if prev != ll - 1 and lay.in_sequences in (None, (ll - 1,)):
+            layers[ll] = dataclasses.replace(lay, in_sequences=(prev,))
+    return dataclasses.replace(network, layers=tuple(layers))
 
 
 def output_layers(network: Network) -> tuple[int, ...]:

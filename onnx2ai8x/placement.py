@@ -8,7 +8,9 @@ Kernel-memory and bias-memory allocation are computed from the Placement once, b
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .devices import Device, get_device
 from .network import Network
@@ -79,13 +81,30 @@ def layer_sequence(placement: Placement, start: int = 0) -> list[int]:
     assumes (seed 004, snoop units), else its `next_sequence`, until the end (-1) or a
     layer already run. The cycle estimate walks it from layer 0, the known answer from
     the first layer used."""
+    return sequence_walk(placement.layers, start)
+
+
+class Sequenced(Protocol):
+    """A layer with the sequencer's two links (PlacedLayer, sidecar.resolve's layers)."""
+
+    @property
+    def simulated_sequence(self) -> int | None: ...
+
+    @property
+    def next_sequence(self) -> int | None: ...
+
+
+def sequence_walk(layers: Sequence[Sequenced], start: int = 0) -> list[int]:
+    """`layer_sequence` over any layers with `simulated_sequence` and `next_sequence`
+    (a placement's, or a resolved sidecar's before there is a placement)."""
     order: list[int] = []
     ll = start
-    count = len(placement.layers)
+    count = len(layers)
     while 0 <= ll < count and ll not in order:
         order.append(ll)
-        pl = placement.layers[ll]
-        nxt = pl.simulated_sequence if pl.simulated_sequence is not None else pl.next_sequence
+        lay = layers[ll]
+        nxt = lay.simulated_sequence if lay.simulated_sequence is not None \
+            else lay.next_sequence
         if nxt is None or nxt == -1:
             break
         ll = int(nxt)

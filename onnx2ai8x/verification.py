@@ -27,9 +27,9 @@ def _references(model: Path, outcome, failed: bool) -> list[np.ndarray] | tuple[
     from ai8xsim.verify import held_input, input_tensor
     from custom_ops.numpy_ref import run_network
 
-    from .convert import rewire_along
     from .devices import get_device
     from .frontend import front_end
+    from .network import rewire_along
 
     # the layers the project runs: the conversion's front end, rewrites included
     # (pass-through element-wise layers and copies), so layer k of the reference is

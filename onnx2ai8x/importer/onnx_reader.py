@@ -211,6 +211,16 @@ def _dims_of(shape: tuple[int, ...]) -> tuple[int, int]:
     return (1, 1)
 
 
+# Layer metadata marking a layer that the stated layer order skips (a sidecar's
+# `simulated_sequence` jumps past it, seed 004): the accelerator holds the layer (a MAX78002
+# snoop unit may run it at run time) but the model's result does not read it.
+SKIPPED_KEY = "ai8x.skipped"
+
+
+def _skipped(group: _Group) -> bool:
+    return any(p.key == SKIPPED_KEY for n in group.nodes for p in n.metadata_props)
+
+
 @dataclass
 class _Group:
     """The nodes of one hardware layer, in graph order."""
@@ -461,12 +471,22 @@ class _Reader:
             if outside or to_output or t in outputs:
                 finals.append(t)
         finals = list(dict.fromkeys(finals))
+        if not finals and _skipped(group):
+            # a layer the stated layer order skips (SKIPPED_KEY): its result is the one
+            # tensor of the layer that nothing inside the layer reads
+            read = {t for n in group.nodes for t in n.input}
+            finals = list(dict.fromkeys(t for t, _ in produced if t not in read))
         if len(finals) != 1:
+            hint = "name every node of a layer <layer>/<role> and feed other layers " \
+                "only from the layer's last node"
+            if not finals:
+                hint = "remove the layer, or make its result a graph output or another " \
+                    f"layer's input (a layer a snoop unit may skip at run time: metadata " \
+                    f"`{SKIPPED_KEY}` on its nodes, as import-izer writes it)"
             raise Ai8xError("model.layer-output", group.name,
                             f"layer `{group.name}` has {len(finals)} result tensors "
                             f"({', '.join(finals) or 'none'}); a hardware layer writes one",
-                            "name every node of a layer <layer>/<role> and feed other layers "
-                            "only from the layer's last node")
+                            hint)
         return finals[0]
 
 

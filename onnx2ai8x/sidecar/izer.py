@@ -8,6 +8,7 @@ after the sidecar's `name` (or `layer<N>`) and carries the sidecar entry as JSON
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..fsutil import write_bytes_atomic
 from ..importer.checkpoint import Checkpoint, read_checkpoint
+from ..importer.onnx_reader import SKIPPED_KEY
 from ..network import Network
 from . import Sidecar, parse_file
 from .resolve import Resolved, resolve, to_network
@@ -80,18 +82,47 @@ def layer_metadata(resolved: Resolved) -> dict[str, dict[str, str]]:
     return meta
 
 
-def build_onnx(resolved: Resolved, network: Network | None = None, doc: str = ""):
+def reference_network(resolved: Resolved) -> tuple[Network, tuple[int, ...], tuple[int, ...]]:
+    """The Network the imported model computes, its output layers, and the layers the
+    stated order skips.
+
+    Without `simulated_sequence` that is the sidecar's network and its output layers
+    (`output: true`, else the final layer). A sidecar that states `simulated_sequence`
+    (seed 004: the order the known answer assumes a MAX78002 snoop unit takes at run
+    time) makes the model compute what the vendor's known answer holds: a layer reached
+    by a jump reads the layer it was reached from, the outputs are the stated path's
+    output layers and the layer where it stops, and the layers the path never reaches
+    stay in the model (the accelerator holds them) with their results unread.
+    """
+    from ..network import rewire_along
+    from ..placement import sequence_walk
+
+    network = to_network(resolved)
+    if all(lay.simulated_sequence is None for lay in resolved.layers):
+        return network, tuple(i for i, lay in enumerate(resolved.layers) if lay.output_layer), ()
+    path = sequence_walk(resolved.layers, resolved.first_layer_used)
+    outputs = tuple(ll for ll in path if resolved.layers[ll].output_layer or ll == path[-1])
+    skipped = tuple(ll for ll in range(resolved.first_layer_used, len(resolved.layers))
+                    if ll not in path)
+    network = dataclasses.replace(rewire_along(network, path), outputs=outputs)
+    return network, outputs, skipped
+
+
+def build_onnx(resolved: Resolved, doc: str = ""):
+    """The ai8x-ONNX model of a resolved vendor project: the reference_network, each
+    layer's sidecar entry as its metadata, a skipped layer marked so (SKIPPED_KEY)."""
     try:
         from custom_ops.builder import build_model
     except ImportError as exc:
         raise Ai8xError("internal.builder-missing", "custom_ops.builder",
                         f"the ai8x-ONNX builder is not available ({exc})",
                         "reinstall onnx2ai8x") from None
-    network = network or to_network(resolved)
-    # Graph outputs are the vendor's output layers (`output: true`, else the final layer).
-    outputs = [i for i, lay in enumerate(resolved.layers) if lay.output_layer]
-    return build_model(network, layer_metadata=layer_metadata(resolved), doc=doc,
-                       outputs=outputs)
+    network, outputs, skipped = reference_network(resolved)
+    meta = layer_metadata(resolved)
+    for ll in skipped:
+        meta[resolved.layers[ll].name][SKIPPED_KEY] = (
+            "the sidecar's simulated_sequence skips this layer; a snoop unit may run it")
+    return build_model(network, layer_metadata=meta, doc=doc, outputs=list(outputs))
 
 
 def import_project(config_file: Path | str, checkpoint_file: Path | str, device: Device,
@@ -116,4 +147,4 @@ def import_izer_command(config_file: Path, checkpoint_file: Path, device: Device
 
 
 __all__ = ["build_onnx", "import_izer_command", "import_project", "layer_metadata",
-           "resolve_project"]
+           "reference_network", "resolve_project"]

@@ -115,7 +115,12 @@ def stated_order(name: str) -> tuple[int, ...]:
     layer's `simulated_sequence` (a layer number or `stop`), else `next_sequence`, else
     the next layer (seed 004). The snoop cases insert no hardware layers, so sidecar and
     hardware layer numbers agree."""
-    layers = yaml.safe_load((GOLDEN / name / "network.yaml").read_text())["layers"]
+    return stated_order_of(GOLDEN / name / "network.yaml")
+
+
+def stated_order_of(sidecar: Path) -> tuple[int, ...]:
+    """`stated_order` of a sidecar file."""
+    layers = yaml.safe_load(sidecar.read_text())["layers"]
     order: list[int] = []
     ll = 0
     while ll < len(layers) and ll not in order:

@@ -8,31 +8,25 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.conftest import GOLDEN, golden_params
+from tests.golden.pipeline import stated_order, stated_order_of
 
 pytest.importorskip("torch")
 
-# Vendor behaviour this project does not reproduce, with the reason. Keep it to cases
-# whose difference is understood; everything else must be equal to the bit.
-_SIMULATED_STOP = ("the vendor's known answer follows `simulated_sequence: stop` on layer 0, "
-                   "so expected_output holds layer 0's output; the imported graph (like the "
-                   "hardware) runs the whole `next_sequence` chain and outputs the last layer")
-_SIMULATED_SKIP = ("a layer's `simulated_sequence` jumps past the next layers: the vendor's "
-                   "known answer assumes the MAX78002 snoop unit skips them at run time (a "
-                   "data-dependent jump), while the static ONNX graph follows `next_sequence` "
-                   "through every layer; a skipped binary depthwise layer (weights -1) "
-                   "negates the data, so every value differs in sign")
-KNOWN_DIFFERENCES: dict[str, str] = {
-    "ai87-suite-snoop-noxval": _SIMULATED_STOP,
-    "ai87-suite-snoop2-noxval": _SIMULATED_STOP,
-    "ai87-suite-snoop2-stop": _SIMULATED_STOP,
-    "ai87-suite-snoop-skipl1": _SIMULATED_SKIP,
-    "ai87-suite-snoop2-skip": _SIMULATED_SKIP,
-}
+
+def checked_layers(name: str | Path, resolved) -> list:
+    """The layers the vendor's known answer checks: the output layers along the layer
+    order the sidecar states (`simulated_sequence`, else `next_sequence`), and the layer
+    where that order stops (seed 004). `name`: a golden case, or a sidecar's path."""
+    order = stated_order_of(name) if isinstance(name, Path) else stated_order(name)
+    return [resolved.layers[ll] for ll in order
+            if resolved.layers[ll].output_layer or ll == order[-1]]
+
 
 # Data memory geometry (vendor izer/tornadocnn.py): base of data SRAM, distance between
 # processor groups, and 32-bit words per memory instance (one instance per 4 processors).
@@ -143,7 +137,7 @@ def test_import_matches_expected_output(name, tmp_path):
     x = fit_to_input(sample, len(inp.shape), str(case_dir / "sample.npy"))
     outputs = session.run(None, {inp.name: x})
 
-    out_layers = [lay for lay in resolved.layers if lay.output_layer]
+    out_layers = checked_layers(name, resolved)
     assert len(outputs) == len(out_layers)
     words: dict[int, int] = {}
     for lay, out in zip(out_layers, outputs, strict=True):
@@ -154,8 +148,6 @@ def test_import_matches_expected_output(name, tmp_path):
                                    lay.write_gap))
     expected = json.load(gzip.open(case_dir / "expected.json.gz"))["expected_output"]
     problems = _compare(expected, words)
-    if name in KNOWN_DIFFERENCES:
-        pytest.xfail(KNOWN_DIFFERENCES[name])
     assert not problems, "\n".join(problems)
 
 
@@ -172,16 +164,13 @@ def test_output_layout_covers_expected_addresses(name):
     resolved = resolve_project(case_dir / "network.yaml", case_dir / "checkpoint.pth.tar",
                                get_device(case["device"]), case_dir / "sample.npy")
     words: dict[int, int] = {}
-    for lay in resolved.layers:
-        if lay.output_layer:
-            zeros = np.zeros((lay.output_channels, *lay.output_dim), dtype=np.int64)
-            words.update(layout_output(zeros, case["device"], lay.out_offset,
-                                       lay.output_processor_map, lay.output_width,
-                                       lay.write_gap))
+    for lay in checked_layers(name, resolved):
+        zeros = np.zeros((lay.output_channels, *lay.output_dim), dtype=np.int64)
+        words.update(layout_output(zeros, case["device"], lay.out_offset,
+                                   lay.output_processor_map, lay.output_width,
+                                   lay.write_gap))
     expected = json.load(gzip.open(case_dir / "expected.json.gz"))["expected_output"]
     addresses = {a + 4 * i for a, _, values in expected for i in range(len(values))}
-    if KNOWN_DIFFERENCES.get(name) == _SIMULATED_STOP:  # a different layer is checked
-        pytest.xfail(KNOWN_DIFFERENCES[name])
     assert addresses == set(words)
 
 
