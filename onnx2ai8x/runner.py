@@ -96,6 +96,10 @@ def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
 
     try:
         mapping = model_mapping(model)
+    except Ai8xError as err:
+        if err.code == "model.metadata":
+            raise  # a damaged input mapping: said, not ignored
+        return None  # an unreadable model is reported by _session
     except Exception:  # noqa: BLE001 - an unreadable model is reported by _session
         return None
     if mapping is None:

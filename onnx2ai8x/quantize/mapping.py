@@ -64,12 +64,61 @@ class InputMapping:
 
     @classmethod
     def from_metadata(cls, props: dict[str, str]) -> InputMapping | None:
+        """The mapping a model's metadata records (None: it records none). Damaged
+        values are refused, not guessed: a wrong scale or layout would quantize every
+        sample wrongly without a word."""
         if KEY_SCALE not in props:
             return None
-        perm = tuple(json.loads(props.get(KEY_PERM, "[]")))
-        shape = tuple(json.loads(props.get(KEY_SHAPE, "[]")))
-        offset = tuple(float(v) for v in json.loads(props.get(KEY_OFFSET, "[]")))
-        return cls(float(props[KEY_SCALE]), perm, shape, offset)
+        scale = _number(props, KEY_SCALE)
+        if not 0 < scale < float("inf"):
+            raise _damaged(KEY_SCALE, f"the input scale is {scale}; it must be positive")
+        perm = _integers(props, KEY_PERM)
+        shape = _integers(props, KEY_SHAPE)
+        if sorted(perm) != list(range(len(perm))) or not perm or perm[0] != 0:
+            raise _damaged(KEY_PERM, f"{list(perm)} is not a layout permutation with the "
+                           "batch axis first")
+        if len(shape) not in (2, 3) or min(shape) < 1:
+            raise _damaged(KEY_SHAPE, f"{list(shape)} is not an input shape (C, H, W) or "
+                           "(C, L) of positive sizes")
+        offset: tuple[float, ...] = ()
+        if KEY_OFFSET in props:
+            values = _json(props, KEY_OFFSET)
+            if not isinstance(values, list) or len(values) != shape[0] or not all(
+                    isinstance(v, int | float) and not isinstance(v, bool)
+                    and np.isfinite(v) for v in values):
+                raise _damaged(KEY_OFFSET, f"the offset must be {shape[0]} finite numbers, "
+                               "one per input channel")
+            offset = tuple(float(v) for v in values)
+        return cls(scale, perm, shape, offset)
+
+
+def _damaged(key: str, why: str) -> Ai8xError:
+    return Ai8xError("model.metadata", key, f"the model's input mapping is damaged: {why}",
+                     "quantize the float model again (onnx2ai8x quantize), or remove the "
+                     "ai8x.input_* metadata to feed int8 samples")
+
+
+def _json(props: dict[str, str], key: str) -> object:
+    try:
+        return json.loads(props[key])
+    except (json.JSONDecodeError, RecursionError, KeyError):
+        raise _damaged(key, f"`{key}` is {'missing' if key not in props else 'not JSON'}") \
+            from None
+
+
+def _number(props: dict[str, str], key: str) -> float:
+    try:
+        return float(props[key])
+    except ValueError:
+        raise _damaged(key, f"`{key}` is {props[key][:40]!r}, not a number") from None
+
+
+def _integers(props: dict[str, str], key: str) -> tuple[int, ...]:
+    values = _json(props, key)
+    if not isinstance(values, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise _damaged(key, f"`{key}` must be a list of integers")
+    return tuple(values)
 
 
 def model_mapping(path) -> InputMapping | None:
