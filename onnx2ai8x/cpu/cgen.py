@@ -269,25 +269,6 @@ def scratch_bytes(segments: Sequence[Segment]) -> int:
     return -(-need // ALIGN) * ALIGN
 
 
-def footprint(segments: Sequence[Segment]) -> tuple[int, int]:
-    """(bytes of constant data — weights, bias, requantization, tables, geometry — that
-    go to flash, bytes of the static scratch arena in SRAM) of the rendered C; the
-    kernels' code (a few KB) is not counted."""
-    const = 0
-    for seg in segments:
-        for op in seg.ops:
-            for arr, width in ((op.weights, 1), (op.bias, 4), (op.multiplier, 4),
-                               (op.shift, 1), (op.table, 4 if op.kind == K.SOFTMAX else 1)):
-                if arr is not None and (arr is not op.multiplier or op.kind not in
-                                        (K.ADD, K.MUL)):
-                    const += arr.size * width
-            if op.kind in (K.CONV, K.MAXPOOL, K.AVGPOOL):
-                const += 15 * 4  # cpu_window_t
-            elif op.kind in (K.TRANSPOSE, K.ADD, K.MUL):
-                const += 2 * 4 * len(op.out_shape)  # dims and strides
-    return const, scratch_bytes(segments)
-
-
 def render(segments: Sequence[Segment]) -> dict[str, str]:
     """{"cpu_layers.c": text, "cpu_layers.h": text} for the segments, in order."""
     names = [seg.name for seg in segments]

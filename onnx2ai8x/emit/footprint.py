@@ -7,10 +7,12 @@ What the estimate counts, read from the generated C itself so that it follows wh
 the emitter writes:
 
 - the arrays: every `static [const] uintN_t name[] = MACRO;` (or with a size and no
-  initializer) in the project's .c files, its element count read from the macro's
-  initializer in the headers (the expected output only where main.c checks it). A
-  const array is flash; an initialized one is flash and SRAM (its initial values are
-  copied at start-up); one without initializer is SRAM.
+  initializer, or with a size and its values in place, as the Arm-core layers of
+  --cpu-fallback write them) in the project's .c files, a macro's element count read
+  from its initializer in the headers (the expected output only where main.c checks
+  it). A const array is flash; an initialized one is flash and SRAM (its initial values
+  are copied at start-up); one without initializer is SRAM. The Arm-core layers'
+  constant arrays and window records (cpu_layers.c) are weights.
 - the code: a fixed part (the SDK's start-up, drivers and C library a project links)
   plus a cost per C statement of the project's own sources (register writes, mostly).
   The fixed part is the device's (`Device.firmware_code_bytes`); both are calibrated on
@@ -35,7 +37,10 @@ CODE_BYTES_PER_TWO_STATEMENTS = 9
 _ELEMENT = {"int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4,
             "uint32_t": 4}
 _ARRAY = re.compile(r"^\s*static\s+(const\s+)?(u?int(?:8|16|32)_t)\s+(\w+)\s*"
-                    r"\[\s*(\w*)\s*\]\s*(?:=\s*(\w+)\s*)?;", re.M)
+                    r"\[\s*(\w*)\s*\]\s*(?:=\s*(\w+)\s*;|;|=\s*\{)", re.M)
+# a constant record of 32-bit fields with its values in place (the Arm-core layers'
+# `cpu_window_t` geometry, cpu/templates/cpu_layers.c.j2)
+_RECORD = re.compile(r"^\s*static\s+const\s+\w+_t\s+\w+\s*=\s*\{([^{};]*)\}\s*;", re.M)
 _MACRO = re.compile(r"^#define\s+(\w+)\s*\{(.*?)\}", re.M | re.S)
 
 
@@ -85,18 +90,22 @@ def estimate(files: dict[str, bytes], device: Device) -> Footprint:
         if not name.endswith(".c"):
             continue
         statements += _statements(text)
+        cpu = name.endswith("cpu_layers.c")
+        for m in _RECORD.finditer(text):
+            weights += 4 * len([f for f in m.group(1).split(",") if f.strip()])
         for m in _ARRAY.finditer(text):
             const, kind, array, size, macro = m.groups()
+            inline = m.group(0).rstrip().endswith("{")
             n = counts.get(macro, 0) if macro else (int(size) if size.isdigit() else 0)
             nbytes = n * _ELEMENT[kind]
-            if not (const or macro):
+            if not (const or macro or inline):
                 sram += nbytes
                 continue
             if not const:
                 sram += nbytes
             if array == "sample_output" and not checked:
                 continue
-            if array.startswith(("kernels", "bias")):
+            if cpu or array.startswith(("kernels", "bias")):
                 weights += nbytes
             elif array.startswith(("input", "sample_output")):
                 known += nbytes

@@ -134,13 +134,23 @@ def test_c_runs_clean_under_the_sanitizers():
             assert np.array_equal(out[t][0], want[t]), seg.name
 
 
-def test_footprint_counts_the_constants():
+def test_the_fit_check_counts_the_arm_layers_constants():
+    """The project's flash estimate (emit/footprint.py) reads cpu_layers.c as written:
+    its constant arrays and window records as weights, its scratch arena as SRAM."""
+    from onnx2ai8x.devices import MAX78000
+    from onnx2ai8x.emit.footprint import estimate
+
     w = np.ones((16, 3, 5, 5), dtype=np.int8)
     conv = K.conv("c", "x", "y", (3, 8, 8), w, None, [1] * 16, [0] * 16)
     dense = K.dense("d", "y", "z", conv.out_shape, np.ones((10, 16 * 4 * 4)), None, 1, 0)
     soft = K.softmax("s", "z", "p", (10,), 0.1)
-    const, scratch = cgen.footprint([K.segment("f", [conv, dense, soft])])
-    # weights + int32 bias + int32 multipliers + shifts + window geometry, per layer
+    files = {k: v.encode() for k, v in cgen.render([K.segment("f", [conv, dense, soft])])
+             .items()}
+    fp = estimate(files, MAX78000)
+    # weights + int32 bias + int32 multipliers + shifts + window geometry (15 fields),
+    # per layer, and the softmax table
     want = (16 * 75 + 16 * 4 + 16 * 4 + 16 + 60) + (10 * 256 + 10 * 4 + 4 + 1) + 256 * 4
-    assert const == want
-    assert scratch == 16 * 4 * 4 + 12  # y (256 bytes) and z (10, rounded up to 12) coexist
+    assert fp.weights == want
+    assert (fp.known_answer, fp.other_flash) == (0, 0)
+    # y (256 bytes) and z (10, rounded up to 12) coexist in the scratch arena
+    assert fp.sram == MAX78000.firmware_sram_bytes + 16 * 4 * 4 + 12
