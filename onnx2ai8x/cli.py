@@ -96,18 +96,6 @@ def _device(name: str):
     return get_device(name)
 
 
-def _require_file(path: Path, what: str) -> None:
-    try:
-        found = path.is_file()
-    except (OSError, ValueError) as exc:  # a name too long, or not a path at all
-        raise Ai8xError("usage.missing-file", str(path),
-                        f"{what} cannot be opened ({getattr(exc, 'strerror', None) or exc})",
-                        "check the path", exit_code=EXIT_USAGE) from None
-    if not found:
-        raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
-                        "check the path", exit_code=EXIT_USAGE)
-
-
 # convert's options, declared once here so the command's signature stays one line per
 # option (Typer reads them from the annotations).
 OutputDirOpt = Annotated[Path | None, typer.Option(
@@ -350,100 +338,43 @@ def convert_cmd(
     # every parameter is an option value: hand them on as one record
     args = ConvertArgs.from_cli(**locals())
     dev = _device(args.device)
-    sdk = _check_convert_args(args)
-    result = _run_convert(args, dev)
+    sdk = _build_sdk(args) if args.build else None
+    result = _convert(args, dev)
+    if result.quant_table is not None and args.progress and not args.cpu_fallback:
+        typer.echo(result.quant_table)  # a float model: how it was quantized
     _warn(result.warnings)
     built = None
     if args.build:
         from .emit.build import build_project
 
         built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
-    checked = _verify_written(args, result.layer_order) if args.verify else None
+    checked = _verify_written(result) if args.verify else None
     _print_convert(args, dev, result, built, checked)
     if checked is not None:
         _print_verified(args, checked)
 
 
-def _check_convert_args(args: ConvertArgs):
-    """Everything checkable before any work: the inputs exist, the output may be written,
-    the option values are in range, and --build can run (its SDK, returned)."""
-    from .options import EmitOptions
+def _build_sdk(args: ConvertArgs):
+    """--build checked before any work: its tools and SDK (returned) are there, so a
+    build that cannot run leaves no project behind."""
+    from .emit.build import check_build_tools, find_sdk
 
-    _require_file(args.model, "model")
-    if args.sidecar is not None:
-        _require_file(args.sidecar, "sidecar")
-    if args.sample_input is not None:
-        _require_file(args.sample_input, "sample input")
-    check_output(args.out, (args.model, args.sidecar, args.sample_input, args.calibration,
-                            args.labels, args.weight_bits),
-                 directory=True, overwrite=args.overwrite)
-    sdk = None
-    if args.build:
-        from .emit.build import check_build_tools, find_sdk
-
-        # Before anything is written: a build that cannot run leaves no project behind.
-        check_build_tools(riscv=args.options["riscv"])
-        sdk = find_sdk(args.maxim_path, args.out)
-    # option values in range, for the part, before any work
-    EmitOptions.from_cli(_device(args.device), **args.options)
-    return sdk
+    check_build_tools(riscv=args.options["riscv"])
+    return find_sdk(args.maxim_path, args.out)
 
 
-def _from_float(args: ConvertArgs, dev, calibration: Path | None):
-    from .convert import convert_float
+def _convert(args: ConvertArgs, dev):
+    """The conversion: one call of the Python API, which takes every decision (model
+    kind, calibration, vendor-export recovery, CPU fallback) and checks every input."""
+    from . import api
 
-    result, qtable = convert_float(
-        args.model, dev, args.out, calibration=calibration, labels=args.labels,
-        method=args.calibration_method, percentile=args.percentile,
-        weight_bits=args.weight_bits, sidecar=args.sidecar, sample_input=args.sample_input,
-        overwrite=args.overwrite, options=args.options, progress=args.progress,
-        accept_loss=args.accept_loss, shift_quantile=args.shift_quantile)
-    if args.progress:
-        typer.echo(qtable)
-    return result
-
-
-def _run_convert(args: ConvertArgs, dev):
-    """The conversion: an ai8x-ONNX model directly, a float model through the quantizer."""
-    from .convert import ConvertRequest, convert
-    from .frontend import QuantizeRequest
-
-    if args.cpu_fallback:
-        from .partition.project import convert_cpu_fallback
-
-        return convert_cpu_fallback(args, dev)
-    if args.calibration is not None:
-        try:
-            return _from_float(args, dev, args.calibration)
-        except Ai8xError as exc:  # a refused layer: the CPU could run it (issue 28)
-            from .partition.split import with_fallback_hint
-
-            raise with_fallback_hint(exc) from None
-    try:
-        # (the quantize request applies only when the model turns out to be a float
-        # model the front end recovers exactly: a vendor export)
-        result = convert(ConvertRequest(
-            model=args.model, device=dev, output=args.out, sidecar=args.sidecar,
-            sample_input=args.sample_input, overwrite=args.overwrite, options=args.options,
-            progress=args.progress, quantize=QuantizeRequest(
-                accept_loss=args.accept_loss, shift_quantile=args.shift_quantile,
-                sample=args.sample_input)))
-        if result.quant is not None and args.progress:
-            # a float model the front end recovered exactly (a vendor export)
-            typer.echo(result.quant.table())
-        return result
-    except Ai8xError as exc:
-        if exc.code != "model.input-type":
-            raise
-        # A standard float model: quantized exactly when it holds the integers (a vendor
-        # export), else the error asks for calibration data. An ai8x-ONNX model with a
-        # wrong input type keeps the reader's message.
-        try:
-            return _from_float(args, dev, None)
-        except Ai8xError as float_exc:
-            if float_exc.code == "float.already-ai8x":
-                raise exc from None
-            raise
+    return api.convert(
+        args.model, dev, args.out, sidecar=args.sidecar, sample=args.sample_input,
+        overwrite=args.overwrite, calibration=args.calibration,
+        calibration_method=args.calibration_method, percentile=args.percentile,
+        weight_bits=args.weight_bits, labels=args.labels, accept_loss=args.accept_loss,
+        shift_quantile=args.shift_quantile, cpu_fallback=args.cpu_fallback,
+        progress=args.progress, **args.options)
 
 
 def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
@@ -469,17 +400,16 @@ def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
             typer.echo(describe(built, dev))
 
 
-def _verify_written(args: ConvertArgs, layer_order: tuple[int, ...] | None):
+def _verify_written(result):
     """--verify: the written project on the virtual accelerator (the result; printed
     by _print_verified, or inside the JSON document with --json)."""
-    from .verification import verify as run_verify
+    from . import api
 
     # The project's annotated copy is the ai8x-ONNX it was built from (for a float model,
     # the quantized one), so the layer-by-layer reference can run on it. A project whose
     # snoop units choose the layer order is run along the order its known answer assumes.
-    annotated = args.out / f"{args.model.stem}.onnx"
-    return run_verify(args.out, model=annotated if annotated.is_file() else args.model,
-                      layer_order=layer_order)
+    return api.verify(result.output, model=result.model_file,
+                      layer_order=result.layer_order)
 
 
 def _print_verified(args: ConvertArgs, checked) -> None:
@@ -530,13 +460,7 @@ def check_cmd(
     """
     from .api import check
 
-    dev = _device(device)
-    _require_file(model, "model")
-    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file"),
-                       (calibration, "calibration data")):
-        if path is not None:
-            _require_file(path, what)
-    result = check(model, dev, sidecar=sidecar, calibration=calibration,
+    result = check(model, _device(device), sidecar=sidecar, calibration=calibration,
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
                    overlap_data=overlap_data, onnx_checker=True)
@@ -546,15 +470,6 @@ def check_cmd(
     elif not quiet:
         typer.echo(result.summary)
         typer.echo("ok: the model fits the device")
-
-
-def _plan_any(model: Path, dev, sidecar: Path | None, quantize, **kw):
-    """api.plan_any, the calibration data checked first."""
-    from .api import plan_any
-
-    if quantize.calibration is not None:
-        _require_file(quantize.calibration, "calibration data")
-    return plan_any(model, dev, sidecar, quantize, **kw)
 
 
 def sidecar_cmd(
@@ -572,23 +487,20 @@ def sidecar_cmd(
 
     Example: onnx2ai8x sidecar model.onnx --device MAX78000 -o model.yaml
     """
+    from .api import check
     from .fsutil import write_text_atomic
 
     dev = _device(device)
-    _require_file(model, "model")
-    if sidecar is not None:
-        _require_file(sidecar, "sidecar")
     if output is not None:
-        check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
-    from .frontend import QuantizeRequest
-
-    result = _plan_any(model, dev, sidecar, QuantizeRequest(calibration=calibration),
-                       overlap_data=overlap_data)
+        check_output(output, (model, sidecar, calibration), directory=False,
+                     overwrite=overwrite)
+    result = check(model, dev, sidecar=sidecar, calibration=calibration,
+                   overlap_data=overlap_data)
     _warn(result.warnings)
     if output is None:
-        typer.echo(result.sidecar_text, nl=False)
+        typer.echo(result.sidecar, nl=False)
     else:
-        write_text_atomic(output, result.sidecar_text)
+        write_text_atomic(output, result.sidecar)
         typer.echo(f"wrote {output}")
 
 
@@ -609,22 +521,20 @@ def run_cmd(
     """
     import numpy as np
 
+    from .api import run
     from .fsutil import save_arrays_atomic
-    from .runner import run_file
 
-    _require_file(model, "model")
-    _require_file(input, "input")
     if output is not None:
         check_output(output, (model, input), directory=False, overwrite=overwrite)
         check_array_output(output)
-    names, outputs = run_file(model, input)
+    outputs = run(model, input)
     if output is None:
-        for name, arr in zip(names, outputs, strict=True):
+        for name, arr in outputs.items():
             typer.echo(f"{name}: shape {tuple(arr.shape)} dtype {arr.dtype}")
             typer.echo(np.array2string(arr, threshold=64))
     else:
-        save_arrays_atomic(output, names, outputs)
-        typer.echo(f"wrote {output} ({', '.join(names)})")
+        save_arrays_atomic(output, list(outputs), list(outputs.values()))
+        typer.echo(f"wrote {output} ({', '.join(outputs)})")
 
 
 def import_izer_cmd(
@@ -646,20 +556,10 @@ def import_izer_cmd(
     Example: onnx2ai8x import-izer --config-file net.yaml --checkpoint-file net-q.pth.tar
     --sample sample_net.npy --device MAX78000 -o net.onnx
     """
-    dev = _device(device)
-    _require_file(config_file, "config file")
-    _require_file(checkpoint_file, "checkpoint file")
-    if sample is not None:
-        _require_file(sample, "sample")
-    check_output(output, (config_file, checkpoint_file, sample), directory=False,
-                 overwrite=overwrite)
-    try:
-        from .sidecar.izer import import_izer_command
-    except ImportError as exc:  # torch is only needed here
-        raise Ai8xError("usage.torch-missing", "import-izer",
-                        f"the importer needs PyTorch ({exc})",
-                        "pip install 'onnx2ai8x[torch]'", exit_code=EXIT_USAGE) from None
-    import_izer_command(config_file, checkpoint_file, dev, output, sample)
+    from .api import import_izer
+
+    import_izer(config_file, checkpoint_file, _device(device), sample=sample,
+                output=output, overwrite=overwrite)
     typer.echo(f"wrote {output}")
 
 
@@ -692,18 +592,7 @@ def quantize_cmd(
     """
     from .api import quantize
 
-    dev = _device(device)
-    _require_file(model, "model")
-    for path, what in ((calibration, "calibration data"), (labels, "labels"),
-                       (weight_bits, "weight-bits file")):
-        if path is not None:
-            _require_file(path, what)
-    inputs = (model, calibration, labels, weight_bits)
-    check_output(output, inputs, directory=False, overwrite=overwrite)
-    # the report beside the output is an output too: never replaced without --overwrite
-    report = report if report is not None else output.parent / "report.json"
-    check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
-    result = quantize(model, dev, calibration=calibration, output=output, report=report,
+    result = quantize(model, _device(device), calibration=calibration, output=output, report=report,
                       overwrite=overwrite, labels=labels,
                       calibration_method=calibration_method, percentile=percentile,
                       weight_bits=weight_bits, accept_loss=accept_loss,
@@ -711,11 +600,12 @@ def quantize_cmd(
     _warn(result.warnings)
     if json_out:
         data = json.loads(result.report_json)
-        data.update(output=str(output), report=str(report))  # where they were written
+        # where they were written
+        data.update(output=str(result.output), report=str(result.report_file))
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not quiet:
         typer.echo(result.table)
-        typer.echo(f"wrote {output} and {report}")
+        typer.echo(f"wrote {result.output} and {result.report_file}")
 
 
 def verify_cmd(
@@ -757,15 +647,10 @@ def verify_cmd(
 
     Example: onnx2ai8x verify snoopnet/ --layer-order 0,3
     """
+    from .api import verify
     from .verification import to_json
-    from .verification import verify as run_verify
 
-    if model is not None:
-        _require_file(model, "model")
-    if not project.is_dir():
-        raise Ai8xError("usage.missing-file", str(project), "project directory not found",
-                        "pass the directory the converter wrote", exit_code=EXIT_USAGE)
-    result = run_verify(project, model=model, stop_after=stop_after, dump=output,
+    result = verify(project, model=model, stop_after=stop_after, dump=output,
                         layer_order=_layer_order(layer_order))
     if json_out:
         typer.echo(to_json(result))
