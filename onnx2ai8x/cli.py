@@ -43,6 +43,17 @@ def _new_app() -> typer.Typer:
     )
 
 
+def ModelArg(help: str):  # noqa: N802 - reads as the annotation it makes
+    """The model argument every command but verify and import-izer takes first."""
+    return Annotated[Path, typer.Argument(metavar="MODEL.onnx", help=help)]
+
+
+def OutputFileOpt(help: str, required: bool = False):  # noqa: N802
+    """`--output/-o` of a command that writes one file."""
+    return Annotated[Path if required else Path | None,
+                     typer.Option("--output", "-o", help=help)]
+
+
 DeviceOpt = Annotated[str, typer.Option("--device", "-d",
                                         help="Target device: MAX78000 or MAX78002.")]
 SidecarOpt = Annotated[Path | None, typer.Option(
@@ -52,7 +63,8 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 CalibrationOpt = Annotated[Path | None, typer.Option(
     "--calibration", help="Float samples (.npy, N x the model's input shape) to quantize "
-                          "a standard float ONNX model with.")]
+                          "a standard float ONNX model with; not needed for an export of "
+                          "integer weights (the vendor's).")]
 LabelsOpt = Annotated[Path | None, typer.Option(
     "--labels", help="Class labels of the calibration samples (.npy): the report adds "
                      "float and quantized accuracy.")]
@@ -272,8 +284,8 @@ class ConvertArgs:
 
 
 def convert_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
-                                          help="ai8x-ONNX model to convert.")],
+    model: ModelArg("ai8x-ONNX model to convert (or a standard float model, with "
+                    "--calibration)."),
     device: DeviceOpt = "MAX78000",
     output: OutputDirOpt = None,
     sidecar: SidecarOpt = None,
@@ -437,9 +449,8 @@ def _warn(warnings: tuple[str, ...]) -> None:
 
 
 def check_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
-                                          help="ai8x-ONNX model to check (or a standard "
-                                               "float model, with --calibration).")],
+    model: ModelArg("ai8x-ONNX model to check (or a standard float model, with "
+                    "--calibration)."),
     device: DeviceOpt = "MAX78000",
     sidecar: SidecarOpt = None,
     overlap_data: OverlapOpt = False,
@@ -473,17 +484,22 @@ def check_cmd(
 
 
 def sidecar_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="ai8x-ONNX model.")],
+    model: ModelArg("ai8x-ONNX model (or a standard float model, with --calibration)."),
     device: DeviceOpt = "MAX78000",
-    output: Annotated[Path | None, typer.Option("--output", "-o",
-                                                help="Where to write the YAML "
-                                                     "(default: stdout).")] = None,
+    output: OutputFileOpt("Where to write the YAML (default: stdout).") = None,
     sidecar: SidecarOpt = None,
     overlap_data: OverlapOpt = False,
     calibration: CalibrationOpt = None,
+    calibration_method: MethodOpt = None,
+    percentile: PercentileOpt = None,
+    weight_bits: WeightBitsOpt = None,
+    accept_loss: AcceptLossOpt = False,
     overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
+
+    A float model is quantized first as `convert --calibration` does, so the sidecar is
+    the one the conversion writes into the project.
 
     Example: onnx2ai8x sidecar model.onnx --device MAX78000 -o model.yaml
     """
@@ -492,9 +508,11 @@ def sidecar_cmd(
 
     dev = _device(device)
     if output is not None:
-        check_output(output, (model, sidecar, calibration), directory=False,
+        check_output(output, (model, sidecar, calibration, weight_bits), directory=False,
                      overwrite=overwrite)
     result = check(model, dev, sidecar=sidecar, calibration=calibration,
+                   calibration_method=calibration_method, percentile=percentile,
+                   weight_bits=weight_bits, accept_loss=accept_loss,
                    overlap_data=overlap_data)
     _warn(result.warnings)
     if output is None:
@@ -505,14 +523,13 @@ def sidecar_cmd(
 
 
 def run_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="ai8x-ONNX model.")],
+    model: ModelArg("ai8x-ONNX model."),
     input: Annotated[Path, typer.Option("--input", "-i",
                                         help="Input sample (.npy): integers in "
                                              "[-128, 127], (C,H,W), (C,L) or with a "
                                              "batch dimension.")],
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Where to write the result (.npy, or .npz with one "
-                               "array per graph output when there are several).")] = None,
+    output: OutputFileOpt("Where to write the result (.npy, or .npz with one array per "
+                          "graph output when there are several).") = None,
     overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels.
@@ -545,8 +562,7 @@ def import_izer_cmd(
                                                   help="Quantized checkpoint "
                                                        "(.pth.tar).")],
     device: DeviceOpt = "MAX78000",
-    output: Annotated[Path, typer.Option("--output", "-o",
-                                         help="ONNX file to write.")] = Path("model.onnx"),
+    output: OutputFileOpt("ONNX file to write.", required=True) = Path("model.onnx"),
     sample: Annotated[Path | None, typer.Option(
         "--sample", help="Sample input (.npy) giving the input shape.")] = None,
     overwrite: OverwriteFileOpt = False,
@@ -564,14 +580,9 @@ def import_izer_cmd(
 
 
 def quantize_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
-                                          help="Standard float ONNX model.")],
-    output: Annotated[Path, typer.Option("--output", "-o",
-                                         help="ai8x-ONNX file to write.")],
-    calibration: Annotated[Path | None, typer.Option(
-        "--calibration", help="Float samples (.npy, N x the model's input shape); not "
-                              "needed for exports of integer weights (the vendor's).")
-                           ] = None,
+    model: ModelArg("Standard float ONNX model."),
+    output: OutputFileOpt("ai8x-ONNX file to write.", required=True),
+    calibration: CalibrationOpt = None,
     device: DeviceOpt = "MAX78000",
     labels: LabelsOpt = None,
     calibration_method: MethodOpt = None,
@@ -620,9 +631,8 @@ def verify_cmd(
         help="Stop after layer N and write its output as it sits "
                                     "in data memory (.memory.txt) and as a tensor "
                                     "(.npy).")] = None,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Directory for the --stop-after files (default: "
-                               "PROJECT/verify-layerN).")] = None,
+    output: OutputFileOpt("Directory for the --stop-after files (default: "
+                          "PROJECT/verify-layerN).") = None,
     layer_order: Annotated[str | None, typer.Option(
         "--layer-order", metavar="L0,L1,...",
         help="For a project whose snoop units choose the layer order (MAX78002): the "
