@@ -8,9 +8,10 @@ and its `exit_code` the code the command line exits with (1 invalid model or lim
 2 usage, 3 not modelled).
 
 The functions keep no state between calls and write nothing but the output they are
-given (`check` writes nothing at all), so they may run in several processes at once:
-a search over architectures checks candidates in a loop, or fans them out over a
-process pool (README, "Python API").
+given (`check` writes nothing at all; `convert(..., cpu_fallback=True)` also cuts the
+model into part files in a private temporary directory, removed when it returns), so
+they may run in several processes at once: a search over architectures checks
+candidates in a loop, or fans them out over a process pool (README, "Python API").
 
 The command line is a layer over these functions: each command parses its arguments,
 makes one call here and prints the value it gets back (`convert --build` and

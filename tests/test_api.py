@@ -220,3 +220,22 @@ def test_import_izer_in_memory_and_written(tmp_path, monkeypatch):
     with pytest.raises(onnx2ai8x.Ai8xError) as err:
         api.import_izer("nope.yaml", "net.pth.tar", "MAX78000")
     assert err.value.code == "usage.missing-file" and err.value.exit_code == 2
+
+
+def _convert_into(output: str) -> str:
+    return str(api.convert(DIGITS, "MAX78000", output, sample=SAMPLE).output)
+
+
+def test_convert_from_several_processes_at_once(tmp_path):
+    """Conversions running at the same time in separate processes write the same
+    project, each into its own output and nowhere else."""
+    outputs = [str(tmp_path / f"p{k}") for k in range(4)]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        assert list(pool.map(_convert_into, outputs)) == outputs
+    first = {p.relative_to(outputs[0]): p.read_bytes()
+             for p in sorted(Path(outputs[0]).rglob("*")) if p.is_file()}
+    assert "cnn.c" in {str(k) for k in first}
+    for out in outputs[1:]:
+        assert {p.relative_to(out): p.read_bytes()
+                for p in sorted(Path(out).rglob("*")) if p.is_file()} == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"p{k}" for k in range(4)]
