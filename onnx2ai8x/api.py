@@ -1,4 +1,5 @@
-"""The public Python API: `check`, `convert`, `quantize`, `verify`, `run` (issue 27).
+"""The public Python API: `check`, `convert`, `quantize`, `verify`, `run` and
+`import_izer` (issue 27).
 
 Each takes a model as a path, the bytes of an ONNX file, a ModelProto (onnx's or
 onnx2ai8x.onnxpb's) or a Network, and returns a frozen value. A model the converter
@@ -7,9 +8,17 @@ and its `exit_code` the code the command line exits with (1 invalid model or lim
 2 usage, 3 not modelled).
 
 The functions keep no state between calls and write nothing but the output they are
-given (`check` writes nothing at all), so they may run in several processes at once:
-a search over architectures checks candidates in a loop, or fans them out over a
-process pool (README, "Python API"). The command line is a layer over these functions.
+given (`check` writes nothing at all; `convert(..., cpu_fallback=True)` also cuts the
+model into part files in a private temporary directory, removed when it returns), so
+they may run in several processes at once: a search over architectures checks
+candidates in a loop, or fans them out over a process pool (README, "Python API").
+
+The command line is a layer over these functions: each command parses its arguments,
+makes one call here and prints the value it gets back (`convert --build` and
+`--verify` then build or verify the written project). Every decision about the model
+(ai8x-ONNX or float, calibration, a vendor export recovered, the CPU fallback) and
+every check of the inputs is taken here, so a Python caller gets what the command line
+gives, and the same errors.
 """
 from __future__ import annotations
 
@@ -19,6 +28,7 @@ from pathlib import Path
 from .devices import Device, get_device
 from .errors import EXIT_USAGE, Ai8xError
 from .frontend import QuantizeRequest, is_path
+from .fsutil import check_output
 from .report import LayerReport, Report
 
 
@@ -53,6 +63,9 @@ class Converted:
     board: str  # the SDK board the project is set up for
     # the hardware layers in the order the known answer assumes (snoop units), else None
     layer_order: tuple[int, ...] | None = None
+    # the project's ai8x-ONNX (annotated; for a float model the quantized one)
+    model_file: Path | None = None
+    quant_table: str | None = None  # a float model's quantization, as a table
 
 
 @dataclass(frozen=True)
@@ -65,11 +78,47 @@ class Quantized:
     table: str  # the table `onnx2ai8x quantize` prints
     warnings: tuple[str, ...]
     output: Path | None = None
+    report_file: Path | None = None  # where the quantization report was written
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A vendor project (sidecar YAML + quantized checkpoint) as ai8x-ONNX (`model`, in
+    memory; written too when an output was given)."""
+
+    model: object  # onnx.ModelProto
+    output: Path | None = None
 
 
 def _device(device: str | Device) -> Device:
     """The device is always stated (no default): its name or a Device."""
     return device if isinstance(device, Device) else get_device(device)
+
+
+def _require_file(path, what: str, *, directory: bool = False) -> None:
+    """An input given as a path names an existing file (a project: a directory), else a
+    usage error (exit 2) before any work."""
+    try:
+        found = Path(path).is_dir() if directory else Path(path).is_file()
+    except (OSError, ValueError) as exc:  # a name too long, or not a path at all
+        raise Ai8xError("usage.missing-file", str(path),
+                        f"{what} cannot be opened ({getattr(exc, 'strerror', None) or exc})",
+                        "check the path", exit_code=EXIT_USAGE) from None
+    if not found:
+        raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
+                        "pass the directory the converter wrote" if directory
+                        else "check the path", exit_code=EXIT_USAGE)
+
+
+def _inputs(*given: tuple[object, str]) -> tuple[Path, ...]:
+    """The inputs given as paths (an array or a model in memory is not a file), each
+    checked to exist: what an output must never overwrite."""
+    paths = []
+    for value, what in given:
+        if is_path(value):
+            _require_file(value, what)
+            paths.append(Path(value))
+    return tuple(paths)
 
 
 def _quantize_request(calibration, method, percentile, weight_bits, labels, accept_loss,
@@ -106,7 +155,10 @@ def check(model, device: str | Device, *, sidecar: Path | None = None,
     `convert` would. `onnx_checker` also runs the onnx package's checker (the command
     line does; it costs the onnx import). Raises Ai8xError when the model does not
     fit."""
-    result = plan_any(model, _device(device), sidecar,
+    dev = _device(device)
+    _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
+            (calibration, "calibration data"))
+    result = plan_any(model, dev, sidecar,
                       _quantize_request(calibration, calibration_method, percentile,
                                         weight_bits, None, accept_loss, None),
                       onnx_checker=onnx_checker, fifo=fifo, overlap_data=overlap_data)
@@ -119,35 +171,67 @@ def convert(model, device: str | Device, output: str | Path, *,
             calibration=None, calibration_method: str | None = None,
             percentile: float | None = None, weight_bits: Path | None = None,
             labels: Path | None = None, accept_loss: bool = False,
-            shift_quantile: float | None = None, **options) -> Converted:
+            shift_quantile: float | None = None, cpu_fallback: bool = False,
+            progress: bool = False, **options) -> Converted:
     """Convert `model` into a C project in the directory `output` (written atomically;
     an existing one is replaced only with `overwrite`). `sample`: the known-answer
     input (an .npy path; default a fixed pseudo-random one). `options`: the command
     line's project options by their Python names (fifo=True, softmax=True,
     max_checklines=64, allow_oversize=True, ...). A project whose firmware is estimated
     not to fit the part is refused (Ai8xError `emit.firmware-size`) unless
-    allow_oversize."""
-    from .convert import ConvertRequest
-    from .convert import convert as run_convert
-    from .fsutil import check_output
+    allow_oversize.
 
+    An ai8x-ONNX model converts as it is; a standard float model is quantized first
+    with `calibration`, or recovered exactly without it when it holds the accelerator's
+    integers (a vendor export). `cpu_fallback`: the layers the accelerator refuses run
+    on the Arm core (a float model file with `calibration`, split where needed).
+    `progress`: a progress bar over the stages on stderr (interactive terminals only).
+    """
+    from .convert import ConvertRequest
+
+    dev = _device(device)
     if sample is not None and not is_path(sample):
         raise Ai8xError("usage.bad-input", "sample", "the known-answer sample is given "
                         "as an .npy file", "numpy.save it and pass the path",
                         exit_code=EXIT_USAGE)
     output = Path(output)
-    inputs = tuple(p for p in (model, sidecar, sample, calibration, labels, weight_bits)
-                   if is_path(p))
+    inputs = _inputs((model, "model"), (sidecar, "sidecar"), (sample, "sample input"),
+                     (calibration, "calibration data"), (labels, "labels"),
+                     (weight_bits, "weight-bits file"))
     check_output(output, inputs, directory=True, overwrite=overwrite)
-    result = run_convert(ConvertRequest(
-        model=model, device=_device(device), output=output, sidecar=sidecar,
-        sample_input=sample, overwrite=overwrite, options=_options(options, _device(device)),
+    request = ConvertRequest(
+        model=model, device=dev, output=output, sidecar=sidecar, sample_input=sample,
+        overwrite=overwrite, options=_options(options, dev), progress=progress,
         quantize=_quantize_request(calibration, calibration_method, percentile,
                                    weight_bits, labels, accept_loss, shift_quantile,
-                                   sample)))
+                                   sample))
+    result = _run_convert(request, cpu_fallback)
+    quant = result.quant
     return Converted(output=output, report=result.report, warnings=result.warnings,
                      summary=result.summary, report_json=result.report_json,
-                     board=result.board, layer_order=result.layer_order)
+                     board=result.board, layer_order=result.layer_order,
+                     model_file=output / f"{result.stem}.onnx",
+                     quant_table=None if quant is None else quant.table())
+
+
+def _run_convert(request, cpu_fallback: bool):
+    """The conversion `request` asks for: split between the Arm core and the accelerator
+    (`cpu_fallback`), else the one pipeline (a float model quantized on the way); a
+    float model's refused layer names --cpu-fallback (issue 28)."""
+    if cpu_fallback:
+        from .partition.project import convert_cpu_fallback
+
+        return convert_cpu_fallback(request)
+    from .convert import convert as run_convert
+
+    try:
+        return run_convert(request)
+    except Ai8xError as exc:
+        if request.quantize.calibration is None:
+            raise
+        from .partition.split import with_fallback_hint
+
+        raise with_fallback_hint(exc) from None
 
 
 def _options(given: dict, device: Device) -> dict:
@@ -178,7 +262,16 @@ def quantize(model, device: str | Device, *, calibration=None,
     without, nothing is."""
     from .frontend import front_end
 
-    fe = front_end(model, _device(device), quantize=_quantize_request(
+    dev = _device(device)
+    inputs = _inputs((model, "model"), (calibration, "calibration data"),
+                     (labels, "labels"), (weight_bits, "weight-bits file"))
+    if output is not None:
+        output = Path(output)
+        report = Path(report) if report is not None else output.parent / "report.json"
+        check_output(output, inputs, directory=False, overwrite=overwrite)
+        # the report beside the output is an output too: never replaced without overwrite
+        check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
+    fe = front_end(model, dev, quantize=_quantize_request(
         calibration, calibration_method, percentile, weight_bits, labels, accept_loss,
         shift_quantile))
     result = fe.quant
@@ -186,28 +279,27 @@ def quantize(model, device: str | Device, *, calibration=None,
         raise Ai8xError("float.already-ai8x", "model", "the model is already ai8x-ONNX",
                         "convert it directly: onnx2ai8x.api.convert(model, device, out)")
     if output is not None:
-        from .fsutil import check_output, write_bytes_atomic, write_text_atomic
+        from .fsutil import write_bytes_atomic, write_text_atomic
 
-        output = Path(output)
-        report = Path(report) if report is not None else output.parent / "report.json"
-        inputs = tuple(p for p in (model, calibration, labels, weight_bits) if is_path(p))
-        check_output(output, inputs, directory=False, overwrite=overwrite)
-        check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
         write_text_atomic(report, result.report_json())
         write_bytes_atomic(output, result.model.SerializeToString())
     return Quantized(model=result.model, report_json=result.report_json(),
-                     table=result.table(), warnings=fe.warnings, output=output)
+                     table=result.table(), warnings=fe.warnings, output=output,
+                     report_file=report if output is not None else None)
 
 
 def verify(project: str | Path, *, model=None, stop_after: int | None = None,
            dump: str | Path | None = None,
            layer_order: tuple[int, ...] | None = None):
     """Run the C project in `project` on the functional accelerator model
-    (verification.VerifyResult: `passed`, `verdict`, `text`, `data`). With `model`
-    (path or in memory), name the first layer whose output differs from the
-    reference. Writes only with `stop_after` (into `dump`)."""
+    (verification.VerifyResult: `passed`, `verdict`, `text`, `data`, `exit_code`).
+    With `model` (path or in memory), name the first layer whose output differs from
+    the reference. Writes only with `stop_after` (into `dump`, default
+    PROJECT/verify-layerN)."""
     from .verification import verify as run_verify
 
+    _inputs((model, "model"))
+    _require_file(project, "project directory", directory=True)
     return run_verify(Path(project), model=model, stop_after=stop_after,
                       dump=None if dump is None else Path(dump), layer_order=layer_order)
 
@@ -216,6 +308,7 @@ def run(model, sample) -> dict[str, object]:
     """Run the ai8x-ONNX `model` bit-exactly on onnxruntime with the ai8x kernels:
     output name -> array. `sample`: an .npy path or an array of integers in
     [-128, 127] ((C, H, W), (C, L) or with a batch dimension)."""
+    _inputs((model, "model"), (sample, "input"))
     if is_path(model) and is_path(sample):
         from .runner import run_file
 
@@ -241,5 +334,33 @@ def run(model, sample) -> dict[str, object]:
     return dict(zip([o.name for o in session.get_outputs()], outputs, strict=True))
 
 
-__all__ = ["Ai8xError", "Checked", "Converted", "Quantized", "check", "convert",
-           "quantize", "run", "verify"]
+def import_izer(config_file: str | Path, checkpoint_file: str | Path,
+                device: str | Device, *, sample: str | Path | None = None,
+                output: str | Path | None = None, overwrite: bool = False) -> Imported:
+    """A vendor project (its sidecar YAML `config_file` and quantized checkpoint
+    `checkpoint_file`) as ai8x-ONNX. `sample`: an input .npy giving the input shape
+    (else the first layer's `in_dim`). With `output`, the model is written there
+    (atomically); without, nothing is. Needs PyTorch (the checkpoint's format)."""
+    dev = _device(device)
+    inputs = _inputs((config_file, "config file"), (checkpoint_file, "checkpoint file"),
+                     (sample, "sample"))
+    if output is not None:
+        output = Path(output)
+        check_output(output, inputs, directory=False, overwrite=overwrite)
+    try:
+        from .sidecar.izer import import_project
+    except ImportError as exc:  # torch is only needed here
+        raise Ai8xError("usage.torch-missing", "import-izer",
+                        f"the importer needs PyTorch ({exc})",
+                        "pip install 'onnx2ai8x[torch]'", exit_code=EXIT_USAGE) from None
+    model = import_project(Path(config_file), Path(checkpoint_file), dev,
+                           None if sample is None else Path(sample))
+    if output is not None:
+        from .fsutil import write_bytes_atomic
+
+        write_bytes_atomic(output, model.SerializeToString())
+    return Imported(model=model, output=output)
+
+
+__all__ = ["Ai8xError", "Checked", "Converted", "Imported", "Quantized", "check",
+           "convert", "import_izer", "quantize", "run", "verify"]

@@ -43,6 +43,17 @@ def _new_app() -> typer.Typer:
     )
 
 
+def ModelArg(help: str):  # noqa: N802 - reads as the annotation it makes
+    """The model argument every command but verify and import-izer takes first."""
+    return Annotated[Path, typer.Argument(metavar="MODEL.onnx", help=help)]
+
+
+def OutputFileOpt(help: str, required: bool = False):  # noqa: N802
+    """`--output/-o` of a command that writes one file."""
+    return Annotated[Path if required else Path | None,
+                     typer.Option("--output", "-o", help=help)]
+
+
 DeviceOpt = Annotated[str, typer.Option("--device", "-d",
                                         help="Target device: MAX78000 or MAX78002.")]
 SidecarOpt = Annotated[Path | None, typer.Option(
@@ -52,7 +63,8 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print errors only
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")]
 CalibrationOpt = Annotated[Path | None, typer.Option(
     "--calibration", help="Float samples (.npy, N x the model's input shape) to quantize "
-                          "a standard float ONNX model with.")]
+                          "a standard float ONNX model with; not needed for an export of "
+                          "integer weights (the vendor's).")]
 LabelsOpt = Annotated[Path | None, typer.Option(
     "--labels", help="Class labels of the calibration samples (.npy): the report adds "
                      "float and quantized accuracy.")]
@@ -94,18 +106,6 @@ def _device(name: str):
     from .devices import get_device
 
     return get_device(name)
-
-
-def _require_file(path: Path, what: str) -> None:
-    try:
-        found = path.is_file()
-    except (OSError, ValueError) as exc:  # a name too long, or not a path at all
-        raise Ai8xError("usage.missing-file", str(path),
-                        f"{what} cannot be opened ({getattr(exc, 'strerror', None) or exc})",
-                        "check the path", exit_code=EXIT_USAGE) from None
-    if not found:
-        raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
-                        "check the path", exit_code=EXIT_USAGE)
 
 
 # convert's options, declared once here so the command's signature stays one line per
@@ -284,8 +284,8 @@ class ConvertArgs:
 
 
 def convert_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
-                                          help="ai8x-ONNX model to convert.")],
+    model: ModelArg("ai8x-ONNX model to convert (or a standard float model, with "
+                    "--calibration)."),
     device: DeviceOpt = "MAX78000",
     output: OutputDirOpt = None,
     sidecar: SidecarOpt = None,
@@ -350,100 +350,43 @@ def convert_cmd(
     # every parameter is an option value: hand them on as one record
     args = ConvertArgs.from_cli(**locals())
     dev = _device(args.device)
-    sdk = _check_convert_args(args)
-    result = _run_convert(args, dev)
+    sdk = _build_sdk(args) if args.build else None
+    result = _convert(args, dev)
+    if result.quant_table is not None and args.progress and not args.cpu_fallback:
+        typer.echo(result.quant_table)  # a float model: how it was quantized
     _warn(result.warnings)
     built = None
     if args.build:
         from .emit.build import build_project
 
         built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
-    checked = _verify_written(args, result.layer_order) if args.verify else None
+    checked = _verify_written(result) if args.verify else None
     _print_convert(args, dev, result, built, checked)
     if checked is not None:
         _print_verified(args, checked)
 
 
-def _check_convert_args(args: ConvertArgs):
-    """Everything checkable before any work: the inputs exist, the output may be written,
-    the option values are in range, and --build can run (its SDK, returned)."""
-    from .options import EmitOptions
+def _build_sdk(args: ConvertArgs):
+    """--build checked before any work: its tools and SDK (returned) are there, so a
+    build that cannot run leaves no project behind."""
+    from .emit.build import check_build_tools, find_sdk
 
-    _require_file(args.model, "model")
-    if args.sidecar is not None:
-        _require_file(args.sidecar, "sidecar")
-    if args.sample_input is not None:
-        _require_file(args.sample_input, "sample input")
-    check_output(args.out, (args.model, args.sidecar, args.sample_input, args.calibration,
-                            args.labels, args.weight_bits),
-                 directory=True, overwrite=args.overwrite)
-    sdk = None
-    if args.build:
-        from .emit.build import check_build_tools, find_sdk
-
-        # Before anything is written: a build that cannot run leaves no project behind.
-        check_build_tools(riscv=args.options["riscv"])
-        sdk = find_sdk(args.maxim_path, args.out)
-    # option values in range, for the part, before any work
-    EmitOptions.from_cli(_device(args.device), **args.options)
-    return sdk
+    check_build_tools(riscv=args.options["riscv"])
+    return find_sdk(args.maxim_path, args.out)
 
 
-def _from_float(args: ConvertArgs, dev, calibration: Path | None):
-    from .convert import convert_float
+def _convert(args: ConvertArgs, dev):
+    """The conversion: one call of the Python API, which takes every decision (model
+    kind, calibration, vendor-export recovery, CPU fallback) and checks every input."""
+    from . import api
 
-    result, qtable = convert_float(
-        args.model, dev, args.out, calibration=calibration, labels=args.labels,
-        method=args.calibration_method, percentile=args.percentile,
-        weight_bits=args.weight_bits, sidecar=args.sidecar, sample_input=args.sample_input,
-        overwrite=args.overwrite, options=args.options, progress=args.progress,
-        accept_loss=args.accept_loss, shift_quantile=args.shift_quantile)
-    if args.progress:
-        typer.echo(qtable)
-    return result
-
-
-def _run_convert(args: ConvertArgs, dev):
-    """The conversion: an ai8x-ONNX model directly, a float model through the quantizer."""
-    from .convert import ConvertRequest, convert
-    from .frontend import QuantizeRequest
-
-    if args.cpu_fallback:
-        from .partition.project import convert_cpu_fallback
-
-        return convert_cpu_fallback(args, dev)
-    if args.calibration is not None:
-        try:
-            return _from_float(args, dev, args.calibration)
-        except Ai8xError as exc:  # a refused layer: the CPU could run it (issue 28)
-            from .partition.split import with_fallback_hint
-
-            raise with_fallback_hint(exc) from None
-    try:
-        # (the quantize request applies only when the model turns out to be a float
-        # model the front end recovers exactly: a vendor export)
-        result = convert(ConvertRequest(
-            model=args.model, device=dev, output=args.out, sidecar=args.sidecar,
-            sample_input=args.sample_input, overwrite=args.overwrite, options=args.options,
-            progress=args.progress, quantize=QuantizeRequest(
-                accept_loss=args.accept_loss, shift_quantile=args.shift_quantile,
-                sample=args.sample_input)))
-        if result.quant is not None and args.progress:
-            # a float model the front end recovered exactly (a vendor export)
-            typer.echo(result.quant.table())
-        return result
-    except Ai8xError as exc:
-        if exc.code != "model.input-type":
-            raise
-        # A standard float model: quantized exactly when it holds the integers (a vendor
-        # export), else the error asks for calibration data. An ai8x-ONNX model with a
-        # wrong input type keeps the reader's message.
-        try:
-            return _from_float(args, dev, None)
-        except Ai8xError as float_exc:
-            if float_exc.code == "float.already-ai8x":
-                raise exc from None
-            raise
+    return api.convert(
+        args.model, dev, args.out, sidecar=args.sidecar, sample=args.sample_input,
+        overwrite=args.overwrite, calibration=args.calibration,
+        calibration_method=args.calibration_method, percentile=args.percentile,
+        weight_bits=args.weight_bits, labels=args.labels, accept_loss=args.accept_loss,
+        shift_quantile=args.shift_quantile, cpu_fallback=args.cpu_fallback,
+        progress=args.progress, **args.options)
 
 
 def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
@@ -469,17 +412,16 @@ def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
             typer.echo(describe(built, dev))
 
 
-def _verify_written(args: ConvertArgs, layer_order: tuple[int, ...] | None):
+def _verify_written(result):
     """--verify: the written project on the virtual accelerator (the result; printed
     by _print_verified, or inside the JSON document with --json)."""
-    from .verification import verify as run_verify
+    from . import api
 
     # The project's annotated copy is the ai8x-ONNX it was built from (for a float model,
     # the quantized one), so the layer-by-layer reference can run on it. A project whose
     # snoop units choose the layer order is run along the order its known answer assumes.
-    annotated = args.out / f"{args.model.stem}.onnx"
-    return run_verify(args.out, model=annotated if annotated.is_file() else args.model,
-                      layer_order=layer_order)
+    return api.verify(result.output, model=result.model_file,
+                      layer_order=result.layer_order)
 
 
 def _print_verified(args: ConvertArgs, checked) -> None:
@@ -507,9 +449,8 @@ def _warn(warnings: tuple[str, ...]) -> None:
 
 
 def check_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
-                                          help="ai8x-ONNX model to check (or a standard "
-                                               "float model, with --calibration).")],
+    model: ModelArg("ai8x-ONNX model to check (or a standard float model, with "
+                    "--calibration)."),
     device: DeviceOpt = "MAX78000",
     sidecar: SidecarOpt = None,
     overlap_data: OverlapOpt = False,
@@ -530,13 +471,7 @@ def check_cmd(
     """
     from .api import check
 
-    dev = _device(device)
-    _require_file(model, "model")
-    for path, what in ((sidecar, "sidecar"), (weight_bits, "weight-bits file"),
-                       (calibration, "calibration data")):
-        if path is not None:
-            _require_file(path, what)
-    result = check(model, dev, sidecar=sidecar, calibration=calibration,
+    result = check(model, _device(device), sidecar=sidecar, calibration=calibration,
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
                    overlap_data=overlap_data, onnx_checker=True)
@@ -548,59 +483,53 @@ def check_cmd(
         typer.echo("ok: the model fits the device")
 
 
-def _plan_any(model: Path, dev, sidecar: Path | None, quantize, **kw):
-    """api.plan_any, the calibration data checked first."""
-    from .api import plan_any
-
-    if quantize.calibration is not None:
-        _require_file(quantize.calibration, "calibration data")
-    return plan_any(model, dev, sidecar, quantize, **kw)
-
-
 def sidecar_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="ai8x-ONNX model.")],
+    model: ModelArg("ai8x-ONNX model (or a standard float model, with --calibration)."),
     device: DeviceOpt = "MAX78000",
-    output: Annotated[Path | None, typer.Option("--output", "-o",
-                                                help="Where to write the YAML "
-                                                     "(default: stdout).")] = None,
+    output: OutputFileOpt("Where to write the YAML (default: stdout).") = None,
     sidecar: SidecarOpt = None,
     overlap_data: OverlapOpt = False,
     calibration: CalibrationOpt = None,
+    calibration_method: MethodOpt = None,
+    percentile: PercentileOpt = None,
+    weight_bits: WeightBitsOpt = None,
+    accept_loss: AcceptLossOpt = False,
     overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
 
+    A float model is quantized first as `convert --calibration` does, so the sidecar is
+    the one the conversion writes into the project.
+
     Example: onnx2ai8x sidecar model.onnx --device MAX78000 -o model.yaml
     """
+    from .api import check
     from .fsutil import write_text_atomic
 
     dev = _device(device)
-    _require_file(model, "model")
-    if sidecar is not None:
-        _require_file(sidecar, "sidecar")
     if output is not None:
-        check_output(output, (model, sidecar), directory=False, overwrite=overwrite)
-    from .frontend import QuantizeRequest
-
-    result = _plan_any(model, dev, sidecar, QuantizeRequest(calibration=calibration),
-                       overlap_data=overlap_data)
+        check_output(output, (model, sidecar, calibration, weight_bits), directory=False,
+                     overwrite=overwrite)
+    result = check(model, dev, sidecar=sidecar, calibration=calibration,
+                   calibration_method=calibration_method, percentile=percentile,
+                   weight_bits=weight_bits, accept_loss=accept_loss,
+                   overlap_data=overlap_data)
     _warn(result.warnings)
     if output is None:
-        typer.echo(result.sidecar_text, nl=False)
+        typer.echo(result.sidecar, nl=False)
     else:
-        write_text_atomic(output, result.sidecar_text)
+        write_text_atomic(output, result.sidecar)
         typer.echo(f"wrote {output}")
 
 
 def run_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx", help="ai8x-ONNX model.")],
+    model: ModelArg("ai8x-ONNX model."),
     input: Annotated[Path, typer.Option("--input", "-i",
                                         help="Input sample (.npy): integers in "
                                              "[-128, 127], (C,H,W), (C,L) or with a "
                                              "batch dimension.")],
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Where to write the result (.npy, or .npz with one "
-                               "array per graph output when there are several).")] = None,
+    output: OutputFileOpt("Where to write the result (.npy, or .npz with one array per "
+                          "graph output when there are several).") = None,
     overwrite: OverwriteFileOpt = False,
 ) -> None:
     """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels.
@@ -609,22 +538,20 @@ def run_cmd(
     """
     import numpy as np
 
+    from .api import run
     from .fsutil import save_arrays_atomic
-    from .runner import run_file
 
-    _require_file(model, "model")
-    _require_file(input, "input")
     if output is not None:
         check_output(output, (model, input), directory=False, overwrite=overwrite)
         check_array_output(output)
-    names, outputs = run_file(model, input)
+    outputs = run(model, input)
     if output is None:
-        for name, arr in zip(names, outputs, strict=True):
+        for name, arr in outputs.items():
             typer.echo(f"{name}: shape {tuple(arr.shape)} dtype {arr.dtype}")
             typer.echo(np.array2string(arr, threshold=64))
     else:
-        save_arrays_atomic(output, names, outputs)
-        typer.echo(f"wrote {output} ({', '.join(names)})")
+        save_arrays_atomic(output, list(outputs), list(outputs.values()))
+        typer.echo(f"wrote {output} ({', '.join(outputs)})")
 
 
 def import_izer_cmd(
@@ -635,8 +562,7 @@ def import_izer_cmd(
                                                   help="Quantized checkpoint "
                                                        "(.pth.tar).")],
     device: DeviceOpt = "MAX78000",
-    output: Annotated[Path, typer.Option("--output", "-o",
-                                         help="ONNX file to write.")] = Path("model.onnx"),
+    output: OutputFileOpt("ONNX file to write.", required=True) = Path("model.onnx"),
     sample: Annotated[Path | None, typer.Option(
         "--sample", help="Sample input (.npy) giving the input shape.")] = None,
     overwrite: OverwriteFileOpt = False,
@@ -646,32 +572,17 @@ def import_izer_cmd(
     Example: onnx2ai8x import-izer --config-file net.yaml --checkpoint-file net-q.pth.tar
     --sample sample_net.npy --device MAX78000 -o net.onnx
     """
-    dev = _device(device)
-    _require_file(config_file, "config file")
-    _require_file(checkpoint_file, "checkpoint file")
-    if sample is not None:
-        _require_file(sample, "sample")
-    check_output(output, (config_file, checkpoint_file, sample), directory=False,
-                 overwrite=overwrite)
-    try:
-        from .sidecar.izer import import_izer_command
-    except ImportError as exc:  # torch is only needed here
-        raise Ai8xError("usage.torch-missing", "import-izer",
-                        f"the importer needs PyTorch ({exc})",
-                        "pip install 'onnx2ai8x[torch]'", exit_code=EXIT_USAGE) from None
-    import_izer_command(config_file, checkpoint_file, dev, output, sample)
+    from .api import import_izer
+
+    import_izer(config_file, checkpoint_file, _device(device), sample=sample,
+                output=output, overwrite=overwrite)
     typer.echo(f"wrote {output}")
 
 
 def quantize_cmd(
-    model: Annotated[Path, typer.Argument(metavar="MODEL.onnx",
-                                          help="Standard float ONNX model.")],
-    output: Annotated[Path, typer.Option("--output", "-o",
-                                         help="ai8x-ONNX file to write.")],
-    calibration: Annotated[Path | None, typer.Option(
-        "--calibration", help="Float samples (.npy, N x the model's input shape); not "
-                              "needed for exports of integer weights (the vendor's).")
-                           ] = None,
+    model: ModelArg("Standard float ONNX model."),
+    output: OutputFileOpt("ai8x-ONNX file to write.", required=True),
+    calibration: CalibrationOpt = None,
     device: DeviceOpt = "MAX78000",
     labels: LabelsOpt = None,
     calibration_method: MethodOpt = None,
@@ -692,18 +603,7 @@ def quantize_cmd(
     """
     from .api import quantize
 
-    dev = _device(device)
-    _require_file(model, "model")
-    for path, what in ((calibration, "calibration data"), (labels, "labels"),
-                       (weight_bits, "weight-bits file")):
-        if path is not None:
-            _require_file(path, what)
-    inputs = (model, calibration, labels, weight_bits)
-    check_output(output, inputs, directory=False, overwrite=overwrite)
-    # the report beside the output is an output too: never replaced without --overwrite
-    report = report if report is not None else output.parent / "report.json"
-    check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
-    result = quantize(model, dev, calibration=calibration, output=output, report=report,
+    result = quantize(model, _device(device), calibration=calibration, output=output, report=report,
                       overwrite=overwrite, labels=labels,
                       calibration_method=calibration_method, percentile=percentile,
                       weight_bits=weight_bits, accept_loss=accept_loss,
@@ -711,11 +611,12 @@ def quantize_cmd(
     _warn(result.warnings)
     if json_out:
         data = json.loads(result.report_json)
-        data.update(output=str(output), report=str(report))  # where they were written
+        # where they were written
+        data.update(output=str(result.output), report=str(result.report_file))
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not quiet:
         typer.echo(result.table)
-        typer.echo(f"wrote {output} and {report}")
+        typer.echo(f"wrote {result.output} and {result.report_file}")
 
 
 def verify_cmd(
@@ -730,9 +631,8 @@ def verify_cmd(
         help="Stop after layer N and write its output as it sits "
                                     "in data memory (.memory.txt) and as a tensor "
                                     "(.npy).")] = None,
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Directory for the --stop-after files (default: "
-                               "PROJECT/verify-layerN).")] = None,
+    output: OutputFileOpt("Directory for the --stop-after files (default: "
+                          "PROJECT/verify-layerN).") = None,
     layer_order: Annotated[str | None, typer.Option(
         "--layer-order", metavar="L0,L1,...",
         help="For a project whose snoop units choose the layer order (MAX78002): the "
@@ -757,15 +657,10 @@ def verify_cmd(
 
     Example: onnx2ai8x verify snoopnet/ --layer-order 0,3
     """
+    from .api import verify
     from .verification import to_json
-    from .verification import verify as run_verify
 
-    if model is not None:
-        _require_file(model, "model")
-    if not project.is_dir():
-        raise Ai8xError("usage.missing-file", str(project), "project directory not found",
-                        "pass the directory the converter wrote", exit_code=EXIT_USAGE)
-    result = run_verify(project, model=model, stop_after=stop_after, dump=output,
+    result = verify(project, model=model, stop_after=stop_after, dump=output,
                         layer_order=_layer_order(layer_order))
     if json_out:
         typer.echo(to_json(result))

@@ -327,6 +327,7 @@ class ConvertResult:
     layer_order: tuple[int, ...] | None = None
     quant: object | None = None  # quantize.ptq.QuantResult of a float model
     report: object | None = None  # report.Report (the Python API returns it)
+    stem: str = "model"  # the project's side files' name: STEM.onnx, STEM.yaml
 
 
 @contextmanager
@@ -448,7 +449,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
     return ConvertResult(summary=result.summary, report_json=result.report_json,
                          board=project_board(result.device, options.board),
                          warnings=result.warnings, layer_order=_snoop_order(result.hw),
-                         quant=result.quant, report=result.report)
+                         quant=result.quant, report=result.report, stem=stem)
 
 
 def _check_footprint(directory: Path, device: Device, output: Path) -> None:
@@ -498,38 +499,3 @@ def _snoop_order(hw: HwNetwork) -> tuple[int, ...] | None:
     from .emit.unload import simulated_layers
 
     return hw.view.hardware_order(simulated_layers(hw.placement))
-
-
-# -- convert with `--calibration`: quantize, then the ordinary conversion of the
-# result, through the one front end (the quantized network goes through no file).
-# `quantize` itself is onnx2ai8x.api.quantize.
-
-def _require(path: Path | None, what: str) -> None:
-    if path is not None and not Path(path).is_file():
-        raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
-                        "check the path", exit_code=EXIT_USAGE)
-
-
-def convert_float(model: Path, device: Device, out: Path, *, calibration: Path | None,
-                  labels: Path | None, method: str | None, percentile: float | None,
-                  weight_bits: Path | None, sidecar: Path | None, sample_input: Path | None,
-                  overwrite: bool, options: dict, progress: bool,
-                  accept_loss: bool = False, shift_quantile: float | None = None):
-    """Quantize `model`, then convert the quantized model into the project `out`.
-
-    The project's known-answer test uses --sample-input, else the first calibration
-    sample, both in the float model's input units, quantized with the model's input
-    mapping; report.json gains the
-    quantization report under "quantization".
-    """
-    _require(calibration, "calibration data")
-    _require(labels, "labels")
-    _require(weight_bits, "weight-bits file")
-    converted = convert(ConvertRequest(
-        model=Path(model), device=device, output=out, sidecar=sidecar,
-        sample_input=sample_input, overwrite=overwrite, options=options, progress=progress,
-        quantize=QuantizeRequest(calibration=calibration, labels=labels, method=method,
-                                 percentile=percentile, weight_bits=weight_bits,
-                                 accept_loss=accept_loss, shift_quantile=shift_quantile,
-                                 sample=sample_input)))
-    return converted, converted.quant.table()

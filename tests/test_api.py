@@ -189,3 +189,53 @@ def test_check_from_four_processes_at_once():
     with ProcessPoolExecutor(max_workers=4) as pool:
         parallel = list(pool.map(_check_cycles, nets))
     assert parallel == serial
+
+
+def test_import_izer_in_memory_and_written(tmp_path, monkeypatch):
+    """A vendor project imported without an output writes nothing and converts as the
+    file the command line writes does; with an output, the same bytes."""
+    pytest.importorskip("torch")
+    from onnx2ai8x.cli import main
+    from tests.fuzz.test_fuzz import TINY_YAML, _tiny_checkpoint
+
+    monkeypatch.chdir(tmp_path)
+    ckpt, npy = _tiny_checkpoint()
+    for name, data in (("net.yaml", TINY_YAML), ("net.pth.tar", ckpt), ("x.npy", npy)):
+        (tmp_path / name).write_bytes(data)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    imported = api.import_izer("net.yaml", "net.pth.tar", "MAX78000", sample="x.npy")
+    assert imported.output is None and sorted(p.name for p in tmp_path.iterdir()) == before
+    written = api.import_izer("net.yaml", "net.pth.tar", "MAX78000", sample="x.npy",
+                              output="api.onnx")
+    assert written.output == Path("api.onnx")
+    assert main(["import-izer", "--config-file", "net.yaml", "--checkpoint-file",
+                 "net.pth.tar", "--sample", "x.npy", "-o", "cli.onnx"]) == 0
+    assert (tmp_path / "api.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes() \
+        == imported.model.SerializeToString()
+    assert api.check(imported.model, "MAX78000").report == \
+        api.check(tmp_path / "cli.onnx", "MAX78000").report
+    with pytest.raises(onnx2ai8x.Ai8xError) as err:  # an existing output is kept
+        api.import_izer("net.yaml", "net.pth.tar", "MAX78000", output="api.onnx")
+    assert err.value.exit_code == 2
+    with pytest.raises(onnx2ai8x.Ai8xError) as err:
+        api.import_izer("nope.yaml", "net.pth.tar", "MAX78000")
+    assert err.value.code == "usage.missing-file" and err.value.exit_code == 2
+
+
+def _convert_into(output: str) -> str:
+    return str(api.convert(DIGITS, "MAX78000", output, sample=SAMPLE).output)
+
+
+def test_convert_from_several_processes_at_once(tmp_path):
+    """Conversions running at the same time in separate processes write the same
+    project, each into its own output and nowhere else."""
+    outputs = [str(tmp_path / f"p{k}") for k in range(4)]
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        assert list(pool.map(_convert_into, outputs)) == outputs
+    first = {p.relative_to(outputs[0]): p.read_bytes()
+             for p in sorted(Path(outputs[0]).rglob("*")) if p.is_file()}
+    assert "cnn.c" in {str(k) for k in first}
+    for out in outputs[1:]:
+        assert {p.relative_to(out): p.read_bytes()
+                for p in sorted(Path(out).rglob("*")) if p.is_file()} == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"p{k}" for k in range(4)]

@@ -42,6 +42,10 @@ class Chain:
             return self.parts[0].report_json()
         return json.dumps({"parts": [json.loads(p.report_json()) for p in self.parts]})
 
+    def table(self) -> str:
+        """Each part's quantization table (QuantResult.table), in order."""
+        return "\n\n".join(p.table() for p in self.parts)
+
 
 @dataclass(frozen=True, eq=False)
 class Partitioned:

@@ -54,14 +54,29 @@ def run_joined(part: Partitioned, x: np.ndarray) -> Joined:
                   final=part.run_head(acc_out), between_inputs=tuple(seen))
 
 
-def convert_partitioned(request):
-    """convert.convert with the CPU segments (request.quantize must carry calibration)."""
+def convert_cpu_fallback(request):
+    """convert.convert (a ConvertRequest) with the layers the accelerator refuses run on
+    the Arm core: the float model file `request.model`, quantized from
+    `request.quantize.calibration`, split where needed (`--cpu-fallback`,
+    `onnx2ai8x.api.convert(..., cpu_fallback=True)`)."""
     from ..convert import convert
+    from ..frontend import is_path
 
     if request.quantize is None or request.quantize.calibration is None:
         raise Ai8xError("usage.cpu-fallback", str(request.model),
-                        "--cpu-fallback needs a float model and --calibration",
-                        "pass the float model with --calibration X.npy",
+                        "--cpu-fallback splits a float model, quantized with calibration "
+                        "data", "pass --calibration X.npy", exit_code=EXIT_USAGE)
+    if request.options.get("riscv"):
+        raise Ai8xError("usage.cpu-fallback", str(request.model),
+                        "--cpu-fallback runs the CPU layers on the Arm core; --riscv moves "
+                        "the network to the RISC-V core", "drop --riscv",
+                        exit_code=EXIT_USAGE)
+    if not is_path(request.model):
+        # the split cuts the model file into parts and names the user's file in its
+        # messages; the project's CPU files are named after it
+        raise Ai8xError("usage.cpu-fallback", "model",
+                        "the CPU fallback splits a float model given as a file",
+                        "save the model (onnx.save) and pass its path",
                         exit_code=EXIT_USAGE)
     part = partition(Path(request.model), request.device, request.quantize)
     if part.split.trivial:
@@ -99,32 +114,4 @@ def convert_partitioned(request):
     return done[0]
 
 
-
-
-
-def convert_cpu_fallback(args, dev):
-    """The command line's --cpu-fallback (cli.ConvertArgs): a float model with its
-    calibration, split and converted."""
-    from ..convert import ConvertRequest
-    from ..frontend import QuantizeRequest
-
-    if args.calibration is None:
-        raise Ai8xError("usage.cpu-fallback", str(args.model),
-                        "--cpu-fallback splits a float model, quantized with calibration "
-                        "data", "pass --calibration X.npy", exit_code=EXIT_USAGE)
-    if args.options.get("riscv"):
-        raise Ai8xError("usage.cpu-fallback", str(args.model),
-                        "--cpu-fallback runs the CPU layers on the Arm core; --riscv moves "
-                        "the network to the RISC-V core", "drop --riscv",
-                        exit_code=EXIT_USAGE)
-    quantize = QuantizeRequest(calibration=args.calibration, labels=args.labels,
-                               method=args.calibration_method, percentile=args.percentile,
-                               weight_bits=args.weight_bits, accept_loss=args.accept_loss,
-                               shift_quantile=args.shift_quantile, sample=args.sample_input)
-    return convert_partitioned(ConvertRequest(
-        model=Path(args.model), device=dev, output=args.out, sidecar=args.sidecar,
-        sample_input=args.sample_input, overwrite=args.overwrite, options=args.options,
-        progress=args.progress, quantize=quantize))
-
-__all__ = ["Joined", "convert_cpu_fallback", "convert_partitioned", "float_sample",
-           "run_joined"]
+__all__ = ["Joined", "convert_cpu_fallback", "float_sample", "run_joined"]
