@@ -41,7 +41,8 @@ def main() -> int:
         runs = {
             "quantize + convert": exe + [model, "--device", "MAX78000", "--calibration",
                                          cal, "-o", f"{tmp}/proj", "--overwrite", "-q"],
-            "quantize only": exe + ["quantize", model, "--calibration", cal, "-o",
+            "quantize only": exe + ["quantize", model, "-d", "MAX78000", "--calibration",
+                                    cal, "-o",
                                     f"{tmp}/q.onnx", "--overwrite", "-q"],
         }
         print(f"{'digits_float':<20} {'median s':>9} {'min s':>7}")

@@ -90,9 +90,23 @@ class Imported:
     output: Path | None = None
 
 
-def _device(device: str | Device) -> Device:
-    """The device is always stated (no default): its name or a Device."""
+def _device(device: str | Device | None, model=None) -> Device:
+    """The target: its name or a Device, or (None) the device the model names; never a
+    default (frontend.target_device)."""
+    if device is None:
+        from .frontend import target_device
+
+        return target_device(None, model)
     return device if isinstance(device, Device) else get_device(device)
+
+
+def device_for(model, device: str | Device | None = None) -> Device:
+    """The device a conversion of `model` targets: `device` (a name or a Device), else
+    the one the model names in its metadata (`ai8x.device`); a model that names none
+    needs `device` (Ai8xError `usage.device`, exit 2). A model path must exist."""
+    if device is None and is_path(model):
+        _require_file(model, "model")
+    return _device(device, model)
 
 
 def _require_file(path, what: str, *, directory: bool = False) -> None:
@@ -145,7 +159,7 @@ def plan_any(model, device: Device, sidecar: Path | None, quantize: QuantizeRequ
     return plan(model, device, sidecar, **kw)
 
 
-def check(model, device: str | Device, *, sidecar: Path | None = None,
+def check(model, device: str | Device | None = None, *, sidecar: Path | None = None,
           calibration=None, calibration_method: str | None = None,
           percentile: float | None = None, weight_bits: Path | None = None,
           accept_loss: bool = False, fifo: bool = False, overlap_data: bool = False,
@@ -155,9 +169,9 @@ def check(model, device: str | Device, *, sidecar: Path | None = None,
     `convert` would. `onnx_checker` also runs the onnx package's checker (the command
     line does; it costs the onnx import). Raises Ai8xError when the model does not
     fit."""
-    dev = _device(device)
     _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
             (calibration, "calibration data"))
+    dev = _device(device, model)
     result = plan_any(model, dev, sidecar,
                       _quantize_request(calibration, calibration_method, percentile,
                                         weight_bits, None, accept_loss, None),
@@ -166,7 +180,7 @@ def check(model, device: str | Device, *, sidecar: Path | None = None,
                    report_json=result.report_json, sidecar=result.sidecar_text)
 
 
-def convert(model, device: str | Device, output: str | Path, *,
+def convert(model, device: str | Device | None, output: str | Path, *,
             sidecar: Path | None = None, sample=None, overwrite: bool = False,
             calibration=None, calibration_method: str | None = None,
             percentile: float | None = None, weight_bits: Path | None = None,
@@ -189,7 +203,6 @@ def convert(model, device: str | Device, output: str | Path, *,
     """
     from .convert import ConvertRequest
 
-    dev = _device(device)
     if sample is not None and not is_path(sample):
         raise Ai8xError("usage.bad-input", "sample", "the known-answer sample is given "
                         "as an .npy file", "numpy.save it and pass the path",
@@ -199,6 +212,7 @@ def convert(model, device: str | Device, output: str | Path, *,
                      (calibration, "calibration data"), (labels, "labels"),
                      (weight_bits, "weight-bits file"))
     check_output(output, inputs, directory=True, overwrite=overwrite)
+    dev = _device(device, model)
     request = ConvertRequest(
         model=model, device=dev, output=output, sidecar=sidecar, sample_input=sample,
         overwrite=overwrite, options=_options(options, dev), progress=progress,
@@ -250,7 +264,7 @@ def _options(given: dict, device: Device) -> dict:
     return dict(given)
 
 
-def quantize(model, device: str | Device, *, calibration=None,
+def quantize(model, device: str | Device | None = None, *, calibration=None,
              output: str | Path | None = None, report: str | Path | None = None,
              overwrite: bool = False, labels: Path | None = None,
              calibration_method: str | None = None, percentile: float | None = None,
@@ -262,7 +276,6 @@ def quantize(model, device: str | Device, *, calibration=None,
     without, nothing is."""
     from .frontend import front_end
 
-    dev = _device(device)
     inputs = _inputs((model, "model"), (calibration, "calibration data"),
                      (labels, "labels"), (weight_bits, "weight-bits file"))
     if output is not None:
@@ -271,6 +284,7 @@ def quantize(model, device: str | Device, *, calibration=None,
         check_output(output, inputs, directory=False, overwrite=overwrite)
         # the report beside the output is an output too: never replaced without overwrite
         check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
+    dev = _device(device, model)
     fe = front_end(model, dev, quantize=_quantize_request(
         calibration, calibration_method, percentile, weight_bits, labels, accept_loss,
         shift_quantile))

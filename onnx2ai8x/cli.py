@@ -54,8 +54,11 @@ def OutputFileOpt(help: str, required: bool = False):  # noqa: N802
                      typer.Option("--output", "-o", help=help)]
 
 
-DeviceOpt = Annotated[str, typer.Option("--device", "-d",
-                                        help="Target device: MAX78000 or MAX78002.")]
+DeviceOpt = Annotated[str | None, typer.Option(
+    "--device", "-d", help="Target device: MAX78000 or MAX78002 (default: the one the "
+    "model names in its ai8x.device metadata; there is no other default).")]
+RequiredDeviceOpt = Annotated[str, typer.Option(
+    "--device", "-d", help="Target device: MAX78000 or MAX78002.")]
 SidecarOpt = Annotated[Path | None, typer.Option(
     "--sidecar", help="Full or partial network description (vendor YAML); "
                       "only what it leaves out is inferred.")]
@@ -100,12 +103,17 @@ def _root(
     """ONNX in, MAX78000/MAX78002 C project out."""
 
 
-def _device(name: str):
-    """The device named on the command line, resolved once here (devices.get_device: an
-    unknown name is a usage error); every stage below takes the Device itself."""
-    from .devices import get_device
+def _device(name: str | None, model: Path | None = None):
+    """The device named on the command line, else the one `model` names (ai8x.device),
+    resolved once here (an unknown name, or none at all, is a usage error: there is no
+    default); every stage below takes the Device itself."""
+    if model is None:
+        from .devices import get_device
 
-    return get_device(name)
+        return get_device(name)
+    from .api import device_for
+
+    return device_for(model, name)
 
 
 # convert's options, declared once here so the command's signature stays one line per
@@ -249,7 +257,7 @@ class ConvertArgs:
     """The convert command's arguments, as one value (see convert_cmd)."""
 
     model: Path
-    device: str
+    device: str | None
     output: Path | None
     sidecar: Path | None
     sample_input: Path | None
@@ -286,7 +294,7 @@ class ConvertArgs:
 def convert_cmd(
     model: ModelArg("ai8x-ONNX model to convert (or a standard float model, with "
                     "--calibration)."),
-    device: DeviceOpt = "MAX78000",
+    device: DeviceOpt = None,
     output: OutputDirOpt = None,
     sidecar: SidecarOpt = None,
     sample_input: SampleOpt = None,
@@ -349,7 +357,7 @@ def convert_cmd(
     """
     # every parameter is an option value: hand them on as one record
     args = ConvertArgs.from_cli(**locals())
-    dev = _device(args.device)
+    dev = _device(args.device, args.model)
     sdk = _build_sdk(args) if args.build else None
     result = _convert(args, dev)
     if result.quant_table is not None and args.progress and not args.cpu_fallback:
@@ -451,7 +459,7 @@ def _warn(warnings: tuple[str, ...]) -> None:
 def check_cmd(
     model: ModelArg("ai8x-ONNX model to check (or a standard float model, with "
                     "--calibration)."),
-    device: DeviceOpt = "MAX78000",
+    device: DeviceOpt = None,
     sidecar: SidecarOpt = None,
     overlap_data: OverlapOpt = False,
     calibration: CalibrationOpt = None,
@@ -471,7 +479,7 @@ def check_cmd(
     """
     from .api import check
 
-    result = check(model, _device(device), sidecar=sidecar, calibration=calibration,
+    result = check(model, _device(device, model), sidecar=sidecar, calibration=calibration,
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
                    overlap_data=overlap_data, onnx_checker=True)
@@ -485,7 +493,7 @@ def check_cmd(
 
 def sidecar_cmd(
     model: ModelArg("ai8x-ONNX model (or a standard float model, with --calibration)."),
-    device: DeviceOpt = "MAX78000",
+    device: DeviceOpt = None,
     output: OutputFileOpt("Where to write the YAML (default: stdout).") = None,
     sidecar: SidecarOpt = None,
     overlap_data: OverlapOpt = False,
@@ -506,7 +514,7 @@ def sidecar_cmd(
     from .api import check
     from .fsutil import write_text_atomic
 
-    dev = _device(device)
+    dev = _device(device, model)
     if output is not None:
         check_output(output, (model, sidecar, calibration, weight_bits), directory=False,
                      overwrite=overwrite)
@@ -561,7 +569,7 @@ def import_izer_cmd(
     checkpoint_file: Annotated[Path, typer.Option("--checkpoint-file",
                                                   help="Quantized checkpoint "
                                                        "(.pth.tar).")],
-    device: DeviceOpt = "MAX78000",
+    device: RequiredDeviceOpt,
     output: OutputFileOpt("ONNX file to write.", required=True) = Path("model.onnx"),
     sample: Annotated[Path | None, typer.Option(
         "--sample", help="Sample input (.npy) giving the input shape.")] = None,
@@ -583,7 +591,7 @@ def quantize_cmd(
     model: ModelArg("Standard float ONNX model."),
     output: OutputFileOpt("ai8x-ONNX file to write.", required=True),
     calibration: CalibrationOpt = None,
-    device: DeviceOpt = "MAX78000",
+    device: DeviceOpt = None,
     labels: LabelsOpt = None,
     calibration_method: MethodOpt = None,
     percentile: PercentileOpt = None,
@@ -603,7 +611,8 @@ def quantize_cmd(
     """
     from .api import quantize
 
-    result = quantize(model, _device(device), calibration=calibration, output=output, report=report,
+    result = quantize(model, _device(device, model), calibration=calibration,
+                      output=output, report=report,
                       overwrite=overwrite, labels=labels,
                       calibration_method=calibration_method, percentile=percentile,
                       weight_bits=weight_bits, accept_loss=accept_loss,

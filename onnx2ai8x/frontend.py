@@ -100,6 +100,44 @@ def where_of(model) -> str:
     return str(model) if is_path(model) else "model"
 
 
+def target_device(device: str | Device | None, model) -> Device:
+    """The device a conversion targets: the one the user names, else the one the model
+    names (`ai8x.device` in its metadata, as the ai8x exports, import-izer and the
+    quantizer write it). Never a default: the two parts differ in their limits, so a
+    model that does not say is refused with the names to choose from."""
+    from .devices import DEVICES, get_device
+    from .errors import EXIT_USAGE
+
+    if device is not None:
+        return get_device(device)
+    named = _named_device(model)
+    if named is None:
+        raise Ai8xError("usage.device", where_of(model),
+                        "no target device: the model does not name one (ai8x.device)",
+                        f"pass --device ({' or '.join(d.name for d in DEVICES)})",
+                        exit_code=EXIT_USAGE)
+    try:
+        return get_device(named)
+    except Ai8xError:
+        raise Ai8xError("usage.device", where_of(model),
+                        f"the model names the device {named[:40]!r} (ai8x.device), which is "
+                        "not one onnx2ai8x targets",
+                        f"pass --device ({' or '.join(d.name for d in DEVICES)})",
+                        exit_code=EXIT_USAGE) from None
+
+
+def _named_device(model) -> str | None:
+    """`ai8x.device` of a model (a path, bytes, a ModelProto or a Network); None when it
+    names none (an unreadable model is reported as such)."""
+    if isinstance(model, Network):
+        return model.device
+    proto = load_onnx(model)
+    for prop in getattr(proto, "metadata_props", ()):
+        if prop.key == "ai8x.device":
+            return prop.value
+    return None
+
+
 def _source(model, device: Device, quantize: QuantizeRequest | None, onnx_checker: bool):
     """The ai8x-ONNX model to read, and the quantization result when `model` is a float
     model (quantized here)."""

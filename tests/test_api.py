@@ -78,12 +78,28 @@ def test_check_takes_a_path_bytes_a_model_or_a_network(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # check writes nothing
 
 
-def test_the_device_is_always_stated():
-    with pytest.raises(TypeError):
-        api.check(DIGITS)  # type: ignore[call-arg]
+def test_the_device_is_stated_or_the_models_never_a_default():
+    import onnx
+
+    # digits.onnx names its device (ai8x.device: MAX78000)
+    assert api.check(DIGITS).report.device == "MAX78000"
+    assert api.check(DIGITS, "MAX78002").report.device == "MAX78002"
     with pytest.raises(onnx2ai8x.Ai8xError) as err:
         api.check(DIGITS, "MAX78009")
     assert err.value.exit_code == 2
+    model = onnx.load(DIGITS)
+    named = [p for p in model.metadata_props if p.key == "ai8x.device"]
+    assert len(named) == 1
+    model.metadata_props.remove(named[0])
+    with pytest.raises(onnx2ai8x.Ai8xError) as err:
+        api.check(model)
+    assert err.value.code == "usage.device" and err.value.exit_code == 2
+    assert "MAX78000 or MAX78002" in str(err.value)
+    assert api.check(model, "MAX78000").report.device == "MAX78000"
+    model.metadata_props.add(key="ai8x.device", value="MAX99999")
+    with pytest.raises(onnx2ai8x.Ai8xError) as err:
+        api.check(model)
+    assert err.value.code == "usage.device" and "MAX99999" in str(err.value)
 
 
 def test_errors_carry_the_diagnostics_and_the_command_line_exit_code(tmp_path, capsys):
@@ -209,7 +225,8 @@ def test_import_izer_in_memory_and_written(tmp_path, monkeypatch):
                               output="api.onnx")
     assert written.output == Path("api.onnx")
     assert main(["import-izer", "--config-file", "net.yaml", "--checkpoint-file",
-                 "net.pth.tar", "--sample", "x.npy", "-o", "cli.onnx"]) == 0
+                 "net.pth.tar", "--sample", "x.npy", "--device", "MAX78000", "-o",
+                 "cli.onnx"]) == 0
     assert (tmp_path / "api.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes() \
         == imported.model.SerializeToString()
     assert api.check(imported.model, "MAX78000").report == \

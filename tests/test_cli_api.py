@@ -103,8 +103,9 @@ def test_the_other_commands_call_their_api_function(tmp_path: Path, monkeypatch)
 
     runs = [
         ("check", ["check", DIGITS]),
-        ("check", ["sidecar", FLOAT, "--calibration", CALIBRATION]),
-        ("quantize", ["quantize", FLOAT, "--calibration", CALIBRATION, "-o",
+        ("check", ["sidecar", FLOAT, "--device", "MAX78000", "--calibration", CALIBRATION]),
+        ("quantize", ["quantize", FLOAT, "--device", "MAX78000", "--calibration",
+                      CALIBRATION, "-o",
                       tmp_path / "q.onnx"]),
         ("run", ["run", DIGITS, "--input", SAMPLE]),
         ("verify", ["verify", project]),

@@ -169,7 +169,9 @@ def test_limit_violation_names_the_node_and_leaves_nothing(tmp_path: Path, capsy
     (["{model}", "--fast-fifo", "-o", "{tmp}/rv"], 2, "--riscv"),
     (["run", "{model}", "--input", "{tmp}/none.npy"], 2, "none.npy"),
     (["import-izer", "--config-file", "{tmp}/none.yaml", "--checkpoint-file", "{tmp}/c.pth",
-      "-o", "{tmp}/m.onnx"], 2, "none.yaml"),
+      "--device", "MAX78000", "-o", "{tmp}/m.onnx"], 2, "none.yaml"),
+    (["import-izer", "--config-file", "{tmp}/none.yaml", "--checkpoint-file", "{tmp}/c.pth",
+      "-o", "{tmp}/m.onnx"], 2, "--device"),
 ])
 def test_error_paths(model: Path, tmp_path: Path, capsys, args, code, needle) -> None:
     np.save(tmp_path / "wrong.npy", np.zeros((3, 5, 5), dtype=np.int64))

@@ -388,7 +388,7 @@ def project(work):
 
 def _izer(out: str = "net.onnx", config: str = "net.yaml") -> list[str]:
     return ["import-izer", "--config-file", config, "--checkpoint-file", "net.pth.tar",
-            "--sample", "x.npy", "-o", out]
+            "--sample", "x.npy", "--device", "MAX78000", "-o", out]
 
 
 def _with_state(project: Path, **changes) -> None:

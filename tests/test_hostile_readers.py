@@ -194,7 +194,8 @@ def vendor_project(work):
 def _izer(work: Path, config: str, *extra: str) -> list:
     (work / "net.yaml").write_text(config)
     return ["import-izer", "--config-file", work / "net.yaml", "--checkpoint-file",
-            work / "net.pth.tar", "--sample", work / "x.npy", "-o", work / "net.onnx", *extra]
+            work / "net.pth.tar", "--sample", work / "x.npy", "-o", work / "net.onnx",
+            *(extra if "--device" in extra else ("--device", "MAX78000", *extra))]
 
 
 @pytest.mark.parametrize("value", ["99999999999999999999", "[1, 99999999999999999999]"])
@@ -378,10 +379,10 @@ def test_damaged_float_model_is_a_message(work, capsys, make, code):
     _save(work / "f.onnx", make())
     np.save(work / "cal.npy", np.load(FLOAT / "calibration.npy")[:16])
     code_prefix = code.removeprefix("float.") if code.startswith("float.model") else code
-    for args in (["quantize", work / "f.onnx", "--calibration", work / "cal.npy", "-o",
-                  work / "q.onnx"],
-                 ["convert", work / "f.onnx", "--calibration", work / "cal.npy", "-o",
-                  work / "out"]):
+    for args in (["quantize", work / "f.onnx", "--device", "MAX78000", "--calibration",
+                  work / "cal.npy", "-o", work / "q.onnx"],
+                 ["convert", work / "f.onnx", "--device", "MAX78000", "--calibration",
+                  work / "cal.npy", "-o", work / "out"]):
         _refused(args, capsys, code_prefix)
 
 
@@ -414,8 +415,8 @@ def test_damaged_float_inputs_are_a_message(work, capsys, what, data, code):
         (work / "bits.yaml").write_bytes(data)
         extra = ["--weight-bits", work / "bits.yaml"]
     for command, out in (("quantize", "q.onnx"), ("convert", "out")):
-        _refused([command, FLOAT / "digits_float.onnx", "--calibration", work / "cal.npy",
-                  "-o", work / out, *extra], capsys, code)
+        _refused([command, FLOAT / "digits_float.onnx", "--device", "MAX78000",
+                  "--calibration", work / "cal.npy", "-o", work / out, *extra], capsys, code)
 
 
 # --------------------------------------------------------------------------- messages
@@ -438,8 +439,8 @@ def test_reshape_message_shows_plain_numbers(work, capsys):
     _save(work / "r.onnx", model)
     np.save(work / "cal.npy", np.random.default_rng(1).uniform(-1, 1, (4, 1, 4, 4))
             .astype(np.float32))
-    err = _refused(["quantize", work / "r.onnx", "--calibration", work / "cal.npy", "-o",
-                    work / "q.onnx"], capsys, "float.reshape")
+    err = _refused(["quantize", work / "r.onnx", "--device", "MAX78000", "--calibration",
+                    work / "cal.npy", "-o", work / "q.onnx"], capsys, "float.reshape")
     assert "-1, 8" in err and "np." not in err and "int64" not in err
 
 

@@ -31,7 +31,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 def test_quantize_keeps_an_existing_report_and_writes_ordinary_modes(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     report.write_text("mine\n")
-    args = ("quantize", FLOAT / "digits_float.onnx", "--calibration",
+    args = ("quantize", FLOAT / "digits_float.onnx", "-d", "MAX78000", "--calibration",
             FLOAT / "calibration.npy", "-o", tmp_path / "q.onnx")
     refused = cli(*args)
     assert refused.returncode == 2, refused.stderr
@@ -59,7 +59,8 @@ def test_convert_verify_json_is_one_json_document_naming_the_project(tmp_path: P
 
 def test_misspelt_weight_bits_layer_is_refused(tmp_path: Path) -> None:
     bits = tmp_path / "bits.yaml"
-    layers = json.loads(cli("quantize", FLOAT / "digits_float.onnx", "--calibration",
+    layers = json.loads(cli("quantize", FLOAT / "digits_float.onnx", "-d", "MAX78000",
+                            "--calibration",
                             FLOAT / "calibration.npy", "-o", tmp_path / "a.onnx",
                             "--json").stdout)
     names = [row["name"] for row in layers["layers"]]
@@ -67,7 +68,7 @@ def test_misspelt_weight_bits_layer_is_refused(tmp_path: Path) -> None:
     bits.write_text(f"{wrong}: 4\n")
     other = tmp_path / "b"
     other.mkdir()
-    proc = cli("quantize", FLOAT / "digits_float.onnx", "--calibration",
+    proc = cli("quantize", FLOAT / "digits_float.onnx", "-d", "MAX78000", "--calibration",
                FLOAT / "calibration.npy", "-o", other / "b.onnx", "--weight-bits", bits)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"no layer or node named `{wrong}`" in proc.stderr
@@ -78,10 +79,13 @@ def test_misspelt_weight_bits_layer_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["check", "sidecar"])
 def test_check_and_sidecar_on_a_float_model(tmp_path: Path, command: str) -> None:
     model = FLOAT / "digits_float.onnx"
-    bare = cli(command, model)
+    # a float model names no device: it must be given, and said so first
+    assert "error[usage.device]" in cli(command, model).stderr
+    bare = cli(command, model, "-d", "MAX78000")
     assert bare.returncode == 2
     assert "--calibration" in bare.stderr and "export_onnx" not in bare.stderr
-    calibrated = cli(command, model, "--calibration", FLOAT / "calibration.npy")
+    calibrated = cli(command, model, "-d", "MAX78000", "--calibration",
+                     FLOAT / "calibration.npy")
     assert calibrated.returncode == 0, calibrated.stderr
     if command == "sidecar":
         # named after the file, not the exporter's `main_graph`
@@ -91,8 +95,8 @@ def test_check_and_sidecar_on_a_float_model(tmp_path: Path, command: str) -> Non
 
 def test_project_readme_names_the_files_it_has(tmp_path: Path) -> None:
     out = tmp_path / "p"
-    proc = cli(FLOAT / "digits_float.onnx", "--calibration", FLOAT / "calibration.npy",
-               "-o", out)
+    proc = cli(FLOAT / "digits_float.onnx", "-d", "MAX78000", "--calibration",
+               FLOAT / "calibration.npy", "-o", out)
     assert proc.returncode == 0, proc.stderr
     readme = (out / "README.md").read_text()
     assert "`digits_float.yaml`, `digits_float.onnx`" in readme

@@ -255,13 +255,11 @@ def write_net(net: Net, root: Path, seed: int = 7, zero_every: int = 0
 
 
 def import_net(yaml: Path, ckpt: Path, sample: Path, out: Path,
-               device: str | None = None) -> Path:
+               device: str = "MAX78000") -> Path:
     """`onnx2ai8x import-izer` of a written net (its sidecar and checkpoint) into `out`."""
     from onnx2ai8x.cli import main
 
     args = ["import-izer", "--config-file", str(yaml), "--checkpoint-file", str(ckpt),
-            "--sample", str(sample), "-o", str(out)]
-    if device is not None:
-        args += ["--device", device]
+            "--sample", str(sample), "--device", device, "-o", str(out)]
     assert main(args) == 0
     return out

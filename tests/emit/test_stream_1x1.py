@@ -61,7 +61,8 @@ def _project(root: Path, name: str, op: str, second: torch.Tensor, kernel: str,
 def _convert(root: Path, name: str) -> Path:
     base = str(root / name)
     assert main(["import-izer", "--config-file", f"{base}.yaml", "--checkpoint-file",
-                 f"{base}.pth.tar", "--sample", str(root / "x.npy"), "-o",
+                 f"{base}.pth.tar", "--sample", str(root / "x.npy"), "--device", "MAX78000",
+                 "-o",
                  f"{base}.onnx"]) == 0
     assert main([f"{base}.onnx", "--sidecar", f"{base}.yaml", "--sample-input",
                  str(root / "x.npy"), "--fifo", "-o", f"{base}-out", "--quiet"]) == 0

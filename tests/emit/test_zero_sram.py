@@ -44,7 +44,7 @@ def zeros(tmp_path_factory):
     yaml, ckpt, sample = write_net(ONE, root, zero_every=3)
     model = root / "m.onnx"
     assert main(["import-izer", "--config-file", str(yaml), "--checkpoint-file", str(ckpt),
-                 "--sample", str(sample), "-o", str(model)]) == 0
+                 "--sample", str(sample), "--device", "MAX78000", "-o", str(model)]) == 0
     assert main([str(model), "--sidecar", str(yaml), "--sample-input", str(sample), "-o",
                  str(root / "project"), "--quiet"]) == 0
     return model, yaml, root / "project"

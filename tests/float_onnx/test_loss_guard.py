@@ -57,7 +57,8 @@ def bad_model(tmp_path_factory) -> tuple[Path, Path]:
 def test_quantize_refuses_the_loss_and_names_the_layer(bad_model, tmp_path: Path) -> None:
     path, cal = bad_model
     out = tmp_path / "q.onnx"
-    code, stdout, stderr = cli(["quantize", path, "--calibration", cal, "-o", out])
+    code, stdout, stderr = cli(["quantize", "-d", "MAX78000",
+                                path, "--calibration", cal, "-o", out])
     assert code == 1, stderr
     assert "error[quantize.loss]" in stderr
     # the per-layer table comes with the error, and the collapse is at the second
@@ -82,7 +83,7 @@ def test_convert_with_calibration_refuses_it_too(bad_model, tmp_path: Path) -> N
 def test_accept_loss_converts_with_a_warning(bad_model, tmp_path: Path) -> None:
     path, cal = bad_model
     out = tmp_path / "q.onnx"
-    code, _, stderr = cli(["quantize", path, "--calibration", cal, "-o", out,
+    code, _, stderr = cli(["quantize", "-d", "MAX78000", path, "--calibration", cal, "-o", out,
                            "--accept-loss"])
     assert code == 0, stderr
     assert "warning[quantize.loss]" in stderr and "`conv2`" in stderr
@@ -99,7 +100,7 @@ def test_accept_loss_converts_with_a_warning(bad_model, tmp_path: Path) -> None:
 
 def test_a_model_that_quantizes_well_is_unaffected(tmp_path: Path) -> None:
     out = tmp_path / "q.onnx"
-    code, stdout, stderr = cli(["quantize", DIGITS_FLOAT / "digits_float.onnx",
+    code, stdout, stderr = cli(["quantize", "-d", "MAX78000", DIGITS_FLOAT / "digits_float.onnx",
                                 "--calibration", DIGITS_FLOAT / "calibration.npy",
                                 "-o", out])
     assert code == 0, stderr

@@ -55,7 +55,8 @@ def test_the_rewrite_runs_before_the_device_check(random_net) -> None:
 
 def test_quantize_check_and_convert_agree(random_net, tmp_path: Path) -> None:
     path, cal = random_net
-    code, _, stderr = cli(["quantize", path, "--calibration", cal, "--device", "MAX78002",
+    code, _, stderr = cli(["quantize", "-d", "MAX78000",
+                           path, "--calibration", cal, "--device", "MAX78002",
                            "-o", tmp_path / "q.onnx"])
     assert code == 0, stderr
     code, check_json, stderr = cli(["check", path, "--device", "MAX78002", "--calibration",

@@ -56,7 +56,8 @@ def _check_quantized(p: Pattern, model_path: Path, tmp_path: Path, x: np.ndarray
     cal = tmp_path / "cal.npy"
     np.save(cal, x)
     out = tmp_path / "q.onnx"
-    code, stdout, stderr = cli(["quantize", model_path, "--calibration", cal, "-o", out,
+    code, stdout, stderr = cli(["quantize", "-d", "MAX78000",
+                                model_path, "--calibration", cal, "-o", out,
                                 "--device", p.device])
     assert code == 0, stderr
     assert "SQNR dB" in stdout and (tmp_path / "report.json").is_file()
@@ -117,7 +118,8 @@ def test_stride2_rewrite_is_reported(tmp_path: Path) -> None:
     p = next(q for q in PATTERNS if q.name == "stride2")
     path = export_torch(p, tmp_path / "s2.onnx", dynamo=False)
     np.save(tmp_path / "cal.npy", calibration(p))
-    code, stdout, stderr = cli(["quantize", path, "--calibration", tmp_path / "cal.npy",
+    code, stdout, stderr = cli(["quantize", "-d", "MAX78000",
+                                path, "--calibration", tmp_path / "cal.npy",
                                 "-o", tmp_path / "q.onnx"])
     assert code == 0, stderr
     assert "stride-2 convolution = stride-1 convolution + 1x1 stride-2 pooling" in stdout
@@ -141,7 +143,8 @@ def test_identity_layer_rewrite_is_exact_and_reported(name: str, tmp_path: Path)
     p = next(q for q in PATTERNS if q.name == name)
     path = export_torch(p, tmp_path / "m.onnx", dynamo=False)
     np.save(tmp_path / "cal.npy", calibration(p))
-    code, stdout, stderr = cli(["quantize", path, "--calibration", tmp_path / "cal.npy",
+    code, stdout, stderr = cli(["quantize", "-d", "MAX78000",
+                                path, "--calibration", tmp_path / "cal.npy",
                                 "-o", tmp_path / "q.onnx"])
     assert code == 0, stderr
     assert "1x1 identity convolution" in stdout

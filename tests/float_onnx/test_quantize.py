@@ -26,7 +26,8 @@ def model(tmp_path_factory) -> tuple[Path, Path, np.ndarray]:
 
 def _quantize(model, tmp_path: Path, *extra) -> tuple[onnx.ModelProto, dict]:
     path, cal, _ = model
-    code, _, err = cli(["quantize", path, "--calibration", cal, "-o", tmp_path / "q.onnx",
+    code, _, err = cli(["quantize", "-d", "MAX78000",
+                        path, "--calibration", cal, "-o", tmp_path / "q.onnx",
                         *extra])
     assert code == 0, err
     return onnx.load(str(tmp_path / "q.onnx")), json.loads(
@@ -50,7 +51,8 @@ def test_weight_bits_yaml_overrides_one_layer(model, tmp_path: Path) -> None:
 def test_bad_weight_bits_is_a_usage_error(model, tmp_path: Path) -> None:
     (tmp_path / "bits.yaml").write_text("c: 3\n")
     path, cal, _ = model
-    code, _, err = cli(["quantize", path, "--calibration", cal, "-o", tmp_path / "q.onnx",
+    code, _, err = cli(["quantize", "-d", "MAX78000",
+                        path, "--calibration", cal, "-o", tmp_path / "q.onnx",
                         "--weight-bits", tmp_path / "bits.yaml"])
     assert code == 2 and "1, 2, 4 or 8" in err
 
@@ -75,7 +77,7 @@ def test_calibration_methods(model, tmp_path: Path) -> None:
     peak = float(np.max(sess.run([relu], {sess.get_inputs()[0].name: x})[0]))
     assert ranges["max"] == pytest.approx(peak, rel=1e-5)
     assert ranges["percentile"] < peak and ranges["mse"] <= peak
-    code, _, err = cli(["quantize", path, "--calibration", model[1], "-o",
+    code, _, err = cli(["quantize", "-d", "MAX78000", path, "--calibration", model[1], "-o",
                         tmp_path / "z.onnx", "--calibration-method", "entropy"])
     assert code == 2 and "mse, max, percentile" in err
 
@@ -133,7 +135,8 @@ def test_final_softmax_is_left_to_the_cpu(tmp_path: Path) -> None:
                       input_names=["x"], dynamic_axes={"x": {0: "N"}})
     x = np.random.default_rng(4).uniform(0, 1, (32, 3, 4, 4)).astype(np.float32)
     np.save(tmp_path / "cal.npy", x)
-    code, out, err = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+    code, out, err = cli(["quantize", "-d", "MAX78000",
+                          path, "--calibration", tmp_path / "cal.npy", "-o",
                           tmp_path / "q.onnx"])
     assert code == 0, err
     assert "left to the CPU: Softmax" in out
@@ -150,7 +153,8 @@ def test_average_pooling_rounds_to_nearest(model, tmp_path: Path) -> None:
     p = next(q for q in PATTERNS if q.name == "avgpool_conv")
     path = export_torch(p, tmp_path / "avg.onnx", dynamo=False)
     np.save(tmp_path / "cal.npy", calibration(p))
-    code, _, err = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+    code, _, err = cli(["quantize", "-d", "MAX78000",
+                        path, "--calibration", tmp_path / "cal.npy", "-o",
                         tmp_path / "q.onnx"])
     assert code == 0, err
     kinds = {(n.op_type, a.s) for n in onnx.load(str(tmp_path / "q.onnx")).graph.node
@@ -182,7 +186,8 @@ def test_scale_after_relu_folds_only_when_positive(factor: float, tmp_path: Path
                       input_names=["x"], dynamic_axes={"x": {0: "N"}})
     x = np.random.default_rng(1).uniform(0, 1, (16, 3, 8, 8)).astype(np.float32)
     np.save(tmp_path / "cal.npy", x)
-    code, _, err = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+    code, _, err = cli(["quantize", "-d", "MAX78000",
+                        path, "--calibration", tmp_path / "cal.npy", "-o",
                         tmp_path / "q.onnx"])
     if factor < 0:
         assert code == 1 and "(Mul)" in err

@@ -151,7 +151,8 @@ def test_unsupported_pattern_is_one_clear_error(name: str, tmp_path: Path) -> No
     shape = [d.dim_value or 8 for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
     np.save(tmp_path / "cal.npy", RNG.uniform(-1, 1, (4, *shape)).astype(np.float32))
     out = tmp_path / "q.onnx"
-    code, stdout, stderr = cli(["quantize", path, "--calibration", tmp_path / "cal.npy",
+    code, stdout, stderr = cli(["quantize", "-d", "MAX78000",
+                                path, "--calibration", tmp_path / "cal.npy",
                                 "-o", out])
     assert code == 1, (stdout, stderr)
     assert stderr.startswith("error["), stderr
@@ -180,7 +181,8 @@ def test_input_offset_is_part_of_the_input_mapping(tmp_path: Path) -> None:
     onnx.save(model, str(path))
     x = RNG.uniform(0, 1, (32, 3, 8, 8)).astype(np.float32)
     np.save(tmp_path / "cal.npy", x)
-    code, stdout, stderr = cli(["quantize", path, "--calibration", tmp_path / "cal.npy",
+    code, stdout, stderr = cli(["quantize", "-d", "MAX78000",
+                                path, "--calibration", tmp_path / "cal.npy",
                                 "-o", tmp_path / "q.onnx"])
     assert code == 0, stderr
     assert "offset per channel -0.5, -0.5, -0.5" in stdout
@@ -202,6 +204,7 @@ def test_calibration_of_the_wrong_shape_is_a_usage_error(tmp_path: Path) -> None
     path = tmp_path / "f.onnx"
     onnx.save(_model([c0], i0), str(path))
     np.save(tmp_path / "cal.npy", np.zeros((4, 3, 6, 6), np.float32))
-    code, _, stderr = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+    code, _, stderr = cli(["quantize", "-d", "MAX78000",
+                           path, "--calibration", tmp_path / "cal.npy", "-o",
                            tmp_path / "q.onnx"])
     assert code == 2 and "(3, 8, 8)" in stderr and "(3, 6, 6)" in stderr

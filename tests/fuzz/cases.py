@@ -503,6 +503,8 @@ def checkpoint_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
                 "net.pth.tar", "--sample", "x.npy", "-o", "net.onnx")
         if i >= len(makers) and rng.random() < 0.5:  # binary weights exist on the MAX78002
             argv += ("--device", "MAX78002")
+        else:
+            argv += ("--device", "MAX78000")
         cases.append(Case("checkpoint", f"{i:04d}", argv, files, outputs=("net.onnx",)))
     return cases
 
@@ -551,11 +553,12 @@ def output_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
         (("sidecar", "models/model.onnx", "-o", "models"), {}, {}),
         (("sidecar", "models/model.onnx", "-o", "/proc/self/x"), {}, {}),
         (("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
-          "net.pth.tar", "--sample", "x.npy", "-o", "net.yaml"), {}, {}),
+          "net.pth.tar", "--sample", "x.npy", "-d", "MAX78000", "-o", "net.yaml"), {}, {}),
         (("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
-          "net.pth.tar", "--sample", "x.npy", "-o", "net.pth.tar"), {}, {}),
+          "net.pth.tar", "--sample", "x.npy", "-d", "MAX78000", "-o", "net.pth.tar"), {},
+         {}),
         (("import-izer", "--config-file", "net.yaml", "--checkpoint-file",
-          "net.pth.tar", "--sample", "x.npy", "-o", "."), {}, {}),
+          "net.pth.tar", "--sample", "x.npy", "-d", "MAX78000", "-o", "."), {}, {}),
     ]
     project = {"net.yaml": base["net.yaml"], "net.pth.tar": base["net.pth.tar"],
                "x.npy": base["net.npy"]}
@@ -723,11 +726,11 @@ def float_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
             cal = _damaged_calibration(rng, cal)
         argv, files = _float_options(rng) if pick >= 0.6 else ([], {})
         if rng.random() < 0.5:
-            argv = ["quantize", "model.onnx", "--calibration", "cal.npy", "-o", "q.onnx",
-                    *argv]
+            argv = ["quantize", "model.onnx", "-d", "MAX78000", "--calibration", "cal.npy",
+                    "-o", "q.onnx", *argv]
         else:
-            argv = ["convert", "model.onnx", "--calibration", "cal.npy", "-o", "out",
-                    *argv]
+            argv = ["convert", "model.onnx", "-d", "MAX78000", "--calibration", "cal.npy",
+                    "-o", "out", *argv]
         argv += ["--device", rng.choice(["MAX78000", "MAX78002"])]
         files.update({"model.onnx": model, "cal.npy": cal})
         cases.append(Case("float", f"{i:04d}", tuple(argv), files, outputs=("out", "q.onnx",

@@ -245,10 +245,11 @@ def test_well_formed_bases_convert(base, tmp_path):
              "f.onnx": base["float.onnx"], "f.npy": base["float-cal.npy"]}
     for argv in (("convert", "model.onnx", "--sidecar", "net.yaml", "--sample-input",
                   "sample.npy", "-o", "out"),
-                 ("quantize", "f.onnx", "--calibration", "f.npy", "-o", "q.onnx"),
+                 ("quantize", "f.onnx", "-d", "MAX78000", "--calibration", "f.npy", "-o",
+                  "q.onnx"),
                  ("run", "model.onnx", "--input", "sample.npy", "-o", "y.npy"),
                  ("import-izer", "--config-file", "p.yaml", "--checkpoint-file",
-                  "p.pth.tar", "--sample", "p.npy", "-o", "p.onnx")):
+                  "p.pth.tar", "--sample", "p.npy", "-d", "MAX78000", "-o", "p.onnx")):
         outcome = run_case(Case("base", argv[0], argv, files, outputs=(
             "out", "y.npy", "p.onnx", "q.onnx", "report.json")), tmp_path)
         assert outcome.code == 0 and not outcome.problems, outcome.stderr

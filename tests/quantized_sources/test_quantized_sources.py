@@ -221,12 +221,14 @@ def test_what_the_recognizer_cannot_place_is_refused_by_name(build, code) -> Non
 
 def test_a_power_of_two_model_needs_no_calibration_and_says_so(tmp_path: Path) -> None:
     out = tmp_path / "q.onnx"
-    code, stdout, err = cli(["quantize", BREVITAS / "digits_brevitas_qcdq.onnx", "-o", out])
+    code, stdout, err = cli(["quantize", "-d", "MAX78000",
+                             BREVITAS / "digits_brevitas_qcdq.onnx", "-o", out])
     assert code == 0, err
     assert "powers of two" in stdout and "no calibration needed" in stdout
     # float scales: requantized, from the source's own scales without calibration data
     (tmp_path / "second").mkdir()  # (its report.json beside it: a new directory)
-    code, stdout, err = cli(["quantize", FIXTURES / "brevitas_float_qcdq.onnx", "-o",
+    code, stdout, err = cli(["quantize", "-d", "MAX78000",
+                             FIXTURES / "brevitas_float_qcdq.onnx", "-o",
                              tmp_path / "second" / "q2.onnx"])
     assert code == 0, err
     assert "requantized to power-of-two shifts" in stdout

@@ -212,7 +212,7 @@ def test_cli_exits_nonzero_without_traceback(base_case, tmp_path, capsys, cid):
     out = tmp_path / "model.onnx"
     rc = main(["import-izer", "--config-file", str(path), "--checkpoint-file",
                str(case_dir / "checkpoint.pth.tar"), "--sample", str(case_dir / "sample.npy"),
-               "--output", str(out)])
+               "--device", "MAX78000", "--output", str(out)])
     captured = capsys.readouterr()
     text = captured.out + captured.err
     assert rc == 1

@@ -166,7 +166,8 @@ def test_malformed_channels_last_graph_is_a_message(tmp_path):
     path = tmp_path / "bad.onnx"
     onnx.save(model, str(path))
     np.save(tmp_path / "cal.npy", np.zeros((2, 8, 8, 3), np.float32))
-    code, _, err = cli(["quantize", path, "--calibration", tmp_path / "cal.npy", "-o",
+    code, _, err = cli(["quantize", "-d", "MAX78000",
+                        path, "--calibration", tmp_path / "cal.npy", "-o",
                         tmp_path / "q.onnx"])
     assert code == 1, err
     assert err.startswith("error[tf2onnx.unreadable]") and "tf2onnx" in err, err
