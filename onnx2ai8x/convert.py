@@ -18,12 +18,11 @@ from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError, Diagnostic
 from .frontend import QuantizeRequest, front_end, where_of
 from .network import Network, rewire_along
-from .options import EmitOptions
+from .options import EmitOptions, HwDecision
 from .placement import Placement
 
 if TYPE_CHECKING:
-    from .map.lowered import HwNetwork
-    from .map.weights import Mapped
+    from .map.lowered import HwNetwork, HwPlacement
 
 STAGES = ("read", "legalize", "map", "reference", "emit")
 # Graph names exporters give every model (torch.onnx, older torch, tf2onnx, none)
@@ -83,37 +82,42 @@ def _no_step(_: str) -> None:
     return None
 
 
-def _fifo_fed(mapped: Mapped, fifo: bool) -> Mapped:
-    """`mapped`, unless a later layer reads an input that arrives through the FIFOs
+def _fifo_fed(hw: HwNetwork) -> HwNetwork:
+    """`hw`, unless a later layer reads an input that arrives through the FIFOs
     (a streaming first layer reads through them whatever the options: convert)."""
     from .map.memory_check import fifo_input_read_once
 
-    placement = mapped.placement
-    refused = fifo_input_read_once(placement.network, fifo or placement.layers[0].streaming)
+    refused = fifo_input_read_once(hw.network, hw.choices.fifo)
     if refused:
         raise Ai8xError.many(refused)
-    return mapped
+    return hw
 
 
-def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bool = False,
-           overlap_data: bool = False
-           ) -> tuple[Mapped, tuple[int, ...] | None, tuple[str, ...]]:
-    """The mapping: the sidecar's when it is full, else inferred around its pins
-    (`fifo`: the input is to arrive through the FIFOs); the full sidecar's `snoop`
-    values and its contradictions of the model, as warnings. A sidecar's placement
-    passes every check automatic mapping passes (map/memory_check.check_placement) and,
-    without `overlap_data` (--overlap-data), writes no layer over its own input."""
+Decide = Callable[[tuple[int, ...] | None], HwDecision]  # the hardware choices, by snoop
+
+
+def _place(network: Network, device: Device, sidecar_path: Path | None, decide: Decide,
+           overlap_data: bool = False) -> tuple[HwNetwork, HwDecision, tuple[str, ...]]:
+    """The mapping, lowered: the sidecar's when it is full, else inferred around its
+    pins; the hardware choices it was examined under (`decide`, given the full
+    sidecar's `snoop` values) and the full sidecar's contradictions of the model, as
+    warnings. A sidecar's placement passes every check automatic mapping passes
+    (map/memory_check.check_placement) and, without `overlap_data` (--overlap-data),
+    writes no layer over its own input."""
     if sidecar_path is None:
         from .map.auto import auto_map
 
-        return _fifo_fed(auto_map(network, device, None, fifo=fifo), fifo), None, ()
+        decision = decide(None)
+        return _fifo_fed(auto_map(network, device, None, decision=decision)), decision, ()
     from .sidecar.parse import parse_dict
     from .sidecar.partial import place_partial, read_sidecar_text
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
-        return _fifo_fed(place_partial(text, network, device, fifo=fifo), fifo), None, ()
+        decision = decide(None)
+        return (_fifo_fed(place_partial(text, network, device, decision=decision)),
+                decision, ())
     positions = None
     try:
         sidecar = parse_dict(text.data, str(sidecar_path))
@@ -128,12 +132,15 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
         named = Ai8xError.many([text.add_line(d, positions) for d in err.diagnostics])
         named.exit_code = err.exit_code
         raise named from None
+    from .map.lowered import examine
     from .map.memory_check import checked, fifo_input_read_once, unpermitted_overlaps
 
-    mapped, problems = checked(placement)
+    decision = decide(tuple(sidecar.snoop) if sidecar.snoop is not None else None)
+    examined = examine(placement, decision)
+    hw, problems = checked(examined)
     if not overlap_data:
-        problems += unpermitted_overlaps(placement)
-    problems += fifo_input_read_once(network, fifo or placement.layers[0].streaming)
+        problems += unpermitted_overlaps(examined)
+    problems += fifo_input_read_once(network, examined.choices.fifo)
     if problems:
         raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
     from .sidecar.agreement import model_contradictions
@@ -142,19 +149,18 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, fifo: bo
         dataclasses.replace(w, where=text.add_line(Diagnostic(w.code, w.where, ""),
                                                    positions).where).render()
         for w in model_contradictions(sidecar, network))
-    assert mapped is not None  # no problems: the check allocated the weights
-    return (mapped, tuple(sidecar.snoop) if sidecar.snoop is not None else None,
-            warnings)
+    assert hw is not None  # no problems: the check allocated the weights
+    return hw, decision, warnings
 
 
-def _overlap_notes(placement: Placement) -> tuple[str, ...]:
+def _overlap_notes(hp: HwPlacement) -> tuple[str, ...]:
     """The automatic mapping writes layers over their own input only where the
     accelerator's order makes it safe (map/overlap.py) and to fit; it says so, and that
     the written sidecar needs --overlap-data."""
     from .map.memory_check import overlapping_layers
 
-    network = placement.network
-    over = [network.layers[ll].name for ll in overlapping_layers(placement)
+    network = hp.network
+    over = [network.layers[ll].name for ll in overlapping_layers(hp)
             if not network.layers[ll].buffer_shift]
     if not over:
         return ()
@@ -186,8 +192,7 @@ def plan(model, device: Device, sidecar_path: Path | None = None,
     from .map.latency import estimate_cycles
     from .map.lowered import lower
     from .map.memory_check import overlapping_layers
-    from .map.weights import Mapped, allocate_weights
-    from .options import decide_hardware
+    from .options import decide_conversion
     from .report import render_table, summarize, to_json
     from .sidecar.write import implied_flags, write_sidecar
 
@@ -201,33 +206,36 @@ def plan(model, device: Device, sidecar_path: Path | None = None,
         # project, its banner and the sidecar are named after the model file instead
         network = dataclasses.replace(network, name=model_stem(model))
     step("map")
-    # the mapping, with its kernel and bias memory allocated once (by its check)
-    mapped, snoop, warnings = _place(network, device, sidecar_path, options.uses_fifo,
-                                     options.overlap_data)
-    stated = mapped.placement  # the sidecar states the mapping, without the quad fan-out
+
+    def decide(snoop: tuple[int, ...] | None) -> HwDecision:
+        # the hardware choices: all known before mapping but a full sidecar's snoop values
+        return decide_conversion(options, device, data_buffer=network.data_buffer is not None,
+                                 pool_rounding=fe.avg_pool_rounding, snoop=snoop,
+                                 model=where_of(model))
+
+    # the mapping, lowered: its hardware view derived once (when the mapper examined it)
+    # under the conversion's choices, its kernel and bias memory allocated once
+    hw, decision, warnings = _place(network, device, sidecar_path, decide,
+                                    options.overlap_data)
+    stated = hw  # the sidecar states the mapping, without the quad fan-out
     if options.fast_fifo_quad:
-        check_quad_fan_out(stated)
-        quad = with_quad_fan_out(stated)
-        mapped = Mapped(quad, allocate_weights(quad))
-    placement = mapped.placement
-    choices, implied = decide_hardware(
-        options, device, first_streams=placement.layers[0].streaming,
-        data_buffer=network.data_buffer is not None, pool_rounding=fe.avg_pool_rounding,
-        snoop=snoop, model=where_of(model))
-    hw = lower(mapped, choices)  # the one value the later stages read
+        check_quad_fan_out(stated.placement)
+        hw = lower(with_quad_fan_out(stated.placement), decision)  # another placement
+    placement = hw.placement
     warnings = fe.warnings + warnings + streaming_bias(placement) + _unmade_jumps(hw)
     warnings += energy_hints(placement)
     cycles = tuple(estimate_cycles(hw))
     if sidecar_path is None:
-        notes = (*notes, *_overlap_notes(placement))
+        notes = (*notes, *_overlap_notes(hw))
     report = summarize(hw, list(cycles), notes=notes)
     return Plan(model=fe.model, hw=hw, cycles=cycles, report=report,
                 summary=render_table(report), report_json=to_json(report),
                 sidecar_text=write_sidecar(
-                    stated, flags=implied_flags(stated, fe.avg_pool_rounding,
-                                                overlapping_layers(stated)),
+                    stated.placement,
+                    flags=implied_flags(stated.placement, fe.avg_pool_rounding,
+                                        overlapping_layers(stated)),
                     origin=Path(sidecar_path).name if sidecar_path is not None else None),
-                warnings=warnings, implied=implied, quant=fe.quant)
+                warnings=warnings, implied=decision.notes, quant=fe.quant)
 
 
 def _unmade_jumps(hw: HwNetwork) -> tuple[str, ...]:

@@ -403,8 +403,37 @@ def decide_hardware(options: EmitOptions, device: Device, *, first_streams: bool
     return choices, notes
 
 
-def default_choices(device: Device, *, fifo: bool = False) -> HwChoices:
-    """The choices of the default options on `device` (`fifo`: input through the FIFOs),
-    for a placement examined before the user's options apply (the mapper's checks)."""
-    return decide_hardware(EmitOptions(fifo=fifo), device)[0]
+@dataclass(frozen=True)
+class HwDecision:
+    """The hardware choices of one conversion, decided before mapping: whether the first
+    layer streams is the mapping's to decide (each candidate placement the mapper
+    examines streams or does not), so both are decided up front and each placement is
+    examined, and its hardware view derived, under the one that applies to it."""
 
+    plain: HwChoices  # a placement whose first layer does not stream
+    streaming: HwChoices  # one whose first layer streams: FIFO input implied
+    notes: tuple[str, ...] = ()  # what the model implied (decide_hardware)
+
+    def of(self, first_streams: bool) -> HwChoices:
+        """The choices of a placement whose first layer streams (or not)."""
+        return self.streaming if first_streams else self.plain
+
+
+def decide_conversion(options: EmitOptions, device: Device, *, data_buffer: bool = False,
+                      pool_rounding: str | None = None,
+                      snoop: tuple[int, ...] | None = None, model: str = "model"
+                      ) -> HwDecision:
+    """`decide_hardware` for both kinds of placement (see HwDecision); the same
+    arguments, all known before mapping."""
+    plain, notes = decide_hardware(options, device, data_buffer=data_buffer,
+                                   pool_rounding=pool_rounding, snoop=snoop, model=model)
+    streaming, _ = decide_hardware(options, device, first_streams=True,
+                                   data_buffer=data_buffer, pool_rounding=pool_rounding,
+                                   snoop=snoop, model=model)
+    return HwDecision(plain=plain, streaming=streaming, notes=notes)
+
+
+def default_decision(device: Device, *, fifo: bool = False) -> HwDecision:
+    """The decision of the default options on `device` (`fifo`: --fifo), for a placement
+    examined outside a conversion (a test, a caller of the mapper alone)."""
+    return decide_conversion(EmitOptions(fifo=fifo), device)

@@ -135,7 +135,7 @@ def summarize(hw: HwNetwork, cycles: list[int], *, notes: tuple[str, ...] = ()) 
     total_cols = sum(facts.kernel_words(p) for p in range(PROCESSORS))
     used_cols = int(np.count_nonzero(kernels.owners != FREE))
     peak = 0
-    for buf in buffers(placement):
+    for buf in buffers(hw):  # the rollovers the mapper examined the placement with
         peak = max(peak, buf.end)
     kept = None
     if network.data_buffer is not None and placement.data_buffer is not None:

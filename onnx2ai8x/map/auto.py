@@ -37,7 +37,7 @@ Resources", "Data Memory", "Processors", "Multi-Pass", "HWC/CHW", "Kernel memory
   those buffers hold a few rows instead of whole frames. All streaming layers run at
   once, so their buffers and the last streaming layer's (whole) output are live
   together. Each buffer is exactly the rollover the project programs
-  (`memory_check.stream_rollovers`), one word longer,
+  (`streaming.rollovers` of the candidate's hardware view), one word longer,
   and streaming buffers never share a memory instance at overlapping offsets: the
   vendor tests ranges with both ends inclusive and by instance, not by byte lane. The
   input is HWC on the FIFO processors (0-3 of each quadrant, at most 16 channels). The
@@ -77,8 +77,10 @@ from ..network import (
     Network,
     output_layers,
 )
+from ..options import HwDecision, default_decision
 from ..placement import BufferPlacement, LayerPlacement, Placement
 from .hw import ffs, multipass, popcount, runs_1x1_as_3x3
+from .lowered import HwNetwork, examine
 from .memory_check import (
     INPUT,
     checked,
@@ -94,9 +96,7 @@ from .memory_check import (
     output_ignore,
     place_kernels,
     stream_register_diagnostics,
-    stream_rollovers,
 )
-from .weights import Mapped
 
 Hints = Mapping[str, Mapping[str, int]]
 
@@ -655,26 +655,35 @@ class _Mapper:
 
 def auto_place(network: Network, device: Device,
                partial: Hints | Placement | None = None, *,
-               stream_layers: int | None = None, fifo: bool = False) -> Placement:
+               stream_layers: int | None = None, fifo: bool = False,
+               decision: HwDecision | None = None) -> Placement:
     """The placement of `auto_map` (see there)."""
-    return auto_map(network, device, partial, stream_layers=stream_layers,
-                    fifo=fifo).placement
+    return auto_map(network, device, partial, stream_layers=stream_layers, fifo=fifo,
+                    decision=decision).placement
 
 
 def auto_map(network: Network, device: Device,
              partial: Hints | Placement | None = None, *,
-             stream_layers: int | None = None, fifo: bool = False) -> Mapped:
-    """Place `network` on `device` without a sidecar (pure function), with the kernel
-    and bias memory allocated for the placement (allocated once, by the check).
+             stream_layers: int | None = None, fifo: bool = False,
+             decision: HwDecision | None = None) -> HwNetwork:
+    """Place `network` on `device` without a sidecar (pure function): the lowered
+    network of the placement, its hardware view derived once, when the placement was
+    examined, and its kernel and bias memory allocated once, by the check.
 
     `partial` fixes some decisions: a Placement (its processor maps and output offsets
     are kept), or {layer name: {"processors": mask, "output_processors": mask,
     "out_offset": bytes}}. `stream_layers` makes exactly that many leading layers stream
     (None: stream only when the data does not fit, as few layers as needed). Raises
     Ai8xError when the network does not fit. When the first layers stream, the input
-    must be loaded through the FIFO (`placement.layers[0].streaming`). `fifo` (the
-    user's --fifo) puts the input on the FIFO processors even when nothing streams.
+    must be loaded through the FIFO (`placement.layers[0].streaming`). `decision`: the
+    conversion's hardware choices (options.decide_conversion), under which every
+    candidate placement is examined; its FIFO input (the user's --fifo) puts the input
+    on the FIFO processors even when nothing streams. Without it, the default options'
+    choices, with --fifo when `fifo` is set.
     """
+    if decision is None:
+        decision = default_decision(device, fifo=fifo)
+    fifo = decision.plain.fifo
     if not network.layers:
         raise Ai8xError("map.empty", "network", "the network has no layers",
                         "convert a model with at least one layer")
@@ -690,7 +699,7 @@ def auto_map(network: Network, device: Device,
         first.setdefault("processors", _fifo_map(network.input_shape[0]))
         hints = {**hints, 0: first}
     if stream_layers:
-        return _stream(network, device, hints, None, only=stream_layers)
+        return _stream(network, device, hints, None, decision, only=stream_layers)
     mapper = _Mapper(network, device, hints, fifo=fifo)
     mapper.map_processors()
     try:
@@ -726,12 +735,12 @@ def auto_map(network: Network, device: Device,
                     if not chw:
                         err = err3  # it got further: name the layer that still fails
         if fitted is None:
-            return _stream(network, device, hints, err)
+            return _stream(network, device, hints, err, decision)
         mapper, groups, offsets = fitted
-    mapped, diags = checked(_assemble(mapper, groups, offsets))
-    if mapped is None:
+    hw, diags = checked(examine(_assemble(mapper, groups, offsets), decision))
+    if hw is None:
         raise Ai8xError.many(diags)
-    return mapped
+    return hw
 
 
 def _assemble(mapper: _Mapper, groups: list[_Group], offsets: list[int]) -> Placement:
@@ -910,8 +919,12 @@ def _stream_limit(network: Network, facts: Device) -> tuple[int, str]:
 
 
 def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
-            err: Ai8xError | None, only: int | None = None) -> Mapped:
-    """Stream the fewest leading layers that make the data fit (or exactly `only`)."""
+            err: Ai8xError | None, decision: HwDecision, only: int | None = None
+            ) -> HwNetwork:
+    """Stream the fewest leading layers that make the data fit (or exactly `only`).
+    Each count examines two placements under the streaming choices, each derived once:
+    the processor choice without offsets (the register limits and the rollovers that
+    size the circular buffers do not depend on offsets) and the allocated placement."""
     dev = facts
     limit, why = _stream_limit(network, facts)
     first_hint = dict(hints.get(0, {}))
@@ -934,12 +947,12 @@ def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
             continue
         mapper = _Mapper(network, facts, stream_hints, stream=k)
         mapper.map_processors()
-        skeleton = mapper.skeleton()
+        skeleton = examine(mapper.skeleton(), decision.streaming)
         limits = stream_register_diagnostics(skeleton)
         if limits:
             last = Ai8xError.many(limits)
             continue
-        mapper.rollover = stream_rollovers(skeleton)
+        mapper.rollover = skeleton.rollover
         try:
             groups, offsets = _allocate_moving_outputs(mapper)
             placement = _assemble(mapper, groups, offsets)
@@ -948,9 +961,9 @@ def _stream(network: Network, facts: Device, hints: dict[int, dict[str, int]],
                 raise
             last = exc
             continue
-        mapped, diags = checked(placement)
-        if mapped is not None:
-            return mapped
+        hw, diags = checked(examine(placement, decision.streaming))
+        if hw is not None:
+            return hw
         last = Ai8xError.many(diags)
     if last is None:  # only when asked for 0 layers, which auto_place never does
         raise Ai8xError("map.streaming", "network", "no layer to stream", "stream layers")

@@ -148,8 +148,9 @@ def _extra(placement: Placement, ll: int, key: str, default: object = None) -> o
 
 def derive(placement: Placement, choices: HwChoices) -> HwView:
     """The hardware view of a placed network under the hardware choices (pure). A
-    conversion derives it once, in `onnx2ai8x.map.lowered.lower`; the mapper derives the
-    views of the streaming placements it checks."""
+    conversion derives it once per placement it examines (map/lowered.examine), under
+    its own choices; the choices are carried, not read: the layers do not depend on
+    them."""
     net = placement.network
     dev = placement.device
     layers = net.layers

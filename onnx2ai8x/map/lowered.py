@@ -1,10 +1,13 @@
 """The lowered network: the one value the map stage hands to emit, report and latency.
 
-`HwNetwork` carries the placed network, the hardware choices (options.decide_hardware),
-the hardware view derived from both (map/hw.derive, computed here once) and the kernel
-and bias memory allocated for the placement (map/weights.py). It is immutable: a stage
-that wants another placement or other choices lowers again. Emit, the report, the cycle
-estimate and the phase timing take this value and nothing else.
+Every placement the mapper examines is derived once into an `HwPlacement`: the hardware
+view (map/hw.derive) under the conversion's hardware choices (options.decide_conversion)
+and, computed once from it, each streaming layer's rollover; the memory checks
+(map/memory_check.py) read that value. The placement the mapping settles on becomes
+the `HwNetwork`: the same value with the kernel and bias memory allocated for it
+(map/weights.py), so lowering derives nothing again. Both are immutable: a stage that
+wants another placement or other choices lowers again (`lower`). Emit, the report, the
+cycle estimate and the phase timing take the HwNetwork and nothing else.
 """
 from __future__ import annotations
 
@@ -12,18 +15,20 @@ from dataclasses import dataclass
 
 from ..devices import Device
 from ..network import Network
-from ..options import HwChoices, default_choices
+from ..options import HwChoices, HwDecision, default_decision
 from ..placement import Placement
 from .hw import HwView, derive
-from .weights import Mapped, WeightMemory, allocate_weights
+from .streaming import rollovers
+from .weights import WeightMemory, allocate_weights
 
 
 @dataclass(frozen=True, eq=False)
-class HwNetwork:
-    """A network lowered onto the hardware (see module docstring)."""
+class HwPlacement:
+    """A placement as the hardware runs it (see module docstring)."""
 
     view: HwView  # the hardware view; carries the placement, network and choices
-    weights: WeightMemory  # kernel and bias memory of `view.placement`
+    # per layer the words of a streaming layer's circular input buffer (streaming.rollovers)
+    rollover: tuple[int | None, ...]
 
     @property
     def placement(self) -> Placement:
@@ -42,16 +47,33 @@ class HwNetwork:
         return self.view.choices
 
 
-def lower(mapped: Mapped | Placement, choices: HwChoices | None = None) -> HwNetwork:
-    """The lowered network of a mapping under the hardware choices (default: the
-    default options' choices on the placement's device, with FIFO input when the first
-    layer streams). A bare Placement (one built by hand, e.g. in tests) has its kernel
-    and bias memory allocated here."""
-    if isinstance(mapped, Placement):
-        mapped = Mapped(mapped, allocate_weights(mapped))
-    placement = mapped.placement
-    if choices is None:
-        first = placement.layers[0] if placement.layers else None
-        choices = default_choices(placement.device,
-                                  fifo=bool(first is not None and first.streaming))
-    return HwNetwork(view=derive(placement, choices), weights=mapped.weights)
+@dataclass(frozen=True, eq=False)
+class HwNetwork(HwPlacement):
+    """A network lowered onto the hardware: the placement the mapping settled on, with
+    its kernel and bias memory (see module docstring)."""
+
+    weights: WeightMemory  # kernel and bias memory of `view.placement`
+
+    @classmethod
+    def of(cls, hp: HwPlacement, weights: WeightMemory) -> HwNetwork:
+        """`hp` with the kernel and bias memory allocated for its placement."""
+        return cls(view=hp.view, rollover=hp.rollover, weights=weights)
+
+
+def examine(placement: Placement, choices: HwChoices | HwDecision) -> HwPlacement:
+    """The placement's hardware view, derived (the one derivation of this placement),
+    under `choices` or, given the conversion's decision, under the choices of a
+    placement whose first layer streams or not."""
+    if isinstance(choices, HwDecision):
+        choices = choices.of(bool(placement.layers) and placement.layers[0].streaming)
+    view = derive(placement, choices)
+    return HwPlacement(view=view, rollover=rollovers(view))
+
+
+def lower(placement: Placement, choices: HwChoices | HwDecision | None = None) -> HwNetwork:
+    """A placement the mapper did not examine (one built by hand, e.g. in tests, or the
+    quad fan-out of --fast-fifo-quad) lowered under `choices` (default: the default
+    options' choices on the placement's device, with FIFO input when the first layer
+    streams), its kernel and bias memory allocated here."""
+    hp = examine(placement, choices or default_decision(placement.device))
+    return HwNetwork.of(hp, allocate_weights(placement))

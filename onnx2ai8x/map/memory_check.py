@@ -29,9 +29,11 @@ from ..devices import (
 )
 from ..errors import Diagnostic
 from ..network import DATA_BUFFER, Layer, Network, Op, output_layers
+from ..options import HwDecision, default_decision
 from ..placement import LayerPlacement, Placement, layer_sequence
 from .hw import ffs, fls, multipass, popcount
-from .weights import Mapped, try_allocate
+from .lowered import HwNetwork, HwPlacement, examine
+from .weights import try_allocate
 
 INPUT = -1  # in_sequences value of the network input
 
@@ -262,40 +264,20 @@ def stream_count(placement: Placement) -> int:
     return k
 
 
-def stream_rollovers(placement: Placement) -> tuple[int | None, ...]:
-    """Per layer, the size in words of a streaming layer's circular input buffer (None
-    for a layer that does not stream).
-
-    This is the rollover the project programs (the vendor's FIFO rule, which differs
-    between MAX78000 and MAX78002 and can exceed a whole frame), taken from the register
-    emitter itself so that the memory the mapper reserves is the memory the hardware
-    uses. A streaming network is always fed through the FIFO (seed 000, "Streaming Mode":
-    streaming the first layer requires a FIFO).
-    """
-    if not any(pl.streaming for pl in placement.layers):
-        return (None,) * len(placement.layers)
-    from ..options import default_choices
-    from .hw import derive
-    from .streaming import rollover, stream_values
-
-    hw = derive(placement, default_choices(placement.device, fifo=True))
-    return tuple(rollover(hw, ll, stream_values(hw, ll)) if pl.streaming else None
-                 for ll, pl in enumerate(placement.layers))
-
-
-def buffers(placement: Placement) -> list[Buffer]:
+def buffers(hp: HwPlacement) -> list[Buffer]:
     """Every layer output and the network input with its memory range and live range.
 
     While the first k layers stream they all run at once: the input and every streaming
-    layer's output but the last are circular buffers of the reader's rollover size, born
-    before the first layer and dead when the streaming part ends (layer k - 1); the last
-    streaming layer's output is whole and lives until its last reader.
+    layer's output but the last are circular buffers of the reader's rollover size (the
+    one the project programs, `hp.rollover`), born before the first layer and dead when
+    the streaming part ends (layer k - 1); the last streaming layer's output is whole and
+    lives until its last reader.
     """
-    network = placement.network
+    placement, network = hp.placement, hp.network
     last = last_use(network)
     first = placement.layers[0] if placement.layers else None
     k = stream_count(placement)
-    roll = stream_rollovers(placement)
+    roll = hp.rollover
     out = []
     if first is not None:
         big = first.big_data
@@ -359,15 +341,19 @@ def _where(network: Network, ll: int) -> str:
     return f"layer `{network.layers[ll].name}`" if ll >= 0 else "network input"
 
 
-def check_placement(placement: Placement) -> list[Diagnostic]:
-    """Every violation of the device's processor and memory limits (empty: all fit)."""
-    return checked(placement)[1]
+def check_placement(placement: Placement, decision: HwDecision | None = None
+                    ) -> list[Diagnostic]:
+    """Every violation of the device's processor and memory limits (empty: all fit),
+    the placement examined under `decision` (default: the default options')."""
+    return checked(examine(placement, decision or default_decision(placement.device)))[1]
 
 
-def checked(placement: Placement) -> tuple[Mapped | None, list[Diagnostic]]:
-    """`check_placement`, and the placement with the kernel and bias memory the check
-    allocated (None when something does not fit): the mapper hands this on, so the
-    allocation is made once."""
+def checked(hp: HwPlacement) -> tuple[HwNetwork | None, list[Diagnostic]]:
+    """Every violation of an examined placement (see `check_placement`), and the lowered
+    network with the kernel and bias memory the check allocated (None when something
+    does not fit): the mapper hands this on, so neither the hardware view nor the
+    allocation is made again."""
+    placement = hp.placement
     network = placement.network
     facts = placement.device
     diags: list[Diagnostic] = []
@@ -432,25 +418,25 @@ def checked(placement: Placement) -> tuple[Mapped | None, list[Diagnostic]]:
                     f"`{key}` {value:#06x} is not a multiple of 4; data offsets count whole "
                     f"words (the accelerator would use {value & ~3:#06x})",
                     f"set `{key}: {value & ~3:#06x}` or `{(value + 3) & ~3:#06x}`", key=key))
-    diags += _check_liveness(placement) + buffer_kept(placement)
-    diags += read_gap_supported(placement) + read_as_written(placement)
+    diags += _check_liveness(hp) + buffer_kept(hp)
+    diags += read_gap_supported(hp) + read_as_written(placement)
     diags += read_where_written(placement)
     diags += chw_input_read_once(placement) + outputs_without_gaps(placement)
-    diags += _check_streaming(placement, facts)
+    diags += _check_streaming(hp)
     # Kernel and bias memory: the allocators' exact layouts (map/kernels.py, map/bias.py).
     weights, problems = try_allocate(placement)
     diags += problems
-    return (Mapped(placement, weights) if weights is not None and not diags else None), diags
+    return (HwNetwork.of(hp, weights) if weights is not None and not diags else None), diags
 
 
-def buffer_kept(placement: Placement) -> list[Diagnostic]:
+def buffer_kept(hp: HwPlacement) -> list[Diagnostic]:
     """The data buffer keeps its values from one inference to the next (seed 000,
     "Rolling Buffers"): its words (one channel per buffer processor, `length` positions
     from its offset) belong to it for the whole network. Only the shift layer (reading
     positions k.., writing positions 0..) and the inserting layer (writing the last k
     positions) may write there, every layer reading it reads it where it lives, and no
     other output (nor the network input, loaded before each inference) may land on it."""
-    network = placement.network
+    placement, network = hp.placement, hp.network
     buf, where = network.data_buffer, placement.data_buffer
     if buf is None:
         return []
@@ -477,7 +463,7 @@ def buffer_kept(placement: Placement) -> list[Diagnostic]:
             f"end by the {placement.device.data_instance_bytes:#x}-byte data memory instance",
             f"set `offset` to a multiple of 4 no higher than "
             f"{placement.device.data_instance_bytes - 4 * buf.length:#x}"))
-    for b in buffers(placement):
+    for b in buffers(hp):
         if b.producer != DATA_BUFFER and b.collides(region):
             diags.append(Diagnostic(
                 "map.data-buffer", _where(network, b.producer),
@@ -519,11 +505,11 @@ def _buffer_access(network: Network, ll: int, lay: Layer, pl: LayerPlacement, pr
     return out
 
 
-def read_gap_supported(placement: Placement) -> list[Diagnostic]:
+def read_gap_supported(hp: HwPlacement) -> list[Diagnostic]:
     """A layer may skip words while it reads (`read_gap`) only on the MAX78002 and only
     when it reads its input in one pass, i.e. 64 channels or fewer (seed 000 "read_gap";
     the vendor tool refuses it otherwise)."""
-    network = placement.network
+    placement, network = hp.placement, hp.network
     facts = placement.device
     diags = []
     for ll, (lay, pl) in enumerate(zip(network.layers, placement.layers, strict=True)):
@@ -693,7 +679,7 @@ def outputs_without_gaps(placement: Placement) -> list[Diagnostic]:
     return diags
 
 
-def _check_liveness(placement: Placement) -> list[Diagnostic]:
+def _check_liveness(hp: HwPlacement) -> list[Diagnostic]:
     """No output may overwrite data a later layer still reads (live ranges).
 
     Buffers written while the streaming layers run are checked against each other by
@@ -703,8 +689,8 @@ def _check_liveness(placement: Placement) -> list[Diagnostic]:
     (one a stated `simulated_sequence` jumps past, seed 004) writes nothing the
     sequence reads.
     """
-    network = placement.network
-    bufs = buffers(placement)
+    placement, network = hp.placement, hp.network
+    bufs = buffers(hp)
     runs = set(layer_sequence(placement, placement.first_layer_used))
     diags = []
     for b in bufs:
@@ -758,7 +744,7 @@ def _own_input_order(placement: Placement, a: Buffer, b: Buffer):
     return True if found is None else found
 
 
-def unpermitted_overlaps(placement: Placement) -> list[Diagnostic]:
+def unpermitted_overlaps(hp: HwPlacement) -> list[Diagnostic]:
     """Without --overlap-data a layer may not write over its own input: the vendor's tool
     refuses it ("... is overwriting input ...", seed 000 "Data Memory": its generator
     cannot check the order, so the overlap must be asked for). With the flag, onnx2ai8x
@@ -766,10 +752,10 @@ def unpermitted_overlaps(placement: Placement) -> list[Diagnostic]:
     `buffer_kept`: it moves the buffer in place by design. An input written by the
     streaming layers is not one the vendor's tool checks (its facedet demo, built
     without the flag, writes layer 2 below the last streaming layer's output)."""
-    network = placement.network
-    bufs = {buf.producer: buf for buf in buffers(placement)}
+    network = hp.network
+    bufs = {buf.producer: buf for buf in buffers(hp)}
     diags = []
-    for ll in overlapping_layers(placement):
+    for ll in overlapping_layers(hp):
         src = bufs[inputs_of(network, ll)[0]]
         if network.layers[ll].buffer_shift or src.streaming:
             continue
@@ -785,14 +771,14 @@ def unpermitted_overlaps(placement: Placement) -> list[Diagnostic]:
     return diags
 
 
-def overlapping_layers(placement: Placement) -> tuple[int, ...]:
+def overlapping_layers(hp: HwPlacement) -> tuple[int, ...]:
     """The layers that write over their own input (the vendor tool needs --overlap-data).
 
     A data buffer's shift layer always does (it moves the buffer down in place); the
     vendor tool refuses such a network without --overlap-data ("... output ... is
     overwriting input ... that was created by layer ... (shift)")."""
-    network = placement.network
-    bufs = {buf.producer: buf for buf in buffers(placement)}
+    network = hp.network
+    bufs = {buf.producer: buf for buf in buffers(hp)}
     out = []
     for ll in range(len(network.layers)):
         if network.layers[ll].buffer_shift:
@@ -816,18 +802,18 @@ def _touches(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def stream_register_diagnostics(placement: Placement) -> list[Diagnostic]:
+def stream_register_diagnostics(hp: HwPlacement) -> list[Diagnostic]:
     """What a streaming placement needs whatever its offsets (seed 000 "FIFOs",
     "Streaming Mode"; vendor izer backend facts): the input on the FIFO processors, at
     most 16 HWC / 4 CHW input channels, and the stream start, deltas, volume offset and
-    rollover within their register fields (the values the register emitter writes)."""
-    network = placement.network
+    rollover within their register fields: the values the register emitter writes, from
+    the same hardware view under the conversion's choices (--no-pipeline changes the
+    second delta)."""
+    placement, network, hw = hp.placement, hp.network, hp.view
     k = stream_count(placement)
     if not k:
         return []
     from ..errors import Ai8xError
-    from ..options import default_choices
-    from .hw import derive
     from .streaming import stream1, stream2, stream_values
 
     diags: list[Diagnostic] = []
@@ -845,8 +831,7 @@ def stream_register_diagnostics(placement: Placement) -> list[Diagnostic]:
             "map.streaming", _where(network, 0),
             f"{lay0.input_channels} input channels; the FIFOs take at most 4 (CHW) or 16 "
             "(HWC)", "reduce the input channels or do not stream"))
-    hw = derive(placement, default_choices(placement.device, fifo=True))
-    roll = stream_rollovers(placement)
+    roll = hp.rollover
     for ll in range(k):
         where = _where(network, ll)
         try:
@@ -864,19 +849,18 @@ def stream_register_diagnostics(placement: Placement) -> list[Diagnostic]:
     return diags
 
 
-def _check_streaming(placement: Placement,
-                     facts: Device) -> list[Diagnostic]:
+def _check_streaming(hp: HwPlacement) -> list[Diagnostic]:
     """The vendor's checks of a streaming network (seed 000 "Streaming Mode", "FIFOs";
     izer backend facts): `stream_register_diagnostics`, every circular buffer inside its
     instance, no two circular buffers of the streaming layers in a common memory instance
     at touching offsets, the last streaming layer's output clear of them, and a layer
     whose input and output processors overlap keeping its rollover clear of its output."""
-    network = placement.network
+    placement, network, facts = hp.placement, hp.network, hp.device
     k = stream_count(placement)
     if not k:
         return []
-    diags = stream_register_diagnostics(placement)
-    roll = stream_rollovers(placement)
+    diags = stream_register_diagnostics(hp)
+    roll = hp.rollover
     held: list[tuple[int, tuple[int, int], int]] = []  # (layer, byte range, instances)
     for ll in range(k):
         lay, pl, words = network.layers[ll], placement.layers[ll], roll[ll] or 0
@@ -911,28 +895,27 @@ def _check_streaming(placement: Placement,
                     f"{_where(network, other)} ({obuf[0]:#x}-{obuf[1]:#x}) in a shared memory "
                     "instance", "give the streaming layers separate offsets or instances"))
         held.append((ll, buf, inst))
-    return diags + streaming_output_clear(placement)
+    return diags + streaming_output_clear(hp)
 
 
-def _stream_buffers(placement: Placement
-                    ) -> list[tuple[int, tuple[int, int], int]]:
+def _stream_buffers(hp: HwPlacement) -> list[tuple[int, tuple[int, int], int]]:
     """(layer, byte range in its memory instances, instance mask) of the circular input
     buffer of every streaming layer: `in_offset` to `in_offset` + 4 * rollover, both ends
     counted (the vendor's range test), on the instances its input processors use."""
-    roll = stream_rollovers(placement)
+    placement, roll = hp.placement, hp.rollover
     return [(ll, (pl.in_offset, pl.in_offset + 4 * (roll[ll] or 0)),
              instances(pl.processor_map))
             for ll, pl in enumerate(placement.layers[:stream_count(placement)])]
 
 
-def streaming_output_clear(placement: Placement) -> list[Diagnostic]:
+def streaming_output_clear(hp: HwPlacement) -> list[Diagnostic]:
     """While the streaming layers run, every one of them reads its input from a circular
     buffer that the FIFO or the layer before it keeps refilling; the output of the last
     streaming layer is written at the same time and must not land in any of those
     buffers' memory instances and addresses, or it overwrites input that is still to be
     read (seed 000, "Streaming Mode"; the vendor tool stops with "The output ... overlaps
     streaming buffer for layer ...")."""
-    network = placement.network
+    placement, network = hp.placement, hp.network
     k = stream_count(placement)
     if not k:
         return []
@@ -944,7 +927,7 @@ def streaming_output_clear(placement: Placement) -> list[Diagnostic]:
         end += (end - last.out_offset - 4) * last.write_gap
     inst = instances(last.output_processor_map)
     diags = []
-    for other, obuf, oinst in _stream_buffers(placement):
+    for other, obuf, oinst in _stream_buffers(hp):
         if oinst & inst and _touches((last.out_offset, end), obuf):
             diags.append(Diagnostic(
                 "map.streaming-overlap", _where(network, k - 1),
@@ -967,6 +950,6 @@ def streaming_output_clear(placement: Placement) -> list[Diagnostic]:
 SIDECAR_RULES = (streaming_output_clear, read_gap_supported, buffer_kept)
 
 
-def check_sidecar_placement(placement: Placement) -> list[Diagnostic]:
-    """Every SIDECAR_RULES violation of a placement read from a sidecar."""
-    return [d for rule in SIDECAR_RULES for d in rule(placement)]
+def check_sidecar_placement(hp: HwPlacement) -> list[Diagnostic]:
+    """Every SIDECAR_RULES violation of a (examined) placement read from a sidecar."""
+    return [d for rule in SIDECAR_RULES for d in rule(hp)]

@@ -216,3 +216,14 @@ def input_frame(hw: HwView, ll: int) -> int | None:
     h = hw.layers[ll]
     val = h.input_dim[0] * h.input_dim[1]
     return (val + 3) // 4 if hw.placement.layers[ll].big_data else val
+
+
+def rollovers(hw: HwView) -> tuple[int | None, ...]:
+    """Per layer, the size in words of a streaming layer's circular input buffer: the
+    rollover the project programs (None for a layer that does not stream, or without
+    FIFO input). The mapper reserves exactly this memory (map/memory_check.buffers), so
+    the memory it keeps free is the memory the hardware uses. It depends on the stream
+    start, the column step and the layer's geometry, and on the choices only through
+    `fifo` (a streaming first layer implies it: options.decide_hardware)."""
+    return tuple(rollover(hw, ll, stream_values(hw, ll)) if pl.streaming else None
+                 for ll, pl in enumerate(hw.placement.layers))

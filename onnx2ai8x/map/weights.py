@@ -2,10 +2,10 @@
 
 The mapper (automatic, or a resolved sidecar) decides processors and data offsets; the
 kernel and bias allocators (map/kernels.py, map/bias.py, the vendor's exact layouts)
-then fix where every weight and bias byte lives. The mapper hands its placement on
-together with that allocation (`Mapped`), and the lowered network
-(map/lowered.HwNetwork) carries it, so the memory check, the cycle estimate, the report
-and the C project all read the same allocation instead of each recomputing it.
+then fix where every weight and bias byte lives. The memory check allocates it once
+(map/memory_check.checked) and the lowered network it hands on (map/lowered.HwNetwork)
+carries it, so the cycle estimate, the report and the C project all read the same
+allocation instead of each recomputing it.
 """
 from __future__ import annotations
 
@@ -23,15 +23,6 @@ class WeightMemory:
 
     kernels: KernelAllocation
     bias: BiasAllocation
-
-
-@dataclass(frozen=True, eq=False)
-class Mapped:
-    """A placement with the kernel and bias memory allocated for it: what the mapper
-    hands on (map/lowered.lower makes the lowered network of it)."""
-
-    placement: Placement
-    weights: WeightMemory
 
 
 def allocate_weights(placement: Placement) -> WeightMemory:

@@ -23,7 +23,8 @@ from ..placement import Placement
 from .parse import LAYER_KEYS, key_lines, load_yaml
 
 if TYPE_CHECKING:
-    from ..map.weights import Mapped
+    from ..map.lowered import HwNetwork
+    from ..options import HwDecision
 
 _LAYER_NAME = re.compile(r"layer `([^`]*)`")
 # how sidecar.parse and sidecar.resolve name a place: `layer 3 (fc), `key`` or `key`
@@ -215,7 +216,7 @@ def partial_hints(sidecar: SidecarText, network: Network, device: Device | None 
 
 
 def place_partial(sidecar: SidecarText, network: Network, device: Device, *,
-                  fifo: bool = False) -> Mapped:
+                  decision: HwDecision | None = None) -> HwNetwork:
     """The automatic mapping around a partial sidecar's pins. When it fails and the
     model maps without the pins, the message says that the pins caused it and where
     they are written."""
@@ -225,12 +226,12 @@ def place_partial(sidecar: SidecarText, network: Network, device: Device, *,
     names = [lay.name for lay in network.layers]
     positions = {ll: pos for pos, ll, _ in _entry_layers(sidecar, names)}
     try:
-        mapped = auto_map(network, device, hints, fifo=fifo)
+        mapped = auto_map(network, device, hints, decision=decision)
     except Ai8xError as err:
         diags = [sidecar.relocate(d, network, positions) for d in err.diagnostics]
         if hints:
             try:
-                auto_place(network, device, None, fifo=fifo)
+                auto_place(network, device, None, decision=decision)
             except Ai8xError:
                 pass
             else:

@@ -8,14 +8,13 @@ import pytest
 
 from onnx2ai8x.devices import MAX78000, get_device
 from onnx2ai8x.errors import Ai8xError
-from onnx2ai8x.map.auto import auto_place
+from onnx2ai8x.map.auto import auto_map, auto_place
 from onnx2ai8x.map.hw import streams_1x1_as_3x3
 from onnx2ai8x.map.memory_check import (
     buffers,
     check_placement,
     kernel_columns,
     output_bytes,
-    stream_rollovers,
 )
 from onnx2ai8x.network import Network
 from onnx2ai8x.placement import Placement
@@ -40,7 +39,8 @@ def instances(pmap: int) -> set[int]:
 
 def test_big_frames_stream_the_first_layers():
     net = big_input()
-    placement = auto_place(net, MAX78000)
+    hw = auto_map(net, MAX78000)
+    placement = hw.placement
     streaming = [pl.streaming for pl in placement.layers]
     k = streaming.index(False)
     assert k >= 1 and not any(streaming[k:]), streaming  # a leading run of layers
@@ -51,7 +51,7 @@ def test_big_frames_stream_the_first_layers():
     # The circular buffers (the input, every streaming output but the last) and the
     # last streaming output never meet in a common memory instance, ends included (the
     # vendor's test), and every buffer ends inside its instance.
-    roll = stream_rollovers(placement)
+    roll = hw.rollover
     ranges = [(pl.in_offset, pl.in_offset + 4 * roll[ll], instances(pl.processor_map))
               for ll, pl in enumerate(placement.layers[:k])]
     last = placement.layers[k - 1]
@@ -71,8 +71,7 @@ def test_rollover_is_the_vendor_formula():
     start increase); rollover = start + (pool rows - 1) * columns + max(stride, pool
     stride, pool)."""
     net = big_input()
-    placement = auto_place(net, MAX78000)
-    roll = stream_rollovers(placement)
+    roll = auto_map(net, MAX78000).rollover
     c0, c1 = net.layers[0], net.layers[1]
     row = c0.pooled_dim[1] + 2 * c0.padding[1]  # 130
     start = row * (c0.kernel_size[0] - 1 + c1.pool[0] - 1) + c0.kernel_size[1] - 1 \
@@ -97,9 +96,9 @@ def test_fewest_streaming_layers_are_chosen():
 
 def test_data_that_fits_does_not_stream():
     net = big_input(dim=32)
-    placement = auto_place(net, MAX78000)
-    assert not any(pl.streaming for pl in placement.layers)
-    assert stream_rollovers(placement) == (None,) * 4
+    hw = auto_map(net, MAX78000)
+    assert not any(pl.streaming for pl in hw.placement.layers)
+    assert hw.rollover == (None,) * 4
 
 
 def test_more_than_four_channels_use_the_other_fifos():
@@ -163,8 +162,8 @@ def _with(placement: Placement, ll: int, **kw) -> Placement:
 
 def test_checker_applies_the_vendor_streaming_rules():
     net = big_input()
-    good = auto_place(net, MAX78000)
-    roll = stream_rollovers(good)
+    mapped = auto_map(net, MAX78000)
+    good, roll = mapped.placement, mapped.rollover
     # the input on processors 4-6, which no FIFO writes
     diags = check_placement(_with(good, 0, processor_map=0x70))
     assert any(d.code == "map.streaming" and "FIFO" in d.message for d in diags), diags
@@ -187,9 +186,9 @@ def test_checker_applies_the_vendor_streaming_rules():
 
 def test_buffers_of_the_streaming_part():
     net = big_input()
-    placement = auto_place(net, MAX78000)
-    roll = stream_rollovers(placement)
-    bufs = {b.producer: b for b in buffers(placement)}
+    hw = auto_map(net, MAX78000)
+    roll = hw.rollover
+    bufs = {b.producer: b for b in buffers(hw)}
     # the input and c0's output are circular buffers of their reader's rollover, live
     # until the streaming part (c0, c1) ends; c1's output is whole
     assert bufs[-1].end - bufs[-1].start == 4 * roll[0] and bufs[-1].dies == 1

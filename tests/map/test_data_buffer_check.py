@@ -14,6 +14,7 @@ from onnx2ai8x.errors import Ai8xError
 from onnx2ai8x.map.memory_check import buffer_kept, buffers, check_placement, last_use
 from onnx2ai8x.network import DATA_BUFFER
 from tests.emit.data_buffer_nets import ONE, import_net, write_net
+from tests.map.examined import examined
 
 pytest.importorskip("torch")
 
@@ -48,7 +49,7 @@ def test_the_sidecar_places_the_buffer(one):
     assert (where.processors, where.offset) == (0x00FF000000000000, 0x2000)
     assert result.network.data_buffer.length == 5
     assert DATA_BUFFER not in last_use(result.network)
-    region = [b for b in buffers(result.placement)
+    region = [b for b in buffers(result.hw)
               if b.producer == DATA_BUFFER]
     assert [(r.start, r.end, r.born, r.dies) for r in region] == [(0x2000, 0x2014, -1, 5)]
     assert check_placement(result.placement) == []
@@ -100,7 +101,7 @@ def test_the_buffer_needs_one_processor_per_channel(one):
     placement = dataclasses.replace(
         result.placement, data_buffer=dataclasses.replace(result.placement.data_buffer,
                                                           processors=0x007F000000000000))
-    diags = buffer_kept(placement)
+    diags = buffer_kept(examined(placement))
     assert any("8 channels need 8 processors" in d.message for d in diags)
 
 
@@ -111,7 +112,7 @@ def test_the_shift_layer_writes_over_its_own_input(one):
 
     result = plan(one[0], MAX78000, one[1])
     shift = [i for i, lay in enumerate(result.network.layers) if lay.buffer_shift]
-    assert shift and set(shift) <= set(overlapping_layers(result.placement))
+    assert shift and set(shift) <= set(overlapping_layers(result.hw))
     assert "--overlap-data" in result.sidecar_text
 
 

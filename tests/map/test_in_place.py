@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 
 from onnx2ai8x.devices import MAX78000
-from onnx2ai8x.map.auto import auto_place
+from onnx2ai8x.map.auto import auto_map, auto_place
 from onnx2ai8x.map.memory_check import check_placement, in_place_margin, overlapping_layers
 from onnx2ai8x.network import Network
 from onnx2ai8x.sidecar.write import implied_flags, write_sidecar
@@ -39,15 +39,16 @@ def test_margin_follows_the_kernel_reach() -> None:
 
 def test_data_that_only_fits_in_place_maps_and_says_so() -> None:
     net = wide_1x1()
-    placement = auto_place(net, MAX78000)
+    hw = auto_map(net, MAX78000)
+    placement = hw.placement
     assert check_placement(placement) == []
-    assert overlapping_layers(placement) == (0, 1)
+    assert overlapping_layers(hw) == (0, 1)
     p0 = placement.layers[0]
     assert p0.out_offset <= p0.in_offset
-    flags = dict(implied_flags(placement, overlapping=overlapping_layers(placement)))
+    flags = dict(implied_flags(placement, overlapping=overlapping_layers(hw)))
     assert "--overlap-data" in flags and "p0, p1" in flags["--overlap-data"]
     assert "--overlap-data" in write_sidecar(
-        placement, flags=implied_flags(placement, overlapping=overlapping_layers(placement)))
+        placement, flags=implied_flags(placement, overlapping=overlapping_layers(hw)))
 
 
 def test_checker_refuses_writing_ahead_of_the_read() -> None:
@@ -63,8 +64,8 @@ def test_checker_refuses_writing_ahead_of_the_read() -> None:
 
 def test_data_that_fits_is_not_overlapped() -> None:
     net = wide_1x1(dim=32)
-    placement = auto_place(net, MAX78000)
-    assert check_placement(placement) == []
-    assert overlapping_layers(placement) == ()
+    hw = auto_map(net, MAX78000)
+    assert check_placement(hw.placement) == []
+    assert overlapping_layers(hw) == ()
     assert "--overlap-data" not in dict(
-        implied_flags(placement, overlapping=overlapping_layers(placement)))
+        implied_flags(hw.placement, overlapping=overlapping_layers(hw)))

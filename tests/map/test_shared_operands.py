@@ -132,6 +132,7 @@ def test_checker_holds_reads_to_the_gap_they_were_written_with(tmp_path: Path) -
     import dataclasses
 
     from onnx2ai8x.map.memory_check import check_sidecar_placement
+    from tests.map.examined import examined
 
     path = _export(tmp_path, "MAX78002", 32)
     result = plan(path, MAX78002, None)
@@ -149,12 +150,13 @@ def test_checker_holds_reads_to_the_gap_they_were_written_with(tmp_path: Path) -
     on_max78000 = dataclasses.replace(placement, device=MAX78000)
     codes = {(d.code, d.where) for d in check_placement(on_max78000)}
     assert ("map.read-gap", "layer `conv1`") in codes
-    assert [d.code for d in check_sidecar_placement(on_max78000)] == ["map.read-gap"]
+    assert [d.code for d in check_sidecar_placement(examined(on_max78000))] == \
+        ["map.read-gap"]
 
     wide = plan(_export(tmp_path, "MAX78002", 96), MAX78002, None)
     head = len(wide.network.layers) - 1  # reads 96 channels in two passes
     forced = dataclasses.replace(wide.placement, layers=(
         *wide.placement.layers[:head],
         dataclasses.replace(wide.placement.layers[head], input_skip=1)))
-    diags = check_sidecar_placement(forced)
+    diags = check_sidecar_placement(examined(forced))
     assert [d.code for d in diags] == ["map.read-gap"] and "2 passes" in diags[0].message

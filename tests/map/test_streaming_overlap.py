@@ -19,6 +19,7 @@ from onnx2ai8x.map.memory_check import (
 )
 from tests.conftest import GOLDEN, golden_params
 from tests.emit.synthetic import one_conv
+from tests.map.examined import examined
 
 CASE = "ai85-suite-fifostream-32"  # three streaming layers, the last one is the output
 
@@ -31,13 +32,13 @@ def _moved(placement, ll: int, out_offset: int):
 
 def test_synthetic_output_over_the_input_buffer() -> None:
     pl = one_conv(streaming=True)
-    assert streaming_output_clear(pl) == []  # output at 0x2000, input at 0
-    (_, (start, end), _), = _stream_buffers(pl)
+    assert streaming_output_clear(examined(pl)) == []  # output at 0x2000, input at 0
+    (_, (start, end), _), = _stream_buffers(examined(pl))
     bad = _moved(pl, 0, end)  # the vendor's ranges include both ends: touching clashes
-    diags = streaming_output_clear(bad)
+    diags = streaming_output_clear(examined(bad))
     assert [d.code for d in diags] == ["map.streaming-overlap"]
     assert "conv" in diags[0].where and f"{start:#06x}-{end:#06x}" in diags[0].message
-    assert streaming_output_clear(_moved(pl, 0, end + 4)) == []
+    assert streaming_output_clear(examined(_moved(pl, 0, end + 4))) == []
 
 
 def test_the_rule_is_named_and_explains_itself() -> None:
@@ -54,7 +55,7 @@ def test_vendor_accepted_sidecars_pass(name: str) -> None:
     from tests.golden.case_placement import case_placement
 
     placement = case_placement(GOLDEN / name)
-    assert check_sidecar_placement(placement) == []
+    assert check_sidecar_placement(examined(placement)) == []
 
 
 def _bad_sidecar(tmp_path: Path) -> tuple[Path, int, int]:
@@ -65,7 +66,7 @@ def _bad_sidecar(tmp_path: Path) -> tuple[Path, int, int]:
 
     placement = case_placement(GOLDEN / CASE)
     assert stream_count(placement) == len(placement.layers) == 3
-    _, (start, end), _ = _stream_buffers(placement)[1]
+    _, (start, end), _ = _stream_buffers(examined(placement))[1]
     data = yaml.safe_load((GOLDEN / CASE / "network.yaml").read_text())
     data["layers"][2]["out_offset"] = (start + end) // 2 & ~3
     path = tmp_path / "overlap.yaml"

@@ -248,11 +248,12 @@ def _forced_project(monkeypatch, tmp_path: Path, path: Path, device: str) -> Pat
     """The project converted with the placement checks switched off: what the vendor's
     tool writes with --overlap-data (it does not check the order)."""
     import onnx2ai8x.map.memory_check as mc
-    from onnx2ai8x.map.weights import Mapped, allocate_weights
+    from onnx2ai8x.map.lowered import HwNetwork
+    from onnx2ai8x.map.weights import allocate_weights
 
     monkeypatch.setattr(mc, "checked",
-                        lambda placement: (Mapped(placement, allocate_weights(placement)), []))
-    monkeypatch.setattr(mc, "unpermitted_overlaps", lambda placement: [])
+                        lambda hp: (HwNetwork.of(hp, allocate_weights(hp.placement)), []))
+    monkeypatch.setattr(mc, "unpermitted_overlaps", lambda hp: [])
     out = tmp_path / "forced"
     convert(ConvertRequest(model=MODEL, device=get_device(device), output=out,
                            sidecar=path, sample_input=SAMPLE))
