@@ -144,15 +144,9 @@ def _fail(network: Network, ll: int, code: str, message: str, hint: str) -> Ai8x
 
 
 def _hints_of(network: Network, partial: object) -> dict[int, dict[str, int]]:
-    """Per layer index, the decisions a partial sidecar (or Placement) fixes."""
+    """Per layer index, the decisions a partial sidecar fixes."""
     out: dict[int, dict[str, int]] = {}
     if partial is None:
-        return out
-    if isinstance(partial, Placement):
-        for ll, pl in enumerate(partial.layers):
-            out[ll] = {"processors": pl.processor_map,
-                       "output_processors": pl.output_processor_map,
-                       "out_offset": pl.out_offset}
         return out
     names = {lay.name: i for i, lay in enumerate(network.layers)}
     for key, value in dict(partial).items():  # type: ignore[call-overload]
@@ -654,7 +648,7 @@ class _Mapper:
 
 
 def auto_place(network: Network, device: Device,
-               partial: Hints | Placement | None = None, *,
+               partial: Hints | None = None, *,
                stream_layers: int | None = None, fifo: bool = False,
                decision: HwDecision | None = None) -> Placement:
     """The placement of `auto_map` (see there)."""
@@ -663,16 +657,15 @@ def auto_place(network: Network, device: Device,
 
 
 def auto_map(network: Network, device: Device,
-             partial: Hints | Placement | None = None, *,
+             partial: Hints | None = None, *,
              stream_layers: int | None = None, fifo: bool = False,
              decision: HwDecision | None = None) -> HwNetwork:
     """Place `network` on `device` without a sidecar (pure function): the lowered
     network of the placement, its hardware view derived once, when the placement was
     examined, and its kernel and bias memory allocated once, by the check.
 
-    `partial` fixes some decisions: a Placement (its processor maps and output offsets
-    are kept), or {layer name: {"processors": mask, "output_processors": mask,
-    "out_offset": bytes}}. `stream_layers` makes exactly that many leading layers stream
+    `partial` fixes some decisions: {layer name (or index): {"processors": mask,
+    "output_processors": mask, "out_offset": bytes}}, as a partial sidecar states them. `stream_layers` makes exactly that many leading layers stream
     (None: stream only when the data does not fit, as few layers as needed). Raises
     Ai8xError when the network does not fit. When the first layers stream, the input
     must be loaded through the FIFO (`placement.layers[0].streaming`). `decision`: the
