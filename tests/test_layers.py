@@ -48,3 +48,20 @@ def test_contracts_would_catch_an_upward_import(tmp_path):
                          text=True, timeout=300)
     assert run.returncode != 0
     assert "onnx2ai8x.legalize.facts -> onnx2ai8x.convert" in run.stdout
+
+
+def test_design_notes_name_every_layer_of_the_contract():
+    """docs/design.md's layer table lists every module the layers contract states, so
+    the notes cannot fall behind the contract."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"]
+                    if c["type"] == "layers")
+    modules = {m.strip().removeprefix("onnx2ai8x.") for layer in contract["layers"]
+               for m in layer.split(":")}
+    notes = (REPO / "docs" / "design.md").read_text()
+    table = notes[notes.index("| layer | modules |"):]
+    table = table[:table.index("\n\n")]
+    missing = sorted(m for m in modules if f"`{m}`" not in table)
+    assert missing == []
