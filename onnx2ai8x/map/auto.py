@@ -665,8 +665,9 @@ def auto_map(network: Network, device: Device,
     examined, and its kernel and bias memory allocated once, by the check.
 
     `partial` fixes some decisions: {layer name (or index): {"processors": mask,
-    "output_processors": mask, "out_offset": bytes}}, as a partial sidecar states them. `stream_layers` makes exactly that many leading layers stream
-    (None: stream only when the data does not fit, as few layers as needed). Raises
+    "output_processors": mask, "out_offset": bytes}}, as a partial sidecar states them.
+    `stream_layers` makes exactly that many leading layers stream (None: stream only
+    when the data does not fit, as few layers as needed). Raises
     Ai8xError when the network does not fit. When the first layers stream, the input
     must be loaded through the FIFO (`placement.layers[0].streaming`). `decision`: the
     conversion's hardware choices (options.decide_conversion), under which every
