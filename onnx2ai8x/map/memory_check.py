@@ -589,6 +589,12 @@ def chw_input_read_once(placement: Placement) -> list[Diagnostic]:
     set it (seed 000, "CHW (Big Data)"; the vendor tool refuses `data_format: CHW`
     elsewhere). A later layer reading the input again takes its words for HWC pixels
     (four channels of one pixel): its result is not the network's."""
+    # A layer's read mode is its own bit; the hardware keeps no record of who wrote a
+    # word. The vendor's known answers assume the CHW reading: its 37 FAILing projects
+    # of the random sweep PASS on ai8xsim once the reader reads CHW, its 15 PASSing ones
+    # PASS both ways (tests/ai8xsim/test_chw_reread.py). The two readings agree only for
+    # a one-pixel input on processors at byte 0 of their words (pixel 0 is byte 0 of
+    # word 0 either way): not carved out, CHW gains nothing there.
     network = placement.network
     if not placement.layers or not placement.layers[0].big_data:
         return []

@@ -305,8 +305,11 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
     # again by a later layer (in_sequences: input): the vendor tool sets the CHW bit on
     # layer 0 only (it refuses `data_format: CHW` elsewhere), so the later layer reads
     # the input's words as HWC (random 42 on the MAX78000: verify --model, layer 1
-    # first differs). onnx2ai8x refuses it (map.chw, chw_input_read_once) and its
-    # automatic mapping keeps such an input HWC.
+    # first differs). The hardware cannot do otherwise: a layer's read mode is its own
+    # bit, and no state tells it who wrote the words. The vendor's known answer is the
+    # CHW reading: all 37 such FAILs of the sweep (20 MAX78000, 17 MAX78002) PASS when
+    # the reader is made to read CHW (test_chw_reread.py). onnx2ai8x refuses it
+    # (map.chw, chw_input_read_once) and its automatic mapping keeps such an input HWC.
     RandomClass("CHW input read again by a later layer", Reason.VENDOR_DEFECT,
                 "the CHW (big data) bit is set on layer 0 only; the vendor's C for a later "
                 "reader of the input fails, onnx2ai8x refuses it", _chw_input_read_twice,
@@ -476,21 +479,23 @@ RANDOM_CLASSES: tuple[RandomClass, ...] = (
                 "output; the vendor's project uses read-ahead, which the model does not "
                 "execute", _wide_depthwise, verdict=NOT_MODELLED, ours="refused",
                 refusal="32-bit output is not supported on a depthwise"),
-    # CHW input read again (the class above), where the vendor's C PASSes. Mostly its
-    # known answer cannot see the defect: random 1218 on the MAX78002 (layers 1 and 2
-    # have LCTRL0 0x00882b20 without the CHW bit 6 that layer 0's 0x00882b60 has; the
-    # known answer is all zero words), 1308 on the MAX78000 and 1616, 1642 on the
-    # MAX78002 (5-9 distinct known-answer words). But random 1518 on the MAX78002 (4
-    # channels on processors 0, 4, 8, 12; three operands) has a varied known answer
-    # (327 distinct of 577 words), and the model's output of the vendor's layer 1,
-    # which lacks the CHW bit, equals the reference's (verify --stop-after 1 against
-    # the reference run): either onnx2ai8x's refusal (map.chw) is broader than the
-    # defect, or the model reads CHW data without the bit. OPEN (converter or model).
-    RandomClass("CHW input read again; the vendor's C passes", Reason.CONVERTER,
-                "open: onnx2ai8x refuses; the vendor's C passes, mostly with a constant "
-                "known answer, but in random 1518 the model reads the later layer right "
-                "without the CHW bit", _chw_input_read_twice, verdict=PASS, ours="refused",
-                refusal="map.chw"),
+    # CHW input read again (the class above), where the vendor's C PASSes only because
+    # its known answer cannot see the reading: all 15 of the sweep (MAX78000 1308, 1690,
+    # 1751, 1785, 2110; MAX78002 1218, 1518, 1616, 1642, 1759, 1942, 1946, 2057, 2082,
+    # 2115) PASS on the model both as the registers say (the reader HWC) and with the
+    # reader made to read CHW. In 1518 and 2115 the reader's output itself is the same
+    # both ways: 1518's layer 1 (LCTRL0 0x00888b20, no bit 6; it reads bytes 0 of words
+    # 0-95 where the input fills words 0-23, ReLU) has biases -86, -104, -33, -81,
+    # -57, 71, 103, -114 (x 128) that outweigh each channel's sums over the sample in
+    # either reading (channel 2: bias -4224, sums at most 4022), so every channel is 0
+    # or 127 whatever it reads (verify --stop-after 1 matched the reference for that
+    # reason). In the other 13 the reader's output differs and
+    # later layers hide it (saturation, few known-answer words). onnx2ai8x refuses.
+    RandomClass("CHW input read again; the vendor's known answer misses it",
+                Reason.VENDOR_DEFECT, "the CHW bit is set on layer 0 only; the vendor's "
+                "known answer gives the same words for the later reader's HWC reading and "
+                "for the CHW one it assumes; onnx2ai8x refuses", _chw_input_read_twice,
+                verdict=PASS, ours="refused", refusal="map.chw"),
 )
 
 

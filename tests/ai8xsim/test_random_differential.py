@@ -325,7 +325,7 @@ FOUND_ON = {
     "depthwise Conv1d moving its data": ("MAX78002", 1379),
     "pool dilation on a window side of 1": ("MAX78002", 1399),
     "kernels rounded into another layer's kernel word": ("MAX78002", 1401),
-    "CHW input read again; the vendor's C passes": ("MAX78002", 1518),
+    "CHW input read again; the vendor's known answer misses it": ("MAX78002", 1518),
     "FIFO input read again; the vendor's known answer misses it": ("MAX78000", 1535),
     "calcx4 kernels short of whole columns; the known answer misses it": ("MAX78002", 1385),
 }
