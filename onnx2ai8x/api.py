@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .devices import Device, get_device
+from .devices import Device
 from .errors import EXIT_USAGE, Ai8xError
-from .frontend import QuantizeRequest, is_path
+from .frontend import QuantizeRequest, is_path, target_device
 from .fsutil import check_output
 from .report import LayerReport, Report
 
@@ -90,23 +90,13 @@ class Imported:
     output: Path | None = None
 
 
-def _device(device: str | Device | None, model=None) -> Device:
-    """The target: its name or a Device, or (None) the device the model names; never a
-    default (frontend.target_device)."""
-    if device is None:
-        from .frontend import target_device
-
-        return target_device(None, model)
-    return device if isinstance(device, Device) else get_device(device)
-
-
 def device_for(model, device: str | Device | None = None) -> Device:
     """The device a conversion of `model` targets: `device` (a name or a Device), else
     the one the model names in its metadata (`ai8x.device`); a model that names none
     needs `device` (Ai8xError `usage.device`, exit 2). A model path must exist."""
     if device is None and is_path(model):
         _require_file(model, "model")
-    return _device(device, model)
+    return target_device(device, model)
 
 
 def _require_file(path, what: str, *, directory: bool = False) -> None:
@@ -171,7 +161,7 @@ def check(model, device: str | Device | None = None, *, sidecar: Path | None = N
     fit."""
     _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
             (calibration, "calibration data"))
-    dev = _device(device, model)
+    dev = target_device(device, model)
     result = plan_any(model, dev, sidecar,
                       _quantize_request(calibration, calibration_method, percentile,
                                         weight_bits, None, accept_loss, None),
@@ -212,7 +202,7 @@ def convert(model, device: str | Device | None, output: str | Path, *,
                      (calibration, "calibration data"), (labels, "labels"),
                      (weight_bits, "weight-bits file"))
     check_output(output, inputs, directory=True, overwrite=overwrite)
-    dev = _device(device, model)
+    dev = target_device(device, model)
     request = ConvertRequest(
         model=model, device=dev, output=output, sidecar=sidecar, sample_input=sample,
         overwrite=overwrite, options=_options(options, dev), progress=progress,
@@ -284,7 +274,7 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
         check_output(output, inputs, directory=False, overwrite=overwrite)
         # the report beside the output is an output too: never replaced without overwrite
         check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
-    dev = _device(device, model)
+    dev = target_device(device, model)
     fe = front_end(model, dev, quantize=_quantize_request(
         calibration, calibration_method, percentile, weight_bits, labels, accept_loss,
         shift_quantile))
@@ -355,7 +345,7 @@ def import_izer(config_file: str | Path, checkpoint_file: str | Path,
     `checkpoint_file`) as ai8x-ONNX. `sample`: an input .npy giving the input shape
     (else the first layer's `in_dim`). With `output`, the model is written there
     (atomically); without, nothing is. Needs PyTorch (the checkpoint's format)."""
-    dev = _device(device)
+    dev = target_device(device, None)
     inputs = _inputs((config_file, "config file"), (checkpoint_file, "checkpoint file"),
                      (sample, "sample"))
     if output is not None:
