@@ -598,13 +598,12 @@ def chw_input_read_once(placement: Placement) -> list[Diagnostic]:
     network = placement.network
     if not placement.layers or not placement.layers[0].big_data:
         return []
-    return [Diagnostic(
-        "map.chw", _where(network, ll),
-        "reads the network input again, which is stored CHW (four pixels a word); only "
-        "the first layer can read CHW data, this layer would read those words as HWC",
+    return _input_read_again(
+        network, "map.chw",
+        "which is stored CHW (four pixels a word); only the first layer can read CHW "
+        "data, this layer would read those words as HWC",
         "use HWC input (remove `data_format: CHW`), or read the output of a first "
-        "layer that copies the input (a pass-through layer, `op: none`) instead",
-        key="in_sequences") for ll in later_input_readers(network)]
+        "layer that copies the input (a pass-through layer, `op: none`) instead")
 
 
 def fifo_input_read_once(network: Network, fifo: bool) -> list[Diagnostic]:
@@ -614,13 +613,20 @@ def fifo_input_read_once(network: Network, fifo: bool) -> list[Diagnostic]:
     data memory nobody wrote."""
     if not fifo:
         return []
-    return [Diagnostic(
-        "map.fifo-input", _where(network, ll),
-        "reads the network input again, but the input arrives through the FIFOs, which "
-        "feed the first layer only; the input is never in data memory for this layer",
+    return _input_read_again(
+        network, "map.fifo-input",
+        "but the input arrives through the FIFOs, which feed the first layer only; the "
+        "input is never in data memory for this layer",
         "load the input into data memory (no --fifo, no streaming first layer), or read "
-        "the output of a first layer that copies the input (`op: none`) instead",
-        key="in_sequences") for ll in later_input_readers(network)]
+        "the output of a first layer that copies the input (`op: none`) instead")
+
+
+def _input_read_again(network: Network, code: str, why: str, hint: str
+                      ) -> list[Diagnostic]:
+    """One refusal per later layer that reads the network input again (`why`: how the
+    input is held that such a layer cannot read)."""
+    return [Diagnostic(code, _where(network, ll), f"reads the network input again, {why}",
+                       hint, key="in_sequences") for ll in later_input_readers(network)]
 
 
 def _gapped(processors: int) -> bool:
