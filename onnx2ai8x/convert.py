@@ -250,8 +250,7 @@ def _unmade_jumps(hw: HwNetwork) -> tuple[str, ...]:
     if hw.choices.snoop is not None or all(pl.simulated_sequence is None
                                            for pl in placement.layers):
         return ()
-    plain = [dataclasses.replace(pl, simulated_sequence=None) for pl in placement.layers]
-    run = sequence_walk(plain, placement.first_layer_used)
+    run = sequence_walk(placement.layers, placement.first_layer_used, stated=False)
     if run == stated:
         return ()
     names = [placement.network.layers[ll].name for ll in run if ll not in stated]

@@ -94,16 +94,18 @@ class Sequenced(Protocol):
     def next_sequence(self) -> int | None: ...
 
 
-def sequence_walk(layers: Sequence[Sequenced], start: int = 0) -> list[int]:
+def sequence_walk(layers: Sequence[Sequenced], start: int = 0, *,
+                  stated: bool = True) -> list[int]:
     """`layer_sequence` over any layers with `simulated_sequence` and `next_sequence`
-    (a placement's, or a resolved sidecar's before there is a placement)."""
+    (a placement's, or a resolved sidecar's before there is a placement); with
+    `stated=False` the sequencer's own order, `simulated_sequence` ignored."""
     order: list[int] = []
     ll = start
     count = len(layers)
     while 0 <= ll < count and ll not in order:
         order.append(ll)
         lay = layers[ll]
-        nxt = lay.simulated_sequence if lay.simulated_sequence is not None \
+        nxt = lay.simulated_sequence if stated and lay.simulated_sequence is not None \
             else lay.next_sequence
         if nxt is None or nxt == -1:
             break
