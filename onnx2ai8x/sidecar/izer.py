@@ -15,7 +15,6 @@ from pathlib import Path
 
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
-from ..fsutil import write_bytes_atomic
 from ..importer.checkpoint import Checkpoint, read_checkpoint
 from ..importer.onnx_reader import SKIPPED_KEY
 from ..network import Network
@@ -139,12 +138,5 @@ def import_project(config_file: Path | str, checkpoint_file: Path | str, device:
     return build_onnx(resolved, doc=doc)
 
 
-def import_izer_command(config_file: Path, checkpoint_file: Path, device: Device, output: Path,
-                        sample: Path | None) -> None:
-    """CLI entry: import and write the ONNX file atomically (nothing written on error)."""
-    model = import_project(config_file, checkpoint_file, device, sample)
-    write_bytes_atomic(Path(output), model.SerializeToString())
-
-
-__all__ = ["build_onnx", "import_izer_command", "import_project", "layer_metadata",
+__all__ = ["build_onnx", "import_project", "layer_metadata",
            "reference_network", "resolve_project"]

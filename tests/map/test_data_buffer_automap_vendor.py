@@ -60,11 +60,11 @@ def tcn_model(tmp_path_factory) -> Path:
     """The vendor's actiontcn imported from its sidecar and checkpoint (ai8x-ONNX)."""
     if not all((TCN / f).is_file() for f in INPUTS):
         pytest.skip(f"actiontcn inputs are absent ({TCN}: {', '.join(INPUTS)})")
-    from onnx2ai8x.sidecar.izer import import_izer_command
+    from onnx2ai8x.api import import_izer
 
     out = tmp_path_factory.mktemp("tcn") / "imp.onnx"
-    import_izer_command(TCN / "kinetics.yaml", TCN / "ckpt.pth.tar",
-                        get_device("MAX78000"), out, TCN / "sample.npy")
+    import_izer(TCN / "kinetics.yaml", TCN / "ckpt.pth.tar", get_device("MAX78000"),
+                sample=TCN / "sample.npy", output=out)
     return out
 
 

@@ -11,8 +11,8 @@ from tests.conftest import GOLDEN
 
 pytest.importorskip("torch")
 
+from onnx2ai8x.api import import_izer  # noqa: E402
 from onnx2ai8x.devices import MAX78000
-from onnx2ai8x.sidecar.izer import import_izer_command  # noqa: E402
 
 BASE = "ai85-mnist"  # 5 layers: 4x conv2d (1 -> 60 -> 60 -> 56 -> 12 channels) + linear
 
@@ -186,8 +186,8 @@ def test_broken_sidecar(base_case, tmp_path, cid, change, code, layer, key, word
     path = _write(tmp_path, cfg, change)
     out = tmp_path / "model.onnx"
     with pytest.raises(Ai8xError) as err:
-        import_izer_command(path, case_dir / "checkpoint.pth.tar", MAX78000, out,
-                            case_dir / "sample.npy")
+        import_izer(path, case_dir / "checkpoint.pth.tar", MAX78000,
+                    sample=case_dir / "sample.npy", output=out)
     diag = err.value.diagnostics[0]
     assert diag.code == code, err.value.render()
     text = err.value.render()
