@@ -143,16 +143,24 @@ CASES = ["leaky_relu", "sigmoid_mid", "softmax_mid", "tanh", "kernel_5x5", "dyna
          "global_pool_too_big", "split", "int8_input", "opset_9"]
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_unsupported_pattern_is_one_clear_error(name: str, tmp_path: Path) -> None:
+def write_case(name: str, tmp_path: Path, rng: np.random.Generator
+               ) -> tuple[onnx.ModelProto, str, Path, Path]:
+    """Case `name` written to tmp_path: (model, named node, model file, calibration
+    file of 4 uniform samples drawn from `rng`)."""
     model, named = _case(name)
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, str(path))
     shape = [d.dim_value or 8 for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
-    np.save(tmp_path / "cal.npy", RNG.uniform(-1, 1, (4, *shape)).astype(np.float32))
+    cal = tmp_path / "cal.npy"
+    np.save(cal, rng.uniform(-1, 1, (4, *shape)).astype(np.float32))
+    return model, named, path, cal
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_unsupported_pattern_is_one_clear_error(name: str, tmp_path: Path) -> None:
+    _, named, path, cal = write_case(name, tmp_path, RNG)
     out = tmp_path / "q.onnx"
-    code, stdout, stderr = cli(["quantize", "-d", "MAX78000",
-                                path, "--calibration", tmp_path / "cal.npy",
+    code, stdout, stderr = cli(["quantize", "-d", "MAX78000", path, "--calibration", cal,
                                 "-o", out])
     assert code == 1, (stdout, stderr)
     assert stderr.startswith("error["), stderr

@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
 
 from tests.float_onnx.helpers import cli
-from tests.float_onnx.test_unsupported import CASES, _case
+from tests.float_onnx.test_unsupported import CASES, write_case
 
 RNG = np.random.default_rng(28)
 # the split runs these on the CPU (the rest stay clear refusals: one-layer models with
@@ -23,14 +22,10 @@ CONVERTS = {"leaky_relu", "sigmoid_mid", "softmax_mid", "tanh", "clip_negative",
 
 @pytest.mark.parametrize("name", CASES)
 def test_refused_pattern_with_cpu_fallback(name: str, tmp_path: Path) -> None:
-    model, _ = _case(name)
-    path = tmp_path / f"{name}.onnx"
-    onnx.save(model, str(path))
-    shape = [d.dim_value or 8 for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
-    np.save(tmp_path / "cal.npy", RNG.uniform(-1, 1, (4, *shape)).astype(np.float32))
+    _, _, path, cal = write_case(name, tmp_path, RNG)
     project = tmp_path / "p"
-    code, stdout, stderr = cli([path, "--device", "MAX78000", "--calibration",
-                                tmp_path / "cal.npy", "-o", project, "--cpu-fallback"])
+    code, stdout, stderr = cli([path, "--device", "MAX78000", "--calibration", cal, "-o",
+                                project, "--cpu-fallback"])
     assert "Traceback" not in stderr and "internal error" not in stderr, stderr
     if name not in CONVERTS:
         assert code in (1, 2) and stderr.startswith("error["), (code, stderr)
