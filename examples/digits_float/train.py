@@ -129,29 +129,40 @@ def fit(model: nn.Module, split: Split, log=print) -> float:
     return acc
 
 
-def train(out: Path, log=print) -> Metrics:
+def trained_export(network: type[nn.Module], onnx_file: Path, log=print
+                   ) -> tuple[Split, float]:
+    """Train a fresh `network` (seeded, deterministic, one thread) and export it with
+    torch.onnx.export to `onnx_file`: the split and the float held-out accuracy."""
     torch.manual_seed(SEED)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     split = load_split()
-    model = DigitsFloat()
+    model = network()
     acc = fit(model, split, log)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(model, (torch.from_numpy(split.x_test[:1]),),
-                      str(out / "digits_float.onnx"), input_names=["image"],
-                      output_names=["logits"], dynamic_axes={"image": {0: "batch"}},
-                      opset_version=17, dynamo=False)
+    onnx_file.parent.mkdir(parents=True, exist_ok=True)
+    torch.onnx.export(model, (torch.from_numpy(split.x_test[:1]),), str(onnx_file),
+                      input_names=["image"], output_names=["logits"],
+                      dynamic_axes={"image": {0: "batch"}}, opset_version=17, dynamo=False)
+    return split, acc
+
+
+def write_metrics(path: Path, split: Split, acc: float, acc_q: float) -> Metrics:
+    metrics = Metrics(seed=SEED, train_samples=len(split.y_train),
+                      calibration_samples=len(split.y_cal),
+                      held_out_samples=len(split.y_test), epochs=EPOCHS,
+                      float_accuracy=round(acc, 6), quantized_accuracy=round(acc_q, 6))
+    path.write_text(json.dumps(asdict(metrics), indent=2) + "\n")
+    return metrics
+
+
+def train(out: Path, log=print) -> Metrics:
+    split, acc = trained_export(DigitsFloat, out / "digits_float.onnx", log)
     np.save(out / "calibration.npy", split.x_cal, allow_pickle=False)
     np.save(out / "calibration_labels.npy", split.y_cal, allow_pickle=False)
     acc_q = quantized_accuracy(out / "digits_float.onnx", out / "calibration.npy", split)
     log(f"quantized accuracy (onnx2ai8x post-training quantization, onnxruntime "
         f"reference): {acc_q:.2%}")
-    metrics = Metrics(seed=SEED, train_samples=len(split.y_train),
-                      calibration_samples=len(split.y_cal),
-                      held_out_samples=len(split.y_test), epochs=EPOCHS,
-                      float_accuracy=round(acc, 6), quantized_accuracy=round(acc_q, 6))
-    (out / "metrics.json").write_text(json.dumps(asdict(metrics), indent=2) + "\n")
-    return metrics
+    return write_metrics(out / "metrics.json", split, acc, acc_q)
 
 
 def main(out: Annotated[Path, typer.Option(

@@ -12,9 +12,7 @@ train.py saves); only the first convolution differs.
 """
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -22,7 +20,7 @@ import numpy as np
 import torch
 import typer
 from torch import nn
-from train import EPOCHS, HERE, SEED, Metrics, Split, fit, load_split
+from train import HERE, Metrics, Split, trained_export, write_metrics
 
 
 class DigitsCpuStem(nn.Module):
@@ -62,28 +60,13 @@ def split_accuracy(model: Path, calibration: Path, split: Split) -> float:
 
 
 def train(out: Path, log=print) -> Metrics:
-    torch.manual_seed(SEED)
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
-    split = load_split()
-    model = DigitsCpuStem()
-    acc = fit(model, split, log)
-    out.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(model, (torch.from_numpy(split.x_test[:1]),),
-                      str(out / "digits_cpu_stem.onnx"), input_names=["image"],
-                      output_names=["logits"], dynamic_axes={"image": {0: "batch"}},
-                      opset_version=17, dynamo=False)
+    split, acc = trained_export(DigitsCpuStem, out / "digits_cpu_stem.onnx", log)
     calibration = out / "calibration.npy"
     if not calibration.is_file():
         np.save(calibration, split.x_cal, allow_pickle=False)
     acc_q = split_accuracy(out / "digits_cpu_stem.onnx", calibration, split)
     log(f"quantized accuracy (CPU stem + accelerator, bit-exact references): {acc_q:.2%}")
-    metrics = Metrics(seed=SEED, train_samples=len(split.y_train),
-                      calibration_samples=len(split.y_cal),
-                      held_out_samples=len(split.y_test), epochs=EPOCHS,
-                      float_accuracy=round(acc, 6), quantized_accuracy=round(acc_q, 6))
-    (out / "metrics_cpu_stem.json").write_text(json.dumps(asdict(metrics), indent=2) + "\n")
-    return metrics
+    return write_metrics(out / "metrics_cpu_stem.json", split, acc, acc_q)
 
 
 def main(out: Annotated[Path, typer.Option(
