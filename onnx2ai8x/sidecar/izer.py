@@ -81,30 +81,30 @@ def layer_metadata(resolved: Resolved) -> dict[str, dict[str, str]]:
     return meta
 
 
-def reference_network(resolved: Resolved) -> tuple[Network, tuple[int, ...], tuple[int, ...]]:
-    """The Network the imported model computes, its output layers, and the layers the
-    stated order skips.
+def reference_network(resolved: Resolved) -> tuple[Network, tuple[int, ...]]:
+    """The Network the imported model computes (its `outputs` the model's output
+    layers) and the layers the stated order skips.
 
-    Without `simulated_sequence` that is the sidecar's network and its output layers
-    (`output: true`, else the final layer). A sidecar that states `simulated_sequence`
-    (seed 004: the order the known answer assumes a MAX78002 snoop unit takes at run
-    time) makes the model compute what the vendor's known answer holds: a layer reached
-    by a jump reads the layer it was reached from, the outputs are the stated path's
-    output layers and the layer where it stops, and the layers the path never reaches
-    stay in the model (the accelerator holds them) with their results unread.
+    Without `simulated_sequence` that is the sidecar's network, its outputs the
+    sidecar's output layers (`output: true`, else the final layer). A sidecar that
+    states `simulated_sequence` (seed 004: the order the known answer assumes a MAX78002
+    snoop unit takes at run time) makes the model compute what the vendor's known
+    answer holds: a layer reached by a jump reads the layer it was reached from, the
+    outputs are the stated path's output layers and the layer where it stops, and the
+    layers the path never reaches stay in the model (the accelerator holds them) with
+    their results unread.
     """
     from ..network import rewire_along
     from ..placement import sequence_walk
 
     network = to_network(resolved)
     if all(lay.simulated_sequence is None for lay in resolved.layers):
-        return network, tuple(i for i, lay in enumerate(resolved.layers) if lay.output_layer), ()
+        return network, ()
     path = sequence_walk(resolved.layers, resolved.first_layer_used)
     outputs = tuple(ll for ll in path if resolved.layers[ll].output_layer or ll == path[-1])
     skipped = tuple(ll for ll in range(resolved.first_layer_used, len(resolved.layers))
                     if ll not in path)
-    network = dataclasses.replace(rewire_along(network, path), outputs=outputs)
-    return network, outputs, skipped
+    return dataclasses.replace(rewire_along(network, path), outputs=outputs), skipped
 
 
 def build_onnx(resolved: Resolved, doc: str = ""):
@@ -116,12 +116,13 @@ def build_onnx(resolved: Resolved, doc: str = ""):
         raise Ai8xError("internal.builder-missing", "custom_ops.builder",
                         f"the ai8x-ONNX builder is not available ({exc})",
                         "reinstall onnx2ai8x") from None
-    network, outputs, skipped = reference_network(resolved)
+    network, skipped = reference_network(resolved)
     meta = layer_metadata(resolved)
     for ll in skipped:
         meta[resolved.layers[ll].name][SKIPPED_KEY] = (
             "the sidecar's simulated_sequence skips this layer; a snoop unit may run it")
-    return build_model(network, layer_metadata=meta, doc=doc, outputs=list(outputs))
+    return build_model(network, layer_metadata=meta, doc=doc,
+                       outputs=list(network.outputs or ()))
 
 
 def import_project(config_file: Path | str, checkpoint_file: Path | str, device: Device,
