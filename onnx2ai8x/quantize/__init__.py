@@ -53,15 +53,15 @@ def quantize_file(model: Path, calibration: Path | np.ndarray | None, *, method:
     from ..importer.float_onnx import read_float_model
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
     from .exact import recover_or_why
-    from .ptq import QuantOptions, load_weight_bits, quantize, source_ranges
+    from .ptq import QuantOptions, quantize, read_weight_bits, source_ranges
 
     source = str(model) if isinstance(model, str | Path) else "model"  # (in memory)
 
+    bits, bits_at = (None, None) if weight_bits is None else read_weight_bits(weight_bits)
     options = QuantOptions(method=method or DEFAULT_METHOD,
                            percentile=DEFAULT_PERCENTILE if percentile is None
                            else float(percentile),
-                           weight_bits=None if weight_bits is None
-                           else load_weight_bits(weight_bits),
+                           weight_bits=bits, weight_bits_at=bits_at,
                            wide_output=wide_output)
     # the float model records the device's name, as a Network does
     fm = read_float_model(model, None if device is None else device.name,
