@@ -262,7 +262,8 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
              shift_quantile: float | None = None) -> Quantized:
     """Quantize the float `model` into ai8x-ONNX for `device` with `calibration` (an
     .npy path or an array; not needed for an export of integer weights). With `output`,
-    the model and its report (`report`, default report.json beside it) are written;
+    the model and its report (`report`, default OUTPUT_STEM.report.json beside it) are
+    written;
     without, nothing is."""
     from .frontend import front_end
 
@@ -270,7 +271,9 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
                      (labels, "labels"), (weight_bits, "weight-bits file"))
     if output is not None:
         output = Path(output)
-        report = Path(report) if report is not None else output.parent / "report.json"
+        # named after the output, so a second model quantized into the same folder
+        # writes its own report (issue 35)
+        report = Path(report) if report is not None else report_beside(output)
         check_output(output, inputs, directory=False, overwrite=overwrite)
         # the report beside the output is an output too: never replaced without overwrite
         check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
@@ -290,6 +293,12 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
     return Quantized(model=result.model, report_json=result.report_json(),
                      table=result.table(), warnings=fe.warnings, output=output,
                      report_file=report if output is not None else None)
+
+
+def report_beside(output: Path) -> Path:
+    """Where `quantize` writes the report of `output` by default: `q.onnx` ->
+    `q.report.json`."""
+    return output.with_name(f"{output.stem if output.suffix else output.name}.report.json")
 
 
 def verify(project: str | Path, *, model=None, stop_after: int | None = None,

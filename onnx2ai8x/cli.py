@@ -599,8 +599,8 @@ def quantize_cmd(
     accept_loss: AcceptLossOpt = False,
     shift_quantile: ShiftQuantileOpt = None,
     report: Annotated[Path | None, typer.Option(
-        "--report", help="Where to save the report (default: report.json beside "
-                         "the output).")] = None,
+        "--report", help="Where to save the report (default: beside the output, "
+                         "named after it: q.onnx -> q.report.json).")] = None,
     overwrite: OverwriteFileOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,

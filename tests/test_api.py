@@ -162,10 +162,10 @@ def test_quantize_from_a_path_and_from_memory(tmp_path, monkeypatch):
     written = api.quantize(FLOAT, "MAX78000", calibration=CALIBRATION,
                            output=tmp_path / "q.onnx")
     assert written.output == tmp_path / "q.onnx"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx", "report.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx", "q.report.json"]
     in_memory = api.quantize(onnx.load(FLOAT), "MAX78000", calibration=calibration)
     assert in_memory.output is None
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx", "report.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx", "q.report.json"]
     assert in_memory.model.SerializeToString() == (tmp_path / "q.onnx").read_bytes()
     # the quantized model converts as any ai8x-ONNX model
     assert api.check(in_memory.model, "MAX78000").cycles > 0

@@ -733,8 +733,8 @@ def float_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
                     "-o", "out", *argv]
         argv += ["--device", rng.choice(["MAX78000", "MAX78002"])]
         files.update({"model.onnx": model, "cal.npy": cal})
-        cases.append(Case("float", f"{i:04d}", tuple(argv), files, outputs=("out", "q.onnx",
-                                                                            "report.json")))
+        cases.append(Case("float", f"{i:04d}", tuple(argv), files,
+                          outputs=("out", "q.onnx", "q.report.json")))
     return cases
 
 

@@ -251,5 +251,5 @@ def test_well_formed_bases_convert(base, tmp_path):
                  ("import-izer", "--config-file", "p.yaml", "--checkpoint-file",
                   "p.pth.tar", "--sample", "p.npy", "-d", "MAX78000", "-o", "p.onnx")):
         outcome = run_case(Case("base", argv[0], argv, files, outputs=(
-            "out", "y.npy", "p.onnx", "q.onnx", "report.json")), tmp_path)
+            "out", "y.npy", "p.onnx", "q.onnx", "q.report.json")), tmp_path)
         assert outcome.code == 0 and not outcome.problems, outcome.stderr
