@@ -454,7 +454,9 @@ def convert(request: ConvertRequest) -> ConvertResult:
 
         write_project(result.hw, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files, stem=stem, finish=finish)
+                      extra_files=extra_files, stem=stem, finish=finish,
+                      cpu_tail=_tail_left(result.quant, options),
+                      source=_source_name(request.model, result.network))
         result = dataclasses.replace(result, report_json=timing.report_json,
                                      summary=result.summary + timing.text)
     from .emit.project import project_board
@@ -463,6 +465,21 @@ def convert(request: ConvertRequest) -> ConvertResult:
                          board=project_board(result.device, options.board),
                          warnings=result.warnings, layer_order=_snoop_order(result.hw),
                          quant=result.quant, report=result.report, stem=stem)
+
+
+def _tail_left(quant, options: EmitOptions) -> tuple[str, ...]:
+    """The model's final operators the application applies (--cpu-tail; the quantizer
+    refused them otherwise), but a Softmax that softmax.c computes (--softmax)."""
+    tail = tuple(quant.summary.get("cpu_tail", ())) if quant is not None else ()
+    return tail[:-1] if options.softmax and tail[-1:] == ("Softmax",) else tail
+
+
+def _source_name(model, network: Network) -> str:
+    """How the project's README names what it was generated from: the model file (not
+    the network's class, issue 35), or the network for a model given in memory."""
+    if isinstance(model, str | Path):
+        return f"`{Path(model).name}`"
+    return f"the network `{network.name}` (given in memory)"
 
 
 def _check_footprint(directory: Path, device: Device, output: Path) -> None:

@@ -120,7 +120,8 @@ class QuantResult:
         for r in s["rewrites"]:
             lines.append(f"rewrite: {r}")
         for op in s["cpu_tail"]:
-            lines.append(f"left to the CPU: {op} (convert with --softmax for softmax.c)")
+            lines.append(f"left to the CPU: {op} (the accelerator does not compute it; "
+                         "--cpu-tail states the application applies it)")
         if s.get("qdq") and not s.get("exact"):
             lines.append("quantized model: weights taken from its DequantizeLinear nodes, "
                          "requantized to power-of-two shifts, activation ranges "

@@ -138,6 +138,10 @@ def test_final_softmax_is_left_to_the_cpu(tmp_path: Path) -> None:
     code, out, err = cli(["quantize", "-d", "MAX78000",
                           path, "--calibration", tmp_path / "cal.npy", "-o",
                           tmp_path / "q.onnx"])
+    assert code == 1 and "float.cpu-tail" in err and "--cpu-tail" in err  # issue 35
+    code, out, err = cli(["quantize", "-d", "MAX78000",
+                          path, "--calibration", tmp_path / "cal.npy", "-o",
+                          tmp_path / "q.onnx", "--cpu-tail"])
     assert code == 0, err
     assert "left to the CPU: Softmax" in out
     report = json.loads((tmp_path / "q.report.json").read_text())
