@@ -291,9 +291,10 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
         # named after the output, so a second model quantized into the same folder
         # writes its own report (issue 35)
         report = Path(report) if report is not None else report_beside(output)
-        check_output(output, inputs, directory=False, overwrite=overwrite)
+        check_output(output, inputs, directory=False, overwrite=overwrite, kind="onnx")
         # the report beside the output is an output too: never replaced without overwrite
-        check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
+        check_output(report, (*inputs, output), directory=False, overwrite=overwrite,
+                     kind="report")
     dev = target_device(device, model)
     fe = front_end(model, dev, quantize=_quantize_request(
         calibration, calibration_method, percentile, weight_bits, labels, accept_loss,
@@ -376,7 +377,7 @@ def import_izer(config_file: str | Path, checkpoint_file: str | Path,
                      (sample, "sample"))
     if output is not None:
         output = Path(output)
-        check_output(output, inputs, directory=False, overwrite=overwrite)
+        check_output(output, inputs, directory=False, overwrite=overwrite, kind="onnx")
     try:
         from .sidecar.izer import import_project
     except ImportError as exc:  # torch is only needed here

@@ -525,7 +525,7 @@ def sidecar_cmd(
     dev = _device(device, model)
     if output is not None:
         check_output(output, (model, sidecar, calibration, weight_bits), directory=False,
-                     overwrite=overwrite)
+                     overwrite=overwrite, kind="sidecar")
     result = check(model, dev, sidecar=sidecar, calibration=calibration,
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
@@ -558,7 +558,8 @@ def run_cmd(
     from .fsutil import save_arrays_atomic
 
     if output is not None:
-        check_output(output, (model, input), directory=False, overwrite=overwrite)
+        check_output(output, (model, input), directory=False, overwrite=overwrite,
+                     kind="array")
         check_array_output(output)
     outputs = run(model, input)
     if output is None:

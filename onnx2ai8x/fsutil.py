@@ -61,13 +61,46 @@ def _within(inner: Path, outer: Path) -> bool:
     return inner == outer or outer in inner.parents
 
 
+# How a file onnx2ai8x writes begins (kind -> (what it is, test of its first bytes)):
+# `--overwrite` replaces an existing file only when it is one of these, so a file of the
+# user's named by mistake (`-o thesis.tex`) is never replaced (issue 35).
+FILE_KINDS: dict[str, tuple[str, Callable[[bytes], bool]]] = {
+    # ModelProto: ir_version (field 1), then producer_name (field 2) = "onnx2ai8x..."
+    "onnx": ("an ai8x-ONNX model onnx2ai8x wrote",
+             lambda head: head[:1] == b"\x08" and b"\x12\x09onnx2ai8x" in head[:16]),
+    "sidecar": ("a sidecar onnx2ai8x wrote (its `# Network ... placed on` header)",
+                lambda head: head.startswith(b"---\n# Network `")
+                and b" placed on MAX" in head),
+    "array": ("a numpy file (.npy or .npz)",
+              lambda head: head.startswith((b"\x93NUMPY", b"PK\x03\x04"))),
+    "report": ("a quantization report onnx2ai8x wrote",
+               lambda head: head.startswith(b"{\n  \"calibration_samples\"")),
+}
+
+
+def _check_kind(out: Path, kind: str) -> None:
+    what, test = FILE_KINDS[kind]
+    try:
+        with open(out, "rb") as handle:
+            head = handle.read(512)
+    except OSError as exc:
+        raise os_error(exc, out, "read") from None
+    if not test(head):
+        raise _refuse(out, f"the output file exists and is not {what}; --overwrite "
+                      "replaces only a file of the kind this command writes",
+                      "choose another output name with -o (or move the file away)")
+
+
 def check_output(output: Path | str, inputs: Iterable[Path | str | None], *,
-                 directory: bool, overwrite: bool = False) -> Path:
+                 directory: bool, overwrite: bool = False, kind: str | None = None
+                 ) -> Path:
     """Refuse an output that would destroy an input or a directory the user owns.
 
     `directory`: the output is a project directory (convert), else a single file. An
     existing output is replaced only with `overwrite`, and only if it is of the same
-    kind (a directory is never replaced by a file, nor a file by a directory).
+    kind (a directory is never replaced by a file, nor a file by a directory): a
+    directory only when onnx2ai8x wrote it (`replaceable`), a file only when it is of
+    the `kind` the command writes (FILE_KINDS; None: any file).
     """
     text = str(output)
     if text.strip() == "" or "\x00" in text:
@@ -111,6 +144,8 @@ def check_output(output: Path | str, inputs: Iterable[Path | str | None], *,
         if out.is_dir():
             raise _refuse(out, "the output is an existing directory; a file is written "
                           "here", "give a file name with -o")
+        if kind is not None:
+            _check_kind(out, kind)
         if not overwrite:
             raise Ai8xError("usage.output-exists", str(out),
                             "the output file already exists",
