@@ -113,7 +113,7 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, decide: 
         return (_fifo_fed(auto_map(network, device, None, decision=decision)), decision, (),
                 None)
     from .sidecar.parse import parse_dict
-    from .sidecar.partial import partial_hints, place_partial, read_sidecar_text
+    from .sidecar.partial import partial_hints, place_partial, read_sidecar_text, restated
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
@@ -122,7 +122,7 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, decide: 
         pins = tuple(f"`{key}` of {name}" for name, keys in
                      partial_hints(text, network).items() for key in keys)
         return (_fifo_fed(place_partial(text, network, device, decision=decision)),
-                decision, (), pins)
+                decision, restated(text, len(network.layers)), pins)
     positions = None
     try:
         sidecar = parse_dict(text.data, str(sidecar_path))

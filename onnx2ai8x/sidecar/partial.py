@@ -165,6 +165,28 @@ def _entry_layers(sidecar: SidecarText, names: list[str]) -> list[tuple[int, int
     return out
 
 
+def restated(sidecar: SidecarText, layer_count: int) -> tuple[str, ...]:
+    """A warning when a partial sidecar's entries restate keys the model decides (copied
+    from a full sidecar, or written in the hope they apply): they are read only to be
+    known keys, not used, and the user is told so rather than left to believe them
+    (issue 35). Empty when they give none but `name`."""
+    found = [(pos, key) for pos, entry in enumerate(sidecar.layer_entries)
+             if isinstance(entry, dict) for key in entry
+             if key in _DESCRIPTIVE and key not in ("name", "comment")]
+    if not found:
+        return ()
+    keys = sorted({str(key) for _, key in found})
+    pos, key = found[0]
+    entries = len(sidecar.layer_entries)
+    why = (f"with {entries} entries for the model's {layer_count} layers it is a partial "
+           "sidecar: it " if entries < layer_count else "the partial sidecar ")
+    return (f"warning[sidecar.restated] {sidecar.locate(pos, str(key))}: {why}"
+            f"restates {', '.join(f'`{k}`' for k in keys)}, which the model "
+            "decides; only `processors`, `output_processors` and `out_offset` are used\n"
+            "  hint: to change those, edit the model, or write the full sidecar "
+            "(`onnx2ai8x sidecar MODEL.onnx -o FILE`) and pass it back",)
+
+
 def _check_pin(sidecar: SidecarText, pos: int, key: str, value: int, layer: Layer,
                device: Device) -> None:
     """A pinned value the mapper could not honour is refused here, at its line: the

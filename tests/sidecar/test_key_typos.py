@@ -155,3 +155,21 @@ def test_the_written_sidecar_claims_only_what_was_kept(tmp_path, pins, claim):
     path.write_text(f"layers:\n  - name: conv1\n    op: conv2d\n{pins}")
     text = api.check(DIGITS, "MAX78000", sidecar=path).sidecar
     assert claim in text and ("are kept" in text) == bool(pins)
+
+
+def test_a_partial_sidecar_says_which_of_its_keys_it_does_not_use(tmp_path, capsys):
+    """A key the model decides, restated in a partial sidecar (`output_shift: 3` in the
+    hope it applies), was read and dropped without a word."""
+    from onnx2ai8x.cli import main
+
+    path = tmp_path / "hint.yaml"
+    path.write_text("layers:\n  - name: conv1\n    processors: 0x0000000000000001\n"
+                    "    output_shift: 3\n")
+    assert main(["check", str(DIGITS), "--device", "MAX78000", "--sidecar", str(path),
+                 "-q"]) == 0
+    err = capsys.readouterr().err
+    assert f"warning[sidecar.restated] {path}:4:" in err and "`output_shift`" in err
+    path.write_text("layers:\n  - name: conv1\n    processors: 0x0000000000000001\n")
+    assert main(["check", str(DIGITS), "--device", "MAX78000", "--sidecar", str(path),
+                 "-q"]) == 0
+    assert "restated" not in capsys.readouterr().err
