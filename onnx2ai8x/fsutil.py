@@ -383,18 +383,37 @@ def replaceable(target: Path, overwrite: bool) -> tuple[str, ...]:
 def _signals_held():
     """SIGINT and SIGTERM wait while the output is swapped or a temporary removed: an
     interrupt lands before (the old output whole) or after (the new one whole), never
-    half way, and leaves no temporary behind."""
-    import signal
+    half way, and leaves no temporary behind.
 
-    try:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    except (AttributeError, OSError, ValueError):  # no POSIX signal masks here
+    The handlers are replaced (not the main thread's signal mask): the C-level handler
+    may run in any thread (onnxruntime's pool), and Python then raises in the main
+    thread wherever it is. A signal met meanwhile is handed to the previous handler
+    afterwards. Outside the main thread (an API caller's worker) nothing is held.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    pending: list[int] = []
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, _frame: pending.append(signum))
+        except (OSError, ValueError):  # not settable here
+            pass
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in pending[:1]:
+            handler = previous.get(sig)
+            if callable(handler):
+                handler(sig, None)  # Python's own SIGINT handler: KeyboardInterrupt
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(sig)
 
 
 def _remove_tree(path: Path) -> None:

@@ -301,3 +301,26 @@ def test_an_interrupted_run_leaves_the_old_output_or_the_new_one(tmp_path, input
     assert after in (before, complete), (code, delay,
                                          sorted(set(after) ^ set(before)),
                                          sorted(set(after) ^ set(complete)))
+
+
+def test_an_interrupt_during_the_swap_lands_after_it(tmp_path, monkeypatch):
+    """SIGINT met while the new directory is swapped in (here: raised by the swap
+    itself) is delivered once the swap and the clean-up are done: the new output whole,
+    the user's file kept, no temporary."""
+    from onnx2ai8x import fsutil
+
+    target = tmp_path / "out"
+    fsutil.write_dir_atomic(target, lambda d: (d / "a.txt").write_text("old"), False)
+    (target / "mine.txt").write_text("mine")
+    real = fsutil._exchange
+
+    def interrupted(a, b):
+        signal.raise_signal(signal.SIGINT)
+        return real(a, b)
+
+    monkeypatch.setattr(fsutil, "_exchange", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fsutil.write_dir_atomic(target, lambda d: (d / "a.txt").write_text("new"), True)
+    assert (target / "a.txt").read_text() == "new"
+    assert (target / "mine.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
