@@ -173,3 +173,16 @@ def test_a_partial_sidecar_says_which_of_its_keys_it_does_not_use(tmp_path, caps
     assert main(["check", str(DIGITS), "--device", "MAX78000", "--sidecar", str(path),
                  "-q"]) == 0
     assert "restated" not in capsys.readouterr().err
+
+
+def test_a_vendor_description_read_by_import_izer_names_the_line(tmp_path, full_text):
+    """import-izer reads a sidecar through parse_file: its errors carry the line too."""
+    from onnx2ai8x.sidecar import parse_file
+
+    path = tmp_path / "net.yaml"
+    path.write_text(full_text.replace("    kernel_size: 3x3\n", "    kernal_size: 3x3\n", 1))
+    line = path.read_text().splitlines().index("    kernal_size: 3x3") + 1
+    with pytest.raises(Ai8xError) as err:
+        parse_file(path)
+    diag = err.value.diagnostics[0]
+    assert diag.where.startswith(f"{path}:{line}: ") and "`kernel_size`" in diag.hint
