@@ -125,12 +125,19 @@ def _inputs(*given: tuple[object, str]) -> tuple[Path, ...]:
     return tuple(paths)
 
 
+# The final operators `cpu_tail=True` (--cpu-tail) states the application applies.
+TAIL_OPERATORS = ("Softmax", "LogSoftmax", "Sigmoid")
+
+
 def _quantize_request(calibration, method, percentile, weight_bits, labels, accept_loss,
-                      shift_quantile, sample=None) -> QuantizeRequest:
+                      shift_quantile, sample=None, cpu_tail: bool = False,
+                      softmax: bool = False) -> QuantizeRequest:
     return QuantizeRequest(calibration=calibration, labels=labels, method=method,
                            percentile=percentile, weight_bits=weight_bits,
                            accept_loss=accept_loss, shift_quantile=shift_quantile,
-                           sample=sample)
+                           sample=sample,
+                           tail_applied=TAIL_OPERATORS if cpu_tail else
+                           ("Softmax",) if softmax else ())
 
 
 def plan_any(model, device: Device, sidecar: Path | None, quantize: QuantizeRequest,
@@ -153,18 +160,21 @@ def check(model, device: str | Device | None = None, *, sidecar: Path | None = N
           calibration=None, calibration_method: str | None = None,
           percentile: float | None = None, weight_bits: Path | None = None,
           accept_loss: bool = False, fifo: bool = False, overlap_data: bool = False,
-          onnx_checker: bool = False) -> Checked:
+          onnx_checker: bool = False, cpu_tail: bool = False) -> Checked:
     """Legalize and map `model` for `device`; nothing is written. A standard float
     model is quantized first with `calibration` (an .npy path or an array), as
     `convert` would. `onnx_checker` also runs the onnx package's checker (the command
-    line does; it costs the onnx import). Raises Ai8xError when the model does not
+    line does; it costs the onnx import). `cpu_tail`: the application applies the
+    model's final Softmax, LogSoftmax or Sigmoid (else such a model is refused: the
+    accelerator does not compute them). Raises Ai8xError when the model does not
     fit."""
     _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
             (calibration, "calibration data"))
     dev = target_device(device, model)
     result = plan_any(model, dev, sidecar,
                       _quantize_request(calibration, calibration_method, percentile,
-                                        weight_bits, None, accept_loss, None),
+                                        weight_bits, None, accept_loss, None,
+                                        cpu_tail=cpu_tail),
                       onnx_checker=onnx_checker, fifo=fifo, overlap_data=overlap_data)
     return Checked(report=result.report, warnings=result.warnings, summary=result.summary,
                    report_json=result.report_json, sidecar=result.sidecar_text)
@@ -176,7 +186,7 @@ def convert(model, device: str | Device | None, output: str | Path, *,
             percentile: float | None = None, weight_bits: Path | None = None,
             labels: Path | None = None, accept_loss: bool = False,
             shift_quantile: float | None = None, cpu_fallback: bool = False,
-            progress: bool = False, **options) -> Converted:
+            cpu_tail: bool = False, progress: bool = False, **options) -> Converted:
     """Convert `model` into a C project in the directory `output` (written atomically;
     an existing one is replaced only with `overwrite`). `sample`: the known-answer
     input (an .npy path; default a fixed pseudo-random one). `options`: the command
@@ -189,6 +199,10 @@ def convert(model, device: str | Device | None, output: str | Path, *,
     with `calibration`, or recovered exactly without it when it holds the accelerator's
     integers (a vendor export). `cpu_fallback`: the layers the accelerator refuses run
     on the Arm core (a float model file with `calibration`, split where needed).
+    `cpu_tail`: the application applies the model's final Softmax, LogSoftmax or
+    Sigmoid, which the accelerator does not compute (the project's README and main.c
+    say so); without it (or `softmax=True` for a Softmax, or `cpu_fallback`) such a
+    model is refused.
     `progress`: a progress bar over the stages on stderr (interactive terminals only).
     """
     from .convert import ConvertRequest
@@ -208,7 +222,8 @@ def convert(model, device: str | Device | None, output: str | Path, *,
         overwrite=overwrite, options=_options(options, dev), progress=progress,
         quantize=_quantize_request(calibration, calibration_method, percentile,
                                    weight_bits, labels, accept_loss, shift_quantile,
-                                   sample))
+                                   sample, cpu_tail=cpu_tail,
+                                   softmax=bool(options.get("softmax"))))
     result = _run_convert(request, cpu_fallback)
     quant = result.quant
     return Converted(output=output, report=result.report, warnings=result.warnings,
@@ -259,10 +274,13 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
              overwrite: bool = False, labels: Path | None = None,
              calibration_method: str | None = None, percentile: float | None = None,
              weight_bits: Path | None = None, accept_loss: bool = False,
-             shift_quantile: float | None = None) -> Quantized:
+             shift_quantile: float | None = None, cpu_tail: bool = False) -> Quantized:
     """Quantize the float `model` into ai8x-ONNX for `device` with `calibration` (an
-    .npy path or an array; not needed for an export of integer weights). With `output`,
-    the model and its report (`report`, default report.json beside it) are written;
+    .npy path or an array; not needed for an export of integer weights). `cpu_tail`:
+    the model's final Softmax, LogSoftmax or Sigmoid is applied by the application (the
+    quantized model ends before it; else such a model is refused). With `output`,
+    the model and its report (`report`, default OUTPUT_STEM.report.json beside it) are
+    written;
     without, nothing is."""
     from .frontend import front_end
 
@@ -270,14 +288,17 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
                      (labels, "labels"), (weight_bits, "weight-bits file"))
     if output is not None:
         output = Path(output)
-        report = Path(report) if report is not None else output.parent / "report.json"
-        check_output(output, inputs, directory=False, overwrite=overwrite)
+        # named after the output, so a second model quantized into the same folder
+        # writes its own report (issue 35)
+        report = Path(report) if report is not None else report_beside(output)
+        check_output(output, inputs, directory=False, overwrite=overwrite, kind="onnx")
         # the report beside the output is an output too: never replaced without overwrite
-        check_output(report, (*inputs, output), directory=False, overwrite=overwrite)
+        check_output(report, (*inputs, output), directory=False, overwrite=overwrite,
+                     kind="report")
     dev = target_device(device, model)
     fe = front_end(model, dev, quantize=_quantize_request(
         calibration, calibration_method, percentile, weight_bits, labels, accept_loss,
-        shift_quantile))
+        shift_quantile, cpu_tail=cpu_tail))
     result = fe.quant
     if result is None:
         raise Ai8xError("float.already-ai8x", "model", "the model is already ai8x-ONNX",
@@ -290,6 +311,12 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
     return Quantized(model=result.model, report_json=result.report_json(),
                      table=result.table(), warnings=fe.warnings, output=output,
                      report_file=report if output is not None else None)
+
+
+def report_beside(output: Path) -> Path:
+    """Where `quantize` writes the report of `output` by default: `q.onnx` ->
+    `q.report.json`."""
+    return output.with_name(f"{output.stem if output.suffix else output.name}.report.json")
 
 
 def verify(project: str | Path, *, model=None, stop_after: int | None = None,
@@ -350,7 +377,7 @@ def import_izer(config_file: str | Path, checkpoint_file: str | Path,
                      (sample, "sample"))
     if output is not None:
         output = Path(output)
-        check_output(output, inputs, directory=False, overwrite=overwrite)
+        check_output(output, inputs, directory=False, overwrite=overwrite, kind="onnx")
     try:
         from .sidecar.izer import import_project
     except ImportError as exc:  # torch is only needed here

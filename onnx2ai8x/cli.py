@@ -86,6 +86,10 @@ CpuFallbackOpt = Annotated[bool, typer.Option(
     "--cpu-fallback", help="Layers the accelerator refuses run on the Arm core: a float "
     "model (with --calibration) is split into a CPU stem, the accelerator's part and a CPU "
     "head (issue 28).")]
+CpuTailOpt = Annotated[bool, typer.Option(
+    "--cpu-tail", help="The model's final Softmax, LogSoftmax or Sigmoid, which the "
+    "accelerator does not compute, is applied by your application (the project's README "
+    "and main.c say so); without it such a model is refused.")]
 OverwriteFileOpt = Annotated[bool, typer.Option(
     "--overwrite", help="Replace an existing output file (never an input).")]
 
@@ -276,6 +280,7 @@ class ConvertArgs:
     quiet: bool
     cpu_fallback: bool
     json_out: bool
+    cpu_tail: bool
 
     @classmethod
     def from_cli(cls, **kw: object) -> "ConvertArgs":
@@ -348,6 +353,7 @@ def convert_cmd(
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
     cpu_fallback: CpuFallbackOpt = False,
+    cpu_tail: CpuTailOpt = False,
 ) -> None:
     """Convert MODEL.onnx into a C project for the vendor SDK.
 
@@ -394,7 +400,7 @@ def _convert(args: ConvertArgs, dev):
         calibration_method=args.calibration_method, percentile=args.percentile,
         weight_bits=args.weight_bits, labels=args.labels, accept_loss=args.accept_loss,
         shift_quantile=args.shift_quantile, cpu_fallback=args.cpu_fallback,
-        progress=args.progress, **args.options)
+        cpu_tail=args.cpu_tail, progress=args.progress, **args.options)
 
 
 def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
@@ -469,6 +475,7 @@ def check_cmd(
     accept_loss: AcceptLossOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
+    cpu_tail: CpuTailOpt = False,
 ) -> None:
     """Legalize and map MODEL.onnx; print diagnostics and the summary only.
 
@@ -482,7 +489,7 @@ def check_cmd(
     result = check(model, _device(device, model), sidecar=sidecar, calibration=calibration,
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
-                   overlap_data=overlap_data, onnx_checker=True)
+                   overlap_data=overlap_data, onnx_checker=True, cpu_tail=cpu_tail)
     _warn(result.warnings)
     if json_out:
         typer.echo(result.report_json)
@@ -503,6 +510,7 @@ def sidecar_cmd(
     weight_bits: WeightBitsOpt = None,
     accept_loss: AcceptLossOpt = False,
     overwrite: OverwriteFileOpt = False,
+    cpu_tail: CpuTailOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
 
@@ -517,11 +525,11 @@ def sidecar_cmd(
     dev = _device(device, model)
     if output is not None:
         check_output(output, (model, sidecar, calibration, weight_bits), directory=False,
-                     overwrite=overwrite)
+                     overwrite=overwrite, kind="sidecar")
     result = check(model, dev, sidecar=sidecar, calibration=calibration,
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
-                   overlap_data=overlap_data)
+                   overlap_data=overlap_data, cpu_tail=cpu_tail)
     _warn(result.warnings)
     if output is None:
         typer.echo(result.sidecar, nl=False)
@@ -550,7 +558,8 @@ def run_cmd(
     from .fsutil import save_arrays_atomic
 
     if output is not None:
-        check_output(output, (model, input), directory=False, overwrite=overwrite)
+        check_output(output, (model, input), directory=False, overwrite=overwrite,
+                     kind="array")
         check_array_output(output)
     outputs = run(model, input)
     if output is None:
@@ -599,11 +608,12 @@ def quantize_cmd(
     accept_loss: AcceptLossOpt = False,
     shift_quantile: ShiftQuantileOpt = None,
     report: Annotated[Path | None, typer.Option(
-        "--report", help="Where to save the report (default: report.json beside "
-                         "the output).")] = None,
+        "--report", help="Where to save the report (default: beside the output, "
+                         "named after it: q.onnx -> q.report.json).")] = None,
     overwrite: OverwriteFileOpt = False,
     quiet: QuietOpt = False,
     json_out: JsonOpt = False,
+    cpu_tail: CpuTailOpt = False,
 ) -> None:
     """Quantize a float ONNX model (any exporter) into ai8x-ONNX with calibration data.
 
@@ -616,7 +626,7 @@ def quantize_cmd(
                       overwrite=overwrite, labels=labels,
                       calibration_method=calibration_method, percentile=percentile,
                       weight_bits=weight_bits, accept_loss=accept_loss,
-                      shift_quantile=shift_quantile)
+                      shift_quantile=shift_quantile, cpu_tail=cpu_tail)
     _warn(result.warnings)
     if json_out:
         data = json.loads(result.report_json)

@@ -97,27 +97,32 @@ Decide = Callable[[tuple[int, ...] | None], HwDecision]  # the hardware choices,
 
 
 def _place(network: Network, device: Device, sidecar_path: Path | None, decide: Decide,
-           overlap_data: bool = False) -> tuple[HwNetwork, HwDecision, tuple[str, ...]]:
+           overlap_data: bool = False
+           ) -> tuple[HwNetwork, HwDecision, tuple[str, ...], tuple[str, ...] | None]:
     """The mapping, lowered: the sidecar's when it is full, else inferred around its
     pins; the hardware choices it was examined under (`decide`, given the full
     sidecar's `snoop` values) and the full sidecar's contradictions of the model, as
     warnings. A sidecar's placement passes every check automatic mapping passes
     (map/memory_check.check_placement) and, without `overlap_data` (--overlap-data),
-    writes no layer over its own input."""
+    writes no layer over its own input. Last, what of the sidecar was kept: None for all
+    of its mapping (a full sidecar, or none given), else a partial one's pins."""
     if sidecar_path is None:
         from .map.auto import auto_map
 
         decision = decide(None)
-        return _fifo_fed(auto_map(network, device, None, decision=decision)), decision, ()
+        return (_fifo_fed(auto_map(network, device, None, decision=decision)), decision, (),
+                None)
     from .sidecar.parse import parse_dict
-    from .sidecar.partial import place_partial, read_sidecar_text
+    from .sidecar.partial import partial_hints, place_partial, read_sidecar_text, restated
     from .sidecar.resolve import resolve_placement
 
     text = read_sidecar_text(Path(sidecar_path))
     if not text.is_full(len(network.layers)):
         decision = decide(None)
+        pins = tuple(f"`{key}` of {name}" for name, keys in
+                     partial_hints(text, network).items() for key in keys)
         return (_fifo_fed(place_partial(text, network, device, decision=decision)),
-                decision, ())
+                decision, restated(text, len(network.layers)), pins)
     positions = None
     try:
         sidecar = parse_dict(text.data, str(sidecar_path))
@@ -150,7 +155,7 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, decide: 
                                                    positions).where).render()
         for w in model_contradictions(sidecar, network))
     assert hw is not None  # no problems: the check allocated the weights
-    return hw, decision, warnings
+    return hw, decision, warnings, None
 
 
 def _overlap_notes(hp: HwPlacement) -> tuple[str, ...]:
@@ -215,8 +220,8 @@ def plan(model, device: Device, sidecar_path: Path | None = None,
 
     # the mapping, lowered: its hardware view derived once (when the mapper examined it)
     # under the conversion's choices, its kernel and bias memory allocated once
-    hw, decision, warnings = _place(network, device, sidecar_path, decide,
-                                    options.overlap_data)
+    hw, decision, warnings, pins = _place(network, device, sidecar_path, decide,
+                                          options.overlap_data)
     stated = hw  # the sidecar states the mapping, without the quad fan-out
     if options.fast_fifo_quad:
         check_quad_fan_out(stated.placement)
@@ -234,7 +239,8 @@ def plan(model, device: Device, sidecar_path: Path | None = None,
                     stated.placement,
                     flags=implied_flags(stated.placement, fe.avg_pool_rounding,
                                         overlapping_layers(stated)),
-                    origin=Path(sidecar_path).name if sidecar_path is not None else None),
+                    origin=Path(sidecar_path).name if sidecar_path is not None else None,
+                    pins=pins),
                 warnings=warnings, implied=decision.notes, quant=fe.quant)
 
 
@@ -448,7 +454,9 @@ def convert(request: ConvertRequest) -> ConvertResult:
 
         write_project(result.hw, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
-                      extra_files=extra_files, stem=stem, finish=finish)
+                      extra_files=extra_files, stem=stem, finish=finish,
+                      cpu_tail=_tail_left(result.quant, options),
+                      source=_source_name(request.model, result.network))
         result = dataclasses.replace(result, report_json=timing.report_json,
                                      summary=result.summary + timing.text)
     from .emit.project import project_board
@@ -457,6 +465,21 @@ def convert(request: ConvertRequest) -> ConvertResult:
                          board=project_board(result.device, options.board),
                          warnings=result.warnings, layer_order=_snoop_order(result.hw),
                          quant=result.quant, report=result.report, stem=stem)
+
+
+def _tail_left(quant, options: EmitOptions) -> tuple[str, ...]:
+    """The model's final operators the application applies (--cpu-tail; the quantizer
+    refused them otherwise), but a Softmax that softmax.c computes (--softmax)."""
+    tail = tuple(quant.summary.get("cpu_tail", ())) if quant is not None else ()
+    return tail[:-1] if options.softmax and tail[-1:] == ("Softmax",) else tail
+
+
+def _source_name(model, network: Network) -> str:
+    """How the project's README names what it was generated from: the model file (not
+    the network's class, issue 35), or the network for a model given in memory."""
+    if isinstance(model, str | Path):
+        return f"`{Path(model).name}`"
+    return f"the network `{network.name}` (given in memory)"
 
 
 def _check_footprint(directory: Path, device: Device, output: Path) -> None:

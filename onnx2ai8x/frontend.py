@@ -40,6 +40,9 @@ class QuantizeRequest:
     # the known-answer sample in the source model's own input units (an exact recovery
     # is checked on it; else on the first calibration sample or a fixed one)
     sample: Path | None = None
+    # the final operators the accelerator does not compute that something else applies
+    # (quantize.check_tail): all with --cpu-tail, a Softmax with --softmax
+    tail_applied: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,7 +163,8 @@ def _source(model, device: Device, quantize: QuantizeRequest | None, onnx_checke
     quant = quantize_file(source, quantize.calibration, method=quantize.method,
                           percentile=quantize.percentile, weight_bits=quantize.weight_bits,
                           labels=quantize.labels, device=device, check=False,
-                          shift_quantile=quantize.shift_quantile, sample=sample)
+                          shift_quantile=quantize.shift_quantile, sample=sample,
+                          tail_applied=quantize.tail_applied)
     return onnxpb.from_onnx(quant.model), quant
 
 

@@ -128,7 +128,12 @@ def test_convert_from_a_path_and_from_memory_write_the_same_project(tmp_path):
     assert by_path.report == in_memory.report and by_path.board == in_memory.board
     same = filecmp.dircmp(tmp_path / "a", tmp_path / "b")
     # the sources are the same; the side files are named after the file or the network
-    assert same.diff_files in ([], ["README.md"])
+    # (and the manifest holds the README's digest)
+    assert same.diff_files in ([], ["README.md", "onnx2ai8x-manifest.txt"])
+    lines = [{line.split("  ", 1)[1]: line for line in (tmp_path / side /
+              "onnx2ai8x-manifest.txt").read_text().splitlines() if "  " in line}
+             for side in ("a", "b")]
+    assert all(lines[0][name] == lines[1][name] for name in same.same_files)
     assert {"cnn.c", "main.c", "weights.h"} <= set(same.same_files)
     with pytest.raises(onnx2ai8x.Ai8xError) as err:  # never replaced without overwrite
         api.convert(DIGITS, "MAX78000", tmp_path / "a")
@@ -157,10 +162,10 @@ def test_quantize_from_a_path_and_from_memory(tmp_path, monkeypatch):
     written = api.quantize(FLOAT, "MAX78000", calibration=CALIBRATION,
                            output=tmp_path / "q.onnx")
     assert written.output == tmp_path / "q.onnx"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx", "report.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx", "q.report.json"]
     in_memory = api.quantize(onnx.load(FLOAT), "MAX78000", calibration=calibration)
     assert in_memory.output is None
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx", "report.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.onnx", "q.report.json"]
     assert in_memory.model.SerializeToString() == (tmp_path / "q.onnx").read_bytes()
     # the quantized model converts as any ai8x-ONNX model
     assert api.check(in_memory.model, "MAX78000").cycles > 0

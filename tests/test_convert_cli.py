@@ -188,13 +188,27 @@ def test_error_paths(model: Path, tmp_path: Path, capsys, args, code, needle) ->
 
 def test_existing_output_needs_overwrite(model: Path, tmp_path: Path, capsys) -> None:
     out_dir = tmp_path / "o"
-    out_dir.mkdir()
-    (out_dir / "keep.txt").write_text("mine")
+    code, _, err = cli(capsys, str(model), "-o", str(out_dir))
+    assert code == 0, err
     code, _, err = cli(capsys, str(model), "-o", str(out_dir))
     assert code == 2 and "--overwrite" in err
-    assert (out_dir / "keep.txt").read_text() == "mine"
+    (out_dir / "keep.txt").write_text("mine")
     assert cli(capsys, str(model), "-o", str(out_dir), "--overwrite")[0] == 0
-    assert not (out_dir / "keep.txt").exists() and (out_dir / "cnn.c").is_file()
+    assert (out_dir / "keep.txt").read_text() == "mine" and (out_dir / "cnn.c").is_file()
+
+
+def test_a_directory_onnx2ai8x_did_not_write_is_never_replaced(model: Path, tmp_path: Path,
+                                                               capsys) -> None:
+    """Issue 35: `--overwrite` on a folder of the user's deleted its files."""
+    out_dir = tmp_path / "o"
+    out_dir.mkdir()
+    (out_dir / "keep.txt").write_text("mine")
+    for extra in ([], ["--overwrite"]):
+        code, _, err = cli(capsys, str(model), "-o", str(out_dir), *extra)
+        assert code == 2 and "did not write (keep.txt)" in err, err
+        assert "pass --overwrite" not in err
+    assert [p.name for p in out_dir.iterdir()] == ["keep.txt"]
+    assert (out_dir / "keep.txt").read_text() == "mine"
 
 
 def _written_sidecar(model: Path, tmp_path: Path, capsys) -> str:

@@ -304,11 +304,13 @@ def test_os_errors_while_writing_name_the_path(work, capsys, out, expect):
     assert not [p for p in os.listdir(work) if p.startswith(".")]
 
 
-def test_dangling_symlink_output_is_replaced_only_with_overwrite(work, capsys):
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_symlink_output_is_never_replaced(work, capsys, overwrite):
+    """Issue 35: a link is the user's; replacing it (dangling or not) would lose it."""
     os.symlink("nowhere/at/all", work / "link")
-    code, err = _run(["model.onnx", "-o", "link"], capsys)
-    assert code == 2 and "already exists" in err
-    assert os.path.islink(work / "link")
+    code, err = _run(["model.onnx", "-o", "link", *overwrite], capsys)
+    assert code == 2 and "symbolic link" in err, err
+    assert os.readlink(work / "link") == "nowhere/at/all"
 
 
 def test_a_failed_write_keeps_the_previous_project(work, capsys, monkeypatch):
@@ -325,8 +327,26 @@ def test_a_failed_write_keeps_the_previous_project(work, capsys, monkeypatch):
         return real(src, dst)
 
     monkeypatch.setattr(fsutil.os, "replace", failing)
+    # the two-rename path (a system without renameat2's exchange)
+    monkeypatch.setattr(fsutil, "_exchange", lambda a, b: False)
     code, err = _run(["model.onnx", "-o", "out", "--overwrite"], capsys)
     assert code == 2 and "No space left on device" in err and "free disk space" in err
+    assert _files(work / "out") == before
+    assert not [p for p in os.listdir(work) if p.startswith(".")]
+
+
+def test_a_failed_exchange_keeps_the_previous_project(work, capsys, monkeypatch):
+    code, _ = _run(["model.onnx", "-o", "out"], capsys)
+    assert code == 0
+    before = _files(work / "out")
+    import onnx2ai8x.fsutil as fsutil
+
+    def failing(a, b):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fsutil, "_exchange", failing)
+    code, err = _run(["model.onnx", "-o", "out", "--overwrite"], capsys)
+    assert code == 2 and "No space left on device" in err
     assert _files(work / "out") == before
     assert not [p for p in os.listdir(work) if p.startswith(".")]
 

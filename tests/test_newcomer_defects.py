@@ -29,17 +29,29 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 
 def test_quantize_keeps_an_existing_report_and_writes_ordinary_modes(tmp_path: Path) -> None:
-    report = tmp_path / "report.json"
-    report.write_text("mine\n")
+    # the report is named after the output (issue 35); a file of the user's by that
+    # name is never replaced, not even with --overwrite
+    mine = tmp_path / "report.json"
+    mine.write_text("mine\n")
+    report = tmp_path / "q.report.json"
+    report.write_text("mine too\n")
     args = ("quantize", FLOAT / "digits_float.onnx", "-d", "MAX78000", "--calibration",
             FLOAT / "calibration.npy", "-o", tmp_path / "q.onnx")
+    for extra in ((), ("--overwrite",)):
+        refused = cli(*args, *extra)
+        assert refused.returncode == 2, refused.stderr
+        assert "q.report.json" in refused.stderr and "not a quantization report" in \
+            refused.stderr
+        assert report.read_text() == "mine too\n" and not (tmp_path / "q.onnx").exists()
+    report.unlink()
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr
     refused = cli(*args)
-    assert refused.returncode == 2, refused.stderr
-    assert "report.json" in refused.stderr and "--overwrite" in refused.stderr
-    assert report.read_text() == "mine\n" and not (tmp_path / "q.onnx").exists()
+    assert refused.returncode == 2 and "--overwrite" in refused.stderr
     done = cli(*args, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert f"wrote {tmp_path / 'q.onnx'} and {report}" in done.stdout
+    assert mine.read_text() == "mine\n"
     umask = os.umask(0o022)
     os.umask(umask)
     for path in (tmp_path / "q.onnx", report):

@@ -286,7 +286,9 @@ def _input_description(net: Network, chw: bool) -> str:
 
 def render_project(lowered: HwNetwork, program: RegisterProgram, data: ProjectData,
                    options: EmitOptions, sample: np.ndarray | None = None,
-                   name: str | None = None, stem: str | None = None) -> dict[str, str]:
+                   name: str | None = None, stem: str | None = None,
+                   cpu_tail: tuple[str, ...] = (), source: str | None = None
+                   ) -> dict[str, str]:
     """File name -> text of the C project (pure); `stem` names the side files the
     README lists (the model file's stem; default: the network's name)."""
     placement, hw, choices = lowered.placement, lowered.view, lowered.choices
@@ -335,7 +337,8 @@ def render_project(lowered: HwNetwork, program: RegisterProgram, data: ProjectDa
         softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
         kat=not options.no_kat, unload_flag=not options.no_unload,
         boost=_boost(options.boost, name), riscv=options.riscv, fast_fifo=choices.fast_fifo,
-        zero_sram=choices.zero_sram, stem=stem or name,
+        zero_sram=choices.zero_sram, stem=stem or name, cpu_tail=cpu_tail,
+        source=source or f"`{name}.onnx`",
         other_boards=[b for b in device.boards if b != board],
     )
     env = _environment()
@@ -361,19 +364,23 @@ def write_project(hw: HwNetwork, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
                   data: ProjectData | None = None, stem: str | None = None,
-                  finish: Callable[[Path], Mapping[str, bytes]] | None = None) -> None:
+                  finish: Callable[[Path], Mapping[str, bytes]] | None = None,
+                  cpu_tail: tuple[str, ...] = (), source: str | None = None) -> None:
     """Write the C project for a lowered network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
     allocation and the data-section functions. `stem`: the name of the extra files
     (`STEM.yaml`, `STEM.onnx`) the README lists (default: the network's name).
     `finish(directory)` returns more files, computed from the project as written (before
-    it is moved into place).
+    it is moved into place). `cpu_tail`: the model's final operators the application
+    applies (--cpu-tail), which the README and main.c state; `source`: what the README
+    names as the project's source (default: the network's name).
     """
     if data is None:
         data = project_data(hw, sample, outputs, options)
     program = register_program(hw, data.memory)
-    files = render_project(hw, program, data, options, sample, stem=stem)
+    files = render_project(hw, program, data, options, sample, stem=stem,
+                           cpu_tail=cpu_tail, source=source)
 
     def fill(tmp: Path) -> None:
         for fname, text in sorted(files.items()):

@@ -14,7 +14,9 @@ Element-wise Add/Sub of two activations, channel Concat, Flatten/Reshape before 
 layer, and pooling are kept as pending values so that the layer consuming them absorbs
 them (an element-wise operation or a pooling in front of a convolution is part of that
 layer); otherwise they become pass-through layers. A final Softmax / LogSoftmax /
-Sigmoid is left to the CPU. Everything else is refused with the node's name and a fix.
+Sigmoid is left to the CPU (the quantizer refuses it unless the user states that
+something applies it: quantize.check_tail). Everything else is refused with the node's
+name and a fix.
 
 The result (`FloatModel`) is an ordinary `Network` whose weights and biases are still
 float, plus, per layer, the float tensor that holds its value, so calibration can run the

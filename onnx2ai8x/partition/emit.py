@@ -146,11 +146,27 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
     from .reference import full_model
 
     stem = Path(request.model).stem
+    files["README.md"] = _readme_with_cpu_files((out / "README.md").read_text(), stem)
     full = full_model(part, network.name)
     (out / f"{stem}_with_cpu.onnx").write_bytes(full.SerializeToString(deterministic=True))
     for name, body in files.items():
         (out / name).write_text(body)
     return text + result.summary, report_json
+
+
+def _readme_with_cpu_files(readme: str, stem: str) -> str:
+    """The project README's file table with the CPU files (issue 35: it listed only
+    the accelerator's)."""
+    rows = ("| `cpu_layers.c`, `cpu_layers.h` | the layers the accelerator refuses, run on "
+            "the Arm core (generated C99, bit-exact with the reference) |\n"
+            "| `cpu_io.c`, `cpu_io.h` | the glue: the CPU layers' input and output in the "
+            "accelerator's data memory, and the known answer of the final output |\n"
+            f"| `{stem}_with_cpu.onnx` | the whole model as split: the CPU layers and the "
+            "accelerator's, the reference of the known-answer test |\n")
+    anchor = "| `README.md` | this file |"
+    if anchor not in readme:
+        raise AssertionError("the README template lost its file table")
+    return readme.replace(anchor, rows + anchor, 1)
 
 
 __all__ = ["add_cpu_files"]

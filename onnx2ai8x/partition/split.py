@@ -23,6 +23,7 @@ import numpy as np
 
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
+from ..quantize import CPU_FALLBACK_TAILS
 from .graphs import graph_input, run_float, shape_of, submodel
 
 # Nodes that carry weights: the accelerator's layers (a stem or head holds none of the
@@ -32,7 +33,8 @@ WEIGHT_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 # partitioning cannot help them.
 NOT_LAYER_CODES = ("usage.", "model.", "float.opset", "float.inputs", "float.input-type",
                    "float.input-rank", "float.dynamic-shape", "float.simplify",
-                   "float.already-ai8x", "calibration.")
+                   "float.already-ai8x", "calibration.",
+                   "float.cpu-tail")  # (its own hint names --cpu-fallback)
 
 
 @dataclass(frozen=True)
@@ -225,8 +227,9 @@ def find_split(path: Path, device: Device, calibration: np.ndarray,
 
 
 # What the float reader leaves to the application after the network (its "CPU tail");
-# with --cpu-fallback the CPU runs it and the known answer checks it.
-TAIL_OPS = frozenset({"Sigmoid", "Softmax"})
+# with --cpu-fallback the CPU runs it and the known answer checks it (the quantizer's
+# refusal of such a tail offers --cpu-fallback for these).
+TAIL_OPS = CPU_FALLBACK_TAILS
 
 
 def _tail(model) -> set[str]:

@@ -36,11 +36,40 @@ def load_array(path: Path | np.ndarray, what: str) -> np.ndarray:
                         "save it with numpy.save", exit_code=EXIT_USAGE) from None
 
 
+# The tails the accelerator does not compute (importer/float_onnx.py takes them off the
+# model's end) and what computes them when the user does not: softmax.c for a Softmax.
+TAIL_OPTIONS = {"Softmax": "--softmax (softmax.c computes it on the Arm core)"}
+# The tails the CPU fallback computes in the project (partition/split.py, its CPU head).
+CPU_FALLBACK_TAILS = frozenset({"Sigmoid", "Softmax"})
+
+
+def check_tail(tail, applied: tuple[str, ...], source: str) -> None:
+    """A final operator the accelerator does not compute (Softmax, LogSoftmax, Sigmoid)
+    is refused unless the user states that something applies it (`applied`: --cpu-tail
+    for all, --softmax for a Softmax): the project's output would silently be the
+    values before it (issue 35)."""
+    missing = [op for op in tail if op not in applied]
+    if not missing:
+        return
+    ops = ", then ".join(missing)
+    hints = [f"pass --cpu-tail if your application applies {ops} to the output (a "
+             "generated project's README and main.c then say so)"]
+    if all(op in CPU_FALLBACK_TAILS for op in missing):
+        hints.append("--cpu-fallback (with --calibration) to compute it on the Arm core "
+                     "in the generated project")
+    hints += [TAIL_OPTIONS[op] for op in missing if op in TAIL_OPTIONS and len(missing) == 1]
+    raise Ai8xError("float.cpu-tail", source,
+                    f"the model ends in {ops}, which the accelerator does not compute; its "
+                    "output would be the values before it",
+                    "; or ".join(hints))
+
+
 def quantize_file(model: Path, calibration: Path | np.ndarray | None, *, method: str | None = None,
                   percentile: float | None = None, weight_bits: Path | None = None,
                   labels: Path | None = None, device: Device | None = None,
                   wide_output: bool = True, check: bool = True,
-                  shift_quantile: float | None = None, sample: np.ndarray | None = None):
+                  shift_quantile: float | None = None, sample: np.ndarray | None = None,
+                  tail_applied: tuple[str, ...] = ()):
     """Quantize the float model `model` (a path or a ModelProto) with the samples in
     `calibration` (an .npy file or an array).
 
@@ -53,19 +82,20 @@ def quantize_file(model: Path, calibration: Path | np.ndarray | None, *, method:
     from ..importer.float_onnx import read_float_model
     from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE
     from .exact import recover_or_why
-    from .ptq import QuantOptions, load_weight_bits, quantize, source_ranges
+    from .ptq import QuantOptions, quantize, read_weight_bits, source_ranges
 
     source = str(model) if isinstance(model, str | Path) else "model"  # (in memory)
 
+    bits, bits_at = (None, None) if weight_bits is None else read_weight_bits(weight_bits)
     options = QuantOptions(method=method or DEFAULT_METHOD,
                            percentile=DEFAULT_PERCENTILE if percentile is None
                            else float(percentile),
-                           weight_bits=None if weight_bits is None
-                           else load_weight_bits(weight_bits),
+                           weight_bits=bits, weight_bits_at=bits_at,
                            wide_output=wide_output)
     # the float model records the device's name, as a Network does
     fm = read_float_model(model, None if device is None else device.name,
                           {"shift_quantile": shift_quantile})
+    check_tail(fm.cpu_tail, tail_applied, source)
     exact = None
     if weight_bits is None and method is None:
         exact, why = recover_or_why(fm)

@@ -42,6 +42,7 @@ class QuantOptions:
     method: str = DEFAULT_METHOD
     percentile: float = DEFAULT_PERCENTILE
     weight_bits: Mapping[str, int] | None = None  # layer or node name -> bits; "default"
+    weight_bits_at: Mapping[str, str] | None = None  # name -> `FILE:LINE` it is written at
     wide_output: bool = True
 
 
@@ -119,7 +120,8 @@ class QuantResult:
         for r in s["rewrites"]:
             lines.append(f"rewrite: {r}")
         for op in s["cpu_tail"]:
-            lines.append(f"left to the CPU: {op} (convert with --softmax for softmax.c)")
+            lines.append(f"left to the CPU: {op} (the accelerator does not compute it; "
+                         "--cpu-tail states the application applies it)")
         if s.get("qdq") and not s.get("exact"):
             lines.append("quantized model: weights taken from its DequantizeLinear nodes, "
                          "requantized to power-of-two shifts, activation ranges "
@@ -137,26 +139,40 @@ def _usage(where: str, message: str, hint: str) -> Ai8xError:
     return Ai8xError("usage.calibration", where, message, hint, exit_code=EXIT_USAGE)
 
 
-def load_weight_bits(path) -> dict[str, int]:
-    """The per-layer weight widths of a small YAML file: `layer_or_node: bits`, and
-    optionally `default: bits`."""
-    import yaml
+def read_weight_bits(path) -> tuple[dict[str, int], dict[str, str]]:
+    """The per-layer weight widths of a small YAML file (`layer_or_node: bits`, and
+    optionally `default: bits`) and where each is written (`FILE:LINE`, for messages).
+    A key given twice is refused (YAML would keep the last one without a word)."""
+    from ..sidecar.parse import key_lines, load_yaml
 
     try:
-        data = yaml.safe_load(open(path, encoding="utf-8").read())
-    except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8 text
+        text = open(path, encoding="utf-8").read()
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8 text
         raise _usage(str(path), f"not a readable YAML file ({exc})",
                      "write lines like `conv1: 4`") from None
-    if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
+    where = {str(key): f"{path}:{line}" for (pos, key), line in key_lines(text).items()
+             if pos is None}
+    try:
+        data = load_yaml(text, str(path)) if text.strip() else None
+    except Ai8xError as exc:
+        first = exc.diagnostics[0]
+        if first.code != "sidecar.structure":  # the sidecar's own wording of "a mapping"
+            raise _usage(first.where, first.message, first.hint) from None
+        data = None
+    if not isinstance(data, dict):
         raise _usage(str(path), "expected a mapping of layer names to weight bits",
                      "write lines like `conv1: 4` and optionally `default: 8`")
-    bad = {k: v for k, v in data.items() if v not in WEIGHT_BITS}
-    if bad:
-        shown = ", ".join(f"`{k}: {v}`" for k, v in bad.items())
-        raise _usage(str(path), f"weight bits {shown} are not one of "
-                     f"{', '.join(map(str, WEIGHT_BITS))}",
-                     "use 1, 2, 4 or 8 bits")
-    return {str(k): int(v) for k, v in data.items()}
+    for key, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value not in WEIGHT_BITS:
+            raise _usage(where.get(str(key), str(path)),
+                         f"`{key}: {value!r}`: weight bits must be one of "
+                         f"{', '.join(map(str, WEIGHT_BITS))}", "use 1, 2, 4 or 8 bits")
+    return {str(k): int(v) for k, v in data.items()}, where
+
+
+def load_weight_bits(path) -> dict[str, int]:
+    """The per-layer weight widths of a weight-bits file (see read_weight_bits)."""
+    return read_weight_bits(path)[0]
 
 
 def _float_outputs(fm, x: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
@@ -205,9 +221,10 @@ def _sources(i: int, lay: Layer) -> tuple[int, ...]:
 
 
 def _check_weight_bits_names(fm, options: QuantOptions) -> None:
-    """Every name in --weight-bits is a layer or an ONNX node of the model: a misspelt
-    name would otherwise leave that layer at the default width without a word."""
-    import difflib
+    """Every name in --weight-bits is a layer or an ONNX node of the model (or
+    `default`): a misspelt name would otherwise leave that layer at the default width
+    without a word. The message names the file and line of the name."""
+    from ..sidecar.parse import closest
 
     table = options.weight_bits or {}
     known = sorted({lay.name for lay in fm.network.layers}
@@ -215,10 +232,12 @@ def _check_weight_bits_names(fm, options: QuantOptions) -> None:
     for key in table:
         if key == "default" or key in known:
             continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
-        raise _usage("--weight-bits", f"no layer or node named `{key}` in the model",
-                     (f"did you mean `{close[0]}`? " if close else "")
-                     + f"layers: {', '.join(lay.name for lay in fm.network.layers)}")
+        close = closest(key, ["default", *known])
+        raise _usage((options.weight_bits_at or {}).get(key, "--weight-bits"),
+                     f"no layer or node named `{key}` in the model",
+                     (f"did you mean `{close}`? " if close else "")
+                     + f"layers: {', '.join(lay.name for lay in fm.network.layers)}"
+                     + " (and `default` for every other layer)")
 
 
 def _bits_for(lay: Layer, info, options: QuantOptions) -> int:
@@ -572,4 +591,4 @@ def _layer_view_float(values: np.ndarray, info) -> np.ndarray:
 
 
 __all__ = ["LayerReport", "QuantOptions", "QuantResult", "load_weight_bits", "quantize",
-           "source_ranges"]
+           "read_weight_bits", "source_ranges"]

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
 
-from ..errors import EXIT_USAGE, Ai8xError
+from ..errors import EXIT_USAGE, Ai8xError, Diagnostic
 from ..network import (
     ACT_ABS,
     ACT_RELU,
@@ -162,9 +164,38 @@ class _Ctx:
         return Ai8xError(code, self.where(layer, name, key), message, hint)
 
 
+def _distance(a: str, b: str) -> int:
+    """Edits (insert, delete, substitute, swap two neighbours) from `a` to `b`."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, prev2[j - 2] + 1)
+            row.append(cost)
+        prev2, prev = prev, row
+    return prev[-1]
+
+
+def closest(word: object, choices) -> str | None:
+    """The choice `word` most likely misspells (case ignored: a slip of a letter or two,
+    or difflib's likeness), else None."""
+    text = str(word).lower()
+    lowered = {str(c).lower(): c for c in choices}
+    if text in lowered:
+        return lowered[text]
+    near = sorted((_distance(text, low), low) for low in lowered)
+    if near and near[0][0] <= max(1, len(text) // 3):
+        return lowered[near[0][1]]
+    close = difflib.get_close_matches(text, list(lowered), n=1, cutoff=0.6)
+    return lowered[close[0]] if close else None
+
+
 def _suggest(word: str, choices: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(str(word).lower(), choices, n=1, cutoff=0.6)
-    return f"did you mean `{close[0]}`?" if close else \
+    close = closest(word, choices)
+    return f"did you mean `{close}`?" if close is not None else \
         "known keys: " + ", ".join(sorted(choices))
 
 
@@ -320,9 +351,10 @@ def load_yaml(text: str, source: str = "<string>") -> dict:
 
 def key_lines(text: str) -> dict[tuple[int | None, str], int]:
     """Where each key is written, for messages about a hand-written sidecar: line
-    numbers (1-based) of the global keys `(None, key)`, of each layer entry's keys
-    `(position in layers, key)` and of the entry itself `(position, "")`. Empty when the
-    text has no such shape (load_yaml has already refused invalid YAML)."""
+    numbers (1-based) of the global keys `(None, key)`, of the records of a global list
+    and their keys `(None, "unload[0]")`, `(None, "unload[0].offset")`, of each layer
+    entry's keys `(position in layers, key)` and of the entry itself `(position, "")`.
+    Empty when the text has no such shape (load_yaml has already refused invalid YAML)."""
     try:
         root = yaml.compose(text, Loader=_SafeLoader)  # noqa: S506 - nodes only
     except yaml.YAMLError:
@@ -334,15 +366,55 @@ def key_lines(text: str) -> dict[tuple[int | None, str], int]:
         if not isinstance(key, yaml.ScalarNode):
             continue
         lines[(None, key.value)] = key.start_mark.line + 1
-        if key.value != "layers" or not isinstance(value, yaml.SequenceNode):
+        if not isinstance(value, yaml.SequenceNode):
             continue
         for pos, entry in enumerate(value.value):
-            lines[(pos, "")] = entry.start_mark.line + 1
+            at = (pos, "") if key.value == "layers" else (None, f"{key.value}[{pos}]")
+            lines[at] = entry.start_mark.line + 1
             if isinstance(entry, yaml.MappingNode):
                 for k, _ in entry.value:
                     if isinstance(k, yaml.ScalarNode):
-                        lines[(pos, k.value)] = k.start_mark.line + 1
+                        lines[(at[0], f"{at[1]}.{k.value}" if at[1] else k.value)] = \
+                            k.start_mark.line + 1
     return lines
+
+
+# How the parser and the resolver name a place after the file: `layer 3 (fc), `key``,
+# `layer 3`, `key` (a global key), or `layers[4]` (an entry by its position).
+_PARSED_WHERE = re.compile(r"(?:layer (?P<layer>\d+)(?: \([^)]*\))?)?(?:, )?"
+                           r"(?:`(?P<key>[^`]+)`)?")
+_ENTRY_WHERE = re.compile(r"layers\[(?P<pos>\d+)\]")
+
+
+def with_line(diag: Diagnostic, source: str, lines: dict,
+              positions: list[int] | None = None) -> Diagnostic:
+    """`diag` from the parser or resolver placed at `SOURCE:LINE:`, the line of the key
+    it names (else of the layer entry, else of `layers:`). `positions`: sidecar layer
+    number -> position in `layers` (the file order, when `sequence` reorders it);
+    None: the same."""
+    where = diag.where
+    for sep in (": ", ", "):
+        if where.startswith(source + sep):
+            rest = where[len(source) + len(sep):]
+            break
+    else:
+        if where.startswith(f"{source}:"):  # placed already (FILE:LINE)
+            return diag
+        rest = where
+    pos, key = None, ""
+    entry = _ENTRY_WHERE.match(rest)
+    found = _PARSED_WHERE.match(rest)
+    if entry is not None:
+        pos = int(entry.group("pos"))
+    elif found is not None and found.group(0):
+        key = found.group("key") or ""
+        if found.group("layer") is not None:
+            pos = int(found.group("layer"))
+            if positions is not None and pos < len(positions):
+                pos = positions[pos]
+    line = (lines.get((pos, key)) or lines.get((pos, key.split(".")[0]))
+            or lines.get((pos, "")) or lines.get((None, "layers")))
+    return replace(diag, where=f"{source}:{line}: {rest}" if line else f"{source}: {rest}")
 
 
 def parse_file(path: str | Path) -> Sidecar:
@@ -359,7 +431,15 @@ def parse_file(path: str | Path) -> Sidecar:
 
 
 def parse_text(text: str, source: str = "<string>") -> Sidecar:
-    return parse_dict(load_yaml(text, source), source)
+    """The sidecar `text`; every error names `source` and the line of the key."""
+    data = load_yaml(text, source)
+    try:
+        return parse_dict(data, source)
+    except Ai8xError as err:
+        lines = key_lines(text)
+        named = Ai8xError.many([with_line(d, source, lines) for d in err.diagnostics])
+        named.exit_code = err.exit_code
+        raise named from None
 
 
 def parse_dict(cfg: dict, source: str = "<string>") -> Sidecar:

@@ -8,7 +8,6 @@ user wants to pin, by `name`, with any of `processors`, `output_processors` and
 """
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,15 +19,13 @@ from ..map.hw import multipass, popcount
 from ..map.memory_check import output_bytes
 from ..network import Layer, Network
 from ..placement import Placement
-from .parse import LAYER_KEYS, key_lines, load_yaml
+from .parse import GLOBAL_KEYS, LAYER_KEYS, closest, key_lines, load_yaml, with_line
 
 if TYPE_CHECKING:
     from ..map.lowered import HwNetwork
     from ..options import HwDecision
 
 _LAYER_NAME = re.compile(r"layer `([^`]*)`")
-# how sidecar.parse and sidecar.resolve name a place: `layer 3 (fc), `key`` or `key`
-_PARSED_WHERE = re.compile(r"(?:layer (?P<layer>\d+)(?: \([^)]*\))?)?(?:, )?(?:`(?P<key>[^`]+)`)?")
 HINT_KEYS = ("processors", "output_processors", "out_offset")
 # Keys that describe the network rather than its mapping: a partial sidecar may restate
 # them (e.g. copied from a full one) but the ONNX model decides them.
@@ -75,24 +72,12 @@ class SidecarText:
         return replace(diag, where=f"{self.locate(pos, diag.key)}: {where}")
 
     def add_line(self, diag: Diagnostic, positions: list[int] | None = None) -> Diagnostic:
-        """`diag` from the sidecar's parser or resolver (`FILE: layer N (name), `key``)
-        with the line of that key (or of the global key, or of the layer entry) added:
-        `FILE:LINE: layer N ...`. `positions`: sidecar layer number -> position in
-        `layers` (the file order, when `sequence` reorders it); None: the same."""
-        prefix = f"{self.path}: "
-        if not diag.where.startswith(prefix):
-            return diag
-        rest = diag.where[len(prefix):]
-        found = _PARSED_WHERE.match(rest)
-        if found is None:
-            return diag
-        pos = None
-        if found.group("layer") is not None:
-            pos = int(found.group("layer"))
-            if positions is not None and pos < len(positions):
-                pos = positions[pos]
-        line = self.lines.get((pos, found.group("key") or "")) or self.lines.get((pos, ""))
-        return replace(diag, where=f"{self.path}:{line}: {rest}") if line else diag
+        """`diag` from the sidecar's parser or resolver (`FILE: layer N (name), `key``,
+        or `layers[N]`) with the file and the line of that key (or of the global key, or
+        of the layer entry) added: `FILE:LINE: layer N ...`. `positions`: sidecar layer
+        number -> position in `layers` (the file order, when `sequence` reorders it);
+        None: the same."""
+        return with_line(diag, str(self.path), self.lines, positions)
 
     @property
     def layer_entries(self) -> list:
@@ -116,7 +101,36 @@ def read_sidecar_text(path: Path) -> SidecarText:
     except (OSError, UnicodeDecodeError) as exc:
         raise Ai8xError("sidecar.unreadable", str(path), f"cannot read the sidecar ({exc})",
                         "pass a UTF-8 YAML file") from None
-    return SidecarText(Path(path), load_yaml(text, str(path)), key_lines(text))
+    sidecar = SidecarText(Path(path), load_yaml(text, str(path)), key_lines(text))
+    _check_globals(sidecar)
+    return sidecar
+
+
+# Global keys only a full sidecar can state: the automatic mapper around a partial one's
+# pins has no place for them, so they are refused there rather than ignored.
+_FULL_ONLY = tuple(k for k in GLOBAL_KEYS if k not in ("arch", "dataset", "layers"))
+
+
+def _check_globals(sidecar: SidecarText) -> None:
+    """Every global key of the sidecar is one the language has (a misspelt `layers:`
+    would leave every entry unread, issue 35), and `layers` is there."""
+    for key in sidecar.data:
+        if key in GLOBAL_KEYS:
+            continue
+        close = closest(key, GLOBAL_KEYS)
+        raise Ai8xError("sidecar.unknown-key", f"{sidecar.locate(None, str(key))}: `{key}`",
+                        f"unknown global key `{key}`",
+                        f"did you mean `{close}`?" if close else
+                        f"the global keys are {', '.join(GLOBAL_KEYS)}")
+    if "layers" not in sidecar.data:
+        raise Ai8xError("sidecar.missing-key", str(sidecar.path),
+                        "the sidecar has no `layers`, so it states nothing to keep",
+                        "list the layers under `layers:` (`onnx2ai8x sidecar MODEL.onnx "
+                        "-o FILE` writes a full one to start from)")
+    if not isinstance(sidecar.data["layers"], list) or not sidecar.data["layers"]:
+        raise Ai8xError("sidecar.type", f"{sidecar.locate(None, 'layers')}: `layers`",
+                        "`layers` must be a non-empty list of layer mappings",
+                        "start each layer with `- `")
 
 
 def _mask_or_int(value: object, where: str, key: str) -> int:
@@ -142,13 +156,35 @@ def _entry_layers(sidecar: SidecarText, names: list[str]) -> list[tuple[int, int
                                 f"{len(names)} layers", "name the layer the entry pins")
             name = names[pos]
         if name not in names:
-            close = difflib.get_close_matches(str(name), names, n=1, cutoff=0.6)
+            close = closest(name, names)
             raise Ai8xError("sidecar.partial", f"{sidecar.locate(pos, 'name')}: layers[{pos}]",
                             f"no layer named `{name}` in the model",
-                            (f"did you mean `{close[0]}`? " if close else "")
+                            (f"did you mean `{close}`? " if close else "")
                             + f"use one of: {', '.join(names)}")
         out.append((pos, names.index(name), entry))
     return out
+
+
+def restated(sidecar: SidecarText, layer_count: int) -> tuple[str, ...]:
+    """A warning when a partial sidecar's entries restate keys the model decides (copied
+    from a full sidecar, or written in the hope they apply): they are read only to be
+    known keys, not used, and the user is told so rather than left to believe them
+    (issue 35). Empty when they give none but `name`."""
+    found = [(pos, key) for pos, entry in enumerate(sidecar.layer_entries)
+             if isinstance(entry, dict) for key in entry
+             if key in _DESCRIPTIVE and key not in ("name", "comment")]
+    if not found:
+        return ()
+    keys = sorted({str(key) for _, key in found})
+    pos, key = found[0]
+    entries = len(sidecar.layer_entries)
+    why = (f"with {entries} entries for the model's {layer_count} layers it is a partial "
+           "sidecar: it " if entries < layer_count else "the partial sidecar ")
+    return (f"warning[sidecar.restated] {sidecar.locate(pos, str(key))}: {why}"
+            f"restates {', '.join(f'`{k}`' for k in keys)}, which the model "
+            "decides; only `processors`, `output_processors` and `out_offset` are used\n"
+            "  hint: to change those, edit the model, or write the full sidecar "
+            "(`onnx2ai8x sidecar MODEL.onnx -o FILE`) and pass it back",)
 
 
 def _check_pin(sidecar: SidecarText, pos: int, key: str, value: int, layer: Layer,
@@ -187,18 +223,27 @@ def partial_hints(sidecar: SidecarText, network: Network, device: Device | None 
     """{layer name: {hint key: value}} for `onnx2ai8x.map.auto.auto_place`, each pin
     checked against the layer (with `device`, against its data memory too)."""
     names = [lay.name for lay in network.layers]
+    for key in _FULL_ONLY:
+        if key in sidecar.data:
+            raise Ai8xError("sidecar.partial", f"{sidecar.locate(None, key)}: `{key}`",
+                            f"`{key}` needs the full mapping; this sidecar pins only some "
+                            f"layers' {', '.join(HINT_KEYS)} ({len(sidecar.layer_entries)} "
+                            f"of {len(names)} entries, or entries without `processors`)",
+                            "write the full sidecar with `onnx2ai8x sidecar MODEL.onnx -o "
+                            "FILE`, edit it, and pass it back with --sidecar")
     hints: dict[str, dict[str, int]] = {}
     for pos, ll, entry in _entry_layers(sidecar, names):
         name = names[ll]
-        unknown = sorted(k for k in entry if k not in HINT_KEYS and k not in _DESCRIPTIVE)
+        unknown = sorted((k for k in entry if k not in HINT_KEYS and k not in _DESCRIPTIVE),
+                         key=str)
         if unknown:
             key = unknown[0]
-            close = difflib.get_close_matches(str(key), LAYER_KEYS, n=1, cutoff=0.6)
+            close = closest(key, LAYER_KEYS)
             if key not in LAYER_KEYS:
                 raise Ai8xError("sidecar.unknown-key",
                                 f"{sidecar.locate(pos, key)}: layer `{name}`, `{key}`",
                                 f"unknown layer key `{key}`",
-                                f"did you mean `{close[0]}`?" if close else
+                                f"did you mean `{close}`?" if close else
                                 f"a partial sidecar pins {', '.join(HINT_KEYS)}")
             raise Ai8xError("sidecar.partial", f"{sidecar.locate(pos, key)}: layer `{name}`",
                             f"a partial sidecar can pin only {', '.join(HINT_KEYS)}; "

@@ -205,16 +205,34 @@ def implied_flags(placement: Placement, avg_pool_rounding: str | None = None,
     return tuple(flags)
 
 
+def _provenance(origin: str | None, pins: Sequence[str] | None) -> str:
+    """The header line saying which keys were given (and kept) and which chosen here:
+    only what was kept is claimed (issue 35)."""
+    tail = "; edit and pass back with --sidecar."
+    if origin is None:
+        return "# Every mapping key below was chosen by onnx2ai8x" + tail
+    if pins is None:
+        return (f"# Mapping keys given in {origin} are kept (checked by onnx2ai8x), the rest "
+                "were chosen by onnx2ai8x" + tail)
+    if not pins:
+        return (f"# {origin} pinned no `processors`, `output_processors` or `out_offset`: "
+                "every mapping key below was chosen by onnx2ai8x" + tail)
+    return (f"# The pins of {origin} are kept ({', '.join(pins)}), every other mapping key "
+            "was chosen by onnx2ai8x" + tail)
+
+
 def write_sidecar(placement: Placement, *,
                   reasons: Mapping[str, str | Sequence[str]] | None = None,
-                  flags: Sequence[tuple[str, str]] = (), origin: str | None = None) -> str:
+                  flags: Sequence[tuple[str, str]] = (), origin: str | None = None,
+                  pins: Sequence[str] | None = None) -> str:
     """The sidecar YAML text for `placement` on its device (vendor syntax,
     deterministic).
 
     `reasons` adds comment lines per layer name (why the mapper chose something);
     `flags` (see implied_flags) are stated in the header. `origin`: the sidecar the
     placement was read from (its keys are kept, the header says so instead of claiming
-    every key was chosen here).
+    every key was chosen here); `pins`: when it was a partial sidecar, the pins of it
+    that were kept (the header names them, or says that it pinned nothing).
     """
     network = placement.network
     dev = placement.device.name
@@ -223,10 +241,7 @@ def write_sidecar(placement: Placement, *,
     lines = [
         "---",
         f"# Network `{network.name}` placed on {dev}.",
-        "# Every mapping key below was chosen by onnx2ai8x; edit and pass back with --sidecar."
-        if origin is None else
-        f"# Mapping keys given in {origin} are kept (checked by onnx2ai8x), the rest were "
-        "chosen by onnx2ai8x; edit and pass back with --sidecar.",
+        _provenance(origin, pins),
     ]
     if any(lay.weights is not None and abs(lay.quantization or 8) != 8
            for lay in network.layers):

@@ -120,7 +120,8 @@ def test_existing_directory_needs_overwrite(tmp_path: Path) -> None:
     pl = one_conv()
     write_project(lowered(pl), out, options=EmitOptions(), sample=np.zeros((4, 8, 8)),
                   outputs=[], data=_data(pl), overwrite=True)
-    assert not marker.exists() and (out / "cnn.c").is_file()
+    # issue 35: a file the manifest does not list is the user's, and is kept
+    assert marker.read_text() == "keep" and (out / "cnn.c").is_file()
 
 
 def test_failed_write_leaves_nothing(tmp_path: Path) -> None:

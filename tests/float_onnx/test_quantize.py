@@ -31,7 +31,7 @@ def _quantize(model, tmp_path: Path, *extra) -> tuple[onnx.ModelProto, dict]:
                         *extra])
     assert code == 0, err
     return onnx.load(str(tmp_path / "q.onnx")), json.loads(
-        (tmp_path / "report.json").read_text())
+        (tmp_path / "q.report.json").read_text())
 
 
 def test_weight_bits_yaml_overrides_one_layer(model, tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_quantization_is_deterministic(model, tmp_path: Path) -> None:
     _quantize(model, a)
     _quantize(model, b)
     assert (a / "q.onnx").read_bytes() == (b / "q.onnx").read_bytes()
-    assert (a / "report.json").read_bytes() == (b / "report.json").read_bytes()
+    assert (a / "q.report.json").read_bytes() == (b / "q.report.json").read_bytes()
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -138,9 +138,13 @@ def test_final_softmax_is_left_to_the_cpu(tmp_path: Path) -> None:
     code, out, err = cli(["quantize", "-d", "MAX78000",
                           path, "--calibration", tmp_path / "cal.npy", "-o",
                           tmp_path / "q.onnx"])
+    assert code == 1 and "float.cpu-tail" in err and "--cpu-tail" in err  # issue 35
+    code, out, err = cli(["quantize", "-d", "MAX78000",
+                          path, "--calibration", tmp_path / "cal.npy", "-o",
+                          tmp_path / "q.onnx", "--cpu-tail"])
     assert code == 0, err
     assert "left to the CPU: Softmax" in out
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "q.report.json").read_text())
     assert report["cpu_tail"] == ["Softmax"] and report["top1_agreement"] >= 0.9
     # The quantized model ends with the logits (the wide dense layer), not a softmax.
     net = read_model(tmp_path / "q.onnx")
@@ -196,3 +200,17 @@ def test_scale_after_relu_folds_only_when_positive(factor: float, tmp_path: Path
     assert len(read_model(tmp_path / "q.onnx").layers) == 2
     got = quantized_float_output(onnx.load(str(tmp_path / "q.onnx")), x)
     assert sqnr_db(float_run(path, x), got) >= 25.0
+
+
+def test_two_models_quantized_into_one_folder_keep_their_reports(model, tmp_path: Path
+                                                                 ) -> None:
+    """Issue 35: both reports were `report.json`, so the second model was refused (and
+    --overwrite would have replaced the first model's report)."""
+    path, cal, _ = model
+    for name in ("a.onnx", "b.onnx"):
+        code, out, err = cli(["quantize", "-d", "MAX78000", path, "--calibration", cal,
+                              "-o", tmp_path / name])
+        assert code == 0, err
+        assert f"{name[0]}.report.json" in out
+    assert sorted(p.name for p in tmp_path.iterdir() if "report" in p.name) == [
+        "a.report.json", "b.report.json"]

@@ -26,7 +26,7 @@ from onnx2ai8x.onnxpb import AttributeProto
 from .runner import Case
 
 KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project", "float",
-         "cpu")
+         "cpu", "targets", "toplevel")
 
 
 # --------------------------------------------------------------------------- bytes
@@ -733,8 +733,8 @@ def float_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
                     "-o", "out", *argv]
         argv += ["--device", rng.choice(["MAX78000", "MAX78002"])]
         files.update({"model.onnx": model, "cal.npy": cal})
-        cases.append(Case("float", f"{i:04d}", tuple(argv), files, outputs=("out", "q.onnx",
-                                                                            "report.json")))
+        cases.append(Case("float", f"{i:04d}", tuple(argv), files,
+                          outputs=("out", "q.onnx", "q.report.json")))
     return cases
 
 
@@ -774,8 +774,108 @@ def cpu_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- issue 35
+
+# What users put into a generated project (project.mk builds app/ with VPATH += app),
+# and names that collide with what a project writes
+_USER_ENTRIES = ("app/user.c", "my_notes.txt", ".vscode/mine.json", "data/x/y.bin",
+                 ".hidden", "build/max78000.elf", "verify-layer1/layer1.npy", "cnn.c.orig",
+                 "softmax.c", "README.md.txt", "weird name.txt")
+
+
+def target_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """Output targets holding the user's files (issue 35): an earlier project with files
+    and folders the user added (and links, an edited or a damaged manifest, a user file
+    where the new project writes one), a folder of the user's, a file, a link, with and
+    without --overwrite, through convert, sidecar, run and verify --stop-after. Nothing
+    the tool did not write may change."""
+    tree = base["project-tree"]
+    listed = tuple(f"out/{name}" for name in tree)
+    cases = []
+    for i in range(count):
+        files: dict = {"model.onnx": base["model.onnx"], "sample.npy": base["sample.npy"]}
+        links: dict = {}
+        what = rng.randrange(6)
+        earlier = what in (0, 1, 2, 3)
+        if earlier:
+            files.update({f"out/{name}": data for name, data in tree.items()})
+        for name in rng.sample(_USER_ENTRIES, rng.randint(1, 4)):
+            if earlier and f"out/{name}" in files:
+                continue
+            files[f"out/{name}" if what != 5 else f"mine/{name}"] = \
+                rng.randbytes(rng.randint(0, 64))
+        if what == 1:  # a listed file edited by the user: it must stay as edited
+            name = rng.choice([n for n in tree if n.endswith((".c", ".h"))])
+            files[f"out/{name}"] = tree[name] + b"/* mine */\n"
+        elif what == 2:  # a damaged manifest
+            files["out/onnx2ai8x-manifest.txt"] = _mutate_bytes(
+                rng, tree["onnx2ai8x-manifest.txt"])
+        elif what == 3:  # links of the user's inside the project
+            files["outside.txt"] = b"outside\n"
+            links["out/link-out"] = "../outside.txt"
+            links["out/app-link"] = "../mine"
+        elif what == 5:  # the output is a link to the user's folder
+            links["out"] = "mine"
+        options = rng.choice([(), ("--overwrite",), ("--overwrite", "--softmax"),
+                              ("--overwrite", "--fifo")])
+        kind = rng.random()
+        if kind < 0.7:
+            argv = ("convert", "model.onnx", "--device", "MAX78000", "--sample-input",
+                    "sample.npy", "-o", "out", "-q", *options)
+            written = {"out/softmax.c", "out/softmax.h"} if "--softmax" in options and \
+                "out/softmax.c" not in files else set()
+            # the tool's files: what the earlier manifest lists (unless edited), its own
+            outputs = tuple(sorted({*listed, *written, "out/onnx2ai8x-manifest.txt"}
+                                   - ({f"out/{name}"} if what == 1 else set())))
+            if what == 1:
+                outputs = tuple(o for o in outputs if o != f"out/{name}")
+        elif kind < 0.85:
+            argv = ("verify", "out" if earlier else "p", "--stop-after", "1", "-o",
+                    "out/verify-layer1" if earlier else "out")
+            if not earlier:
+                files.update({f"p/{name}": data for name, data in tree.items()})
+            outputs = ()
+        else:
+            target = rng.choice(["out", "out/my_notes.txt", "out/app"])
+            argv = ("sidecar", "model.onnx", "--device", "MAX78000", "-o", target,
+                    *options[:1])
+            outputs = ()
+        cases.append(Case("targets", f"{i:04d}", argv, files, links, outputs=outputs))
+    return cases
+
+
+def toplevel_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """Sidecars whose global keys are misspelt, mis-cased, doubled, unknown or given
+    where a partial sidecar cannot take them (issue 35: `layer:` for `layers:` threw
+    the hand-tuning away with exit 0), through convert, check and sidecar."""
+    from onnx2ai8x.sidecar.parse import GLOBAL_KEYS
+
+    full = base["model.yaml"].decode()
+    partial = "layers:\n  - name: conv1\n    processors: 0x0000000000000001\n"
+    cases = []
+    for i in range(count):
+        text = full if rng.random() < 0.5 else partial
+        key = rng.choice(GLOBAL_KEYS)
+        how = rng.randrange(5)
+        typo = (key[:-1] if how == 0 else key.upper() if how == 1 else
+                key.capitalize() if how == 2 else key + rng.choice("sz_") if how == 3
+                else rng.choice(["Layer", "layer", "LAYERS", "layers ", "lay ers", "ayers",
+                                 "output-map", "dataBuffer", "snooop", "archs"]))
+        if key in ("arch", "dataset", "layers") and f"\n{key}:" in "\n" + text:
+            text = ("\n" + text).replace(f"\n{key}:", f"\n{typo}:", 1)[1:]
+        else:
+            text = f"{typo}: {rng.choice(['1', '[]', 'x', '{a: 1}', '0x1'])}\n" + text
+        argv = rng.choice([("convert", "model.onnx", "--sidecar", "net.yaml", "-o", "out"),
+                           ("check", "model.onnx", "--sidecar", "net.yaml"),
+                           ("sidecar", "model.onnx", "--sidecar", "net.yaml")])
+        cases.append(Case("toplevel", f"{i:04d}", (*argv, "--device", "MAX78000"),
+                          {"model.onnx": base["model.onnx"], "net.yaml": text.encode()},
+                          outputs=("out",)))
+    return cases
+
+
 GENERATORS = {"onnx": onnx_cases, "sidecar": sidecar_cases, "sample": sample_cases,
               "checkpoint": checkpoint_cases, "output": output_cases,
               "options": option_cases, "project": project_cases, "float": float_cases,
-              "cpu": cpu_cases}
+              "cpu": cpu_cases, "targets": target_cases, "toplevel": toplevel_cases}
 assert tuple(GENERATORS) == KINDS

@@ -22,7 +22,8 @@ from .runner import run_case
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "examples" / "digits"
 DEFAULT_CASES = {"onnx": 60, "sidecar": 40, "sample": 30, "checkpoint": 25,
-                 "output": 31, "options": 40, "project": 80, "float": 40, "cpu": 30}
+                 "output": 31, "options": 40, "project": 80, "float": 40, "cpu": 30,
+                 "targets": 30, "toplevel": 30}
 
 TINY_YAML = b"""arch: tiny
 dataset: fuzz
@@ -77,6 +78,12 @@ def _project(out: Path, *options: str, model: Path = DIGITS / "digits.onnx",
     files.update({name: (out / name).read_bytes() for name in ("Makefile", "project.mk")})
     files["model.onnx"] = (out / f"{model.stem}.onnx").read_bytes()
     return files
+
+
+def _tree(project: Path) -> dict:
+    """Every file of a written project (subfolders and the manifest too), by path."""
+    return {p.relative_to(project).as_posix(): p.read_bytes()
+            for p in sorted(project.rglob("*")) if p.is_file()}
 
 
 def _upsampling_project(tmp: Path) -> dict:
@@ -206,6 +213,7 @@ def base(tmp_path_factory) -> dict:
             "model.yaml": plan(model, MAX78000, None).sidecar_text.encode(),
             "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy,
             "project": _project(tmp / "p"), "project-fifo": _project(tmp / "f", "--fifo"),
+            "project-tree": _tree(tmp / "p"),
             "project-up": _upsampling_project(tmp), **_float_base(), **_split_base(tmp)}
 
 
@@ -251,5 +259,5 @@ def test_well_formed_bases_convert(base, tmp_path):
                  ("import-izer", "--config-file", "p.yaml", "--checkpoint-file",
                   "p.pth.tar", "--sample", "p.npy", "-d", "MAX78000", "-o", "p.onnx")):
         outcome = run_case(Case("base", argv[0], argv, files, outputs=(
-            "out", "y.npy", "p.onnx", "q.onnx", "report.json")), tmp_path)
+            "out", "y.npy", "p.onnx", "q.onnx", "q.report.json")), tmp_path)
         assert outcome.code == 0 and not outcome.problems, outcome.stderr
