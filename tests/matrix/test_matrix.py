@@ -1,0 +1,105 @@
+"""The layer x exporter matrix (issue 34, item 6): every layer kind the accelerator runs,
+written by every exporter a user has (models committed under models/, made by
+make_torch.py, make_keras.py and make_brevitas.py in their own environments; no
+framework is needed here), converted as a user converts it, verified, and compared with
+the source's own outputs (cells.py says how, and what each outcome means).
+
+Each cell's outcome is recorded in expected.json; a cell whose outcome changes, for the
+better or the worse, fails here, so that a change of the converter shows up as a diff of
+that file. Re-record every cell (and README.md's table) with
+
+    python -m tests.matrix.record -j 2
+
+By default a fixed representative subset runs (every row and every column at least
+once, and the forms issue 34 names); `pytest tests/matrix --matrix-all` runs every cell.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from . import catalogue as cat
+from . import cells, table
+
+pytest.importorskip("onnxruntime")
+EXPECTED = json.loads(cat.EXPECTED.read_text())
+RECORD = "python -m tests.matrix.record --column {c} --row {r}"
+
+# issue 34's named forms: 1-D models and upsampling from torch's default exporter and
+# Keras, TFLite int8 I/O, a strided Keras Conv1D, Keras Conv2DTranspose
+NAMED = {("torch_dynamo", "global_avgpool1d"), ("keras", "maxpool1d"),
+         ("keras", "conv1d_stride2"), ("keras", "upsample2d"),
+         ("torch_dynamo", "upsample2d"), ("tflite_int8_io", "conv2d_3x3"),
+         ("keras", "convtranspose2d"), ("brevitas_qonnx", "add")}
+
+
+def _representative() -> set[tuple[str, str]]:
+    """Row k with column k mod (number of columns), and NAMED: every row and every
+    column, a few seconds each."""
+    cols = [c.name for c in cat.COLUMNS]
+    return {(cols[k % len(cols)], r.name) for k, r in enumerate(cat.ROWS)} | NAMED
+
+
+def _params():
+    chosen = _representative()
+    for c in cat.COLUMNS:
+        for r in cat.ROWS:
+            marks = [] if (c.name, r.name) in chosen else [pytest.mark.matrix_full]
+            yield pytest.param(c.name, r.name, marks=marks, id=f"{c.name}-{r.name}")
+
+
+@pytest.mark.parametrize(("col", "row"), list(_params()))
+def test_cell_outcome_is_the_recorded_one(col: str, row: str) -> None:
+    want = EXPECTED[col][row]
+    got = cells.run(col, row)
+    assert got.outcome == want, (
+        f"{col} / {row}: recorded {want!r}, now {got.outcome!r} ({got.detail}); if the "
+        f"change is intended, re-record: {RECORD.format(c=col, r=row)}")
+
+
+def test_every_cell_is_recorded() -> None:
+    assert set(EXPECTED) == {c.name for c in cat.COLUMNS}
+    for c in cat.COLUMNS:
+        assert set(EXPECTED[c.name]) == {r.name for r in cat.ROWS}, c.name
+
+
+def test_every_cell_has_a_model_or_a_reason() -> None:
+    """A cell is a committed model with its source outputs, or the framework cannot
+    write it (n/a, with the reason), or the exporter failed on it (its error kept)."""
+    import numpy as np
+
+    for c in cat.COLUMNS:
+        outputs = np.load(c.outputs)
+        made = cells.not_made(c.name)
+        for r in cat.ROWS:
+            if cat.not_expressible(c, r):
+                assert not cat.model_path(c.name, r.name).exists(), (c.name, r.name)
+                assert EXPECTED[c.name][r.name] == "n/a"
+            elif r.name in made:
+                assert made[r.name] and EXPECTED[c.name][r.name] == "not made"
+            else:
+                assert cat.model_path(c.name, r.name).is_file(), (c.name, r.name)
+                assert r.name in outputs.files, (c.name, r.name)
+
+
+def test_readme_table_is_generated_from_the_recorded_outcomes() -> None:
+    text = table.README.read_text()
+    assert table.BEGIN in text and table.END in text
+    assert table.splice(text, table.render(EXPECTED)) == text, \
+        "README.md's matrix table is stale: python -m tests.matrix.table"
+
+
+def test_the_table_shows_every_cell() -> None:
+    block = table.render(EXPECTED)
+    for r in cat.ROWS:
+        line = next(ln for ln in block.splitlines() if ln.startswith(f"| {r.what} |"))
+        assert line.count("|") == len(cat.COLUMNS) + 2, line
+
+
+def test_the_committed_files_stay_small() -> None:
+    """Tiny models: the matrix's files together stay well under the few MB the
+    repository can carry."""
+    total = sum(p.stat().st_size for p in cat.HERE.rglob("*") if p.is_file()
+                and p.suffix in (".onnx", ".npz", ".json"))
+    assert total < 4_000_000, total
