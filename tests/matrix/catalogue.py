@@ -139,6 +139,8 @@ NOT_EXPRESSIBLE = {
     ("tflite", "or"): _KERAS_NO_BITWISE,
     ("brevitas", "xor"): _BREVITAS_NO_BITWISE,
     ("brevitas", "or"): _BREVITAS_NO_BITWISE,
+    ("brevitas", "relu6"): "Brevitas' power-of-two activation quantizers have no clamp "
+                           "at 6 (a QuantReLU's range is a power of two)",
 }
 
 

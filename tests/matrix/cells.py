@@ -74,8 +74,9 @@ def not_made(col: str) -> dict[str, str]:
 
 def _layout(col: cat.Column, x: np.ndarray) -> np.ndarray:
     """NCHW / NCL inputs -> the model's own input layout (Keras and TFLite:
-    channels-last, except an export with --inputs-as-nchw)."""
-    if col.family in ("keras", "tflite") and col.name != "keras_nchw":
+    channels-last, except an image model exported with --inputs-as-nchw: tf2onnx
+    changes only 4-D inputs, a sequence stays (steps, features))."""
+    if col.family in ("keras", "tflite") and not (col.name == "keras_nchw" and x.ndim == 4):
         return np.ascontiguousarray(np.moveaxis(x, 1, -1))
     return x
 
@@ -103,14 +104,21 @@ def sqnr_db(ref: np.ndarray, got: np.ndarray) -> float:
 
 
 def output_step(path: Path) -> float | None:
-    """The scale of the quantizer that writes a QCDQ model's output (one code), else
+    """The scale of the quantizer that writes a QCDQ model's output (one code), through
+    the data moves after it (Flatten, Reshape, MaxPool: they keep the grid), else
     None."""
     model = onnx.load(str(path))
     inits = {i.name: i for i in model.graph.initializer}
-    out = model.graph.output[0].name
-    for node in model.graph.node:
-        if out in node.output and node.op_type == "DequantizeLinear":
+    producer = {o: n for n in model.graph.node for o in n.output}
+    name = model.graph.output[0].name
+    while name in producer:
+        node = producer[name]
+        if node.op_type == "DequantizeLinear":
             return float(onnx.numpy_helper.to_array(inits[node.input[1]]).reshape(-1)[0])
+        if node.op_type not in ("Flatten", "Reshape", "MaxPool", "Transpose", "Squeeze",
+                                "Unsqueeze", "Identity"):
+            return None
+        name = node.input[0]
     return None
 
 
@@ -219,7 +227,7 @@ def _compare(col, r, model, cal, done, prefix, split) -> Result:
     if col.exact:
         step = output_step(cat.model_path("brevitas_qcdq", r.name)) or 0.0
         worst = float(np.max(np.abs(got - want)))
-        if worst <= step * (1 + 1e-6):
+        if step > 0 and worst <= step * (1 + 1e-6):
             return Result(f"{prefix}exact", f"{detail}, at most {worst / step:g} code", db)
     if db >= TOLERANCE_DB:
         return Result(f"{prefix}converts", detail, db)

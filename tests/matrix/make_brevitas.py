@@ -15,7 +15,7 @@ requantized by one. The activation scales are calibrated on the calibration inpu
 (Brevitas' `calibration_mode`); the weights are seeded defaults. Exported with
 `export_onnx_qcdq` (`brevitas_qcdq/`) and `export_qonnx` (`brevitas_qonnx/`);
 `models/brevitas.npz` holds the Brevitas module's outputs on the held-out inputs. A
-row a kit cannot write (ReLU6: no power-of-two clamp at 6) is in `NOT_WRITTEN`.
+row the kit cannot write (ReLU6) is in catalogue.NOT_EXPRESSIBLE with the reason.
 """
 from __future__ import annotations
 
@@ -68,10 +68,6 @@ class BrevitasKit:
 
     def inp(self):
         return self.q()
-
-
-NOT_WRITTEN = {"relu6": "Brevitas' power-of-two activation quantizers have no clamp "
-                        "at 6 (QuantReLU's range is a power of two)"}
 
 
 def inputs(kind: str, part: str = "held") -> np.ndarray:

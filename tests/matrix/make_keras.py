@@ -171,10 +171,17 @@ def tf2onnx(args: list[str]) -> None:
 
 
 def clean(path: Path) -> None:
+    """Drop the producer version (the same file from every build); refuse a file that
+    is not ONNX (tf2onnx leaves a TensorFlow op it cannot convert in the graph)."""
     import onnx
 
     model = onnx.load(str(path))
     model.producer_version = ""
+    foreign = sorted({n.op_type for n in model.graph.node if n.domain in ("", "ai.onnx")
+                      and not onnx.defs.has(n.op_type)})
+    if foreign:
+        path.unlink()
+        raise ValueError(f"tf2onnx left operators that are not ONNX: {', '.join(foreign)}")
     onnx.save(model, str(path))
 
 
@@ -254,8 +261,14 @@ def write_row(k, rowname: str, outs: dict) -> None:
         for col, extra in (("keras", []), ("keras_nchw", ["--inputs-as-nchw", "x"])):
             path = cat.model_path(col, rowname)
             path.parent.mkdir(parents=True, exist_ok=True)
-            tf2onnx(["--saved-model", str(saved), "--output", str(path), *extra])
-            clean(path)
+            try:
+                tf2onnx(["--saved-model", str(saved), "--output", str(path), *extra])
+                clean(path)
+            except Exception as exc:  # noqa: BLE001 - the tool's own failure, recorded
+                _not_made(col, rowname, _last_line(exc))
+                path.unlink(missing_ok=True)
+                continue
+            _not_made(col, rowname, None)
         for col, int8_io in (("tflite_float_io", False), ("tflite_int8_io", True)):
             path = cat.model_path(col, rowname)
             try:
@@ -263,11 +276,11 @@ def write_row(k, rowname: str, outs: dict) -> None:
                 lite = Path(tmp) / f"{col}.tflite"
                 lite.write_bytes(blob)
                 tf2onnx(["--tflite", str(lite), "--output", str(path)])
+                clean(path)
             except Exception as exc:  # noqa: BLE001 - the tool's own failure, recorded
                 _not_made(col, rowname, _last_line(exc))
                 path.unlink(missing_ok=True)
                 continue
-            clean(path)
             _not_made(col, rowname, None)
             y, iq, oq = run_tflite(blob, x)
             outs.setdefault(col, {})[rowname] = y.astype(np.float16)

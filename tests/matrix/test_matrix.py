@@ -103,3 +103,62 @@ def test_the_committed_files_stay_small() -> None:
     total = sum(p.stat().st_size for p in cat.HERE.rglob("*") if p.is_file()
                 and p.suffix in (".onnx", ".npz", ".json"))
     assert total < 4_000_000, total
+
+
+def _run_file(col: cat.Column, r: cat.Row, x):
+    import numpy as np
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(str(cat.model_path(col.name, r.name)), options,
+                                providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    dtype = {"tensor(int8)": np.int8, "tensor(uint8)": np.uint8}.get(inp.type, np.float32)
+    return np.concatenate([sess.run(None, {inp.name: x[k:k + 1].astype(dtype)})[0]
+                           for k in range(len(x))]).astype(np.float64)
+
+
+@pytest.mark.parametrize("col", [c.name for c in cat.COLUMNS if c.name != "brevitas_qonnx"])
+def test_the_committed_file_computes_the_source_outputs(col: str) -> None:
+    """Each committed ONNX file, run on onnxruntime with the held-out inputs in the
+    layout the harness feeds it, gives the outputs its source tool computed: the files,
+    the stored outputs and the harness' idea of the input layout agree. Float sources
+    within float16 storage; quantized sources within one output code of their tool's
+    own kernels (TFLite's and Brevitas' rounding, onnxruntime's), on nearly all values.
+    (A QONNX file needs the qonnx package to run; it is its QCDQ twin's model.)"""
+    import numpy as np
+
+    c = cat.column(col)
+    made = cells.not_made(col)
+    for r in cat.ROWS:
+        if cat.not_expressible(c, r) or r.name in made:
+            continue
+        x = cells.inputs(c, r, "held")
+        got = _run_file(c, r, x).reshape(len(x), -1)
+        if c.name == "tflite_int8_io":  # int8 codes out: in float units as TFLite's
+            scale, zero = np.load(c.outputs)[f"{r.name}.output_q"]
+            got = (got - zero) * scale
+        want = cells.source_outputs(c, r).reshape(len(x), -1)
+        assert got.shape == want.shape, (col, r.name)
+        scale = float(np.abs(want).max()) or 1.0
+        if not c.quantized:
+            np.testing.assert_allclose(got, want, atol=2e-3 * scale, err_msg=r.name)
+            continue
+        step = _code(c, r, want)
+        off = np.abs(got - want) > step * 1.01 + 2e-3 * scale
+        assert off.mean() <= 0.02, (col, r.name, float(off.mean()))
+
+
+def _code(c: cat.Column, r: cat.Row, want) -> float:
+    """One output code of a quantized source: the output quantizer's scale (TFLite int8
+    I/O: recorded; else the smallest step between its distinct outputs)."""
+    import numpy as np
+
+    if c.name == "tflite_int8_io":
+        return float(np.load(c.outputs)[f"{r.name}.output_q"][0])
+    if c.family == "brevitas":
+        return cells.output_step(cat.model_path("brevitas_qcdq", r.name)) or 0.0
+    values = np.unique(np.round(want.reshape(-1), 6))
+    gaps = np.diff(values)
+    return float(gaps[gaps > 1e-6].min()) if gaps.size else 0.0
