@@ -12,6 +12,7 @@ source model: the three torch exports share the torch module's outputs).
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,11 +57,13 @@ ROWS = (
     Row("conv2d_groups", "img", "Conv2d 3x3, 2 groups"),
     Row("conv2d_depthwise", "img", "depthwise Conv2d 3x3", "MAX78002"),
     Row("conv2d_nobias", "img", "Conv2d without bias"),
+    Row("conv2d_5x5", "img", "Conv2d 5x5, padding 2 (`same`)"),
     Row("conv1d", "seq", "Conv1d 3, padding 1 (`same`), ReLU"),
     Row("conv1d_valid", "seq", "Conv1d 3, no padding (`valid`)"),
     Row("conv1d_stride2", "seq", "Conv1d 3 stride 2"),
     Row("conv1d_dilation2", "seq", "Conv1d 3 dilation 2"),
     Row("conv1d_depthwise", "seq", "depthwise Conv1d 3", "MAX78002"),
+    Row("conv1d_k9", "seq", "Conv1d 9, padding 4 (`same`)"),
     Row("convtranspose2d", "img", "ConvTranspose2d 3x3 stride 2 (2x up)"),
     Row("maxpool2d", "img", "MaxPool2d 2"),
     Row("avgpool2d", "img", "AvgPool2d 2"),
@@ -89,11 +92,11 @@ ROWS = (
 )
 
 COLUMNS = (
-    Column("torch_dynamo", "torch", "torch.onnx.export, dynamo (torch 2.13 default)", False,
-           source="torch"),
+    Column("torch_dynamo", "torch", "torch.onnx.export, dynamo (torch 2.13's default, "
+           "opset 20)", False, source="torch"),
     Column("torch_ts13", "torch", "torch.onnx.export, TorchScript, opset 13", False,
            source="torch"),
-    Column("torch_ts", "torch", "torch.onnx.export, TorchScript, default opset", False,
+    Column("torch_ts", "torch", "torch.onnx.export, TorchScript, its default opset (20)", False,
            source="torch"),
     Column("keras", "keras", "Keras 3 -> tf2onnx (default, NHWC)", False,
            source="keras"),
@@ -142,6 +145,12 @@ NOT_EXPRESSIBLE = {
     ("brevitas", "relu6"): "Brevitas' power-of-two activation quantizers have no clamp "
                            "at 6 (a QuantReLU's range is a power of two)",
 }
+
+
+def seed(row_name: str) -> int:
+    """The seed a row's weights are drawn with: from its name, so that adding a row
+    changes no other row's model."""
+    return SEED + zlib.crc32(row_name.encode()) % 100_000
 
 
 def row(name: str) -> Row:

@@ -14,9 +14,10 @@ Outcomes (the words of expected.json and of the README table):
   with a hint proposing `--cpu-fallback` (another device, another flag of
   APPLICABLE_FLAGS); with it, the same as above;
 * `refused CODE`: refused with a hint that proposes a change to the model;
-  `refused CODE -> COLUMN`: the hint proposes an export setting or another source
-  (SIBLINGS), which is the cell of the same row in COLUMN, and that cell converts
-  (`refused CODE -> COLUMN fails`: it does not, a broken promise);
+  `refused CODE -> COLUMN` / `-> ROW`: the hint proposes an export setting or another
+  source (SIBLING_COLUMNS: the cell of the same row in COLUMN), or a change to the
+  model that another row is (SIBLING_ROWS: that row in the same column), and that cell
+  converts (`refused CODE -> ... fails`: it does not, a broken promise);
 * `cpu-fallback fails CODE -> CODE2` (`MAX78002 fails ...`): the hint proposed a flag
   (a device); with it the model is refused again (a hint that is not a promise). A hint
   that proposes several is followed one proposal at a time, the outcomes joined by
@@ -173,18 +174,27 @@ def follow(hint: str, device: str) -> list[tuple[str, dict, str]]:
     return out
 
 
-# An export setting or another source a hint proposes, by the words it uses: the cell
-# of the same row in that column is what the user gets by following it, so the hint is
-# a promise when that cell converts (test_matrix checks it).
-SIBLINGS = (("export the float model", {"tflite": "keras"}),
-            ("--inputs-as-nchw", {"keras": "keras_nchw"}),
-            ("dynamo=False", {"torch": "torch_ts"}))
+# What a hint proposes that another cell already is, by the words the hint uses: an
+# export setting or another source (the same row in another column), or a change to
+# the model that another row is (the same column). Following the hint gives that
+# cell's model, so the hint is a promise when that cell converts.
+SIBLING_COLUMNS = (("export the float model", {"tflite": "keras"}),
+                   ("--inputs-as-nchw", {"keras": "keras_nchw"}),
+                   ("dynamo=False", {"torch": "torch_ts"}))
+SIBLING_ROWS = (("use ConvTranspose2d", "convtranspose2d"),
+                ("place BatchNormalization right after a Conv", "bn_fused"),
+                ("use dilation 1", "conv2d_3x3"),
+                ("use groups=1", "conv2d_3x3"))
 
 
-def sibling(col: cat.Column, hint: str) -> str | None:
-    for words, where in SIBLINGS:
-        if words in hint and col.family in where:
-            return where[col.family]
+def sibling(col: cat.Column, r: cat.Row, hint: str) -> tuple[str, str] | None:
+    """The cell (column, row) following `hint` leads to, if another cell is it."""
+    for words, where in SIBLING_COLUMNS:
+        if words in hint and where.get(col.family, col.name) != col.name:
+            return where[col.family], r.name
+    for words, other in SIBLING_ROWS:
+        if words in hint and other != r.name:
+            return col.name, other
     return None
 
 
@@ -225,7 +235,7 @@ def _convert_and_compare(col, r, model, cal, out, keep) -> Result:
             return Result(f"no hint {code}", where)
         proposals = follow(hint, r.device)
         if not proposals:
-            return _refused(col, r, code, f"{where} | hint: {hint}", sibling(col, hint))
+            return _refused(col, code, f"{where} | hint: {hint}", sibling(col, r, hint))
         results = [_followed(col, r, model, cal, out, code, where, p) for p in proposals]
         return Result(" / ".join(x.outcome for x in results),
                       " / ".join(x.detail for x in results))
@@ -234,15 +244,17 @@ def _convert_and_compare(col, r, model, cal, out, keep) -> Result:
     return _verified(col, r, model, cal, done, out, keep, "", False, r.device)
 
 
-def _refused(col, r, code: str, detail: str, target: str | None) -> Result:
-    """A refusal whose hint proposes a change to the model, or an export setting whose
-    cell (`target`) is run too: the hint is kept when that cell converts."""
-    if target is None or target == col.name:
+def _refused(col, code: str, detail: str, target: tuple[str, str] | None) -> Result:
+    """A refusal whose hint proposes a change to the model or the export; when another
+    cell (`target`) is what following it gives, that cell is run too: the hint holds
+    when it converts."""
+    if target is None:
         return Result(f"refused {code}", detail)
-    other = run(target, r.name)
+    name = target[0] if target[0] != col.name else target[1]  # another column, or row
+    other = run(*target)
     if converts(other.outcome):
-        return Result(f"refused {code} -> {target}", detail)
-    return Result(f"refused {code} -> {target} fails", f"{detail} || {target}: "
+        return Result(f"refused {code} -> {name}", detail)
+    return Result(f"refused {code} -> {name} fails", f"{detail} || {name}: "
                   f"{other.outcome}")
 
 

@@ -115,10 +115,10 @@ def main(only: list[str]) -> None:
     out_path = cat.column("brevitas_qcdq").outputs
     outs = dict(np.load(out_path)) if out_path.exists() else {}
     failed = {}
-    for n, r in enumerate(cat.ROWS):
+    for r in cat.ROWS:
         if only and r.name not in only:
             continue
-        torch.manual_seed(cat.SEED + n)
+        torch.manual_seed(cat.seed(r.name))
         model = build(r.name, BrevitasKit())
         if model is None:
             continue

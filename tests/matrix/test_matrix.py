@@ -162,3 +162,40 @@ def _code(c: cat.Column, r: cat.Row, want) -> float:
     values = np.unique(np.round(want.reshape(-1), 6))
     gaps = np.diff(values)
     return float(gaps[gaps > 1e-6].min()) if gaps.size else 0.0
+
+
+def test_a_hint_is_followed_one_proposal_at_a_time() -> None:
+    hint = ("use groups=1, or target MAX78002 for depthwise convolutions; or pass "
+            "--cpu-fallback: the Arm core runs the layers the accelerator refuses")
+    assert cells.follow(hint, "MAX78000") == [
+        ("cpu-fallback", {"cpu_fallback": True}, "MAX78000"),
+        ("MAX78002", {}, "MAX78002")]
+    assert cells.follow("use dilation 1", "MAX78000") == []
+    keras, tflite = cat.column("keras"), cat.column("tflite_int8_io")
+    row = cat.row("conv2d_3x3")
+    assert cells.sibling(tflite, row, "export the float model") == ("keras", "conv2d_3x3")
+    assert cells.sibling(keras, row, "export the float model") is None
+    assert cells.sibling(keras, cat.row("upsample2d"),
+                         "use ConvTranspose2d (3x3, stride 2) to upsample") == \
+        ("keras", "convtranspose2d")
+
+
+@pytest.mark.parametrize("damage", ["negated", "rolled", "halved"])
+def test_the_comparison_catches_a_wrong_result(damage: str, monkeypatch) -> None:
+    """The tolerance can fail: a cell that converts, compared with damaged source
+    outputs (another sign, another order of values, another scale), is a loss."""
+    import numpy as np
+
+    real = cells.source_outputs
+
+    def damaged(col, r):
+        y = real(col, r)
+        if damage == "negated":
+            return -y
+        if damage == "rolled":
+            return np.roll(y.reshape(len(y), -1), 1, axis=1).reshape(y.shape)
+        return y / 2
+
+    assert EXPECTED["torch_ts"]["conv2d_stride2"] == "converts"
+    monkeypatch.setattr(cells, "source_outputs", damaged)
+    assert cells.run("torch_ts", "conv2d_stride2").outcome == "loss"

@@ -132,6 +132,10 @@ def build(row: str, K) -> nn.Module | None:  # noqa: C901 - one branch per row
         return S(K.inp(), c2(3, 8), nn.MaxPool2d(2), c2(8, 8, groups=8))
     if row == "conv2d_nobias":
         return S(K.inp(), c2(3, 4, bias=False))
+    if row == "conv2d_5x5":
+        return S(K.inp(), c2(3, 4, 5), c2(4, 4))
+    if row == "conv1d_k9":
+        return S(K.inp(), c1(8, 8, 9))
     if row == "conv1d":
         return S(K.inp(), c1(8, 8))
     if row == "conv1d_valid":
