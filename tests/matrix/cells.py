@@ -178,7 +178,8 @@ def follow(hint: str, device: str) -> list[tuple[str, dict, str]]:
 # export setting or another source (the same row in another column), or a change to
 # the model that another row is (the same column). Following the hint gives that
 # cell's model, so the hint is a promise when that cell converts.
-SIBLING_COLUMNS = (("export the float model", {"tflite": "keras"}),
+SIBLING_COLUMNS = (("without `inference_input_type`", {"tflite": "tflite_float_io"}),
+                   ("export the float model", {"tflite": "keras"}),
                    ("--inputs-as-nchw", {"keras": "keras_nchw"}),
                    ("dynamo=False", {"torch": "torch_ts"}))
 SIBLING_ROWS = (("use ConvTranspose2d", "convtranspose2d"),

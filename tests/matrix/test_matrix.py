@@ -175,6 +175,10 @@ def test_a_hint_is_followed_one_proposal_at_a_time() -> None:
     row = cat.row("conv2d_3x3")
     assert cells.sibling(tflite, row, "export the float model") == ("keras", "conv2d_3x3")
     assert cells.sibling(keras, row, "export the float model") is None
+    float_io = ("export the model with a float input and output: TFLite's converter "
+                "without `inference_input_type` / `inference_output_type`")
+    assert cells.sibling(tflite, row, float_io) == ("tflite_float_io", "conv2d_3x3")
+    assert cells.sibling(cat.column("tflite_float_io"), row, float_io) is None
     assert cells.sibling(keras, cat.row("upsample2d"),
                          "use ConvTranspose2d (3x3, stride 2) to upsample") == \
         ("keras", "convtranspose2d")
