@@ -143,7 +143,7 @@ def _converted_outputs(converted, model: Path, device: str, x: np.ndarray,
         from tests.float_onnx.helpers import quantized_float_output
 
         q = onnx.load(str(converted.model_file))
-        return quantized_float_output(q, x).reshape(len(x), -1)
+        return _source_layout(q, quantized_float_output(q, x)).reshape(len(x), -1)
     from onnx2ai8x.devices import get_device
     from onnx2ai8x.frontend import QuantizeRequest
     from onnx2ai8x.partition.build import partition
@@ -154,9 +154,26 @@ def _converted_outputs(converted, model: Path, device: str, x: np.ndarray,
         scale = part.scales[part.head.outputs[0]]
     else:
         scale = part.quant.parts[-1].output_scales[0]
-    rows = [np.asarray(run_joined(part, x[k:k + 1]).final, np.float64).reshape(-1) * scale
+    rows = [np.asarray(run_joined(part, x[k:k + 1]).final, np.float64) * scale
             for k in range(len(x))]
-    return np.stack(rows)
+    y = np.stack(rows)
+    if part.head is None:
+        y = _source_layout(part.quant.parts[-1].model, y)
+    return y.reshape(len(x), -1)
+
+
+def _source_layout(model, y: np.ndarray) -> np.ndarray:
+    """The accelerator's output (N, C, ...) in the source model's own layout, when the
+    converted model records the change it left to the host: `ai8x.output_perm`, the
+    axes (batch first) that take the one to the other, as `ai8x.input_perm` does for
+    the input. Without it the output is compared as it comes."""
+    perm = next((p.value for p in model.metadata_props if p.key == "ai8x.output_perm"),
+                None)
+    if perm is None:
+        return y
+    perm = json.loads(perm)
+    return np.transpose(y.reshape(len(y), *y.shape[1:]), perm) if len(perm) == y.ndim \
+        else y
 
 
 def follow(hint: str, device: str) -> list[tuple[str, dict, str]]:

@@ -203,3 +203,17 @@ def test_the_comparison_catches_a_wrong_result(damage: str, monkeypatch) -> None
     assert EXPECTED["torch_ts"]["conv2d_stride2"] == "converts"
     monkeypatch.setattr(cells, "source_outputs", damaged)
     assert cells.run("torch_ts", "conv2d_stride2").outcome == "loss"
+
+
+def test_an_output_layout_left_to_the_host_is_undone_before_comparing() -> None:
+    """A converted model that records `ai8x.output_perm` (its output channels-first,
+    the source's channels-last) is compared in the source's layout."""
+    import numpy as np
+    import onnx
+
+    y = np.arange(2 * 3 * 4 * 5, dtype=np.float64).reshape(2, 3, 4, 5)
+    model = onnx.ModelProto()
+    assert cells._source_layout(model, y) is y
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "ai8x.output_perm", "[0, 2, 3, 1]"
+    np.testing.assert_array_equal(cells._source_layout(model, y), y.transpose(0, 2, 3, 1))
