@@ -58,6 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "counts in tests/fuzz/test_fuzz.py)")
     parser.addoption("--fuzz-seed", type=int, default=15,
                      help="seed of the hostile-input cases")
+    parser.addoption("--matrix-all", action="store_true", default=False,
+                     help="run every cell of the layer x exporter matrix (tests/matrix), "
+                          "not only its representative subset")
 
 
 def all_cases() -> list[str]:
@@ -77,6 +80,11 @@ def golden_params(config: pytest.Config | None = None) -> list:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    if not config.getoption("--matrix-all"):
+        skip_cell = pytest.mark.skip(reason="full matrix: run with --matrix-all")
+        for item in items:
+            if "matrix_full" in item.keywords:
+                item.add_marker(skip_cell)
     if config.getoption("--golden-all"):
         return
     skip = pytest.mark.skip(reason="full golden sweep: run with --golden-all")
