@@ -86,8 +86,14 @@ class Partitioned:
             x = np.asarray(session.run(None, {name: np.asarray(x, np.int8)[np.newaxis]})[0])[0]
             if k < len(self.between):
                 seen.append(x)
-                x = _run(self.between[k], x).reshape(x.shape)
+                x = self.next_input(k, _run(self.between[k], x))
         return x, seen
+
+    def next_input(self, k: int, y: np.ndarray) -> np.ndarray:
+        """CPU segment k's output (its float tensor's per-sample layout) as accelerator
+        part k+1's input: in its layout (the part's input mapping: the permutation to
+        channels-first, then its shape). The segment may change the shape."""
+        return self.quant.parts[k + 1].mapping.arranged(np.asarray(y))
 
     def run_head(self, acc_out: np.ndarray) -> np.ndarray:
         """The accelerator's output for one sample -> the model's output."""
@@ -169,6 +175,8 @@ def _chain(split: Split, results: list) -> Chain:
     if len(results) == 1:
         r = results[0]
         return Chain(parts=(r,), network=r.network, model=r.model, last_layers=())
+    for k in range(len(results) - 1):
+        _check_junction(split, k, results[k].network, results[k + 1].network)
     layers, names, lasts = [], set(), []
     for k, r in enumerate(results):
         base = len(layers)
@@ -194,6 +202,32 @@ def _chain(split: Split, results: list) -> Chain:
         p.key, p.value = key, meta[key]
     return Chain(parts=tuple(results), network=network, model=model,
                  last_layers=tuple(lasts))
+
+
+def _check_junction(split: Split, k: int, before, after) -> None:
+    """CPU segment k may change the tensor's shape (a rank lift, a reshape) where the
+    accelerator's next run reads the same data-memory layout: the same channels and
+    the same number of values per channel (HWC data is one word per pixel in pixel
+    order, whatever the rank). A segment that changes how many values there are (an
+    upsampling) or moves values between channels would need the next run's input
+    placed anew, which the chained network does not do."""
+    last = before.layers[-1]
+    chans, pixels = last.output_channels, int(np.prod(last.output_dim))
+    if last.flatten or last.operator.word == "linear":
+        chans, pixels = chans * pixels, 1
+    shape = tuple(after.input_shape)
+    if (shape[0], int(np.prod(shape[1:]))) == (chans, pixels):
+        return
+    t_in, t_out = split.cuts[k]
+    raise Ai8xError("partition.between-shape", split.between[k][0],
+                    f"the CPU layers between accelerator layers turn {chans} channels of "
+                    f"{pixels} values ({t_in}) into {shape[0]} channels of "
+                    f"{int(np.prod(shape[1:]))} ({t_out}); the accelerator's next run reads "
+                    "its input where the previous run wrote its output, so they must keep "
+                    "the channels and the number of values per channel",
+                    "keep the channel count and the values per channel across the CPU "
+                    "layers between accelerator layers (a reshape or a 1-D/2-D relabel "
+                    "is taken; an upsampling or a channel change there is not)")
 
 
 def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:

@@ -88,7 +88,12 @@ def _clamp_for(act, s_y: float) -> tuple[int, int]:
 
 
 PASS_THROUGH = frozenset({"Flatten", "Reshape", "Transpose", "MaxPool", "Squeeze",
-                          "Unsqueeze", "Identity", "Dropout"})
+                          "Unsqueeze", "Identity", "Dropout", "Resize", "Upsample"})
+# Ops that only move values (no arithmetic): where the tensor they write has another
+# scale than the one they read (a segment's output, fixed to the next accelerator
+# part's input units), one requantizing lookup table follows them.
+MOVERS = frozenset({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Resize",
+                    "Upsample"})
 FUSED_ACT = frozenset({"Relu", "Clip"})
 
 
@@ -220,14 +225,13 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
             fn = _lut_fn(node)
         table = ops.lut_table(fn, scales[x], scales[out])
         return [ops.lut(name, x, out, shape, table)]
-    if op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
-        return [ops.reshape(name, x, out, shape, shape_of(model, out))]
-    if op == "Transpose":
-        perm = list(_attr(node, "perm", list(reversed(range(len(shape) + 1)))))
-        if perm[0] != 0:
-            raise _unsupported(name, "a transpose that moves the batch axis",
-                               "keep the batch axis first")
-        return [ops.transpose(name, x, out, shape, [p - 1 for p in perm[1:]])]
+    if op in MOVERS:
+        moved = out if scales[x] == scales[out] else f"{out}/moved"
+        found = _moved(model, node, x, moved, shape, consts)
+        if moved != out:
+            found.append(ops.lut(f"{name}/rescale", moved, out, shape_of(model, out),
+                                 ops.requant_lut(scales[x], scales[out])))
+        return found
     if op == "MaxPool":
         if _attr(node, "ceil_mode", 0):
             raise _unsupported(name, "ceil_mode", "export with ceil_mode=False")
@@ -259,6 +263,92 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
         return [_add(node, out, act, scales, shape)]
     raise _unsupported(name, f"{op} has no CPU operator", "replace it with a supported "
                        "operation (convolution, dense, pooling, activation, softmax, ...)")
+
+
+def _moved(model, node, x: str, out: str, shape, consts: dict) -> list:
+    """The CPU operators of an op that only moves values (reshape, transpose, nearest
+    upsampling), writing `out` in `x`'s scale."""
+    from ..cpu import ops
+
+    op, name = node.op_type, node.name
+    if op == "Transpose":
+        perm = list(_attr(node, "perm", list(reversed(range(len(shape) + 1)))))
+        if perm[0] != 0:
+            raise _unsupported(name, "a transpose that moves the batch axis",
+                               "keep the batch axis first")
+        return [ops.transpose(name, x, out, shape, [p - 1 for p in perm[1:]])]
+    target = shape_of(model, node.output[0])
+    if op in ("Resize", "Upsample"):
+        return _upsampled(model, node, x, out, shape, target, consts)
+    return [ops.reshape(name, x, out, shape, target)]
+
+
+def _upsampled(model, node, x: str, out: str, shape, target, consts: dict) -> list:
+    """Nearest upsampling by whole factors: each value repeated f times along each
+    spatial axis, as (per axis) a reshape that opens a size-1 axis after it, a concat of
+    f copies along that axis and a reshape that merges the two. Exact data movement; the
+    node's own output on an index probe (onnxruntime) must be that repetition, which
+    also decides the coordinate and rounding modes."""
+    from ..cpu import ops
+
+    name = node.name
+    factors = [t // s if s and t % s == 0 else 0 for s, t in zip(shape, target, strict=True)] \
+        if len(shape) == len(target) else []
+    if not factors or 0 in factors or factors[0] != 1 or \
+            not _repeats(model, node, shape, factors, consts):
+        raise _unsupported(name, f"{node.op_type} from {list(shape)} to {list(target)} is "
+                           "not a nearest upsampling by whole factors of the spatial axes",
+                           "export mode='nearest' with whole scale factors (e.g. "
+                           "nn.Upsample(scale_factor=2, mode='nearest'))")
+    found, cur, src = [], tuple(shape), x
+    for axis, f in enumerate(factors):
+        if f == 1:
+            continue
+        opened = (*cur[:axis + 1], 1, *cur[axis + 1:])
+        merged = (*cur[:axis], cur[axis] * f, *cur[axis + 1:])
+        tag = f"{name}/repeat{axis}"
+        last = merged == tuple(target)
+        found.append(ops.reshape(f"{tag}/open", src, f"{tag}/opened", cur, opened))
+        found.append(ops.concat(f"{tag}/copies", [f"{tag}/opened"] * f, f"{tag}/copies",
+                                [opened] * f, axis=axis + 1))
+        found.append(ops.reshape(f"{tag}/merge", f"{tag}/copies", out if last else tag,
+                                 found[-1].out_shape, merged))
+        cur, src = merged, tag
+    return found
+
+
+def _repeats(model, node, shape, factors, consts: dict) -> bool:
+    """Whether `node` (a Resize or Upsample) maps an index probe of `shape` to its
+    repetition by `factors` (onnxruntime runs the node alone, its constants with it)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    probe = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(1, *shape)
+    want = probe
+    for axis, f in enumerate(factors):
+        want = np.repeat(want, f, axis=axis + 1)
+    inits = [numpy_helper.from_array(np.asarray(consts[i]), i)
+             for i in node.input[1:] if i and i in consts]
+    if any(i and i not in consts for i in node.input[1:]):
+        return False
+    one = onnx.NodeProto()
+    one.CopyFrom(node)
+    graph = helper.make_graph(
+        [one], "probe", [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT,
+                                                       list(probe.shape))],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)], inits)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                 13)
+    try:
+        sess = ort.InferenceSession(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", opset)],
+            ir_version=model.ir_version).SerializeToString(),
+            providers=["CPUExecutionProvider"])
+        got = sess.run(None, {node.input[0]: probe})[0]
+    except Exception:  # noqa: BLE001 - onnxruntime's own errors: not a repetition
+        return False
+    return got.shape == want.shape and np.array_equal(got, want)
 
 
 def _add(node, out: str, act, scales: dict, shape) -> object:

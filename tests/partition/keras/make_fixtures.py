@@ -42,7 +42,17 @@ def models(k):
         x = L.Flatten()(x)
         return k.Model(i, L.Dense(10)(x))
 
-    return {"stem5": stem5, "dense_head": dense_head}
+    def lift_between():
+        # a LeakyReLU between a 1-D and a 2-D part, the Reshape lifting the rank next
+        # to it (issue 34: a CPU segment between accelerator runs that changes the shape)
+        i = k.Input((32, 4), name="signal")
+        x = L.Conv1D(16, 3, padding="same")(i)
+        x = L.LeakyReLU(negative_slope=0.1)(x)
+        x = L.Reshape((1, 32, 16))(x)
+        x = L.Conv2D(8, 3, padding="same", activation="relu")(x)
+        return k.Model(i, L.Conv2D(4, 1)(x))
+
+    return {"stem5": stem5, "dense_head": dense_head, "lift_between": lift_between}
 
 
 def export(model, name: str) -> None:

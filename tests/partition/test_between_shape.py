@@ -1,0 +1,94 @@
+"""Issue 34 item 4: a CPU segment between accelerator runs may change the tensor's shape
+where the next run reads the same data-memory layout (a rank lift, a reshape, a
+reordering of axes); one that changes the number of values (an upsampling) is refused
+naming the segment, and the hint's form (keep channels and values per channel) is the
+one the acceptance cases (tests/partition/models.py: torch_lift_between,
+keras_lift_between) convert, verify and build with."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.float_onnx.helpers import cli
+
+torch = pytest.importorskip("torch")
+
+
+class _Up(torch.nn.Module):
+    """A Sigmoid (no accelerator activation) and an upsampling between convolutions."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        torch.manual_seed(34)
+        self.mode = mode
+        self.c0 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.c1 = torch.nn.Conv2d(16, 8, 3, padding=1)
+
+    def forward(self, x):
+        x = torch.sigmoid(self.c0(x))
+        if self.mode:
+            x = torch.nn.functional.interpolate(x, scale_factor=2, mode=self.mode)
+        return self.c1(x)
+
+
+def _export(tmp: Path, mode: str) -> tuple[Path, Path]:
+    path, cal = tmp / f"up_{mode or 'none'}.onnx", tmp / "cal.npy"
+    torch.onnx.export(_Up(mode).eval(), torch.rand(1, 3, 8, 8), str(path),
+                      input_names=["x"], output_names=["y"], opset_version=17,
+                      dynamo=False)
+    np.save(cal, np.random.default_rng(34).uniform(0, 1, (4, 3, 8, 8)).astype(np.float32))
+    return path, cal
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_upsampling_between_runs_is_refused(mode: str, tmp_path: Path) -> None:
+    model, cal = _export(tmp_path, mode)
+    code, stdout, stderr = cli([model, "--device", "MAX78000", "--calibration", cal,
+                                "-o", tmp_path / "p", "--cpu-fallback"])
+    assert code != 0 and not (tmp_path / "p").exists()
+    assert "partition.between-shape" in stderr and "Traceback" not in stderr
+    assert "16 channels of 64 values" in stderr and "16 channels of 256" in stderr
+
+
+def test_same_segment_keeping_the_shape_converts(tmp_path: Path) -> None:
+    """The hint applied: without the upsampling the Sigmoid segment keeps the channels
+    and values per channel, and the model converts and verifies."""
+    model, cal = _export(tmp_path, "")
+    project = tmp_path / "p"
+    code, _, stderr = cli([model, "--device", "MAX78000", "--calibration", cal,
+                           "-o", project, "--cpu-fallback"])
+    assert code == 0, stderr
+    rc, stdout, _ = cli(["verify", project])
+    assert rc == 0 and stdout.startswith("PASS") and "CPU segment" in stdout, stdout
+
+
+def test_nearest_upsampling_on_the_cpu_is_a_repetition() -> None:
+    """The CPU's nearest upsampling (reshape, concat of copies, reshape per axis) equals
+    onnxruntime's Resize on the same values; a bilinear Resize is not taken."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from onnx2ai8x.cpu.reference import run_segment
+    from onnx2ai8x.errors import Ai8xError
+    from onnx2ai8x.partition.quantize_cpu import _upsampled
+
+    def model(mode: str):
+        scales = helper.make_tensor("scales", TensorProto.FLOAT, [4], [1, 1, 2, 3])
+        node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up", mode=mode)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+            "x", TensorProto.FLOAT, [1, 2, 3, 4])], [helper.make_tensor_value_info(
+                "y", TensorProto.FLOAT, [1, 2, 6, 12])], [scales])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        return onnx.shape_inference.infer_shapes(m), node
+
+    m, node = model("nearest")
+    consts = {"scales": np.array([1, 1, 2, 3], np.float32)}
+    ops = _upsampled(m, node, "x", "y", (2, 3, 4), (2, 6, 12), consts)
+    x = np.arange(-12, 12, dtype=np.int8).reshape(2, 3, 4)
+    got = run_segment(ops, {"x": x})["y"]
+    assert np.array_equal(got, np.repeat(np.repeat(x, 2, axis=1), 3, axis=2))
+    m, node = model("linear")
+    with pytest.raises(Ai8xError, match="nearest upsampling"):
+        _upsampled(m, node, "x", "y", (2, 3, 4), (2, 6, 12), consts)
