@@ -50,15 +50,6 @@ class InputMapping:
                 1, -1, *([1] * (len(self.shape) - 1)))
         return x
 
-    def arranged(self, y: np.ndarray) -> np.ndarray:
-        """One sample already in the accelerator's units, in the model input's own
-        layout (no batch axis) -> the accelerator's layout (`shape`)."""
-        y = np.asarray(y)
-        rank = len(self.perm) - 1
-        if tuple(self.perm) != tuple(range(rank + 1)) and y.ndim == rank:
-            y = np.transpose(y[np.newaxis], self.perm)[0]
-        return y.reshape(self.shape)
-
     def quantize(self, x: np.ndarray) -> np.ndarray:
         """Float samples (N, *model input) -> int8 (N, *accelerator input)."""
         return np.clip(np.floor(self.values(x) / self.scale + 0.5), -128, 127) \
