@@ -90,10 +90,9 @@ class Partitioned:
         return x, seen
 
     def next_input(self, k: int, y: np.ndarray) -> np.ndarray:
-        """CPU segment k's output (its float tensor's per-sample layout) as accelerator
-        part k+1's input: in its layout (the part's input mapping: the permutation to
-        channels-first, then its shape). The segment may change the shape."""
-        return self.quant.parts[k + 1].mapping.arranged(np.asarray(y))
+        """CPU segment k's output as accelerator part k+1's input (the segment ends in
+        that part's channels-first order, `_between`; it may change the shape)."""
+        return np.asarray(y).reshape(self.quant.parts[k + 1].mapping.shape)
 
     def run_head(self, acc_out: np.ndarray) -> np.ndarray:
         """The accelerator's output for one sample -> the model's output."""
@@ -230,6 +229,25 @@ def _check_junction(split: Split, k: int, before, after) -> None:
                     "is taken; an upsampling or a channel change there is not)")
 
 
+def _between(split: Split, k: int, names, mapping, scales: dict):
+    """CPU segment k, ending in the next accelerator part's input layout: where that
+    part reads its input channels-last (its mapping's permutation, a tf2onnx model's
+    Transpose), the segment's last op is that transpose, so the CPU writes its result
+    back over the words it read, in their order (one table for both)."""
+    from ..cpu.ops import segment, transpose
+    from .quantize_cpu import segment_ops
+
+    ops = segment_ops(split.model, names, scales)
+    out = split.cuts[k][1]
+    perm = tuple(mapping.perm)
+    if perm != tuple(range(len(perm))):
+        last = next(op for op in reversed(ops) if op.output == out)
+        ops.append(transpose(f"between{k}_to_accelerator", out, f"{out}/accelerator",
+                             last.out_shape, [p - 1 for p in perm[1:]]))
+        out = f"{out}/accelerator"
+    return segment(f"between{k}", ops, (out,))
+
+
 def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
     from ..cpu.ops import segment
     from .graphs import graph_input
@@ -255,8 +273,8 @@ def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
     if split.stem:
         stem = segment("stem", segment_ops(split.model, split.stem, scales),
                        (split.acc_input,))
-    between = tuple(segment(f"between{k}", segment_ops(split.model, b, scales),
-                            (split.cuts[k][1],)) for k, b in enumerate(split.between))
+    between = tuple(_between(split, k, b, parts[k + 1].mapping, scales)
+                    for k, b in enumerate(split.between))
     if split.head:
         head = segment("head", segment_ops(split.model, split.head, scales))
     return Partitioned(split=split, quant=chain, stem=stem, head=head, between=between,

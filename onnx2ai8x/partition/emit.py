@@ -42,11 +42,12 @@ def _between(part, joined, lowered):
         ll = names.index(name)
         shape = joined.between_inputs[k].shape
         reads = output_locations(lambda v, ll=ll: _check_entries(placement, ll, v), shape)
-        # the segment's result in its own layout -> the next part's input layout (its
-        # mapping's permutation), written over the same words (build._check_junction)
-        seg, arranged = part.between[k], part.quant.parts[k + 1].mapping.arranged
-        writes = output_locations(lambda v, ll=ll, s=shape, f=arranged: _check_entries(
-            placement, ll, f(v).reshape(s)), tuple(seg.ops[-1].out_shape))
+        # the segment's result (in the next part's channels-first order, build._between)
+        # written over the same words in the next part's shape (build._check_junction):
+        # the same layout as the reads, so glue writes through the reads' table
+        seg = part.between[k]
+        writes = output_locations(lambda v, ll=ll, s=shape: _check_entries(
+            placement, ll, np.asarray(v).reshape(s)), tuple(seg.ops[-1].out_shape))
         lasts.append(hw.hw_index(ll))
         infos.append({"reads": reads, "writes": writes, "size": int(np.prod(shape)),
                       "after": lasts[-1]})
