@@ -92,3 +92,15 @@ def test_nearest_upsampling_on_the_cpu_is_a_repetition() -> None:
     m, node = model("linear")
     with pytest.raises(Ai8xError, match="nearest upsampling"):
         _upsampled(m, node, "x", "y", (2, 3, 4), (2, 6, 12), consts)
+
+
+def test_the_flag_is_proposed_only_where_the_split_takes_the_model(tmp_path: Path) -> None:
+    """Issue 34 item 5: without --cpu-fallback, a refusal names the flag only when the
+    split would convert the model (the Sigmoid between runs), not where it would be
+    refused too (the Sigmoid and an upsampling between runs)."""
+    for mode, proposed in (("", True), ("nearest", False)):
+        model, cal = _export(tmp_path, mode)
+        code, _, stderr = cli([model, "--device", "MAX78000", "--calibration", cal,
+                               "-o", tmp_path / f"p{mode}"])
+        assert code != 0 and "Traceback" not in stderr
+        assert ("--cpu-fallback" in stderr) == proposed, stderr
