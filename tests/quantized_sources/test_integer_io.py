@@ -2,8 +2,10 @@
 `tf2onnx --tflite` (tflite/make_fixtures.py wrote them with the TFLite interpreter's
 outputs; these tests need neither TensorFlow nor tf2onnx).
 
-* An int8 input whose zero point is 0 is the accelerator's own input: the converted
-  model's input mapping is the identity on the file's codes (only the layout changes),
+* An int8 input whose zero point is 0 is the accelerator's own input, and so is one
+  whose zero point the first (unpadded) convolution folds into its integer bias: the
+  converted model's input mapping is the identity on the file's codes (only the layout
+  changes),
   `run`, the sample input and `verify` take the file's int8 samples, and the output
   codes (dequantized on the file's output grid, quantized back) agree with the TFLite
   interpreter's within the requantization's error: TFLite's scales are not powers of
@@ -48,6 +50,8 @@ def test_int8_input_off_zero_is_refused_with_the_float_io_setting(
     code, _, stderr = cli([path, "--device", "MAX78000", "-o", tmp_path / "p"])
     assert code != 0 and not (tmp_path / "p").exists()
     assert "float.input-type" in stderr and f"zero point {zero}" in stderr
+    # the first convolution pads ('same'): why the zero point cannot fold into its bias
+    assert "pads its input with zeros" in stderr
     assert "inference_input_type" in stderr and "Traceback" not in stderr
 
 
@@ -65,13 +69,36 @@ def test_the_hint_applied_float_io_converts_and_verifies(tmp_path: Path) -> None
     assert rc == 0 and stdout.startswith("PASS"), stdout
 
 
-def test_int8_input_with_zero_point_0_takes_the_codes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["int8_io_zero", "int8_io_valid"])
+def test_the_rewrite_computes_the_source_exactly(name: str) -> None:
+    """The float form of the file (its int8 input taken as float codes; for
+    `int8_io_valid` the zero point -1 folded into the first, unpadded, convolution's
+    integer bias) gives the TFLite interpreter's output codes, every one."""
+    import onnx
+
+    from onnx2ai8x import onnxpb
+    from onnx2ai8x.importer.dialects.integer_io import float_input, float_outputs
+
+    from .helpers import run_source
+
+    path, x, y = _source(name)
+    model = onnxpb.load(path)
+    float_input(model, model.graph.input[0], "input")
+    (grid,) = float_outputs(model).values()
+    assert grid == _output_grid(path)
+    out = run_source(onnx.load_from_string(model.SerializeToString()),
+                     x.astype(np.float32))
+    assert np.array_equal(np.rint(out / grid[0]) + grid[1], y)
+
+
+@pytest.mark.parametrize("name", ["int8_io_zero", "int8_io_valid"])
+def test_int8_input_taken_as_the_codes(name: str) -> None:
     from onnx2ai8x.importer.dialects.integer_io import quantized_output
     from onnx2ai8x.quantize import quantize_file
 
     from .helpers import run_converted
 
-    path, x, y = _source("int8_io_zero")
+    path, x, y = _source(name)
     result = quantize_file(path, None)
     m = result.mapping
     assert (m.scale, m.offset) == (1.0, ())

@@ -17,6 +17,9 @@ One small Keras CNN (seeded initial weights), converted by TFLiteConverter with
   asymmetric int8 puts 255 steps across the range);
 * `int8_io_zero`: samples in [-1.28, 1.27], the range whose zero point is 0 (scale
   0.01): the file's codes are then the accelerator's;
+* `int8_io_valid`: samples in [-1, 1] (zero point -1) into a model whose first
+  convolution pads nothing (`padding="valid"`): the zero point's share folds into that
+  layer's integer bias;
 * `float_io`: the converter's default float input and output (what the refusal of an
   integer input the accelerator cannot take exactly proposes).
 
@@ -36,10 +39,10 @@ HERE = Path(__file__).resolve().parent
 SHAPE = (8, 8, 3)
 
 
-def build(keras):
+def build(keras, first_padding: str = "same"):
     L = keras.layers
     i = keras.Input(SHAPE, name="image")
-    x = L.Conv2D(8, 3, padding="same", activation="relu")(i)
+    x = L.Conv2D(8, 3, padding=first_padding, activation="relu")(i)
     x = L.MaxPooling2D(2)(x)
     x = L.Conv2D(8, 3, padding="same", activation="relu")(x)
     x = L.Flatten()(x)
@@ -47,7 +50,8 @@ def build(keras):
 
 
 RANGES = {"int8_io": (0.0, 1.0), "int8_io_symmetric": (-1.0, 1.0),
-          "int8_io_zero": (-1.28, 1.27), "float_io": (0.0, 1.0)}
+          "int8_io_zero": (-1.28, 1.27), "int8_io_valid": (-1.0, 1.0),
+          "float_io": (0.0, 1.0)}
 
 
 def samples(name: str, n: int, seed: int) -> np.ndarray:
@@ -95,10 +99,12 @@ def main(only: list[str]) -> None:
 
     keras.utils.set_random_seed(34)
     model = build(keras)
+    valid = build(keras, "valid")
     for name in RANGES:
         if only and name not in only:
             continue
-        blob = tflite(tf, model, name, name != "float_io")
+        blob = tflite(tf, valid if name == "int8_io_valid" else model, name,
+                      name != "float_io")
         feed, out = source_outputs(tf, blob, samples(name, 16, 2))
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / f"{name}.tflite"
