@@ -130,7 +130,8 @@ def segment_ops(model, names: tuple[str, ...], scales: dict) -> list:
     """The CPU operators of the float nodes `names` (model order), activations that
     only follow a convolution or dense layer fused into its clamp."""
     by_name = {n.name: n for n in model.graph.node}
-    nodes = [by_name[n] for n in names]
+    # a Constant node is a parameter of its readers (_consts reads it), not an op
+    nodes = [by_name[n] for n in names if by_name[n].op_type != "Constant"]
     readers: dict[str, int] = {}
     for n in model.graph.node:
         for i in n.input:
@@ -211,7 +212,8 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
     """The CPU operators of one float node (its fused activation writing `out`)."""
     from ..cpu import ops
 
-    op, x = node.op_type, node.input[0]
+    op = node.op_type
+    x = next((i for i in node.input if i and i not in consts), node.input[0])
     name = node.name
     shape = shape_of(model, x)
     if op in ("Clip",) or _lut_fn(node) is not None:
@@ -259,10 +261,86 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
     if op == "ArgMax":
         return [ops.argmax(name, x, out, shape,
                            axis=_per_sample_axis(_attr(node, "axis", 0), len(shape)))]
-    if op == "Add" and node.input[1] not in consts:
+    if op == "Add" and node.input[1] not in consts and node.input[0] not in consts:
         return [_add(node, out, act, scales, shape)]
+    if op == "GlobalMaxPool":
+        return [ops.maxpool(name, x, out, shape, list(shape[1:]))]
+    if op in ("ReduceMax", "ReduceMean") and _spatial_reduction(node, shape, consts):
+        # over every spatial axis: a global pooling, then the output's own shape
+        pooled = f"{out}/pooled"
+        if op == "ReduceMax":
+            first = ops.maxpool(name, x, pooled, shape, list(shape[1:]))
+        else:
+            m, s = ops.avgpool_requant(int(np.prod(shape[1:])), scales[x] / scales[out])
+            first = ops.avgpool(name, x, pooled, shape, list(shape[1:]), m, s)
+        return [first, ops.reshape(f"{name}/shape", pooled, out, first.out_shape,
+                                   shape_of(model, out))]
+    affine = _affine_of(node, shape, consts)
+    if affine is not None:
+        return [_affine(node, x, out, shape, *affine, act, scales)]
     raise _unsupported(name, f"{op} has no CPU operator", "replace it with a supported "
                        "operation (convolution, dense, pooling, activation, softmax, ...)")
+
+
+def _spatial_reduction(node, shape, consts: dict) -> bool:
+    """A ReduceMax / ReduceMean over exactly the spatial axes (axes from the attribute,
+    or from the second input since opset 18)."""
+    axes = _attr(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1] in consts:
+        axes = np.asarray(consts[node.input[1]]).reshape(-1).tolist()
+    rank = len(shape) + 1
+    return axes is not None and sorted(int(a) % rank for a in axes) == \
+        list(range(2, rank))
+
+
+def _affine_of(node, shape, consts: dict):
+    """(a, b) per channel when the node computes y = a * x + b channel by channel (an
+    unfused BatchNormalization, an input normalization's Sub/Div by constants), else
+    None."""
+    op, channels = node.op_type, shape[0]
+
+    def per_channel(name: str):
+        c = np.asarray(consts[name], np.float64)
+        rank = len(shape) + 1
+        if c.ndim > rank:
+            return None
+        full = c.reshape((1,) * (rank - c.ndim) + c.shape)
+        if full.shape[0] != 1 or any(d != 1 for d in full.shape[2:]) or \
+                full.shape[1] not in (1, channels):
+            return None
+        return np.broadcast_to(full.reshape(-1), (channels,)).astype(np.float64)
+
+    if op == "BatchNormalization" and all(i in consts for i in node.input[1:5]):
+        gamma, beta, mean, var = (np.asarray(consts[i], np.float64).reshape(-1)
+                                  for i in node.input[1:5])
+        a = gamma / np.sqrt(var + float(_attr(node, "epsilon", 1e-5)))
+        return a, beta - mean * a
+    if op not in ("Add", "Sub", "Mul", "Div") or len(node.input) != 2:
+        return None
+    first = node.input[0] in consts
+    c = per_channel(node.input[0 if first else 1]) if \
+        node.input[0 if first else 1] in consts else None
+    if c is None or (op == "Div" and (first or np.any(c == 0))):
+        return None
+    one, zero = np.ones(channels), np.zeros(channels)
+    return {"Add": (one, c), "Sub": (-one, c) if first else (one, -c), "Mul": (c, zero),
+            "Div": (1.0 / np.where(c == 0, 1.0, c), zero)}[op]
+
+
+def _affine(node, x: str, out: str, shape, a, b, act, scales: dict):
+    """y = a * x + b per channel as a depthwise 1x1 convolution: int8 weights per
+    channel, int32 bias, (M, s) per channel, the fused activation as its clamp."""
+    from ..cpu import ops
+
+    channels = shape[0]
+    w = np.asarray(a, np.float64).reshape(channels, 1, *([1] * (len(shape) - 1)))
+    wq, ws = per_channel(w)
+    s_x, s_y = scales[x], scales[out]
+    bq = np.floor(np.asarray(b, np.float64) / (s_x * ws) + 0.5)
+    m, s = _requant_channels(s_x * ws / s_y)
+    lo, hi = _clamp_for(act, s_y)
+    return ops.conv(node.name, x, out, shape, wq, bq, m, s, group=channels,
+                    act_min=lo, act_max=hi)
 
 
 def _moved(model, node, x: str, out: str, shape, consts: dict) -> list:

@@ -27,7 +27,10 @@ from .graphs import graph_input, run_float, submodel
 
 # Nodes that carry weights: the accelerator's layers (a stem or head holds none of the
 # other side's weight layers, else the split would move runnable layers).
-WEIGHT_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+WEIGHT_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul",
+                        # quantized models' (onnxruntime's QOperator, integer ops)
+                        "QLinearConv", "QLinearMatMul", "QGemm", "ConvInteger",
+                        "MatMulInteger"})
 # Diagnostics that are not about a layer (the file, the command line, the input):
 # partitioning cannot help them.
 NOT_LAYER_CODES = ("usage.", "model.", "float.opset", "float.inputs", "float.input-type",

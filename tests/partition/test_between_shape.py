@@ -104,3 +104,50 @@ def test_the_flag_is_proposed_only_where_the_split_takes_the_model(tmp_path: Pat
                                "-o", tmp_path / f"p{mode}"])
         assert code != 0 and "Traceback" not in stderr
         assert ("--cpu-fallback" in stderr) == proposed, stderr
+
+
+@pytest.mark.parametrize("op, const_first", [("BatchNormalization", False), ("Sub", True),
+                                             ("Sub", False), ("Div", False),
+                                             ("Add", False), ("Mul", True),
+                                             ("ReduceMax", False), ("ReduceMean", False)])
+def test_cpu_channel_ops_compute_the_float_node(op: str, const_first: bool) -> None:
+    """The CPU's per-channel affine ops (unfused BatchNorm, Sub/Add/Mul/Div by a
+    per-channel constant, either operand order) and spatial reductions give the float
+    node's value (onnxruntime) within one output step on random data."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnx2ai8x.cpu.reference import run_segment
+    from onnx2ai8x.partition.quantize_cpu import segment_ops
+
+    rng = np.random.default_rng(34)
+    c = rng.uniform(0.5, 1.5, (1, 4, 1, 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(c, "c")]
+    if op == "BatchNormalization":
+        inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, 4).astype(np.float32), n)
+                 for n in ("g", "v")] + [numpy_helper.from_array(
+                     rng.uniform(-0.5, 0.5, 4).astype(np.float32), n) for n in ("b", "m")]
+        node = helper.make_node(op, ["x", "g", "b", "m", "v"], ["y"], name="n")
+    elif op.startswith("Reduce"):
+        node = helper.make_node(op, ["x"], ["y"], name="n", axes=[2, 3], keepdims=1)
+        inits = []
+    else:
+        node = helper.make_node(op, ["c", "x"] if const_first else ["x", "c"], ["y"],
+                                name="n")
+    out_shape = [1, 4, 1, 1] if op.startswith("Reduce") else [1, 4, 5, 6]
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 4, 5, 6])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, out_shape)], inits)
+    m = onnx.shape_inference.infer_shapes(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    x = rng.uniform(-1, 1, (1, 4, 5, 6)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, {"x": x})[0]
+    scales = {"x": 1 / 127, "y": float(np.abs(want).max()) / 127}
+    ops = segment_ops(m, ("n",), scales)
+    q = np.clip(np.floor(x[0] / scales["x"] + 0.5), -128, 127).astype(np.int8)
+    got = run_segment(ops, {"x": q})["y"].astype(np.float64) * scales["y"]
+    # the input's own rounding (half a step through |a| <= 1.5 / 0.5) and the output's
+    step = scales["y"] + 1.5 * 2 * scales["x"]
+    assert np.abs(got.reshape(-1) - want.reshape(-1)).max() <= step
