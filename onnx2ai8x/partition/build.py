@@ -229,23 +229,30 @@ def _check_junction(split: Split, k: int, before, after) -> None:
                     "is taken; an upsampling or a channel change there is not)")
 
 
-def _between(split: Split, k: int, names, mapping, scales: dict):
-    """CPU segment k, ending in the next accelerator part's input layout: where that
-    part reads its input channels-last (its mapping's permutation, a tf2onnx model's
-    Transpose), the segment's last op is that transpose, so the CPU writes its result
-    back over the words it read, in their order (one table for both)."""
-    from ..cpu.ops import segment, transpose
-    from .quantize_cpu import segment_ops
+def _to_part(name: str, ops: list, out: str, mapping, scales: dict):
+    """A CPU segment's ops ending in the next accelerator part's input units and
+    layout: where that part reads its input channels-last (its mapping's permutation,
+    a tf2onnx model's Transpose) the segment's last op is that transpose, so the CPU
+    writes its result in the order the accelerator reads (between runs: back over the
+    words it read, one table for both); where the part offsets its input first (a
+    Keras Normalization or BatchNorm's Add folded into its input mapping) the CPU adds
+    that offset, per channel, writing the part's input scale. Returns (ops, output)."""
+    from ..cpu.ops import transpose
+    from .quantize_cpu import offset_op
 
-    ops = segment_ops(split.model, names, scales)
-    out = split.cuts[k][1]
     perm = tuple(mapping.perm)
+    last = next(op for op in reversed(ops) if op.output == out)
+    shape = last.out_shape
     if perm != tuple(range(len(perm))):
-        last = next(op for op in reversed(ops) if op.output == out)
-        ops.append(transpose(f"between{k}_to_accelerator", out, f"{out}/accelerator",
-                             last.out_shape, [p - 1 for p in perm[1:]]))
-        out = f"{out}/accelerator"
-    return segment(f"between{k}", ops, (out,))
+        ops.append(transpose(f"{name}_to_accelerator", out, f"{out}/accelerator", shape,
+                             [p - 1 for p in perm[1:]]))
+        out, shape = f"{out}/accelerator", ops[-1].out_shape
+        scales[out] = scales[last.output]
+    if any(mapping.offset):
+        ops.append(offset_op(f"{name}_offset", out, f"{out}/offset", shape,
+                             mapping.offset, scales[out], float(mapping.scale)))
+        out = f"{out}/offset"
+    return ops, out
 
 
 def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
@@ -257,13 +264,8 @@ def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
     parts = chain.parts
     fixed = {}
     for k, (t_in, t_out) in enumerate(split.parts):
-        if t_in != graph_input(split.model):
-            if any(parts[k].mapping.offset):
-                raise Ai8xError("partition.offset", t_in,
-                                "the accelerator's part starts by offsetting its input, "
-                                "which the CPU layers before it do not fold in",
-                                "drop the offset after the CPU layers")
-            fixed[t_in] = float(parts[k].mapping.scale)
+        if t_in != graph_input(split.model) and not any(parts[k].mapping.offset):
+            fixed[t_in] = float(parts[k].mapping.scale)  # (else _to_part's offset op)
         if t_out != split.model.graph.output[0].name or split.head:
             fixed[t_out] = float(parts[k].output_scales[0])
     groups = (split.stem, *split.between, split.head)
@@ -271,14 +273,20 @@ def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
     scales = calibrated_scales(split.model, nodes, x, fixed)
     stem = head = None
     if split.stem:
-        stem = segment("stem", segment_ops(split.model, split.stem, scales),
-                       (split.acc_input,))
-    between = tuple(_between(split, k, b, parts[k + 1].mapping, scales)
-                    for k, b in enumerate(split.between))
+        stem = segment("stem", *_outputs(_to_part(
+            "stem", segment_ops(split.model, split.stem, scales), split.acc_input,
+            parts[0].mapping, scales)))
+    between = tuple(segment(f"between{k}", *_outputs(_to_part(
+        f"between{k}", segment_ops(split.model, b, scales), split.cuts[k][1],
+        parts[k + 1].mapping, scales))) for k, b in enumerate(split.between))
     if split.head:
         head = segment("head", segment_ops(split.model, split.head, scales))
     return Partitioned(split=split, quant=chain, stem=stem, head=head, between=between,
                        input_scale=scales[graph_input(split.model)], scales=scales)
+
+
+def _outputs(found: tuple[list, str]) -> tuple[list, tuple[str]]:
+    return found[0], (found[1],)
 
 
 __all__ = ["Chain", "Partitioned", "partition"]

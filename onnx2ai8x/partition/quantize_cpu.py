@@ -330,16 +330,26 @@ def _affine_of(node, shape, consts: dict):
 def _affine(node, x: str, out: str, shape, a, b, act, scales: dict):
     """y = a * x + b per channel as a depthwise 1x1 convolution: int8 weights per
     channel, int32 bias, (M, s) per channel, the fused activation as its clamp."""
+    return _channel_affine(node.name, x, out, shape, a, b, act, scales[x], scales[out])
+
+
+def offset_op(name: str, x: str, out: str, shape, offset, s_x: float, s_y: float):
+    """y = x + offset[c] (channels first), written in scale `s_y`: the input offset an
+    accelerator part's mapping adds (partition/build._to_part)."""
+    return _channel_affine(name, x, out, shape, np.ones(shape[0]), offset, None, s_x, s_y)
+
+
+def _channel_affine(name: str, x: str, out: str, shape, a, b, act, s_x: float,
+                    s_y: float):
     from ..cpu import ops
 
     channels = shape[0]
     w = np.asarray(a, np.float64).reshape(channels, 1, *([1] * (len(shape) - 1)))
     wq, ws = per_channel(w)
-    s_x, s_y = scales[x], scales[out]
     bq = np.floor(np.asarray(b, np.float64) / (s_x * ws) + 0.5)
     m, s = _requant_channels(s_x * ws / s_y)
     lo, hi = _clamp_for(act, s_y)
-    return ops.conv(node.name, x, out, shape, wq, bq, m, s, group=channels,
+    return ops.conv(name, x, out, shape, wq, bq, m, s, group=channels,
                     act_min=lo, act_max=hi)
 
 

@@ -44,6 +44,8 @@ CASES = (
     # as the stem and a global max over the spatial axes (ReduceMax) as the head
     Case("torch_bn_between", "MAX78000", (3, 16, 16), ("mid",)),
     Case("torch_norm_stem_max_head", "MAX78000", (3, 16, 16), ("stem", "head")),
+    Case("keras_bn_between", "MAX78000", (16, 16, 3), ("mid", "head"),
+         KERAS / "bn_between.onnx"),
 )
 
 

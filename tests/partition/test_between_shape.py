@@ -151,3 +151,38 @@ def test_cpu_channel_ops_compute_the_float_node(op: str, const_first: bool) -> N
     # the input's own rounding (half a step through |a| <= 1.5 / 0.5) and the output's
     step = scales["y"] + 1.5 * 2 * scales["x"]
     assert np.abs(got.reshape(-1) - want.reshape(-1)).max() <= step
+
+
+@pytest.mark.parametrize("name", ["torch_lift_between", "keras_lift_between",
+                                  "torch_bn_between", "torch_norm_stem_max_head",
+                                  "keras_bn_between"])
+def test_split_model_computes_the_float_model(name: str, tmp_path: Path) -> None:
+    """The split pipeline (stem, accelerator parts with the CPU segments between them,
+    head) computes the float model on its calibration samples: output SQNR above 25 dB
+    (the acceptance tests check the project against this pipeline; this checks the
+    pipeline against the source, so a CPU segment that reorders, offsets or scales
+    wrongly fails here)."""
+    import onnxruntime as ort
+
+    from onnx2ai8x.devices import get_device
+    from onnx2ai8x.frontend import QuantizeRequest
+    from onnx2ai8x.partition.build import partition
+    from onnx2ai8x.partition.project import run_joined
+
+    from .models import CASES, calibration, model_file
+
+    case = next(c for c in CASES if c.name == name)
+    model, cal = model_file(case, tmp_path), calibration(case, tmp_path)
+    part = partition(model, get_device(case.device), QuantizeRequest(calibration=cal))
+    x = np.load(cal)
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    want = np.concatenate([sess.run(None, {sess.get_inputs()[0].name: x[i:i + 1]})[0]
+                           for i in range(len(x))]).reshape(len(x), -1)
+    scale = part.scales[part.head.outputs[0]] if part.head is not None else \
+        part.quant.output_scales[0]
+    got = np.stack([np.asarray(run_joined(part, x[i:i + 1]).final, np.float64).reshape(-1)
+                    for i in range(len(x))]) * scale
+    if part.head is None and case.keras is None:
+        got = got.reshape(want.shape)
+    sqnr = 10 * np.log10(np.sum(want ** 2) / np.sum((want - got) ** 2))
+    assert sqnr > 25, sqnr
