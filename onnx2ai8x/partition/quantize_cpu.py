@@ -88,7 +88,10 @@ def _clamp_for(act, s_y: float) -> tuple[int, int]:
 
 
 PASS_THROUGH = frozenset({"Flatten", "Reshape", "Transpose", "MaxPool", "Squeeze",
-                          "Unsqueeze", "Identity", "Dropout", "Resize", "Upsample"})
+                          "Unsqueeze", "Identity", "Dropout", "Resize", "Upsample",
+                          # a quantized model's grid on a CPU tensor: the CPU keeps its
+                          # own scale, the grid's range is a clamp (_op)
+                          "QuantizeLinear", "DequantizeLinear"})
 # Ops that only move values (no arithmetic): where the tensor they write has another
 # scale than the one they read (a segment's output, fixed to the next accelerator
 # part's input units), one requantizing lookup table follows them.
@@ -263,6 +266,8 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
                            axis=_per_sample_axis(_attr(node, "axis", 0), len(shape)))]
     if op == "Add" and node.input[1] not in consts and node.input[0] not in consts:
         return [_add(node, out, act, scales, shape)]
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        return [_grid_op(node, x, out, shape, scales, consts)]
     if op == "GlobalMaxPool":
         return [ops.maxpool(name, x, out, shape, list(shape[1:]))]
     if op in ("ReduceMax", "ReduceMean") and _spatial_reduction(node, shape, consts):
@@ -280,6 +285,29 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
         return [_affine(node, x, out, shape, *affine, act, scales)]
     raise _unsupported(name, f"{op} has no CPU operator", "replace it with a supported "
                        "operation (convolution, dense, pooling, activation, softmax, ...)")
+
+
+def _grid_op(node, x: str, out: str, shape, scales: dict, consts: dict):
+    """A quantized model's QuantizeLinear / DequantizeLinear on a tensor the CPU
+    computes: the CPU's int8 tensors carry their own scale (the value is what the
+    float model's is), so a dequantize moves nothing and a quantize keeps only its
+    range, a clamp to [s * (qmin - z), s * (qmax - z)] (a ReLU where that starts at 0,
+    as onnxruntime's quantizer folds it); the rounding to the grid is the CPU's own."""
+    from ..cpu import ops
+
+    if node.op_type == "DequantizeLinear":
+        return ops.reshape(node.name, x, out, shape, shape)
+    scale = np.asarray(consts.get(node.input[1], np.nan), np.float64).reshape(-1)
+    zero = np.asarray(consts[node.input[2]]) if len(node.input) > 2 and \
+        node.input[2] in consts else np.zeros(1, np.uint8)
+    if scale.size != 1 or not scale[0] > 0 or zero.size != 1:
+        raise _unsupported(node.name, "a quantizer with per-channel or computed "
+                           "parameters", "quantize activations per tensor")
+    info = np.iinfo(zero.dtype)
+    z = int(zero.reshape(-1)[0])
+    lo, hi = scale[0] * (info.min - z), scale[0] * (info.max - z)
+    table = ops.lut_table(lambda v: np.clip(v, lo, hi), scales[x], scales[out])
+    return ops.lut(node.name, x, out, shape, table)
 
 
 def _spatial_reduction(node, shape, consts: dict) -> bool:

@@ -186,3 +186,34 @@ def test_split_model_computes_the_float_model(name: str, tmp_path: Path) -> None
         got = got.reshape(want.shape)
     sqnr = 10 * np.log10(np.sum(want ** 2) / np.sum((want - got) ** 2))
     assert sqnr > 25, sqnr
+
+
+@pytest.mark.parametrize("dtype, zero", [(np.uint8, 0), (np.int8, -20)])
+def test_cpu_quantize_dequantize_keep_the_range(dtype, zero: int) -> None:
+    """A quantized model's QuantizeLinear -> DequantizeLinear on a CPU tensor (a TFLite
+    or onnxruntime head after tf2onnx's Transpose) is the clamp its range implies (with
+    uint8 and zero point 0: onnxruntime's folded ReLU), on the CPU's own grid."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from onnx2ai8x.cpu.reference import run_segment
+    from onnx2ai8x.partition.quantize_cpu import segment_ops
+
+    s = 0.004
+    inits = [numpy_helper.from_array(np.array(s, np.float32), "s"),
+             numpy_helper.from_array(np.array(zero, dtype), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dequant")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 2, 3, 4])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, 2, 3, 4])], inits)
+    m = onnx.shape_inference.infer_shapes(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    scales = {"x": 1 / 127, "q": 1 / 127, "y": 1 / 127}
+    ops = segment_ops(m, ("quant", "dequant"), scales)
+    x = np.arange(-12, 12, dtype=np.int8).reshape(2, 3, 4) * 10
+    got = run_segment(ops, {"x": x})["y"].astype(np.float64) / 127
+    info = np.iinfo(dtype)
+    lo, hi = s * (info.min - zero), s * (info.max - zero)
+    want = np.clip(x.astype(np.float64) / 127, lo, hi)
+    assert np.abs(got - want).max() <= 0.5 / 127 + 1e-12
