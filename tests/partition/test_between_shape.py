@@ -217,3 +217,51 @@ def test_cpu_quantize_dequantize_keep_the_range(dtype, zero: int) -> None:
     lo, hi = s * (info.min - zero), s * (info.max - zero)
     want = np.clip(x.astype(np.float64) / 127, lo, hi)
     assert np.abs(got - want).max() <= 0.5 / 127 + 1e-12
+
+
+class _UpHead(torch.nn.Module):
+    """Convolutions, then an upsampling at the output (a segmentation-style head)."""
+
+    def __init__(self, mode: str) -> None:
+        super().__init__()
+        torch.manual_seed(34)
+        self.mode = mode
+        self.c0 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.c1 = torch.nn.Conv2d(8, 4, 3, padding=1)
+
+    def forward(self, x):
+        x = self.c1(torch.relu(self.c0(x)))
+        return torch.nn.functional.interpolate(x, scale_factor=2, mode=self.mode)
+
+
+def test_the_upsampling_hint_applied(tmp_path: Path) -> None:
+    """A bilinear upsampling at the output is refused on the CPU too, naming
+    mode='nearest'; the same model with mode='nearest' converts and verifies."""
+    cal = tmp_path / "cal.npy"
+    np.save(cal, np.random.default_rng(34).uniform(0, 1, (4, 3, 8, 8)).astype(np.float32))
+    for mode in ("bilinear", "nearest"):
+        path = tmp_path / f"{mode}.onnx"
+        torch.onnx.export(_UpHead(mode).eval(), torch.rand(1, 3, 8, 8), str(path),
+                          input_names=["x"], output_names=["y"], opset_version=17,
+                          dynamo=False)
+        project = tmp_path / mode
+        code, _, stderr = cli([path, "--device", "MAX78000", "--calibration", cal,
+                               "-o", project, "--cpu-fallback"])
+        if mode == "bilinear":
+            assert code != 0 and "partition.cpu-op" in stderr, stderr
+            assert "mode='nearest'" in stderr and "Traceback" not in stderr
+            continue
+        assert code == 0, stderr
+        rc, stdout, _ = cli(["verify", project])
+        assert rc == 0 and stdout.startswith("PASS"), stdout
+
+
+def test_fifo_hint_applied(tmp_path: Path) -> None:
+    """A CPU segment between runs with --fifo is refused naming --fifo; without it the
+    same command converts."""
+    model, cal = _export(tmp_path, "")
+    base = [model, "--device", "MAX78000", "--calibration", cal, "--cpu-fallback"]
+    code, _, stderr = cli([*base, "-o", tmp_path / "fifo", "--fifo"])
+    assert code != 0 and "partition.between-fifo" in stderr and "--fifo" in stderr
+    code, _, stderr = cli([*base, "-o", tmp_path / "plain"])
+    assert code == 0, stderr
