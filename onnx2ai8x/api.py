@@ -246,11 +246,31 @@ def _run_convert(request, cpu_fallback: bool):
     try:
         return run_convert(request)
     except Ai8xError as exc:
-        if request.quantize.calibration is None:
+        if request.quantize.calibration is None or not _fallback_splits(request, exc):
             raise
         from .partition.split import with_fallback_hint
 
         raise with_fallback_hint(exc) from None
+
+
+def _fallback_splits(request, exc: Ai8xError) -> bool:
+    """Whether --cpu-fallback would take the refused model (issue 34: a hint is a
+    promise): the split and its quantization are tried, and the flag is named only when
+    they succeed; options the split refuses (--riscv, a model given in memory, FIFO
+    input with a CPU segment between runs) withhold it too."""
+    from .partition.split import NOT_LAYER_CODES
+
+    if any(d.code.startswith(NOT_LAYER_CODES) for d in exc.diagnostics) or \
+            not is_path(request.model) or request.options.get("riscv"):
+        return False
+    from .partition.build import partition
+
+    try:
+        part = partition(Path(request.model), request.device, request.quantize)
+    except Exception:  # noqa: BLE001 - whatever stops the split withholds the hint; the
+        return False   # refusal at hand is what the user sees
+    fifo = request.options.get("fifo") or request.options.get("fast_fifo")
+    return not (part.split.between and fifo)
 
 
 def _options(given: dict, device: Device) -> dict:

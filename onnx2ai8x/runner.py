@@ -35,7 +35,7 @@ def run_file(model: Path, input_path: Path) -> tuple[list[str], list[np.ndarray]
 
     # before anything allocates what the header says
     _, dtype = checked_header(Path(input_path))
-    sample = _float_input(model, input_path) if dtype.kind == "f" else None
+    sample = _float_input(model, input_path) if dtype.kind in "fiu" else None
     if sample is None:
         # (a float sample mapped by the float model's input mapping has that model's
         # layout, checked there; an unreadable model is reported by _session below)
@@ -88,6 +88,13 @@ def _declared_input_shape(model: Path) -> tuple | None:
         return None
 
 
+def _codes_source(mapping) -> bool:
+    """The source model's input units are the accelerator's codes (an integer-input
+    quantized model, importer/dialects/integer_io.py): its integer samples, in its own
+    layout, reach the accelerator through the mapping's layout change unchanged."""
+    return mapping.scale == 1.0 and not any(mapping.offset)
+
+
 def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
     """Float samples for a model quantized from float ONNX, mapped to int8 exactly as
     the quantizer did (its input mapping is in the model's metadata); None otherwise.
@@ -108,9 +115,9 @@ def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
         raw = np.load(input_path, allow_pickle=False)
     except (OSError, ValueError):
         return None  # load_sample reports it
-    if raw.dtype.kind != "f":
+    if raw.dtype.kind != "f" and not (_codes_source(mapping) and raw.dtype.kind in "iu"):
         return None
-    if not np.all(np.isfinite(raw)):
+    if raw.dtype.kind == "f" and not np.all(np.isfinite(raw)):
         raise Ai8xError("usage.bad-input", str(input_path), "the sample holds NaN or "
                         "infinity", "store finite float samples", exit_code=EXIT_USAGE)
     x = raw if raw.ndim == len(mapping.perm) else raw[np.newaxis]

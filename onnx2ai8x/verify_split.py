@@ -221,7 +221,9 @@ def _runs(io: str, runners: dict, outcome, counts: list[int], copy: Path
         y = _run(runner, x)
         if y.size != runner[3]:
             return False, f"FAIL: CPU segment {k} (host-compiled) stopped or gave no output"
-        for value, n, addr, step, lane in reads:
+        # where cpu_io.c writes the result back (its own table when the segment
+        # reorders the axes)
+        for value, n, addr, step, lane in _runs_of(io, f"cpu_b{k}_writes") or reads:
             for i in range(n):
                 a = addr + i * step
                 w = m.read(a) & ~(0xFF << (8 * lane))

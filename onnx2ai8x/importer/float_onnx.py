@@ -1221,9 +1221,17 @@ def _simplify(model, where: str):
     inp = inputs[0]
     tt = inp.type.tensor_type
     if tt.elem_type != onnxpb.TensorProto.FLOAT:
-        raise _fail("input-type", f"input {inp.name}",
-                    f"the input is {_type_name(tt.elem_type)}, "
-                    "not float32", "export the float model (quantization is done here)")
+        # a quantized model's integer input (TFLite int8 I/O): its codes taken as they
+        # are where they are the accelerator's, else refused (dialects/integer_io.py)
+        from .dialects.integer_io import float_input
+
+        model = float_input(model, inp, f"input {inp.name}")
+    if any(o.type.tensor_type.elem_type in (onnxpb.TensorProto.INT8,
+                                            onnxpb.TensorProto.UINT8)
+           for o in model.graph.output):
+        from .dialects.integer_io import float_outputs
+
+        float_outputs(model)  # (TFLite's inference_output_type = tf.int8)
     dims = tt.shape.dim
     if len(dims) not in (2, 3, 4):
         raise _fail("input-rank", f"input {inp.name}", f"a {len(dims)}-D input",

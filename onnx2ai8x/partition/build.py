@@ -86,8 +86,13 @@ class Partitioned:
             x = np.asarray(session.run(None, {name: np.asarray(x, np.int8)[np.newaxis]})[0])[0]
             if k < len(self.between):
                 seen.append(x)
-                x = _run(self.between[k], x).reshape(x.shape)
+                x = self.next_input(k, _run(self.between[k], x))
         return x, seen
+
+    def next_input(self, k: int, y: np.ndarray) -> np.ndarray:
+        """CPU segment k's output as accelerator part k+1's input (the segment ends in
+        that part's channels-first order, `_between`; it may change the shape)."""
+        return np.asarray(y).reshape(self.quant.parts[k + 1].mapping.shape)
 
     def run_head(self, acc_out: np.ndarray) -> np.ndarray:
         """The accelerator's output for one sample -> the model's output."""
@@ -169,6 +174,8 @@ def _chain(split: Split, results: list) -> Chain:
     if len(results) == 1:
         r = results[0]
         return Chain(parts=(r,), network=r.network, model=r.model, last_layers=())
+    for k in range(len(results) - 1):
+        _check_junction(split, k, results[k].network, results[k + 1].network)
     layers, names, lasts = [], set(), []
     for k, r in enumerate(results):
         base = len(layers)
@@ -196,6 +203,58 @@ def _chain(split: Split, results: list) -> Chain:
                  last_layers=tuple(lasts))
 
 
+def _check_junction(split: Split, k: int, before, after) -> None:
+    """CPU segment k may change the tensor's shape (a rank lift, a reshape) where the
+    accelerator's next run reads the same data-memory layout: the same channels and
+    the same number of values per channel (HWC data is one word per pixel in pixel
+    order, whatever the rank). A segment that changes how many values there are (an
+    upsampling) or moves values between channels would need the next run's input
+    placed anew, which the chained network does not do."""
+    last = before.layers[-1]
+    chans, pixels = last.output_channels, int(np.prod(last.output_dim))
+    if last.flatten or last.operator.word == "linear":
+        chans, pixels = chans * pixels, 1
+    shape = tuple(after.input_shape)
+    if (shape[0], int(np.prod(shape[1:]))) == (chans, pixels):
+        return
+    t_in, t_out = split.cuts[k]
+    raise Ai8xError("partition.between-shape", split.between[k][0],
+                    f"the CPU layers between accelerator layers turn {chans} channels of "
+                    f"{pixels} values ({t_in}) into {shape[0]} channels of "
+                    f"{int(np.prod(shape[1:]))} ({t_out}); the accelerator's next run reads "
+                    "its input where the previous run wrote its output, so they must keep "
+                    "the channels and the number of values per channel",
+                    "keep the channel count and the values per channel across the CPU "
+                    "layers between accelerator layers (a reshape or a 1-D/2-D relabel "
+                    "is taken; an upsampling or a channel change there is not)")
+
+
+def _to_part(name: str, ops: list, out: str, mapping, scales: dict):
+    """A CPU segment's ops ending in the next accelerator part's input units and
+    layout: where that part reads its input channels-last (its mapping's permutation,
+    a tf2onnx model's Transpose) the segment's last op is that transpose, so the CPU
+    writes its result in the order the accelerator reads (between runs: back over the
+    words it read, one table for both); where the part offsets its input first (a
+    Keras Normalization or BatchNorm's Add folded into its input mapping) the CPU adds
+    that offset, per channel, writing the part's input scale. Returns (ops, output)."""
+    from ..cpu.ops import transpose
+    from .quantize_cpu import offset_op
+
+    perm = tuple(mapping.perm)
+    last = next(op for op in reversed(ops) if op.output == out)
+    shape = last.out_shape
+    if perm != tuple(range(len(perm))):
+        ops.append(transpose(f"{name}_to_accelerator", out, f"{out}/accelerator", shape,
+                             [p - 1 for p in perm[1:]]))
+        out, shape = f"{out}/accelerator", ops[-1].out_shape
+        scales[out] = scales[last.output]
+    if any(mapping.offset):
+        ops.append(offset_op(f"{name}_offset", out, f"{out}/offset", shape,
+                             mapping.offset, scales[out], float(mapping.scale)))
+        out = f"{out}/offset"
+    return ops, out
+
+
 def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
     from ..cpu.ops import segment
     from .graphs import graph_input
@@ -205,13 +264,8 @@ def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
     parts = chain.parts
     fixed = {}
     for k, (t_in, t_out) in enumerate(split.parts):
-        if t_in != graph_input(split.model):
-            if any(parts[k].mapping.offset):
-                raise Ai8xError("partition.offset", t_in,
-                                "the accelerator's part starts by offsetting its input, "
-                                "which the CPU layers before it do not fold in",
-                                "drop the offset after the CPU layers")
-            fixed[t_in] = float(parts[k].mapping.scale)
+        if t_in != graph_input(split.model) and not any(parts[k].mapping.offset):
+            fixed[t_in] = float(parts[k].mapping.scale)  # (else _to_part's offset op)
         if t_out != split.model.graph.output[0].name or split.head:
             fixed[t_out] = float(parts[k].output_scales[0])
     groups = (split.stem, *split.between, split.head)
@@ -219,14 +273,20 @@ def _segments(split: Split, chain: Chain, x: np.ndarray) -> Partitioned:
     scales = calibrated_scales(split.model, nodes, x, fixed)
     stem = head = None
     if split.stem:
-        stem = segment("stem", segment_ops(split.model, split.stem, scales),
-                       (split.acc_input,))
-    between = tuple(segment(f"between{k}", segment_ops(split.model, b, scales),
-                            (split.cuts[k][1],)) for k, b in enumerate(split.between))
+        stem = segment("stem", *_outputs(_to_part(
+            "stem", segment_ops(split.model, split.stem, scales), split.acc_input,
+            parts[0].mapping, scales)))
+    between = tuple(segment(f"between{k}", *_outputs(_to_part(
+        f"between{k}", segment_ops(split.model, b, scales), split.cuts[k][1],
+        parts[k + 1].mapping, scales))) for k, b in enumerate(split.between))
     if split.head:
         head = segment("head", segment_ops(split.model, split.head, scales))
     return Partitioned(split=split, quant=chain, stem=stem, head=head, between=between,
                        input_scale=scales[graph_input(split.model)], scales=scales)
+
+
+def _outputs(found: tuple[list, str]) -> tuple[list, tuple[str]]:
+    return found[0], (found[1],)
 
 
 __all__ = ["Chain", "Partitioned", "partition"]

@@ -42,8 +42,15 @@ def _between(part, joined, lowered):
         ll = names.index(name)
         shape = joined.between_inputs[k].shape
         reads = output_locations(lambda v, ll=ll: _check_entries(placement, ll, v), shape)
+        # the segment's result (in the next part's channels-first order, build._between)
+        # written over the same words in the next part's shape (build._check_junction):
+        # the same layout as the reads, so glue writes through the reads' table
+        seg = part.between[k]
+        writes = output_locations(lambda v, ll=ll, s=shape: _check_entries(
+            placement, ll, np.asarray(v).reshape(s)), tuple(seg.ops[-1].out_shape))
         lasts.append(hw.hw_index(ll))
-        infos.append({"reads": reads, "size": int(np.prod(shape)), "after": lasts[-1]})
+        infos.append({"reads": reads, "writes": writes, "size": int(np.prod(shape)),
+                      "after": lasts[-1]})
     first = hw.start_layer + hw.hw_add_layers[hw.start_layer]
     final = placement.final_layer + hw.sum_hw_layers
     starts = [first] + [last + 1 for last in lasts]

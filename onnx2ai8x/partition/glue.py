@@ -130,12 +130,18 @@ def render_between(betweens: list[dict], lcnt_addrs: list[int], counts: list[int
     body = []
     for k, b in enumerate(betweens):
         n = b["size"]
+        # the result goes back over the same words, in the next run's input layout
+        # (the same as the reads unless the segment reorders the axes)
+        writes = b.get("writes", b["reads"])
+        same = writes == b["reads"]
         c += [f"static int8_t cpu_b{k}_in[{n}];", f"static int8_t cpu_b{k}_out[{n}];",
-              _reads(f"cpu_b{k}_reads", b["reads"])]
+              _reads(f"cpu_b{k}_reads", b["reads"]),
+              *([] if same else [_reads(f"cpu_b{k}_writes", writes)])]
+        target = f"cpu_b{k}_reads" if same else f"cpu_b{k}_writes"
         body += [f"  /* CPU segment {k}: after hardware layer {b['after']} */",
                  f"  cpu_read(cpu_b{k}_in, cpu_b{k}_reads, {len(b['reads'])}u);",
                  f"  cpu_between{k}(cpu_b{k}_in, cpu_b{k}_out);",
-                 f"  cpu_write(cpu_b{k}_out, cpu_b{k}_reads, {len(b['reads'])}u);",
+                 f"  cpu_write(cpu_b{k}_out, {target}, {len(writes)}u);",
                  f"  cpu_layer_count(cpu_layer_counts[{k + 1}]);",
                  "  cnn_start();", "  while (cnn_time == 0) ; /* the accelerator's next "
                  "run */"]

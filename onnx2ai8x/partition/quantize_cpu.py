@@ -88,7 +88,15 @@ def _clamp_for(act, s_y: float) -> tuple[int, int]:
 
 
 PASS_THROUGH = frozenset({"Flatten", "Reshape", "Transpose", "MaxPool", "Squeeze",
-                          "Unsqueeze", "Identity", "Dropout"})
+                          "Unsqueeze", "Identity", "Dropout", "Resize", "Upsample",
+                          # a quantized model's grid on a CPU tensor: the CPU keeps its
+                          # own scale, the grid's range is a clamp (_op)
+                          "QuantizeLinear", "DequantizeLinear"})
+# Ops that only move values (no arithmetic): where the tensor they write has another
+# scale than the one they read (a segment's output, fixed to the next accelerator
+# part's input units), one requantizing lookup table follows them.
+MOVERS = frozenset({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Resize",
+                    "Upsample"})
 FUSED_ACT = frozenset({"Relu", "Clip"})
 
 
@@ -125,7 +133,8 @@ def segment_ops(model, names: tuple[str, ...], scales: dict) -> list:
     """The CPU operators of the float nodes `names` (model order), activations that
     only follow a convolution or dense layer fused into its clamp."""
     by_name = {n.name: n for n in model.graph.node}
-    nodes = [by_name[n] for n in names]
+    # a Constant node is a parameter of its readers (_consts reads it), not an op
+    nodes = [by_name[n] for n in names if by_name[n].op_type != "Constant"]
     readers: dict[str, int] = {}
     for n in model.graph.node:
         for i in n.input:
@@ -206,7 +215,8 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
     """The CPU operators of one float node (its fused activation writing `out`)."""
     from ..cpu import ops
 
-    op, x = node.op_type, node.input[0]
+    op = node.op_type
+    x = next((i for i in node.input if i and i not in consts), node.input[0])
     name = node.name
     shape = shape_of(model, x)
     if op in ("Clip",) or _lut_fn(node) is not None:
@@ -220,14 +230,13 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
             fn = _lut_fn(node)
         table = ops.lut_table(fn, scales[x], scales[out])
         return [ops.lut(name, x, out, shape, table)]
-    if op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
-        return [ops.reshape(name, x, out, shape, shape_of(model, out))]
-    if op == "Transpose":
-        perm = list(_attr(node, "perm", list(reversed(range(len(shape) + 1)))))
-        if perm[0] != 0:
-            raise _unsupported(name, "a transpose that moves the batch axis",
-                               "keep the batch axis first")
-        return [ops.transpose(name, x, out, shape, [p - 1 for p in perm[1:]])]
+    if op in MOVERS:
+        moved = out if scales[x] == scales[out] else f"{out}/moved"
+        found = _moved(model, node, x, moved, shape, consts)
+        if moved != out:
+            found.append(ops.lut(f"{name}/rescale", moved, out, shape_of(model, out),
+                                 ops.requant_lut(scales[x], scales[out])))
+        return found
     if op == "MaxPool":
         if _attr(node, "ceil_mode", 0):
             raise _unsupported(name, "ceil_mode", "export with ceil_mode=False")
@@ -255,10 +264,207 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
     if op == "ArgMax":
         return [ops.argmax(name, x, out, shape,
                            axis=_per_sample_axis(_attr(node, "axis", 0), len(shape)))]
-    if op == "Add" and node.input[1] not in consts:
+    if op == "Add" and node.input[1] not in consts and node.input[0] not in consts:
         return [_add(node, out, act, scales, shape)]
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        return [_grid_op(node, x, out, shape, scales, consts)]
+    if op == "GlobalMaxPool":
+        return [ops.maxpool(name, x, out, shape, list(shape[1:]))]
+    if op in ("ReduceMax", "ReduceMean") and _spatial_reduction(node, shape, consts):
+        # over every spatial axis: a global pooling, then the output's own shape
+        pooled = f"{out}/pooled"
+        if op == "ReduceMax":
+            first = ops.maxpool(name, x, pooled, shape, list(shape[1:]))
+        else:
+            m, s = ops.avgpool_requant(int(np.prod(shape[1:])), scales[x] / scales[out])
+            first = ops.avgpool(name, x, pooled, shape, list(shape[1:]), m, s)
+        return [first, ops.reshape(f"{name}/shape", pooled, out, first.out_shape,
+                                   shape_of(model, out))]
+    affine = _affine_of(node, shape, consts)
+    if affine is not None:
+        return [_affine(node, x, out, shape, *affine, act, scales)]
     raise _unsupported(name, f"{op} has no CPU operator", "replace it with a supported "
                        "operation (convolution, dense, pooling, activation, softmax, ...)")
+
+
+def _grid_op(node, x: str, out: str, shape, scales: dict, consts: dict):
+    """A quantized model's QuantizeLinear / DequantizeLinear on a tensor the CPU
+    computes: the CPU's int8 tensors carry their own scale (the value is what the
+    float model's is), so a dequantize moves nothing and a quantize keeps only its
+    range, a clamp to [s * (qmin - z), s * (qmax - z)] (a ReLU where that starts at 0,
+    as onnxruntime's quantizer folds it); the rounding to the grid is the CPU's own."""
+    from ..cpu import ops
+
+    if node.op_type == "DequantizeLinear":
+        return ops.reshape(node.name, x, out, shape, shape)
+    scale = np.asarray(consts.get(node.input[1], np.nan), np.float64).reshape(-1)
+    zero = np.asarray(consts[node.input[2]]) if len(node.input) > 2 and \
+        node.input[2] in consts else np.zeros(1, np.uint8)
+    if scale.size != 1 or not scale[0] > 0 or zero.size != 1:
+        raise _unsupported(node.name, "a quantizer with per-channel or computed "
+                           "parameters", "quantize activations per tensor")
+    info = np.iinfo(zero.dtype)
+    z = int(zero.reshape(-1)[0])
+    lo, hi = scale[0] * (info.min - z), scale[0] * (info.max - z)
+    table = ops.lut_table(lambda v: np.clip(v, lo, hi), scales[x], scales[out])
+    return ops.lut(node.name, x, out, shape, table)
+
+
+def _spatial_reduction(node, shape, consts: dict) -> bool:
+    """A ReduceMax / ReduceMean over exactly the spatial axes (axes from the attribute,
+    or from the second input since opset 18)."""
+    axes = _attr(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1] in consts:
+        axes = np.asarray(consts[node.input[1]]).reshape(-1).tolist()
+    rank = len(shape) + 1
+    return axes is not None and sorted(int(a) % rank for a in axes) == \
+        list(range(2, rank))
+
+
+def _affine_of(node, shape, consts: dict):
+    """(a, b) per channel when the node computes y = a * x + b channel by channel (an
+    unfused BatchNormalization, an input normalization's Sub/Div by constants), else
+    None."""
+    op, channels = node.op_type, shape[0]
+
+    def per_channel(name: str):
+        c = np.asarray(consts[name], np.float64)
+        rank = len(shape) + 1
+        if c.ndim > rank:
+            return None
+        full = c.reshape((1,) * (rank - c.ndim) + c.shape)
+        if full.shape[0] != 1 or any(d != 1 for d in full.shape[2:]) or \
+                full.shape[1] not in (1, channels):
+            return None
+        return np.broadcast_to(full.reshape(-1), (channels,)).astype(np.float64)
+
+    if op == "BatchNormalization" and all(i in consts for i in node.input[1:5]):
+        gamma, beta, mean, var = (np.asarray(consts[i], np.float64).reshape(-1)
+                                  for i in node.input[1:5])
+        a = gamma / np.sqrt(var + float(_attr(node, "epsilon", 1e-5)))
+        return a, beta - mean * a
+    if op not in ("Add", "Sub", "Mul", "Div") or len(node.input) != 2:
+        return None
+    first = node.input[0] in consts
+    c = per_channel(node.input[0 if first else 1]) if \
+        node.input[0 if first else 1] in consts else None
+    if c is None or (op == "Div" and (first or np.any(c == 0))):
+        return None
+    one, zero = np.ones(channels), np.zeros(channels)
+    return {"Add": (one, c), "Sub": (-one, c) if first else (one, -c), "Mul": (c, zero),
+            "Div": (1.0 / np.where(c == 0, 1.0, c), zero)}[op]
+
+
+def _affine(node, x: str, out: str, shape, a, b, act, scales: dict):
+    """y = a * x + b per channel as a depthwise 1x1 convolution: int8 weights per
+    channel, int32 bias, (M, s) per channel, the fused activation as its clamp."""
+    return _channel_affine(node.name, x, out, shape, a, b, act, scales[x], scales[out])
+
+
+def offset_op(name: str, x: str, out: str, shape, offset, s_x: float, s_y: float):
+    """y = x + offset[c] (channels first), written in scale `s_y`: the input offset an
+    accelerator part's mapping adds (partition/build._to_part)."""
+    return _channel_affine(name, x, out, shape, np.ones(shape[0]), offset, None, s_x, s_y)
+
+
+def _channel_affine(name: str, x: str, out: str, shape, a, b, act, s_x: float,
+                    s_y: float):
+    from ..cpu import ops
+
+    channels = shape[0]
+    w = np.asarray(a, np.float64).reshape(channels, 1, *([1] * (len(shape) - 1)))
+    wq, ws = per_channel(w)
+    bq = np.floor(np.asarray(b, np.float64) / (s_x * ws) + 0.5)
+    m, s = _requant_channels(s_x * ws / s_y)
+    lo, hi = _clamp_for(act, s_y)
+    return ops.conv(name, x, out, shape, wq, bq, m, s, group=channels,
+                    act_min=lo, act_max=hi)
+
+
+def _moved(model, node, x: str, out: str, shape, consts: dict) -> list:
+    """The CPU operators of an op that only moves values (reshape, transpose, nearest
+    upsampling), writing `out` in `x`'s scale."""
+    from ..cpu import ops
+
+    op, name = node.op_type, node.name
+    if op == "Transpose":
+        perm = list(_attr(node, "perm", list(reversed(range(len(shape) + 1)))))
+        if perm[0] != 0:
+            raise _unsupported(name, "a transpose that moves the batch axis",
+                               "keep the batch axis first")
+        return [ops.transpose(name, x, out, shape, [p - 1 for p in perm[1:]])]
+    target = shape_of(model, node.output[0])
+    if op in ("Resize", "Upsample"):
+        return _upsampled(model, node, x, out, shape, target, consts)
+    return [ops.reshape(name, x, out, shape, target)]
+
+
+def _upsampled(model, node, x: str, out: str, shape, target, consts: dict) -> list:
+    """Nearest upsampling by whole factors: each value repeated f times along each
+    spatial axis, as (per axis) a reshape that opens a size-1 axis after it, a concat of
+    f copies along that axis and a reshape that merges the two. Exact data movement; the
+    node's own output on an index probe (onnxruntime) must be that repetition, which
+    also decides the coordinate and rounding modes."""
+    from ..cpu import ops
+
+    name = node.name
+    factors = [t // s if s and t % s == 0 else 0 for s, t in zip(shape, target, strict=True)] \
+        if len(shape) == len(target) else []
+    if not factors or 0 in factors or factors[0] != 1 or \
+            not _repeats(model, node, shape, factors, consts):
+        raise _unsupported(name, f"{node.op_type} from {list(shape)} to {list(target)} is "
+                           "not a nearest upsampling by whole factors of the spatial axes",
+                           "export mode='nearest' with whole scale factors (e.g. "
+                           "nn.Upsample(scale_factor=2, mode='nearest'))")
+    found, cur, src = [], tuple(shape), x
+    for axis, f in enumerate(factors):
+        if f == 1:
+            continue
+        opened = (*cur[:axis + 1], 1, *cur[axis + 1:])
+        merged = (*cur[:axis], cur[axis] * f, *cur[axis + 1:])
+        tag = f"{name}/repeat{axis}"
+        last = merged == tuple(target)
+        found.append(ops.reshape(f"{tag}/open", src, f"{tag}/opened", cur, opened))
+        found.append(ops.concat(f"{tag}/copies", [f"{tag}/opened"] * f, f"{tag}/copies",
+                                [opened] * f, axis=axis + 1))
+        found.append(ops.reshape(f"{tag}/merge", f"{tag}/copies", out if last else tag,
+                                 found[-1].out_shape, merged))
+        cur, src = merged, tag
+    return found
+
+
+def _repeats(model, node, shape, factors, consts: dict) -> bool:
+    """Whether `node` (a Resize or Upsample) maps an index probe of `shape` to its
+    repetition by `factors` (onnxruntime runs the node alone, its constants with it)."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    probe = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(1, *shape)
+    want = probe
+    for axis, f in enumerate(factors):
+        want = np.repeat(want, f, axis=axis + 1)
+    inits = [numpy_helper.from_array(np.asarray(consts[i]), i)
+             for i in node.input[1:] if i and i in consts]
+    if any(i and i not in consts for i in node.input[1:]):
+        return False
+    one = onnx.NodeProto()
+    one.CopyFrom(node)
+    graph = helper.make_graph(
+        [one], "probe", [helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT,
+                                                       list(probe.shape))],
+        [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, None)], inits)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                 13)
+    try:
+        sess = ort.InferenceSession(helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", opset)],
+            ir_version=model.ir_version).SerializeToString(),
+            providers=["CPUExecutionProvider"])
+        got = sess.run(None, {node.input[0]: probe})[0]
+    except Exception:  # noqa: BLE001 - onnxruntime's own errors: not a repetition
+        return False
+    return got.shape == want.shape and np.array_equal(got, want)
 
 
 def _add(node, out: str, act, scales: dict, shape) -> object:

@@ -71,9 +71,13 @@ def full_model(part, name: str):
             opsets[o.domain] = max(opsets.get(o.domain, 0), o.version)
         if feed is None:
             graph_in = g.input[0]
-        else:
+        elif k == 0:
             nodes.append(helper.make_node("Identity", [feed], [g.input[0].name],
                                           name=f"{PREFIX}{k}/feed"))
+        else:
+            # a CPU segment's result (channels-first) in the part's input shape
+            # (build.next_input)
+            nodes.append(_reshape(feed, g.input[0].name, q.mapping.shape, inits))
         nodes.extend(g.node)
         inits.extend(g.initializer)
         feed = g.output[0].name

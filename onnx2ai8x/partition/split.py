@@ -24,11 +24,14 @@ import numpy as np
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
 from ..quantize import CPU_FALLBACK_TAILS
-from .graphs import graph_input, run_float, shape_of, submodel
+from .graphs import graph_input, run_float, submodel
 
 # Nodes that carry weights: the accelerator's layers (a stem or head holds none of the
 # other side's weight layers, else the split would move runnable layers).
-WEIGHT_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+WEIGHT_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul",
+                        # quantized models' (onnxruntime's QOperator, integer ops)
+                        "QLinearConv", "QLinearMatMul", "QGemm", "ConvInteger",
+                        "MatMulInteger"})
 # Diagnostics that are not about a layer (the file, the command line, the input):
 # partitioning cannot help them.
 NOT_LAYER_CODES = ("usage.", "model.", "float.opset", "float.inputs", "float.input-type",
@@ -147,7 +150,10 @@ def _closure(model, start: str, forward: bool) -> set[str]:
 def _boundary(model, part: set[str], outgoing: bool) -> list[str]:
     """The tensors crossing the edge of the node set `part` (outgoing: produced inside
     and read outside or a graph output; else read inside and produced outside)."""
-    inits = {i.name for i in model.graph.initializer}
+    # initializers and the outputs of Constant nodes are constants, not data crossing
+    # (quantize_cpu reads both as a node's parameters, e.g. a Resize's scales)
+    inits = {i.name for i in model.graph.initializer} | {
+        o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
     graph_outs = {o.name for o in model.graph.output}
     made = {o for n in model.graph.node if n.name in part for o in n.output}
     if outgoing:
@@ -315,28 +321,19 @@ def _check_calibration(model, x: np.ndarray) -> None:
 
 def _segment_cut(model, nodes: set[str]) -> tuple[str, str]:
     """The one tensor into a CPU segment between accelerator parts and the one out of
-    it; the segment keeps the shape (its result is written where its input was, for the
-    accelerator's next layer to read)."""
+    it. The segment may change the shape (a rank lift, an upsampling, a reshape): the
+    next accelerator part reads what the CPU writes in that part's own input layout
+    (partition/emit.py lays it out with the emitter's functions)."""
     ins, outs = _boundary(model, nodes, False), _boundary(model, nodes, True)
     if len(ins) != 1 or len(outs) != 1:
         raise _not_single("segment", sorted(set(ins) | set(outs)))
-
-    if shape_of(model, ins[0]) != shape_of(model, outs[0]):
-        first = sorted(nodes)[0]
-        raise Ai8xError("partition.between-shape", first,
-                        f"the CPU layers between accelerator layers change the shape "
-                        f"{list(shape_of(model, ins[0]))} to "
-                        f"{list(shape_of(model, outs[0]))}; the CPU writes its result "
-                        "where the accelerator left its input, so it must keep the shape",
-                        "change these layers to ones the accelerator runs, or keep the "
-                        "shape (stride 1, same padding)")
     return ins[0], outs[0]
 
 
 def _joined(model, between: list[set[str]], nodes: set[str], order: list[str]
             ) -> list[set[str]]:
     """`between` with `nodes` added as a segment, merged with a segment it touches."""
-    seg = set(nodes)
+    seg = set(nodes) | _gap(model, between, set(nodes))
     rest = []
     for b in between:
         touching = set(_boundary(model, b, True)) & set(_boundary(model, seg, False)) or \
@@ -346,6 +343,38 @@ def _joined(model, between: list[set[str]], nodes: set[str], order: list[str]
         else:
             rest.append(b)
     return [*rest, seg]
+
+
+def _gap(model, between: list[set[str]], seg: set[str]) -> set[str]:
+    """The nodes between `seg` and an earlier or later CPU segment when none of them
+    carries weights (say tf2onnx's Transpose back to channels-last between a refused
+    activation and a refused Reshape): an accelerator part made of them alone would
+    have no layer, so they run on the CPU with both."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    readers: dict[str, list] = {}
+    for n in model.graph.node:
+        for i in n.input:
+            readers.setdefault(i, []).append(n)
+    others = set().union(*between) if between else set()
+    by_name = {n.name: n for n in model.graph.node}
+    found: set[str] = set()
+    for forward in (False, True):
+        path, todo = [], sorted(seg)
+        while todo:
+            cur = by_name[todo.pop()]
+            nxt = [r for o in cur.output for r in readers.get(o, [])] if forward else \
+                [producer[i] for i in cur.input if i in producer and
+                 producer[i].op_type != "Constant"]
+            if len(nxt) != 1 or nxt[0].name in seg or nxt[0].name in path:
+                continue
+            if nxt[0].name in others:
+                found.update(path)
+                break
+            if nxt[0].op_type in WEIGHT_OPS:
+                continue
+            path.append(nxt[0].name)
+            todo.append(nxt[0].name)
+    return found
 
 
 def _parts(acc_in: str, acc_out: str, cuts: list[tuple[str, str]]

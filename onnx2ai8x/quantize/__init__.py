@@ -181,7 +181,9 @@ def is_float_model(path) -> bool:
     inits = {i.name for i in model.graph.initializer}
     for inp in model.graph.input:
         if inp.name not in inits:
-            return inp.type.tensor_type.elem_type == 1  # FLOAT
+            # FLOAT, or a quantized model's INT8 / UINT8 codes (importer/dialects/
+            # integer_io.py takes them or says why not)
+            return inp.type.tensor_type.elem_type in (1, 2, 3)
     return False
 
 

@@ -33,6 +33,19 @@ CASES = (
     Case("keras_separable_max78000", "MAX78000", (8, 8, 3), ("mid",),
          KERAS_FLOAT / "rgb_separable.onnx"),
     Case("torch_hardswish_block", "MAX78002", (3, 16, 16), ("mid",)),
+    # issue 34: CPU segments between accelerator runs that change the shape (a 1-D part,
+    # a LeakyReLU and a rank lift to 2-D, a 2-D part; Keras' Reshape sits between
+    # tf2onnx's Transposes, so the segment also reorders the axes)
+    Case("torch_lift_between", "MAX78000", (4, 32), ("mid",)),
+    Case("keras_lift_between", "MAX78000", (32, 4), ("mid", "head"),
+         KERAS / "lift_between.onnx"),
+    # issue 34 (the matrix's dead ends of --cpu-fallback): a BatchNorm after a ReLU (not
+    # foldable) between accelerator layers, a per-channel input normalization (Sub, Div)
+    # as the stem and a global max over the spatial axes (ReduceMax) as the head
+    Case("torch_bn_between", "MAX78000", (3, 16, 16), ("mid",)),
+    Case("torch_norm_stem_max_head", "MAX78000", (3, 16, 16), ("stem", "head")),
+    Case("keras_bn_between", "MAX78000", (16, 16, 3), ("mid", "head"),
+         KERAS / "bn_between.onnx"),
 )
 
 
@@ -57,6 +70,21 @@ def _torch(name: str):
                 self.c0 = nn.Conv2d(3, 16, 3, padding=1)
                 self.c1 = nn.Conv2d(16, 16, 3, padding=1)
                 self.fc = nn.Linear(16 * 4 * 4, 8)
+            elif name in ("torch_bn_between", "torch_norm_stem_max_head"):
+                self.c0 = nn.Conv2d(3, 16, 3, padding=1)
+                self.bn = nn.BatchNorm2d(16)
+                self.bn.running_mean.uniform_(-0.5, 0.5)
+                self.bn.running_var.uniform_(0.5, 2.0)
+                self.bn.weight.data.uniform_(0.5, 1.5)
+                self.bn.bias.data.uniform_(-0.3, 0.3)
+                self.c1 = nn.Conv2d(16, 16, 3, padding=1)
+                self.c2 = nn.Conv2d(16, 10, 1)
+                self.register_buffer("mean", torch.tensor([0.4, 0.5, 0.6]).view(1, 3, 1, 1))
+                self.register_buffer("std", torch.tensor([0.2, 0.25, 0.3]).view(1, 3, 1, 1))
+            elif name == "torch_lift_between":
+                self.c0 = nn.Conv1d(4, 16, 3, padding=1)
+                self.c1 = nn.Conv2d(16, 8, 3, padding=1)
+                self.c2 = nn.Conv2d(8, 4, 1)
             elif name == "torch_hardswish_block":
                 # a MobileNetV3 block: 1x1 expand, Hardswish, 3x3 depthwise, Hardswish,
                 # 1x1 project (MAX78002 runs depthwise convolutions, not Hardswish)
@@ -72,6 +100,15 @@ def _torch(name: str):
                 return self.c2(f.relu(self.c1(f.relu(self.stem(x)))))
             if name == "torch_leaky_between":
                 return self.c2(f.relu(self.c1(f.leaky_relu(self.c0(x), 0.1))))
+            if name == "torch_bn_between":
+                x = self.bn(f.relu(self.c0(x)))
+                return self.c2(f.relu(self.c1(x)))
+            if name == "torch_norm_stem_max_head":
+                x = f.relu(self.c0((x - self.mean) / self.std))
+                return self.c2(f.relu(self.c1(x))).amax(dim=(2, 3))
+            if name == "torch_lift_between":
+                x = f.leaky_relu(self.c0(x), 0.1).unsqueeze(2)  # (N, 16, 1, 32)
+                return self.c2(f.relu(self.c1(x)))
             if name == "torch_sigmoid_multilabel":
                 x = f.max_pool2d(f.relu(self.c0(x)), 2)
                 x = f.max_pool2d(f.relu(self.c1(x)), 2)

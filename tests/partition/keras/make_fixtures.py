@@ -42,7 +42,36 @@ def models(k):
         x = L.Flatten()(x)
         return k.Model(i, L.Dense(10)(x))
 
-    return {"stem5": stem5, "dense_head": dense_head}
+    def lift_between():
+        # a LeakyReLU between a 1-D and a 2-D part, the Reshape lifting the rank next
+        # to it (issue 34: a CPU segment between accelerator runs that changes the shape)
+        i = k.Input((32, 4), name="signal")
+        x = L.Conv1D(16, 3, padding="same")(i)
+        x = L.LeakyReLU(negative_slope=0.1)(x)
+        x = L.Reshape((1, 32, 16))(x)
+        x = L.Conv2D(8, 3, padding="same", activation="relu")(x)
+        return k.Model(i, L.Conv2D(4, 1)(x))
+
+    def bn_between():
+        # a BatchNormalization after a max-pooling (not foldable into the convolution
+        # before it): tf2onnx writes Mul and Add; the Mul runs on the CPU and the Add
+        # is the next part's input offset, which the CPU segment adds (issue 34)
+        import numpy as np
+
+        i = k.Input((16, 16, 3), name="image")
+        x = L.Conv2D(16, 3, padding="same", activation="relu")(i)
+        bn = L.BatchNormalization()
+        x = bn(L.MaxPooling2D(2)(x))
+        x = L.Conv2D(16, 3, padding="valid", activation="relu")(x)
+        model = k.Model(i, L.Conv2D(10, 1)(x))
+        # statistics as after training (the initial ones make the layer the identity)
+        rng = np.random.default_rng(34)
+        bn.set_weights([rng.uniform(0.5, 1.5, 16), rng.uniform(-0.3, 0.3, 16),
+                        rng.uniform(0.0, 0.5, 16), rng.uniform(0.5, 2.0, 16)])
+        return model
+
+    return {"stem5": stem5, "dense_head": dense_head, "lift_between": lift_between,
+            "bn_between": bn_between}
 
 
 def export(model, name: str) -> None:
