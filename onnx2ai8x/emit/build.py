@@ -29,6 +29,8 @@ RISCV_TOOLS = (f"{RISCV_VENDOR}-gcc",)
 # Where the SDK's RISC-V loader flow writes the RISC-V image (Source/GCC/<part>.mk:
 # RISCV_BUILD_DIR, PROJECT=riscv).
 RISCV_ELF = Path("build") / "buildrv" / "riscv.elf"
+# the start of the RISC-V image in the Arm image (riscv-loader.S), at _riscv_boot
+RISCV_IMAGE_SYMBOL = "_binary_riscv_bin_start"
 # An SDK root is recognised by the makefile every SDK project includes.
 SDK_MARKER = Path("Libraries") / "libs.mk"
 BUILD_TIMEOUT_S = 1800
@@ -260,10 +262,9 @@ def build_project(project: Path, device: Device, *, board: str,
 
 
 def riscv_image(project: Path, arm_elf: Path, log: str) -> RiscvImage | None:
-    """The RISC-V half the Arm image holds (its `.riscv_flash` section, filled by the
-    SDK's loader when RISCV_LOAD=1), or None for a single-core build."""
-    loader = [s for s in read_elf(arm_elf).sections if s.name == ".riscv_flash"]
-    if not loader or loader[0].size == 0:
+    """The RISC-V half the Arm image holds (the SDK's loader, riscv-loader.S, linked
+    when RISCV_LOAD=1, defines RISCV_IMAGE_SYMBOL), or None for a single-core build."""
+    if RISCV_IMAGE_SYMBOL not in read_elf(arm_elf).symbols:
         return None
     elf = project / RISCV_ELF
     text, data, bss = berkeley_sizes(read_elf(elf))
