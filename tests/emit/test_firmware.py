@@ -158,10 +158,10 @@ def test_find_sdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         find_sdk(tmp_path, tmp_path / "p")
 
 
-def _fake_tools(directory: Path) -> dict[str, str]:
+def _fake_tools(directory: Path, more: tuple[str, ...] = ()) -> dict[str, str]:
     """An environment whose PATH holds stand-ins for the build tools (they do nothing)."""
     directory.mkdir()
-    for tool in ("arm-none-eabi-gcc", "arm-none-eabi-size", "make"):
+    for tool in ("arm-none-eabi-gcc", "arm-none-eabi-size", "make", *more):
         path = directory / tool
         path.write_text("#!/bin/sh\nexit 0\n")
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -191,6 +191,18 @@ def test_riscv_build_without_the_riscv_compiler_writes_nothing(tmp_path: Path) -
     proc = _cli([str(DIGITS), "-o", str(out), "--riscv", "--build"], env)
     assert proc.returncode == 2, proc.stderr
     assert "riscv-none-elf-gcc" in proc.stderr and "RISCV_LOAD=0" in proc.stderr
+    assert "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_riscv_build_without_picolibc_writes_nothing(tmp_path: Path) -> None:
+    """Debian's RISC-V GCC alone does not do: it needs picolibc (its GCC prints the
+    specs file's full path only when picolibc is installed; this stub prints nothing)."""
+    env = _fake_tools(tmp_path / "bin", ("riscv64-unknown-elf-gcc",))
+    out = tmp_path / "proj"
+    proc = _cli([str(DIGITS), "-o", str(out), "--riscv", "--build"], env)
+    assert proc.returncode == 2, proc.stderr
+    assert "picolibc-riscv64-unknown-elf" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
 
 

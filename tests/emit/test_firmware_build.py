@@ -441,6 +441,9 @@ def test_dual_core_project_builds(case: Case, sdk: Path, riscv_prefix: str,
     result = _build(out, case.device, case.board, sdk, sources=frozenset(sources),
                     werror=False)
     assert f"{riscv_prefix}-gcc " in result.log
+    # every RISC-V command, the driver library's sub-make's too, used that toolchain
+    assert all(ln.startswith(riscv_prefix) for ln in result.log.splitlines()
+               if ln.startswith(("riscv64-unknown-elf-", "riscv-none-elf-")))
     _keep_driver_library(out, case.device, driver_libraries)
     _check_riscv_image(out, sdk, case.device, result, riscv_prefix)
     record_firmware_size(request.config, case.id, result)
@@ -489,3 +492,62 @@ def test_convert_build_reports_both_halves(sdk: Path, riscv_prefix: str,
     assert summary.returncode == 0, summary.stderr
     assert re.search(rf"RISC-V half \S+riscv.elf: {rv['flash']:,} B flash .*, "
                      rf"{rv['sram']:,} B SRAM", summary.stdout), summary.stdout
+
+
+# What make hands the SDK's RISC-V rules, with stand-in compilers on PATH: the toolchain
+# block of project.mk changes nothing where the MSDK's riscv-none-elf-gcc is installed
+# (or chosen), and selects Debian's with picolibc where only it is.
+_SHELL_TOOLS = ("sh", "uname", "echo", "cat", "grep", "cut", "sed", "mkdir", "touch", "rm")
+_QUERIED = ("PREFIX", "CC", "MARCH", "STD_LIBS", "SRCS", "CFLAGS", "AFLAGS", "LDFLAGS")
+
+
+def _make_variables(project: Path, sdk: Path, tools: tuple[str, ...], bin_dir: Path,
+                    *args: str) -> dict[str, str]:
+    shutil.rmtree(bin_dir, ignore_errors=True)
+    bin_dir.mkdir()
+    for tool in tools:  # compilers that print nothing (the SDK asks the linker's --help)
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / tool).chmod(0o755)
+    for tool in _SHELL_TOOLS:  # what the SDK's makefiles run besides the compilers
+        if shutil.which(tool):
+            (bin_dir / tool).symlink_to(shutil.which(tool))
+    env = {"PATH": str(bin_dir), "HOME": os.environ.get("HOME", "/")}
+    proc = subprocess.run([shutil.which("make"), f"MAXIM_PATH={sdk}", "RISCV_CORE=1",
+                           "RISCV_LOAD=0", "query", f"QUERY_VAR={' '.join(_QUERIED)}", *args],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    found = dict(ln.replace(str(project), "<project>").split("=", 1)
+                 for ln in proc.stdout.splitlines() if ln.split("=", 1)[0] in _QUERIED)
+    assert set(found) == set(_QUERIED), proc.stdout
+    return found
+
+
+def test_toolchain_block_selects_only_without_the_msdk_toolchain(sdk: Path,
+                                                                 tmp_path: Path) -> None:
+    from tests.emit.test_dual_core import TOOLCHAIN_BLOCK
+
+    case = Case("digits-riscv", "MAX78000", extra=("--riscv",))
+    ours, before = tmp_path / "ours", tmp_path / "before"
+    _convert(case, ours, tmp_path)
+    shutil.copytree(ours, before)
+    mk = (ours / "project.mk").read_text()
+    (before / "project.mk").write_text(TOOLCHAIN_BLOCK.sub("\n", mk))
+    bin_dir = tmp_path / "bin"
+    vendor, debian = ("riscv-none-elf-gcc",), ("riscv64-unknown-elf-gcc",)
+    sdk_own = _make_variables(before, sdk, vendor, bin_dir)
+    assert sdk_own["PREFIX"] == "riscv-none-elf" and "-lc_nano" in sdk_own["STD_LIBS"]
+    # the MSDK's toolchain installed (alone or with Debian's), or chosen: as without it
+    assert _make_variables(ours, sdk, vendor, bin_dir) == sdk_own
+    assert _make_variables(ours, sdk, vendor + debian, bin_dir) == sdk_own
+    assert _make_variables(ours, sdk, debian, bin_dir, "RISCV_PREFIX=riscv-none-elf") == \
+        _make_variables(before, sdk, debian, bin_dir, "RISCV_PREFIX=riscv-none-elf")
+    # neither: the SDK's default stays, and make names the MSDK's compiler
+    assert _make_variables(ours, sdk, (), bin_dir) == _make_variables(before, sdk, (), bin_dir)
+    # Debian's alone: picolibc, the rv32 libraries, and the console stream
+    picolibc = _make_variables(ours, sdk, debian, bin_dir)
+    assert picolibc["PREFIX"] == "riscv64-unknown-elf"
+    assert picolibc["STD_LIBS"].split() == ["-lc", "-lm"]
+    for flags in ("CFLAGS", "AFLAGS", "LDFLAGS"):
+        assert "-misa-spec=2.2 --specs=picolibc.specs" in picolibc[flags]
+    assert PICOLIBC_CONSOLE in picolibc["SRCS"].split()
+    assert PICOLIBC_CONSOLE not in sdk_own["SRCS"].split()
