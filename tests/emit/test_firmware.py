@@ -228,3 +228,17 @@ def test_failed_build_is_reported_and_keeps_the_project(tmp_path: Path) -> None:
     assert "error[build.failed]" in proc.stderr and "main.c:1: error: boom" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert (out / "main.c").is_file()  # the written project stays for inspection
+
+
+def test_elf_reader_refuses_what_is_not_a_32_bit_elf(tmp_path: Path) -> None:
+    from onnx2ai8x.emit.elf import read_elf
+
+    for name, blob in (("text.elf", b"not an ELF file at all, but long enough " * 2),
+                       ("elf64.elf", b"\x7fELF\x02\x01" + bytes(58)),
+                       ("short.elf", b"\x7fELF\x01\x01")):
+        (tmp_path / name).write_bytes(blob)
+        with pytest.raises(Ai8xError, match="not a 32-bit little-endian ELF") as err:
+            read_elf(tmp_path / name)
+        assert err.value.code == "build.elf"
+    with pytest.raises(Ai8xError, match="cannot be read"):
+        read_elf(tmp_path / "absent.elf")
