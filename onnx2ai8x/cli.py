@@ -182,7 +182,8 @@ BoardOpt = Annotated[str | None, typer.Option(
                     "(MAX78000).")]
 BuildOpt = Annotated[bool, typer.Option(
     "--build", help="Build the written project with the MSDK and the Arm toolchain "
-                    "(arm-none-eabi-gcc, make) and report its flash and SRAM use.")]
+                    "(arm-none-eabi-gcc, make; with --riscv also a RISC-V toolchain) and "
+                    "report its flash and SRAM use.")]
 MaximPathOpt = Annotated[Path | None, typer.Option(
     "--maxim-path", help="The MSDK for --build (default: $MAXIM_PATH, or the SDK tree the "
                          "output directory sits in).")]
@@ -414,6 +415,11 @@ def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
                                 "board": built.board, "text": built.sizes.text,
                                 "data": built.sizes.data, "bss": built.sizes.bss,
                                 "flash_bytes": dev.flash_bytes, "sram_bytes": dev.sram_bytes}
+            if built.riscv is not None:
+                rv = built.riscv
+                data["firmware"]["riscv"] = {
+                    "elf": str(rv.elf), "text": rv.sizes.text, "data": rv.sizes.data,
+                    "bss": rv.sizes.bss, "flash": rv.flash, "sram": rv.sram}
         if checked is not None:
             data["verify"] = checked.data
         typer.echo(json.dumps(data, indent=2, sort_keys=True))

@@ -2,7 +2,9 @@
 
 The project's own Makefile runs the MSDK's make flow with the Arm GNU toolchain; this
 module only finds the tools and the SDK, runs `make` and reads the ELF's sizes with
-`arm-none-eabi-size`. Nothing is installed or downloaded here.
+`arm-none-eabi-size`. A dual-core (--riscv) project's make also builds the RISC-V half
+with either RISC-V toolchain (project.mk chooses); its image is sized from its ELF file.
+Nothing is installed or downloaded here.
 """
 from __future__ import annotations
 
@@ -15,11 +17,20 @@ from pathlib import Path
 
 from ..devices import Device
 from ..errors import EXIT_USAGE, Ai8xError
+from .elf import berkeley_sizes, read_elf
 
 TOOLS = ("arm-none-eabi-gcc", "arm-none-eabi-size", "make")
 # A dual-core (--riscv) project also compiles its RISC-V half, with the SDK's RISC-V
-# compiler (RISCV_PREFIX in the part's makefile, Source/GCC/<part>.mk).
-RISCV_TOOLS = ("riscv-none-elf-gcc",)
+# compiler (RISCV_PREFIX in the part's makefile, Source/GCC/<part>.mk): the MSDK's xPack
+# toolchain, or Debian's with picolibc (project.mk selects it when only it is installed).
+RISCV_VENDOR = "riscv-none-elf"
+RISCV_DEBIAN = "riscv64-unknown-elf"
+RISCV_TOOLS = (f"{RISCV_VENDOR}-gcc",)
+# Where the SDK's RISC-V loader flow writes the RISC-V image (Source/GCC/<part>.mk:
+# RISCV_BUILD_DIR, PROJECT=riscv).
+RISCV_ELF = Path("build") / "buildrv" / "riscv.elf"
+# the start of the RISC-V image in the Arm image (riscv-loader.S), at _riscv_boot
+RISCV_IMAGE_SYMBOL = "_binary_riscv_bin_start"
 # An SDK root is recognised by the makefile every SDK project includes.
 SDK_MARKER = Path("Libraries") / "libs.mk"
 BUILD_TIMEOUT_S = 1800
@@ -47,6 +58,26 @@ class ElfSizes:
 
 
 @dataclass(frozen=True)
+class RiscvImage:
+    """The RISC-V half of a dual-core build: its own ELF and sizes, and the linker's
+    memory-region table of its link (region -> bytes; empty when the log has none). The
+    Arm ELF holds this image in its flash, at `_riscv_boot`."""
+
+    elf: Path
+    sizes: ElfSizes
+    regions: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def flash(self) -> int:
+        return dict(self.regions).get("FLASH") or self.sizes.flash
+
+    @property
+    def sram(self) -> int:
+        srams = [used for name, used in self.regions if name.startswith("SRAM")]
+        return sum(srams) if srams else self.sizes.sram
+
+
+@dataclass(frozen=True)
 class BuildResult:
     """A finished build: the ELF, its sizes and make's output."""
 
@@ -60,6 +91,7 @@ class BuildResult:
     # so it is what the part's memories really hold, a few hundred bytes above the sums
     # of the size tool's columns
     regions: tuple[tuple[str, int], ...] = ()
+    riscv: RiscvImage | None = None  # a dual-core project's RISC-V half
 
     def used(self, region: str) -> int | None:
         return dict(self.regions).get(region)
@@ -70,20 +102,44 @@ _REGION = re.compile(r"^\s*(\w+):\s+(\d+)\s*(B|KB|MB|GB)\s+\d+\s*(?:B|KB|MB|GB)\
                      re.MULTILINE)
 
 
-def linker_regions(log: str) -> tuple[tuple[str, int], ...]:
+def linker_regions(log: str, after: int = -1) -> tuple[tuple[str, int], ...]:
     """The linker's memory-region table (ld --print-memory-usage, which the SDK's
-    makefiles ask for) from make's output: (region, used bytes), last link only."""
-    start = log.rfind("Memory region")
+    makefiles ask for) from make's output: (region, used bytes), last link only, or with
+    `after` the first table after that position."""
+    start = log.rfind("Memory region") if after < 0 else log.find("Memory region", after)
     if start < 0:
         return ()
+    end = log.find("Memory region", start + 1)
+    table = log[start:end] if after >= 0 and end >= 0 else log[start:]
     return tuple((name, int(value) * _UNITS[unit])
-                 for name, value, unit in _REGION.findall(log[start:]))
+                 for name, value, unit in _REGION.findall(table))
+
+
+def has_picolibc() -> bool:
+    """Debian's RISC-V GCC finds picolibc (picolibc-riscv64-unknown-elf installed)."""
+    gcc = shutil.which(f"{RISCV_DEBIAN}-gcc")
+    if gcc is None:
+        return False
+    proc = subprocess.run([gcc, "-print-file-name=picolibc.specs"], capture_output=True,
+                          text=True, timeout=60)
+    return proc.returncode == 0 and Path(proc.stdout.strip()).is_absolute()
+
+
+def riscv_toolchain() -> str | None:
+    """The RISC-V toolchain a generated project.mk selects here: the MSDK's when it is on
+    PATH, else Debian's with picolibc, else None."""
+    if shutil.which(f"{RISCV_VENDOR}-gcc"):
+        return RISCV_VENDOR
+    return RISCV_DEBIAN if has_picolibc() else None
 
 
 def missing_tools(riscv: bool = False) -> tuple[str, ...]:
-    """The build tools that are not on PATH (`riscv`: for a dual-core project)."""
-    tools = TOOLS + (RISCV_TOOLS if riscv else ())
-    return tuple(tool for tool in tools if shutil.which(tool) is None)
+    """The build tools that are not on PATH (`riscv`: for a dual-core project, which
+    needs one of the RISC-V toolchains; the MSDK's is named when neither is there)."""
+    missing = tuple(tool for tool in TOOLS if shutil.which(tool) is None)
+    if riscv and riscv_toolchain() is None:
+        missing += RISCV_TOOLS
+    return missing
 
 
 def _is_sdk(path: Path) -> bool:
@@ -120,9 +176,11 @@ def check_build_tools(riscv: bool = False) -> None:
     if missing:
         raise Ai8xError("usage.toolchain", ", ".join(missing),
                         "not found on PATH: a --riscv project compiles its RISC-V half too",
-                        "install the MSDK's RISC-V toolchain (xPack riscv-none-elf-gcc), or "
-                        "drop --build and run `make RISCV_LOAD=0` in the project for the "
-                        "Arm half alone", exit_code=EXIT_USAGE)
+                        "install a RISC-V toolchain: Debian/Ubuntu: apt-get install "
+                        "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf, or the MSDK's "
+                        "(xPack riscv-none-elf-gcc); or drop --build and run `make "
+                        "RISCV_LOAD=0` in the project for the Arm half alone",
+                        exit_code=EXIT_USAGE)
 
 
 _SIZE_LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+[0-9a-fA-F]+\s+\S", re.M)
@@ -200,7 +258,21 @@ def build_project(project: Path, device: Device, *, board: str,
                         "reduce the network's weights or the sample data, or use the larger "
                         "part")
     return BuildResult(elf=elf, target=device.name, board=board, sizes=sizes, log=log,
-                       regions=linker_regions(log))
+                       regions=linker_regions(log), riscv=riscv_image(project, elf, log))
+
+
+def riscv_image(project: Path, arm_elf: Path, log: str) -> RiscvImage | None:
+    """The RISC-V half the Arm image holds (the SDK's loader, riscv-loader.S, linked
+    when RISCV_LOAD=1, defines RISCV_IMAGE_SYMBOL), or None for a single-core build."""
+    if RISCV_IMAGE_SYMBOL not in read_elf(arm_elf).symbols:
+        return None
+    elf = project / RISCV_ELF
+    text, data, bss = berkeley_sizes(read_elf(elf))
+    # the RISC-V link prints its table first (make builds the RISC-V image before it
+    # links the Arm image that holds it)
+    at = log.find(RISCV_ELF.as_posix())
+    return RiscvImage(elf=elf, sizes=ElfSizes(text=text, data=data, bss=bss),
+                      regions=linker_regions(log, after=at) if at >= 0 else ())
 
 
 def describe(result: BuildResult, device: Device) -> str:
@@ -209,9 +281,17 @@ def describe(result: BuildResult, device: Device) -> str:
     s = result.sizes
     flash = result.used("FLASH") or s.flash
     sram = result.used("SRAM") or s.sram
-    return (f"built {result.elf} ({result.target}, {result.board}): "
+    text = (f"built {result.elf} ({result.target}, {result.board}): "
             f"{flash:,} B of {device.flash_bytes:,} B flash "
             f"({100 * flash / device.flash_bytes:.1f} %), {sram:,} B of "
             f"{device.sram_bytes:,} B SRAM ({100 * sram / device.sram_bytes:.1f} %)"
             + (" as the linker counts them" if result.regions else "")
             + f"; sections: text {s.text:,}, data {s.data:,}, bss {s.bss:,}")
+    rv = result.riscv
+    if rv is None:
+        return text
+    r = rv.sizes
+    return (f"{text}\nRISC-V half {rv.elf}: {rv.flash:,} B flash (inside the Arm image's "
+            f"flash above, at _riscv_boot), {rv.sram:,} B SRAM"
+            + (" as the linker counts them" if rv.regions else "")
+            + f"; sections: text {r.text:,}, data {r.data:,}, bss {r.bss:,}")

@@ -12,6 +12,13 @@ The SDK builds such a project with its RISC-V loader (project.mk: RISCV_LOAD, RI
 this directory is compiled a second time for the RISC-V core and the RISC-V image is
 linked into the Arm ELF at `_riscv_boot`. Constant tables need no section attribute: the
 SDK's RISC-V linker script keeps `.rodata` in flash.
+
+The RISC-V half builds with either RISC-V toolchain: the MSDK's xPack `riscv-none-elf`
+(newlib-nano), which the SDK's makefiles expect, or Debian's `riscv64-unknown-elf` with
+picolibc, which project.mk selects when only it is installed. picolibc's printf writes to
+a `stdout` stream instead of calling `_write`, so the project carries that stream
+(PICOLIBC_CONSOLE, compiled only with picolibc); the files the xPack build reads do not
+change.
 """
 from __future__ import annotations
 
@@ -22,6 +29,8 @@ from ..options import EmitOptions
 
 ARM_MAIN = "main.c"
 RISCV_MAIN = "main_riscv.c"
+# the RISC-V core's console with picolibc (project.mk adds it to the RISC-V build only)
+PICOLIBC_CONSOLE = "console_picolibc.c"
 
 
 # --------------------------------------------------------------------------- fast FIFO rules
@@ -97,10 +106,12 @@ def check_fast_fifo(hw: HwView, options: EmitOptions) -> None:
 
 def project_templates(options: EmitOptions, files: dict[str, str]) -> dict[str, str]:
     """File name -> template of the project, for the core(s) it runs on: with --riscv the
-    known-answer test becomes `main_riscv.c` and `main.c` is the Arm core's start-up."""
+    known-answer test becomes `main_riscv.c`, `main.c` is the Arm core's start-up, and
+    the RISC-V core's console for picolibc is added."""
     if not options.riscv:
         return files
     out = dict(files)
     out[RISCV_MAIN] = out.pop(ARM_MAIN)
     out[ARM_MAIN] = "main_arm.c.j2"
+    out[PICOLIBC_CONSOLE] = "console_picolibc.c.j2"
     return out

@@ -337,6 +337,7 @@ def render_project(lowered: HwNetwork, program: RegisterProgram, data: ProjectDa
         softmax_shift=8 - abs(final_layer.quantization) if final_layer.quantization else 0,
         kat=not options.no_kat, unload_flag=not options.no_unload,
         boost=_boost(options.boost, name), riscv=options.riscv, fast_fifo=choices.fast_fifo,
+        picolibc_console=dual_core.PICOLIBC_CONSOLE,
         zero_sram=choices.zero_sram, stem=stem or name, cpu_tail=cpu_tail,
         source=source or f"`{name}.onnx`",
         other_boards=[b for b in device.boards if b != board],

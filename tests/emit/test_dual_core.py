@@ -258,3 +258,85 @@ def test_dual_core_matches_the_vendor_tool(tmp_path: Path, case: str, extra) -> 
     assert fifo_writes(ours) == fifo_writes(theirs)
     if fifo_writes(ours):
         assert sample_streams(ours) == sample_streams(theirs)
+
+
+# --------------------------------------------------------------------------- toolchains
+# Issue 38 made the RISC-V half build with Debian's toolchain as well. A user of the
+# MSDK's xPack toolchain must get the project as before: the files the xPack build reads
+# (project.mk, the Makefile, every .c and .h it compiles) equal the ones the converter
+# wrote before that change, except for project.mk's toolchain block, which does nothing
+# when riscv-none-elf-gcc is installed (tests/emit/test_firmware_build.py runs make on it).
+BEFORE_TOOLCHAINS = "69b6ed870c0644ae168bb9010845ce068c2aac9a"
+# project.mk ends with the block
+TOOLCHAIN_BLOCK = re.compile(r"\n\n# --- the RISC-V toolchain -+\n.*\Z", re.S)
+DIGITS = Path(__file__).resolve().parents[2] / "examples" / "digits" / "digits.onnx"
+DUAL_CORE_OPTIONS = (
+    ("MAX78000", ("--riscv",)), ("MAX78000", ("--riscv-flash",)),
+    ("MAX78000", ("--riscv-cache",)), ("MAX78000", ("--riscv-exclusive",)),
+    ("MAX78000", ("--riscv-debug",)), ("MAX78002", ("--riscv",)),
+    ("MAX78002", ("--riscv-debug", "--riscv-exclusive", "--softmax")),
+)
+_CONVERT_ALL = """
+import sys
+from onnx2ai8x.cli import main
+model, out = sys.argv[1], sys.argv[2]
+for i, arg in enumerate(sys.argv[3:]):
+    device, *flags = arg.split()
+    assert main([model, "--device", device, "-o", f"{out}/{i}", "-q", *flags]) == 0
+"""
+
+
+def _convert_all(code_root: Path | None, out: Path) -> None:
+    """The digits example with each DUAL_CORE_OPTIONS, converted by the package under
+    `code_root` (None: the installed one), in one interpreter."""
+    env = dict(os.environ)
+    if code_root is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code_root), env.get("PYTHONPATH", "")])
+    cases = [" ".join((device, *flags)) for device, flags in DUAL_CORE_OPTIONS]
+    proc = subprocess.run([sys.executable, "-c", _CONVERT_ALL, str(DIGITS), str(out), *cases],
+                          env=env, capture_output=True, text=True, timeout=900,
+                          cwd=code_root or Path.cwd())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _checkout_before(tmp: Path) -> Path:
+    repo = Path(__file__).resolve().parents[2]
+    root = tmp / "before"
+    root.mkdir()
+    try:
+        archive = subprocess.run(["git", "archive", BEFORE_TOOLCHAINS, "onnx2ai8x",
+                                  "custom_ops", "ai8x_torch"], cwd=repo,
+                                 capture_output=True, timeout=120)
+    except FileNotFoundError:
+        pytest.skip("git is not installed")
+    if archive.returncode != 0:
+        pytest.skip(f"commit {BEFORE_TOOLCHAINS[:10]} is not in this checkout's history")
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True,
+                   timeout=120)
+    return root
+
+
+def test_xpack_build_reads_the_files_it_read_before(tmp_path: Path) -> None:
+    now, before = tmp_path / "now", tmp_path / "then"
+    _convert_all(None, now)
+    _convert_all(_checkout_before(tmp_path), before)
+    for i, (device, flags) in enumerate(DUAL_CORE_OPTIONS):
+        new, old = now / str(i), before / str(i)
+        label = f"{device} {' '.join(flags)}"
+        read = sorted(p.name for p in old.iterdir()
+                      if p.suffix in (".c", ".h") or p.name in ("Makefile", "project.mk"))
+        assert "main_riscv.c" in read and "project.mk" in read, label
+        for name in read:
+            text = (new / name).read_text()
+            if name == "project.mk":
+                block = TOOLCHAIN_BLOCK.findall(text)
+                assert len(block) == 1 and "riscv64-unknown-elf" in block[0], label
+                text = TOOLCHAIN_BLOCK.sub("\n", text)
+            assert text == (old / name).read_text(), f"{label}: {name} changed"
+        # the one file added is compiled with picolibc only
+        added = {p.name for p in new.iterdir()} - {p.name for p in old.iterdir()}
+        assert added == {"console_picolibc.c"}, label
+        assert "SRCS += console_picolibc.c" in TOOLCHAIN_BLOCK.search(
+            (new / "project.mk").read_text()).group(0)
+        if C2TRACE.is_file():
+            assert pipeline.trace_of(new) == pipeline.trace_of(old), label

@@ -158,10 +158,10 @@ def test_find_sdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         find_sdk(tmp_path, tmp_path / "p")
 
 
-def _fake_tools(directory: Path) -> dict[str, str]:
+def _fake_tools(directory: Path, more: tuple[str, ...] = ()) -> dict[str, str]:
     """An environment whose PATH holds stand-ins for the build tools (they do nothing)."""
     directory.mkdir()
-    for tool in ("arm-none-eabi-gcc", "arm-none-eabi-size", "make"):
+    for tool in ("arm-none-eabi-gcc", "arm-none-eabi-size", "make", *more):
         path = directory / tool
         path.write_text("#!/bin/sh\nexit 0\n")
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
@@ -191,6 +191,18 @@ def test_riscv_build_without_the_riscv_compiler_writes_nothing(tmp_path: Path) -
     proc = _cli([str(DIGITS), "-o", str(out), "--riscv", "--build"], env)
     assert proc.returncode == 2, proc.stderr
     assert "riscv-none-elf-gcc" in proc.stderr and "RISCV_LOAD=0" in proc.stderr
+    assert "gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_riscv_build_without_picolibc_writes_nothing(tmp_path: Path) -> None:
+    """Debian's RISC-V GCC alone does not do: it needs picolibc (its GCC prints the
+    specs file's full path only when picolibc is installed; this stub prints nothing)."""
+    env = _fake_tools(tmp_path / "bin", ("riscv64-unknown-elf-gcc",))
+    out = tmp_path / "proj"
+    proc = _cli([str(DIGITS), "-o", str(out), "--riscv", "--build"], env)
+    assert proc.returncode == 2, proc.stderr
+    assert "picolibc-riscv64-unknown-elf" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
 
 
@@ -216,3 +228,17 @@ def test_failed_build_is_reported_and_keeps_the_project(tmp_path: Path) -> None:
     assert "error[build.failed]" in proc.stderr and "main.c:1: error: boom" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert (out / "main.c").is_file()  # the written project stays for inspection
+
+
+def test_elf_reader_refuses_what_is_not_a_32_bit_elf(tmp_path: Path) -> None:
+    from onnx2ai8x.emit.elf import read_elf
+
+    for name, blob in (("text.elf", b"not an ELF file at all, but long enough " * 2),
+                       ("elf64.elf", b"\x7fELF\x02\x01" + bytes(58)),
+                       ("short.elf", b"\x7fELF\x01\x01")):
+        (tmp_path / name).write_bytes(blob)
+        with pytest.raises(Ai8xError, match="not a 32-bit little-endian ELF") as err:
+            read_elf(tmp_path / name)
+        assert err.value.code == "build.elf"
+    with pytest.raises(Ai8xError, match="cannot be read"):
+        read_elf(tmp_path / "absent.elf")
