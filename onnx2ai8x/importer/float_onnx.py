@@ -242,6 +242,40 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
     return 1, 1
 
 
+def _squeezed(node, shape: tuple[int, ...], const) -> tuple[int, ...]:
+    """The shape (with the batch) after a Squeeze or Unsqueeze node."""
+    axes = node_attr(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = const(node.input[1])
+    axes = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if node.op_type == "Squeeze":
+        drop = {a % len(shape) for a in axes} if axes else \
+            {k for k, d in enumerate(shape) if d == 1}
+        return tuple(d for k, d in enumerate(shape) if k not in drop)
+    out = list(shape)
+    rank = len(shape) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        out.insert(a, 1)
+    return tuple(out)
+
+
+def _moved_axis(op: str, shape: tuple[int, ...], rest: tuple[int, ...]) -> str:
+    """What a reshape the accelerator cannot do moves: the channel axis, named."""
+    src, dst = (1, *shape), (1, *rest)
+    from .dialects.axes import pairing
+
+    r = pairing(src, dst)
+    text = f"{op} {_ints(src)} -> {_ints(dst)}"
+    if r is None:
+        return f"{text} mixes axes: values move between channels and positions"
+    where = [k for k, s in enumerate(r.axis) if s == 1]
+    if not where:
+        return f"{text} drops the channel axis (axis 1, {shape[0]} channel)"
+    return (f"{text} moves the {shape[0]} channels (axis 1) to axis {where[0]}: the "
+            "accelerator keeps each channel on its own processor, and this makes them "
+            "positions")
+
+
 class _Walker:
     """One walk over the simplified graph; builds the layer list (no shared state)."""
 
@@ -712,6 +746,7 @@ class _Walker:
                     f"stride-1 convolution + 1x1 stride-{strides[0]} pooling in the next "
                     "layer")
                 strides = (1, 1)
+        self._positive(node, in_shape, out_sp)
         out_shape = (cout, *out_sp)
         fields.update(operator=operator, output_channels=cout, output_dim=_dims(out_shape),
                       kernel_size=kernel, padding=padding, stride=strides, dilation=dil,
@@ -1073,9 +1108,21 @@ class _Walker:
             if ceil != out_sp:
                 raise _fail("pool-ceil", where, "ceil_mode pooling reads past the data",
                             "use ceil_mode=False or an input size the window divides")
+        self._positive(node, in_shape, out_sp)
         shape = (in_shape[0], *out_sp)
         self.set(node, _Pool(inner, kernel, strides, dil, average, shape,
                              node.name or node.output[0], node.output[0], vector))
+
+    def _positive(self, node, in_shape, out_sp) -> None:
+        """Every output axis holds data: a window longer than its (padded) data is a
+        model made for another input size."""
+        if all(int(n) > 0 for n in out_sp):
+            return
+        raise _fail("window", self.where(node), f"the window does not fit the data: "
+                    f"{_ints(in_shape)} per sample in, {_ints(out_sp)} positions out",
+                    "check the input shape the model was exported with (the model "
+                    f"declares {_ints(self.model_shape)} per sample, after the batch "
+                    "axis): the data reaching this node is too short for its window")
 
     def op_MaxPool(self, node) -> None:
         if len(node.output) > 1 and node.output[1]:
@@ -1093,6 +1140,13 @@ class _Walker:
         self._pool(node, False, glob=True)
 
     def op_ReduceMean(self, node) -> None:
+        self._reduce(node, average=True)
+
+    def op_ReduceMax(self, node) -> None:
+        self._reduce(node, average=False)
+
+    def _reduce(self, node, average: bool) -> None:
+        """A mean or maximum over every spatial axis: global pooling."""
         v = self.data(node)
         axes = node_attr(node, "axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
@@ -1100,9 +1154,10 @@ class _Walker:
         rank = 1 + len(getattr(v, "shape", ()) or ())
         ax = sorted(int(a) % rank for a in (axes if axes is not None else []))
         if rank < 3 or ax != list(range(2, rank)):
-            raise _fail("reduce", self.where(node), f"ReduceMean over axes {ax}",
-                        "average over the spatial axes only (global average pooling)")
-        self._pool(node, True, glob=True, vector=not node_attr(node, "keepdims", 1))
+            raise _fail("reduce", self.where(node), f"{node.op_type} over axes {ax}",
+                        f"{'average' if average else 'take the maximum'} over the spatial "
+                        "axes only (global pooling)")
+        self._pool(node, average, glob=True, vector=not node_attr(node, "keepdims", 1))
 
     # reshaping
     def op_Flatten(self, node) -> None:
@@ -1134,6 +1189,10 @@ class _Walker:
         if not t:
             raise _fail("reshape", self.where(node), "a reshape to a scalar",
                         "only flatten (N, C, H, W) -> (N, C*H*W) before a dense layer")
+        if not int(node_attr(node, "allowzero", 0)):
+            # 0 copies the input's dimension there (ONNX Reshape without allowzero)
+            full = (1, *src_shape)
+            t = [full[k] if x == 0 and k < len(full) else x for k, x in enumerate(t)]
         t[0] = 1 if t[0] in (0, -1) else t[0]
         if t[0] != 1:
             raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} merges "
@@ -1146,30 +1205,42 @@ class _Walker:
             raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} of "
                         f"{_ints(src_shape)}", "check the model")
         self.reshapes[node.output[0]] = tuple(rest)
-        if len(rest) == 1:
+        if len(rest) == 1 and len(src_shape) > 1 and int(np.prod(src_shape[1:])) > 1:
             self._flatten(node, v)
-        elif tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
+            return
+        self._relabel(node, v, tuple(rest))
+
+    def _relabel(self, node, v, rest: tuple[int, ...]) -> None:
+        """A reshape that the accelerator does by reading the same memory with other
+        dimensions: a channel's values stay on its processor in the same order (seed
+        000: each processor holds its channels' pixels row by row), so any reshape that
+        keeps the channel count first is the next layer's input_dim (the vendor's
+        `in_dim`); a (C,) vector is (C, 1, ...) and back. Anything else moves values
+        between channels: refused, naming the axis."""
+        where = self.where(node)
+        src_shape = v.inner.shape if isinstance(v, _Flat) else v.shape
+        if tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
             self.set(node, v)
-        elif isinstance(v, (_Flat, _Act, _Draft)) and all(x == 1 for x in rest[1:]):
-            # (N, F) -> (N, F, 1, 1): a vector stays a vector
-            inner = v.inner if isinstance(v, _Flat) else self.act(v, self.where(node))
-            if int(np.prod(inner.shape[1:])) != 1:
-                raise _fail("reshape", self.where(node), f"reshape {src_shape} -> "
-                            f"{tuple(rest)} has no hardware equivalent",
-                            "only flatten before a dense layer")
-            self.set(node, _Act(inner.src, (rest[0],)))
-        else:
-            raise _fail("reshape", self.where(node), f"reshape {src_shape} -> "
-                        f"{tuple(rest)} has no hardware equivalent",
-                        "only flatten (N, C, H, W) -> (N, C*H*W) before a dense layer")
+            return
+        inner = v.inner if isinstance(v, _Flat) else self.act(v, where)
+        shape = inner.shape
+        if rest and rest[0] == shape[0] and len(rest) <= 3 and \
+                int(np.prod(rest)) == int(np.prod(shape)) and \
+                (len(rest) > 1 or int(np.prod(shape[1:])) == 1):
+            self.set(node, _Act(inner.src, tuple(rest)))
+            return
+        raise _fail("rank", where, _moved_axis(node.op_type, shape, rest),
+                    "keep the channels as the second axis (N, C, ...) and change only "
+                    "the spatial axes, or reshape once into (N, C*H*W) right before a "
+                    "dense layer")
 
     def op_Squeeze(self, node) -> None:
         v = self.data(node)
-        a = v.inner if isinstance(v, _Flat) else self.act(v, self.where(node))
-        if int(np.prod(a.shape[1:] or (1,))) != 1:
-            raise _fail("squeeze", self.where(node), "Squeeze of data with spatial extent",
-                        "flatten before the dense layer")
-        self.set(node, _Act(a.src, (a.shape[0],)))
+        src = v.inner.shape if isinstance(v, _Flat) else getattr(v, "shape", None)
+        if v is None or src is None:
+            raise _fail("reshape", self.where(node), f"{node.op_type} of a constant or "
+                        "shape value", "fold constants (onnxsim) before converting")
+        self._relabel(node, v, _squeezed(node, (1, *src), self.const)[1:])
 
     op_Unsqueeze = op_Squeeze
 

@@ -14,7 +14,8 @@ converted by tf2onnx 1.17, `tests/float_onnx/keras/`):
   the dense layer reads the values in (H, W, C) order, the accelerator flattens in
   (C, H, W) order, so the dense weights' rows are permuted;
 - `Conv1D` and 1-D pooling as 2-D operations on an `Unsqueeze`d height of 1, with a
-  `Squeeze` after each; the input `Unsqueeze` then `Transpose (0, 3, 1, 2)`;
+  `Squeeze` after each; the input `Unsqueeze` then `Transpose (0, 3, 1, 2)` (the
+  Transpose moved first here; the height of 1 is any exporter's relabel, `axes.py`);
 - `Rescaling` / `Normalization` as `Mul` / `Add` / `Sub` / `Div` by constants on the input
   before the layout change.
 
@@ -118,50 +119,6 @@ def _unsqueeze_then_transpose(g: _Graph) -> bool:
         g.replace([node, t], [tr, un])
         g.rewrites.append(f"{_label(node)}, {_label(t)}: Unsqueeze then Transpose = "
                           f"Transpose {_dims(q)} then Unsqueeze at {j}")
-        return True
-    return False
-
-
-def _height_one(g: _Graph) -> bool:
-    """Unsqueeze(2) -> Conv / MaxPool / AveragePool over a height of 1 -> Squeeze(2) is
-    the 1-D operation (Keras Conv1D, MaxPooling1D)."""
-    for un in g.nodes:
-        if un.op_type != "Unsqueeze" or _axes(g, un) not in ((2,), (-2,)):
-            continue
-        op = g.only_reader(un.output[0])
-        if op is None or op.op_type not in ("Conv", "MaxPool", "AveragePool") or \
-                op.input[0] != un.output[0] or len(g.shapes.get(op.output[0], ())) != 4:
-            continue
-        sq = g.only_reader(op.output[0])
-        if sq is None or sq.op_type != "Squeeze" or _axes(g, sq) not in ((2,), (-2,)):
-            continue
-        kernel = list(_attr(op, "kernel_shape", []) or [])
-        w = g.const(op.input[1]) if op.op_type == "Conv" else None
-        if op.op_type == "Conv":
-            if w is None or w.ndim != 4:
-                continue
-            kernel = list(w.shape[2:])
-        strides = list(_attr(op, "strides", [1, 1]) or [1, 1])
-        dil = list(_attr(op, "dilations", [1, 1]) or [1, 1])
-        pads = list(_attr(op, "pads", [0, 0, 0, 0]) or [0, 0, 0, 0])
-        if kernel[0] != 1 or strides[0] != 1 or dil[0] != 1 or pads[0] or pads[2] or \
-                _attr(op, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            continue
-        attrs = {k: v for k, v in ((a.name, _attr(op, a.name)) for a in op.attribute)
-                 if k not in ("kernel_shape", "strides", "dilations", "pads")}
-        attrs.update(kernel_shape=[kernel[1]], strides=[strides[1]], dilations=[dil[1]],
-                     pads=[pads[1], pads[3]])
-        if op.op_type == "MaxPool":
-            attrs.pop("dilations")
-        if op.op_type == "AveragePool":
-            attrs.pop("dilations")
-        inputs = [un.input[0], *op.input[1:]]
-        if w is not None:
-            inputs[1] = g.add_const(op.input[1], w[:, :, 0, :])
-        new = g.node(op.op_type, inputs, sq.output, op.name, **attrs)
-        g.replace([un, op, sq], [new])
-        g.rewrites.append(f"{_label(op)}: a 2-D {op.op_type} over a height of 1 between "
-                          "Unsqueeze and Squeeze = the 1-D operation")
         return True
     return False
 
@@ -543,7 +500,7 @@ def _check_padding(g: _Graph) -> None:
                       "tf2onnx")
 
 
-_RULES = (_reshape_as_transpose, _unsqueeze_then_transpose, _height_one, _tensordot,
+_RULES = (_reshape_as_transpose, _unsqueeze_then_transpose, _tensordot,
           _split_shared, _push_transpose, _input_arith)
 
 
