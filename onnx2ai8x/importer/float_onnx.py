@@ -677,6 +677,16 @@ class _Walker:
                 perm == tuple(range(len(perm))):
             self.set(node, v)  # the input's layout change: part of the input mapping
             return
+        if node.output[0] in {o.name for o in self.model.graph.output} and \
+                self.uses.get(node.output[0], 0) == 1 and len(getattr(v, "shape", ())) > 1:
+            # The output's layout change (a channels-last model's image output): the
+            # accelerator's result is the tensor before it, channels-first, and the host
+            # reads it so (as it flattens an output), the report naming that tensor.
+            self.rewrites.append(f"{node.name or node.output[0]}: the output's transpose "
+                                 f"{_ints(perm)} is left to the host (the result is "
+                                 f"{node.input[0]}, channels-first)")
+            self.values[node.output[0]] = ("cpu", v, node.input[0])
+            return
         raise _fail("transpose", self.where(node), f"a transpose {_ints(perm)} inside the "
                     "network", "the accelerator keeps data channels-first: transpose only "
                     "the model input (a channels-last input read by one Transpose to "
@@ -712,10 +722,9 @@ class _Walker:
             raise _fail("auto-pad", where, "auto_pad padding",
                         "export with explicit pads (onnxsim folds most exporters' SAME "
                         "padding into explicit pads)")
+        op_given = node_attr(node, "output_padding")
         if pads[:nd] != pads[nd:]:
-            raise _fail("padding", where, f"asymmetric padding {pads}",
-                        "use the same padding on both sides (e.g. 'same' padding of an odd "
-                        "kernel)")
+            w, kernel, pads, op_given = self._even_padding(node, w, pads, nd, dil, transpose)
         padding = (pads[0], 0 if nd == 1 else pads[1])
         b = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         cout = w.shape[1] * groups if transpose else w.shape[0]
@@ -723,7 +732,7 @@ class _Walker:
         spatial = in_shape[1:]
         sub = (1, 1)
         if transpose:
-            op_pad = _pair(node_attr(node, "output_padding"), 2, 0)
+            op_pad = _pair(op_given, 2, 0)
             out_sp = tuple((spatial[a] - 1) * strides[a] - 2 * padding[a] +
                            dil[a] * (kernel[a] - 1) + op_pad[a] + 1 for a in range(2))
             extra = {"output_padding": op_pad}
@@ -755,6 +764,50 @@ class _Walker:
                        out_shape, node.output[0], [node.name or node.output[0]],
                        subsample=sub)
         self.set(node, draft)
+
+    def _even_padding(self, node, w, pads, nd, dil, transpose):
+        """Unequal padding made equal where the result is the same (seed 000: the
+        accelerator pads both sides of an axis alike). A 1-D convolution padded b before
+        and e after is the one padded max(b, e) on both sides with |e - b| zero taps
+        added to its kernel on the side that had less (each output still reads the same
+        inputs with the same weights). A transposed convolution padded b before and e
+        after with output padding o keeps outputs b .. of its full result; the
+        accelerator's (padding p, output padding 1) keeps p .., as many: the same when
+        e - o = b - 1. Returns (weights, kernel, pads, output padding)."""
+        where = self.where(node)
+        kernel = _pair(w.shape[2:], nd, 1)
+        if nd == 1 and not transpose and dil[0] == 1:
+            b, e = pads
+            extra = np.zeros((*w.shape[:2], abs(e - b)), w.dtype)
+            w = np.concatenate([extra, w] if e > b else [w, extra], axis=2)
+            self.rewrites.append(f"{node.name or node.output[0]}: padding ({b}, {e}) = "
+                                 f"padding {max(b, e)} on both sides with the kernel "
+                                 f"widened to {w.shape[2]} by zero taps")
+            return w, _pair(w.shape[2:], 1, 1), [max(b, e)] * 2, None
+        op = [int(v) for v in (node_attr(node, "output_padding") or [0] * nd)]
+        if transpose and all(pads[nd + a] - op[a] == pads[a] - 1 for a in range(nd)):
+            self.rewrites.append(f"{node.name or node.output[0]}: padding {pads} with output"
+                                 f" padding {op} = padding {pads[:nd]} on both sides with "
+                                 "output padding 1")
+            return w, kernel, [*pads[:nd], *pads[:nd]], [1] * nd
+        if transpose:
+            raise _fail("padding", where, f"a transposed convolution padded {_ints(pads[:nd])}"
+                        f" before and {_ints(pads[nd:])} after with output padding "
+                        f"{_ints(op)}: it keeps its full result from position "
+                        f"{_ints(pads[:nd])} to {_ints(pads[nd:])} - {_ints(op)} from the "
+                        "end; the accelerator (padding p, output padding 1) drops p at the "
+                        "start and p - 1 at the end, and no kernel of the same size moves "
+                        "the result by one position",
+                        "export it with padding p and output padding 1 (PyTorch "
+                        "ConvTranspose2d(3, stride=2, padding=1, output_padding=1)); in "
+                        "Keras, Conv2DTranspose(padding=\"valid\") followed by "
+                        "Cropping2D(((1, 0), (1, 0)))")
+        raise _fail("padding", where, f"padding {_ints(pads[:nd])} before and "
+                    f"{_ints(pads[nd:])} after; the accelerator pads both sides alike, and "
+                    f"a {'x'.join(str(k) for k in kernel[:nd])} kernel cannot be widened "
+                    "to make up the difference here",
+                    "pad both sides alike (e.g. 'same' padding with stride 1, or with "
+                    "stride 2 on an odd input size)")
 
     def _dense_input(self, node, v) -> tuple[dict, int]:
         """Fields for a dense layer's input and its number of inputs."""
@@ -1159,6 +1212,53 @@ class _Walker:
                         "axes only (global pooling)")
         self._pool(node, average, glob=True, vector=not node_attr(node, "keepdims", 1))
 
+    # upsampling
+    def op_Resize(self, node) -> None:
+        """Nearest upsampling by 2 in both axes of 2-D data (the canonical Resize that
+        dialects/movement.py writes for every exporter's spelling of it) = a stride-2
+        3x3 transposed convolution (padding 1, output padding 1, seed 000's only
+        ConvTranspose2d) whose kernel is [0, 1, 1] x [0, 1, 1] per channel: output
+        (2i + a, 2j + b) reads exactly input (i, j) with weight 1 (the zero-inserted
+        input has one value under the kernel's ones at each position). Input and output
+        share one scale, so the weights quantize to 64 with a shift of 1: exact."""
+        from .dialects.movement import CANONICAL_RESIZE
+
+        where = self.where(node)
+        v = self.data(node)
+        scales = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] \
+            else None
+        shape = getattr(v, "shape", None)
+        mode = {k: node_attr(node, k) for k in CANONICAL_RESIZE}
+        mode = {k: x.decode() if isinstance(x, bytes) else x for k, x in mode.items()}
+        factors = None if scales is None else tuple(float(x) for x in
+                                                    np.asarray(scales).reshape(-1))
+        if mode != CANONICAL_RESIZE or shape is None or len(shape) != 3 or \
+                factors != (1.0, 1.0, 2.0, 2.0):
+            what = "nearest" if mode == CANONICAL_RESIZE else \
+                f"{mode.get('mode') or 'nearest'} ({mode.get('coordinate_transformation_mode')})"
+            raise _fail("upsample", where, f"{what} resize by "
+                        f"{'computed sizes' if factors is None else _ints(factors[2:])} "
+                        f"of data {_ints(shape) if shape else '?'}; the accelerator "
+                        "upsamples only 2-D data, by 2 in both axes, nearest neighbour "
+                        "(a transposed convolution with a fixed kernel)",
+                        "upsample 2-D data by 2 with nearest neighbour "
+                        "(nn.Upsample(scale_factor=2), Keras UpSampling2D(2))")
+        fields, in_shape = self.layer_input(v, node)
+        c, h, w = in_shape
+        k1 = np.array([0.0, 1.0, 1.0])
+        weights = np.zeros((c, c, 3, 3))
+        weights[np.arange(c), np.arange(c)] = np.outer(k1, k1)
+        out_shape = (c, 2 * h, 2 * w)
+        fields.update(operator=Op.CONVTRANSPOSE2D, output_channels=c,
+                      output_dim=(2 * h, 2 * w), kernel_size=(3, 3), padding=(1, 1),
+                      stride=(2, 2), dilation=(1, 1), conv_groups=1, output_padding=(1, 1),
+                      name=_layer_name(node))
+        self.rewrites.append(f"{node.name or node.output[0]}: nearest 2x upsampling = "
+                             "ConvTranspose2d 3x3 stride 2, kernel [0,1,1]x[0,1,1] per "
+                             "channel")
+        self.set(node, _Draft(fields, weights, np.zeros(c), 1, out_shape, node.output[0],
+                              [node.name or node.output[0]], same_scale=True))
+
     # reshaping
     def op_Flatten(self, node) -> None:
         v = self.data(node)
@@ -1178,7 +1278,7 @@ class _Walker:
             self.set(node, _Flat(a, node.name or node.output[0]))
 
     def op_Reshape(self, node) -> None:
-        v = self.data(node)
+        v = self.subsampled(self.data(node))  # a strided convolution's own shape
         target = self.const(node.input[1])
         if v is None or target is None:
             raise _fail("reshape", self.where(node), "a reshape with a computed shape",
@@ -1235,7 +1335,7 @@ class _Walker:
                     "dense layer")
 
     def op_Squeeze(self, node) -> None:
-        v = self.data(node)
+        v = self.subsampled(self.data(node))
         src = v.inner.shape if isinstance(v, _Flat) else getattr(v, "shape", None)
         if v is None or src is None:
             raise _fail("reshape", self.where(node), f"{node.op_type} of a constant or "

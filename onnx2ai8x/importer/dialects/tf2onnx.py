@@ -487,6 +487,10 @@ def _check_padding(g: _Graph) -> None:
         if pads[:nd] == pads[nd:]:
             continue
         size = g.shapes.get(node.input[0])
+        kernel = list(_attr(node, "kernel_shape", []) or [])
+        if node.op_type == "Conv" and size and len(size) == 4 and any(
+                size[2 + a] == 1 and kernel[a:a + 1] == [1] for a in range(2)):
+            continue  # Conv1D on a height of 1: a 1-D convolution (axes.py), made even
         sizes = f" on a {' x '.join(str(d) for d in size[2:])} input" if size else ""
         strides = _attr(node, "strides", [1] * nd) or [1] * nd
         raise _refuse("same-padding", _label(node), f"stride "
