@@ -709,7 +709,14 @@ class _Walker:
         if nd not in (1, 2) or (transpose and nd != 2):
             raise _fail("conv-rank", where, f"{nd}-D convolution",
                         "use Conv1d, Conv2d or ConvTranspose2d")
-        fields, in_shape = self.layer_input(self.data(node), node)
+        data = self.data(node)
+        if transpose:
+            # A transposed layer reads a tensor the accelerator holds: pooling or an
+            # element-wise operation in front of it is a layer of its own (with pooling
+            # folded in, the reference's and the simulator's output shapes differ, and
+            # no vendor case combines the two).
+            data = self.act(data, where)
+        fields, in_shape = self.layer_input(data, node)
         if len(in_shape) != nd + 1:  # (C, L) or (C, H, W): as many axes as the kernel
             raise _fail("conv-rank", where, f"a {nd}-D kernel on data of shape "
                         f"{tuple(in_shape)}", "check the model")
@@ -1168,14 +1175,17 @@ class _Walker:
 
     def _positive(self, node, in_shape, out_sp) -> None:
         """Every output axis holds data: a window longer than its (padded) data is a
-        model made for another input size."""
+        model made for another input size (a model-level code: no layer is at fault,
+        so no CPU fallback is proposed)."""
         if all(int(n) > 0 for n in out_sp):
             return
-        raise _fail("window", self.where(node), f"the window does not fit the data: "
-                    f"{_ints(in_shape)} per sample in, {_ints(out_sp)} positions out",
-                    "check the input shape the model was exported with (the model "
-                    f"declares {_ints(self.model_shape)} per sample, after the batch "
-                    "axis): the data reaching this node is too short for its window")
+        raise Ai8xError("model.input-shape", self.where(node),
+                        f"the window does not fit the data: {_ints(in_shape[1:])} "
+                        f"positions per channel ({_ints(in_shape)} per sample) are fewer "
+                        "than the window needs, so it has no output",
+                        "check the input shape the model was exported with (the model "
+                        f"declares {_ints(self.model_shape)} per sample, after the batch "
+                        "axis): the data reaching this node is too short for its window")
 
     def op_MaxPool(self, node) -> None:
         if len(node.output) > 1 and node.output[1]:
@@ -1243,7 +1253,7 @@ class _Walker:
                         "(a transposed convolution with a fixed kernel)",
                         "upsample 2-D data by 2 with nearest neighbour "
                         "(nn.Upsample(scale_factor=2), Keras UpSampling2D(2))")
-        fields, in_shape = self.layer_input(v, node)
+        fields, in_shape = self.layer_input(self.act(v, where), node)  # as in _conv
         c, h, w = in_shape
         k1 = np.array([0.0, 1.0, 1.0])
         weights = np.zeros((c, c, 3, 3))

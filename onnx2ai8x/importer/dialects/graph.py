@@ -73,8 +73,15 @@ class Graph:
 
     # -- edits -------------------------------------------------------------------------
     def fresh(self, base: str) -> str:
-        self._count += 1
-        return f"{base}__cf{self._count}"
+        """A name no tensor of the graph has (passes run one after another on each
+        other's results, so a counter alone would repeat an earlier pass's names)."""
+        taken = set(self.consts) | {x for n in self.nodes for x in (*n.input, *n.output)} \
+            | {self.input}
+        while True:
+            self._count += 1
+            name = f"{base}__cf{self._count}"
+            if name not in taken:
+                return name
 
     def add_const(self, base: str, value) -> str:
         name = self.fresh(base)
