@@ -62,8 +62,8 @@ _HINTS = {
     "Mul": "multiply activations only by per-channel constants right after a "
            "convolution or dense layer (folded into its weights)",
     "Div": "divide only by constants right after a convolution or dense layer",
-    "Upsample": "use ConvTranspose2d (3x3, stride 2) to upsample",
-    "Resize": "use ConvTranspose2d (3x3, stride 2) to upsample",
+    "Upsample": "Upsample left opset 10: export the model again (torch and tf2onnx "
+                "write Resize, from which nearest 2x upsampling converts)",
     "LSTM": "the accelerator runs feed-forward convolutional networks only",
     "GRU": "the accelerator runs feed-forward convolutional networks only",
     "Split": "split channels with separate convolutions instead",

@@ -180,6 +180,9 @@ def _rewrite(g: Graph, tried: set) -> bool:
     return False
 
 
+_POINTWISE = ("Relu", "Clip", "Abs", "LeakyRelu", "Sigmoid", "Tanh", "Identity")
+
+
 def _crop_into_transposed(g: Graph) -> bool:
     """A Slice with step 1 on the spatial axes of a transposed convolution's output (its
     one reader) is that convolution padded more: ConvTranspose keeps positions pb ..
@@ -188,10 +191,14 @@ def _crop_into_transposed(g: Graph) -> bool:
     for node in g.nodes:
         if node.op_type != "Slice" or len(node.input) < 3:
             continue
-        conv = g.producer(node.input[0])
+        conv, reader = g.producer(node.input[0]), node
+        while conv is not None and conv.op_type in _POINTWISE and \
+                g.only_reader(conv.output[0]) is reader:
+            # an activation between them is cropped alike (it acts on each value)
+            conv, reader = g.producer(conv.input[0]), conv
         out = g.shapes.get(node.input[0])
         if conv is None or conv.op_type != "ConvTranspose" or out is None or \
-                g.only_reader(conv.output[0]) is not node or \
+                g.only_reader(conv.output[0]) is not reader or \
                 attr(conv, "output_shape") is not None or \
                 attr(conv, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
             continue
@@ -223,12 +230,12 @@ def _crop_into_transposed(g: Graph) -> bool:
         if not ok:
             continue
         new = copy_node(conv)
-        new.output[0] = node.output[0]
         kept = [x for x in new.attribute if x.name != "pads"]
         del new.attribute[:]
         new.attribute.extend(kept)
         new.attribute.append(g.onnx.helper.make_attribute("pads", pads))
-        g.replace([conv, node], [new])
+        g.replace([conv], [new])
+        g.replace([node], [g.node("Identity", [node.input[0]], node.output, node.name)])
         g.rewrites.append(f"{label(node)}: a crop of {label(conv)}'s output = its padding "
                           f"{pads}")
         return True

@@ -6,8 +6,10 @@ Not run by the tests (they need neither tensorflow nor tf2onnx): it wrote the
 (tensorflow-cpu 2.21, Keras 3.15, tf2onnx 1.17, scikit-learn), as
 `../keras/make_fixtures.py` says:
 
-    /path/to/tf/bin/python tests/float_onnx/rank/make_keras.py
+    /path/to/tf/bin/python tests/float_onnx/rank/make_keras.py [NAME ...]
 
+(`NAME ...`: remake only those; TensorFlow's training is not bit-reproducible, so a run
+gives slightly different weights.)
 Each model is saved with `model.export` and converted by the tf2onnx command line with
 `--saved-model` and `--output` only. The digits are the Keras fixtures' split: the rows
 of each image as 8 steps x 8 features (Keras' 1-D layout), or (8, 8, 1) images.
@@ -85,7 +87,25 @@ def models(k):
             return k.Model(i, L.Dense(10)(x))
         return build
 
+    def same_stride2(size, pad_first=False, pool=False):
+        # the forms tf2onnx's same-padding refusal proposes (untrained: only the form
+        # matters): an odd size, ZeroPadding2D(1) + "valid", stride 1 + MaxPooling2D(2)
+        def build():
+            i = k.Input((size, size, 1), name="image")
+            if pad_first:
+                x = L.Conv2D(8, 3, strides=2, padding="valid", activation="relu")(
+                    L.ZeroPadding2D(1)(i))
+            elif pool:
+                x = L.MaxPooling2D(2)(L.Conv2D(8, 3, padding="same", activation="relu")(i))
+            else:
+                x = L.Conv2D(8, 3, strides=2, padding="same", activation="relu")(i)
+            return k.Model(i, L.Dense(10)(L.Flatten()(x)))
+        return build
+
     return {
+        "hint_same_stride2_odd": ("gray9", same_stride2(9), False),
+        "hint_zeropadding_valid": ("gray", same_stride2(8, pad_first=True), False),
+        "hint_stride1_maxpool": ("gray", same_stride2(8, pool=True), False),
         "keras_kws1d": ("rows", kws1d, True),
         "keras_conv1d_stride2_same": ("rows", conv1d_stride2_same, True),
         "keras_upsampling2d": ("gray", upsampling2d, True),
@@ -96,14 +116,18 @@ def models(k):
     }
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
+    """Make the fixtures named in `only` (all when empty), keeping the others' entries."""
     import tensorflow as tf
 
     k = tf.keras
     tf.config.experimental.enable_op_determinism()
     x_train, y_train, _, x_test, y_test = split()
-    facts = {}
+    path = HERE / "fixtures_keras.json"
+    facts = json.loads(path.read_text()) if only and path.exists() else {}
     for n, (name, (kind, build, trained)) in enumerate(models(k).items()):
+        if only and name not in only:
+            continue
         k.utils.set_random_seed(SEED + 100 + n)
         model = build()
         entry = {"input": kind, "device": "MAX78000"}
@@ -116,9 +140,8 @@ def main() -> None:
         export(model, name)
         facts[name] = entry
         print(name, entry, flush=True)
-    (HERE / "fixtures_keras.json").write_text(json.dumps(facts, indent=1, sort_keys=True)
-                                              + "\n")
+    path.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
