@@ -27,7 +27,8 @@ from tests.float_onnx.rank.layouts import torch_layout
 HERE = Path(__file__).resolve().parent
 FIXTURES = {**json.loads((HERE / "fixtures_torch.json").read_text()),
             **json.loads((HERE / "fixtures_keras.json").read_text())}
-CONVERTING = sorted(n for n in FIXTURES if n != "keras_convtranspose_same")
+CONVERTING = sorted(n for n in FIXTURES  # (hint_*: forms proposed by a refusal, untrained)
+                    if n != "keras_convtranspose_same" and not n.startswith("hint_"))
 
 
 def _digits(x: np.ndarray, kind: str) -> np.ndarray:
@@ -111,3 +112,20 @@ def test_keras_convtranspose_same_is_refused_with_a_hint_that_converts(tmp_path)
     assert "padded (0, 0) before and (1, 1) after" in err
     assert 'Conv2DTranspose(padding="valid") followed by Cropping2D(((1, 0), (1, 0)))' in err
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("name", ["hint_same_stride2_odd", "hint_zeropadding_valid",
+                                  "hint_stride1_maxpool"])
+def test_the_same_padding_hint_applied_converts(name, tmp_path):
+    """tf2onnx's refusal of a stride-2 "same" Conv2D on an even size
+    (../keras/refused_same_stride2_even.onnx) proposes an odd-sized input,
+    ZeroPadding2D(1) + padding="valid", or stride 1 + MaxPooling2D(2): each of those
+    models, exported the same way, converts and verifies."""
+    model = onnx.load(str(HERE / f"{name}.onnx"))
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+    np.save(tmp_path / "cal.npy", np.random.default_rng(0).random((16, *dims))
+            .astype(np.float32))
+    code, _, err = cli([HERE / f"{name}.onnx", "--device", "MAX78000", "--calibration",
+                        tmp_path / "cal.npy", "-o", tmp_path / "p", "--verify",
+                        "--accept-loss"])
+    assert code == 0, err
