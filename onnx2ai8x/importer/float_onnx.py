@@ -42,6 +42,8 @@ from .dialects import Canonical, canonicalize, explained, folds_itself, handled_
 from .onnx_nodes import CONST_OPS, data_input, node_attr
 
 OPSET_MIN, OPSET_MAX = 11, 21
+# Ops of an output's layout change, which the host does (after the last layer).
+_OUTPUT_LAYOUT = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity")
 # Ops that only pass values through at inference time.
 _ALIASES = ("Identity", "Dropout")
 # Ops the CPU finishes with after the accelerator (`--softmax` writes softmax.c).
@@ -257,6 +259,25 @@ def _squeezed(node, shape: tuple[int, ...], const) -> tuple[int, ...]:
     for a in sorted(a % rank for a in axes):
         out.insert(a, 1)
     return tuple(out)
+
+
+def _auto_pads(auto: str, spatial, kernel, strides, dil, transpose: bool):
+    """Explicit pads (before..., after...) of a convolution's auto_pad on known sizes
+    (ONNX: SAME pads the total so that out = ceil(in / stride), the odd one after for
+    SAME_UPPER, before for SAME_LOWER); None for a transposed one's SAME."""
+    nd = len(kernel)
+    if auto == "VALID":
+        return [0] * (2 * nd)
+    if transpose or auto not in ("SAME_UPPER", "SAME_LOWER"):
+        return None
+    before, after = [], []
+    for a in range(nd):
+        n, s, k = int(spatial[a]), int(strides[a]), int(kernel[a])
+        total = max((-(-n // s) - 1) * s + (k - 1) * int(dil[a]) + 1 - n, 0)
+        small, big = total // 2, total - total // 2
+        before.append(small if auto == "SAME_UPPER" else big)
+        after.append(big if auto == "SAME_UPPER" else small)
+    return before + after
 
 
 def _moved_axis(op: str, shape: tuple[int, ...], rest: tuple[int, ...]) -> str:
@@ -647,8 +668,32 @@ class _Walker:
         self.values[name] = value
 
     # aliases
+    def _only_to_output(self, name: str) -> bool:
+        """`name` is read by nothing but a graph output, possibly through reshapes and
+        transposes that each have one reader (the output's own layout change)."""
+        outs = {o.name for o in self.model.graph.output}
+        for _ in range(len(self.model.graph.node) + 1):
+            if self.uses.get(name, 0) != 1:
+                return False
+            if name in outs:
+                return True
+            reader = next(n for n in self.model.graph.node if name in n.input)
+            if reader.op_type not in _OUTPUT_LAYOUT or reader.input[0] != name:
+                return False
+            name = reader.output[0]
+        return False
+
+    def _host_side(self, node, v) -> bool:
+        """Pass on a value the host reads (after the output's transpose)."""
+        if isinstance(v, tuple) and v and v[0] == "cpu" and node.op_type in _OUTPUT_LAYOUT:
+            self.values[node.output[0]] = v
+            return True
+        return False
+
     def op_Identity(self, node) -> None:
         v = self.data(node)
+        if self._host_side(node, v):
+            return
         if v is None:
             self.consts[node.output[0]] = self.consts[node.input[0]]
         else:
@@ -669,6 +714,8 @@ class _Walker:
 
     def op_Transpose(self, node) -> None:
         v = self.data(node)
+        if self._host_side(node, v):
+            return
         perm = tuple(int(p) for p in node_attr(node, "perm", []))
         if v is None:
             self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], perm)
@@ -677,8 +724,7 @@ class _Walker:
                 perm == tuple(range(len(perm))):
             self.set(node, v)  # the input's layout change: part of the input mapping
             return
-        if node.output[0] in {o.name for o in self.model.graph.output} and \
-                self.uses.get(node.output[0], 0) == 1 and len(getattr(v, "shape", ())) > 1:
+        if self._only_to_output(node.output[0]) and len(getattr(v, "shape", ())) > 1:
             # The output's layout change (a channels-last model's image output): the
             # accelerator's result is the tensor before it, channels-first, and the host
             # reads it so (as it flattens an output), the report naming that tensor.
@@ -725,10 +771,14 @@ class _Walker:
         strides = _pair(node_attr(node, "strides"), nd, 1)
         dil = _pair(node_attr(node, "dilations"), nd, 1)
         pads = [int(p) for p in (node_attr(node, "pads") or [0] * (2 * nd))]
-        if node_attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise _fail("auto-pad", where, "auto_pad padding",
-                        "export with explicit pads (onnxsim folds most exporters' SAME "
-                        "padding into explicit pads)")
+        auto = node_attr(node, "auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+        if auto != "NOTSET":
+            pads = _auto_pads(auto, in_shape[1:], w.shape[2:], strides, dil, transpose)
+            if pads is None:
+                raise _fail("auto-pad", where, f"auto_pad {auto}",
+                            "export with explicit pads (onnxsim folds most exporters' "
+                            "SAME padding into explicit pads)")
         op_given = node_attr(node, "output_padding")
         if pads[:nd] != pads[nd:]:
             w, kernel, pads, op_given = self._even_padding(node, w, pads, nd, dil, transpose)
@@ -1272,6 +1322,8 @@ class _Walker:
     # reshaping
     def op_Flatten(self, node) -> None:
         v = self.data(node)
+        if self._host_side(node, v):
+            return
         if int(node_attr(node, "axis", 1)) != 1:
             raise _fail("flatten", self.where(node), "Flatten with axis other than 1",
                         "flatten all but the batch axis")
@@ -1288,6 +1340,8 @@ class _Walker:
             self.set(node, _Flat(a, node.name or node.output[0]))
 
     def op_Reshape(self, node) -> None:
+        if self._host_side(node, self.data(node)):
+            return
         v = self.subsampled(self.data(node))  # a strided convolution's own shape
         target = self.const(node.input[1])
         if v is None or target is None:
@@ -1345,6 +1399,8 @@ class _Walker:
                     "dense layer")
 
     def op_Squeeze(self, node) -> None:
+        if self._host_side(node, self.data(node)):
+            return
         v = self.subsampled(self.data(node))
         src = v.inner.shape if isinstance(v, _Flat) else getattr(v, "shape", None)
         if v is None or src is None:
