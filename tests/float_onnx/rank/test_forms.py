@@ -236,3 +236,47 @@ def test_read_errors_are_ai8x_errors():
         read_float_model(_model([helper.make_node("Unsqueeze", ["x", "a"], ["y"],
                                                   name="u")],
                                 [_c("a", np.array([1], np.int64))], (4, 16)), "MAX78000")
+
+
+@pytest.mark.parametrize("auto", ["SAME_UPPER", "SAME_LOWER", "VALID"])
+def test_auto_pad_is_taken_on_known_sizes(auto, tmp_path):
+    """A 1-D convolution with auto_pad (TFLite's form through tf2onnx): explicit pads
+    from the known length (SAME pads 0 and 1 here, the odd one after for SAME_UPPER),
+    the same values as onnxruntime's."""
+    nodes = [helper.make_node("Conv", ["x", "K"], ["c"], name="conv", kernel_shape=[4],
+                              auto_pad=auto),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+             helper.make_node("Gemm", ["f", "W"], ["y"], name="fc", transB=1)]
+    n_out = 16 if auto != "VALID" else 13
+    inits = [_w("K", 8, 4, 4), _w("W", 5, 8 * n_out)]
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(nodes, inits, (4, 16)), str(path))
+    fm = read_float_model(path, "MAX78000")
+    x = RNG.random((4, 4, 16)).astype(np.float32)
+    sess = ort.InferenceSession(fm.model_bytes, providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {fm.input_name: x})[0], float_run(path, x),
+                               rtol=1e-4, atol=1e-5)
+    conv = fm.network.layers[0]
+    assert conv.padding[0] == (0 if auto == "VALID" else 2)  # widened to 5 taps, pad 2
+    np.save(tmp_path / "cal.npy", RNG.random((32, 4, 16)).astype(np.float32))
+    code, _, err = cli([path, "--device", "MAX78000", "--calibration", tmp_path / "cal.npy",
+                        "-o", tmp_path / "p", "--verify"])
+    assert code == 0, err
+
+
+def test_an_outputs_layout_change_is_the_hosts(tmp_path):
+    """Conv1d -> Unsqueeze -> Transpose to channels-last -> Reshape, the graph output (a
+    channels-last exporter's 1-D output): the accelerator's result is the convolution's,
+    channels-first, and the report names that tensor."""
+    nodes, inits = _conv1d_head()
+    nodes += [helper.make_node("Unsqueeze", ["r", "a2"], ["u"], name="lift"),
+              helper.make_node("Transpose", ["u"], ["t"], name="to_last", perm=[0, 2, 3, 1]),
+              helper.make_node("Identity", ["t"], ["i"], name="copy"),
+              helper.make_node("Reshape", ["i", "s"], ["y"], name="drop")]
+    inits += [_c("a2", np.array([2], np.int64)), _c("s", np.array([1, 16, 8], np.int64))]
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(nodes, inits, (4, 16)), str(path))
+    fm = read_float_model(path, "MAX78000")
+    assert len(fm.network.layers) == 1 and fm.output_tensors == ("r",), fm.output_tensors
+    assert any("left to the host" in r for r in fm.rewrites)
