@@ -1292,6 +1292,10 @@ class _Walker:
         mode = {k: x.decode() if isinstance(x, bytes) else x for k, x in mode.items()}
         factors = None if scales is None else tuple(float(x) for x in
                                                     np.asarray(scales).reshape(-1))
+        if mode == CANONICAL_RESIZE and shape is not None and len(shape) == 2 and \
+                factors == (1.0, 1.0, 2.0):
+            self._upsample_1d(node, v)
+            return
         if mode != CANONICAL_RESIZE or shape is None or len(shape) != 3 or \
                 factors != (1.0, 1.0, 2.0, 2.0):
             what = "nearest" if mode == CANONICAL_RESIZE else \
@@ -1299,11 +1303,15 @@ class _Walker:
             raise _fail("upsample", where, f"{what} resize by "
                         f"{'computed sizes' if factors is None else _ints(factors[2:])} "
                         f"of data {_ints(shape) if shape else '?'}; the accelerator "
-                        "upsamples only 2-D data, by 2 in both axes, nearest neighbour "
-                        "(a transposed convolution with a fixed kernel)",
-                        "upsample 2-D data by 2 with nearest neighbour "
-                        "(nn.Upsample(scale_factor=2), Keras UpSampling2D(2))")
-        fields, in_shape = self.layer_input(self.act(v, where), node)  # as in _conv
+                        "upsamples by 2 in every spatial axis, nearest neighbour (a "
+                        "transposed convolution with a fixed kernel)",
+                        "upsample by 2 with nearest neighbour (nn.Upsample(scale_factor=2),"
+                        " Keras UpSampling2D(2) / UpSampling1D(2))")
+        self.set(node, self._upsampling(node, self.act(v, where), node.output[0]))
+
+    def _upsampling(self, node, a: _Act, tensor: str | None) -> _Draft:
+        """The ConvTranspose2d layer (pending) upsampling `a` (C, H, W) by 2."""
+        fields, in_shape = self.layer_input(a, node)  # held data, as in _conv
         c, h, w = in_shape
         k1 = np.array([0.0, 1.0, 1.0])
         weights = np.zeros((c, c, 3, 3))
@@ -1316,8 +1324,26 @@ class _Walker:
         self.rewrites.append(f"{node.name or node.output[0]}: nearest 2x upsampling = "
                              "ConvTranspose2d 3x3 stride 2, kernel [0,1,1]x[0,1,1] per "
                              "channel")
-        self.set(node, _Draft(fields, weights, np.zeros(c), 1, out_shape, node.output[0],
-                              [node.name or node.output[0]], same_scale=True))
+        return _Draft(fields, weights, np.zeros(c), 1, out_shape, tensor,
+                      [node.name or node.output[0]], same_scale=True)
+
+    def _upsample_1d(self, node, v) -> None:
+        """Nearest 2x upsampling of 1-D data (C, L): the data read as (C, L, 1) (the
+        same memory), upsampled in both axes, (C, 2L, 2) with two equal columns, then
+        a 1x2 max pooling (stride 1: the stride must be square) keeps one of them (the
+        maximum of two equal values), read as (C, 2L). Exact, two layers (the pooling
+        is a layer of its own: a 1-D layer's pooling is 1-D)."""
+        where = self.where(node)
+        a = self.act(v, where)
+        c, n = a.shape
+        up = self.act(self._upsampling(node, _Act(a.src, (c, n, 1)), None), where)
+        pool = _Pool(up, (1, 2), (1, 1), (1, 1), False, (c, 2 * n, 1),
+                     f"{node.name or node.output[0]}_columns", node.output[0])
+        out = self.act(pool, where)
+        self.rewrites.append(f"{node.name or node.output[0]}: 1-D data upsampled as "
+                             f"({c}, {n}, 1), one of the two equal columns kept by a 1x2 "
+                             "max pooling")
+        self.set(node, _Act(out.src, (c, 2 * n)))
 
     # reshaping
     def op_Flatten(self, node) -> None:

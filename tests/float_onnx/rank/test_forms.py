@@ -280,3 +280,29 @@ def test_an_outputs_layout_change_is_the_hosts(tmp_path):
     fm = read_float_model(path, "MAX78000")
     assert len(fm.network.layers) == 1 and fm.output_tensors == ("r",), fm.output_tensors
     assert any("left to the host" in r for r in fm.rewrites)
+
+
+def test_1d_upsampling_is_exact_on_the_accelerator(tmp_path):
+    """Nearest 2x upsampling of 1-D data: read as (C, L, 1), upsampled in both axes,
+    one of the two equal columns kept by a 1x2 max pooling: the integers are the
+    input's repeated."""
+    nodes, inits = _conv1d_head()
+    nodes += [helper.make_node("Resize", ["r", "", "sc"], ["u"], name="up", mode="nearest"),
+              helper.make_node("Relu", ["u"], ["y"], name="up_relu")]
+    inits += [_c("sc", np.array([1, 1, 2], np.float32))]
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(nodes, inits, (4, 16)), str(path))
+    np.save(tmp_path / "cal.npy", RNG.random((16, 4, 16)).astype(np.float32))
+    code, _, err = cli([path, "--device", "MAX78000", "--calibration", tmp_path / "cal.npy",
+                        "-o", tmp_path / "p", "--verify"])
+    assert code == 0, err
+    import custom_ops
+
+    q = onnx.load(str(tmp_path / "p" / "m.onnx"))
+    out = q.graph.output[0].name
+    inner = next(n.output[0] for n in q.graph.node if n.name == "conv/clamp")
+    q.graph.output.append(helper.make_tensor_value_info(inner, TensorProto.INT8, None))
+    sess = custom_ops.session(q)
+    xq = RNG.integers(-128, 128, (3, 4, 16), dtype=np.int8)
+    y, c = sess.run([out, inner], {sess.get_inputs()[0].name: xq})
+    np.testing.assert_array_equal(y.reshape(3, 8, 32), c.reshape(3, 8, 16).repeat(2, axis=2))
