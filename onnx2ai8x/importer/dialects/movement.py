@@ -147,8 +147,10 @@ _RESHAPES = ("Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity")
 def _rewrite(g: Graph, tried: set) -> bool:
     for src, chain, end in _chains(g):
         key = (src, tuple(n.name or n.output[0] for n in chain))
+        shape = g.shapes.get(src)
         if key in tried or all(n.op_type in _RESHAPES for n in chain) or \
-                (len(chain) == 1 and _is_canonical(chain[0])):
+                (len(chain) == 1 and _is_canonical(chain[0]) and shape is not None and
+                 _squeezed(shape) == shape):
             continue  # pure reshapes are axes.py's and the walker's
         tried.add(key)
         shape, out_shape = g.shapes.get(src), g.shapes.get(end)
@@ -167,17 +169,48 @@ def _rewrite(g: Graph, tried: set) -> bool:
             g.rewrites.append(f"{names}: every value stays in place = one reshape "
                               f"{tuple(shape[1:])} -> {tuple(out_shape[1:])}")
             return True
-        factors = upsampling(shape, m)
-        if factors is None:
+        new = _upsampling_nodes(g, src, shape, m, end, chain[0].name)
+        if new is None:
             continue
-        scales = np.array([1.0, 1.0, *factors], np.float32)
-        new = g.node("Resize", [src, "", g.add_const("scales", scales)], [end],
-                     chain[0].name, **CANONICAL_RESIZE)
-        g.replace(chain, [new])
-        g.rewrites.append(f"{names}: nearest upsampling by "
-                          f"{' x '.join(str(f) for f in factors)}")
+        g.replace(chain, new[0])
+        g.rewrites.append(f"{names}: nearest upsampling by {new[1]}")
         return True
     return False
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Batch, channels and the spatial axes longer than 1."""
+    return (*shape[:2], *[d for d in shape[2:] if d != 1])
+
+
+def _upsampling_nodes(g: Graph, src: str, shape, m: np.ndarray, end: str, name: str):
+    """(nodes, factors text) writing `end` as a canonical Resize of `src` when `m` is
+    nearest upsampling, also when the chain adds or drops size-1 spatial axes (a
+    Reshape before or after the Resize); None otherwise."""
+    if len(shape) < 3 or len(m.shape) < 3:
+        return None
+    # size-1 spatial axes (a 1-D tensor lifted to 2-D) are left out: upsampling the
+    # data they hold is upsampling without them
+    before, after = _squeezed(shape), _squeezed(m.shape)
+    if len(before) != len(after) or int(np.prod(after)) != m.size:
+        return None
+    factors = upsampling(before, m.reshape(after))
+    if factors is None:
+        return None
+    nodes, cur = [], src
+    if before != shape:
+        cur = g.fresh(src)
+        nodes.append(g.node("Reshape", [src, g.add_const("shape", np.array(before,
+                                                                           np.int64))],
+                            [cur], f"{name}_squeeze"))
+    out = end if after == m.shape else g.fresh(end)
+    scales = np.array([1.0, 1.0, *factors], np.float32)
+    nodes.append(g.node("Resize", [cur, "", g.add_const("scales", scales)], [out], name,
+                        **CANONICAL_RESIZE))
+    if out != end:
+        nodes.append(g.node("Reshape", [out, g.add_const("shape", np.array(
+            m.shape, np.int64))], [end], f"{name}_lift"))
+    return nodes, " x ".join(str(f) for f in factors)
 
 
 _POINTWISE = ("Relu", "Clip", "Abs", "LeakyRelu", "Sigmoid", "Tanh", "Identity")
