@@ -74,6 +74,16 @@ def models(k):
         x = L.Flatten()(x)
         return k.Model(i, L.Dense(10)(x))
 
+    def upsampling1d():
+        # UpSampling1D: tf2onnx writes Unsqueeze -> Tile -> Reshape between transposes
+        i = k.Input((8, 8), name="rows")
+        x = L.Conv1D(16, 3, padding="same", activation="relu")(i)
+        x = L.MaxPooling1D(2)(x)
+        x = L.UpSampling1D(2)(x)
+        x = L.Conv1D(16, 3, padding="same", activation="relu")(x)
+        x = L.GlobalAveragePooling1D()(x)
+        return k.Model(i, L.Dense(10)(x))
+
     def transpose(padding, crop):
         def build():
             i = k.Input((8, 8, 1), name="image")
@@ -109,6 +119,7 @@ def models(k):
         "keras_kws1d": ("rows", kws1d, True),
         "keras_conv1d_stride2_same": ("rows", conv1d_stride2_same, True),
         "keras_upsampling2d": ("gray", upsampling2d, True),
+        "keras_upsampling1d": ("rows", upsampling1d, True),
         # Conv2DTranspose(padding="same") keeps outputs 0..2n-1 of the full result
         "keras_convtranspose_same": ("gray", transpose("same", False), False),
         # ... the refusal's hint applied: "valid", then the first row and column cropped

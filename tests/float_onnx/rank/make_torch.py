@@ -5,7 +5,9 @@ Not run by the tests (they need only the committed files): it wrote the `torch_*
 files and `fixtures_torch.json`. Run it in the project's environment (torch 2.13.0,
 onnxscript for the default exporter):
 
-    python tests/float_onnx/rank/make_torch.py
+    python tests/float_onnx/rank/make_torch.py [NAME ...]
+
+(`NAME ...`: remake only those models).
 
 Each model is exported twice: `torch.onnx.export(..., dynamo=True)` (torch's default
 exporter; it writes `AdaptiveAvgPool1d(1)` as `Unsqueeze -> ReduceMean -> Squeeze` and
@@ -86,6 +88,22 @@ def models(nn):
             x = self.up(self.p(self.c1(x).relu()))
             return self.fc(self.p2(self.c2(x).relu()).flatten(1))
 
+    class Upsample1d(nn.Module):
+        """1-D: down by pooling, up by nearest 2x upsampling, global pooling."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1 = nn.Conv1d(8, 16, 3, padding=1)
+            self.p = nn.MaxPool1d(2)
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+            self.c2 = nn.Conv1d(16, 16, 3, padding=1)
+            self.g = nn.AdaptiveAvgPool1d(1)
+            self.fc = nn.Linear(16, 10)
+
+        def forward(self, x):
+            x = self.up(self.p(self.c1(x).relu()))
+            return self.fc(self.g(self.c2(x).relu()).flatten(1))
+
     class RepeatShuffle(nn.Module):
         """Nearest upsampling written as channels repeated, then DepthToSpace."""
 
@@ -98,17 +116,22 @@ def models(nn):
         "upsample": ("gray_nchw", lambda: Upsample(nn.Upsample(scale_factor=2,
                                                                mode="nearest"))),
         "depth_to_space": ("gray_nchw", lambda: Upsample(RepeatShuffle())),
+        "upsample1d": ("rows_ncl", Upsample1d),
     }
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
+    """Make the models named in `only` (all when empty), keeping the others' entries."""
     import torch
     from torch import nn
 
     torch.set_num_threads(1)
     x_train, y_train = split()
-    facts = {}
+    path = HERE / "fixtures_torch.json"
+    facts = json.loads(path.read_text()) if only and path.exists() else {}
     for n, (name, (kind, build)) in enumerate(models(nn).items()):
+        if only and name not in only:
+            continue
         torch.manual_seed(SEED + n)
         model = build()
         xt = torch.from_numpy(torch_layout(x_train, kind))
@@ -122,16 +145,15 @@ def main() -> None:
         model.eval()
         example = (xt[:1],)
         for exporter, dynamo in (("dynamo", True), ("script", False)):
-            path = HERE / f"torch_{name}_{exporter}.onnx"
-            onnx_program = torch.onnx.export(model, example, str(path), dynamo=dynamo,
+            onnx_path = HERE / f"torch_{name}_{exporter}.onnx"
+            onnx_program = torch.onnx.export(model, example, str(onnx_path), dynamo=dynamo,
                                              input_names=["x"], output_names=["logits"],
                                              external_data=False)
             del onnx_program
             facts[f"torch_{name}_{exporter}"] = {"input": kind, "device": "MAX78000"}
         print(name, flush=True)
-    (HERE / "fixtures_torch.json").write_text(json.dumps(facts, indent=1, sort_keys=True)
-                                              + "\n")
+    path.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

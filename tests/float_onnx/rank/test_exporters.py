@@ -95,6 +95,9 @@ EXPECTED = {
     "keras_conv1d_stride2_same": ("padding (0, 1) = padding 1 on both sides with the kernel "
                                   "widened to 4",),
     "keras_upsampling2d": ("(Tile)", "nearest upsampling by 2 x 2"),
+    "keras_upsampling1d": ("(Tile)", "nearest upsampling by 2", "1-D data upsampled"),
+    "torch_upsample1d_dynamo": ("1-D data upsampled as",),
+    "torch_upsample1d_script": ("1-D data upsampled as",),
     "keras_convtranspose_valid_cropped": ("a crop of", "output padding 1"),
 }
 
