@@ -123,6 +123,34 @@ def _unsqueeze_then_transpose(g: _Graph) -> bool:
     return False
 
 
+def _transpose_then_drop(g: _Graph) -> bool:
+    """Transpose(p) then a reshape that only drops size-1 axes = the reshape dropping
+    the same axes first, then the smaller transpose (TFLite's Conv1D output: to
+    channels-last, then the height of 1 squeezed), so the transpose can move on."""
+    from .axes import relabel_of
+
+    for t in g.nodes:
+        p = _perm(t) if t.op_type == "Transpose" else ()
+        drop = g.only_reader(t.output[0]) if p else None
+        r = relabel_of(g, drop) if drop is not None else None
+        src = g.shapes.get(t.input[0])
+        if r is None or src is None or len(r.dst) >= len(r.src) or None in r.axis or \
+                drop.input[0] != t.output[0] or t.input[0] == g.input:
+            continue
+        kept = [p[a] for a in r.axis]  # the original axes the result keeps, its order
+        order = sorted(kept)
+        mid = g.fresh(drop.output[0])
+        shape = g.add_const("shape", np.array([src[a] for a in order], np.int64))
+        new = [g.node("Reshape", [t.input[0], shape], [mid], drop.name),
+               g.node("Transpose", [mid], drop.output, t.name,
+                      perm=[order.index(a) for a in kept])]
+        g.replace([t, drop], new)
+        g.rewrites.append(f"{_label(t)} then {_label(drop)}: the size-1 axes dropped "
+                          "first, then the transpose")
+        return True
+    return False
+
+
 def _tensordot(g: _Graph) -> bool:
     """Reshape (..., C) -> (M, C), MatMul, Reshape back to (..., F) is MatMul on the
     tensor itself (TensorFlow's Tensordot: a Dense on a 3-D or 4-D tensor)."""
@@ -268,7 +296,11 @@ def _mean_moved(g: _Graph, t, node, p, mid, after):
     if keep:
         return [g.node("ReduceMean", inputs, [mid], node.name, **attrs), after], why
     if kept != sorted(kept):
-        return None
+        # the kept axes in the transposed order: a smaller transpose after the mean
+        order = sorted(kept)
+        return [g.node("ReduceMean", inputs, [mid], node.name, **attrs),
+                g.node("Transpose", [mid], node.output, t.name,
+                       perm=[order.index(q) for q in kept])], why
     return [g.node("ReduceMean", inputs, node.output, node.name, **attrs)], why
 
 
@@ -504,8 +536,8 @@ def _check_padding(g: _Graph) -> None:
                       "tf2onnx")
 
 
-_RULES = (_reshape_as_transpose, _unsqueeze_then_transpose, _tensordot,
-          _split_shared, _push_transpose, _input_arith)
+_RULES = (_reshape_as_transpose, _unsqueeze_then_transpose, _transpose_then_drop,
+          _tensordot, _split_shared, _push_transpose, _input_arith)
 
 
 def _is_tf2onnx(model) -> bool:
