@@ -340,6 +340,9 @@ def _reduce(g: Graph, node, r: Relabel, src, mid, after):
 
 
 _RULES = (_cancel, _merge, _sink)
+# Relabels meeting each other, for other passes' rule loops (tf2onnx.py: a transpose
+# stuck behind an Unsqueeze/Squeeze pair moves on once the pair is gone).
+MERGE_RULES = (_cancel, _merge)
 
 
 def recognize(model) -> Recognition | None:
@@ -362,4 +365,4 @@ def recognize(model) -> Recognition | None:
     return Recognition(model=out, dialect=DIALECT, rewrites=tuple(g.rewrites))
 
 
-__all__ = ["Relabel", "pairing", "recognize", "relabel_of"]
+__all__ = ["MERGE_RULES", "Relabel", "pairing", "recognize", "relabel_of"]

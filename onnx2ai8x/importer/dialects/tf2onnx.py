@@ -580,9 +580,11 @@ def recognize(model) -> Recognition | None:
 
 def _rewritten(model) -> _Graph:
     """The model with every rule applied until none applies, its padding checked."""
+    from .axes import MERGE_RULES
+
     g = _Graph(model)
     for _ in range(10 * len(g.nodes) + 10):
-        if not any(rule(g) for rule in _RULES):
+        if not any(rule(g) for rule in (*_RULES, *MERGE_RULES)):
             break
         g.infer()
     if _is_tf2onnx(model):

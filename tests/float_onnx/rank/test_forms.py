@@ -97,12 +97,23 @@ def _form(name: str) -> tuple[onnx.ModelProto, tuple[int, ...]]:
                   _c("v", np.abs(RNG.standard_normal(8)).astype(np.float32) + 0.5),
                   _c("bias", (RNG.standard_normal((1, 8, 1, 1)) * 0.1).astype(np.float32)),
                   _w("W", 5, 8)]
+    elif name == "channels_last_mean":  # TFLite's Conv1D output, then a Keras mean
+        nodes += [helper.make_node("Unsqueeze", ["r", "a2"], ["u"], name="lift"),
+                  helper.make_node("Transpose", ["u"], ["t"], name="to_last",
+                                   perm=[0, 2, 3, 1]),
+                  helper.make_node("Squeeze", ["t", "a1"], ["q"], name="drop"),
+                  helper.make_node("ReduceMean", ["q"], ["m"], name="mean", axes=[1],
+                                   keepdims=0),
+                  helper.make_node("MatMul", ["m", "W"], ["y"], name="fc")]
+        inits += [_c("a2", np.array([2], np.int64)), _c("a1", np.array([1], np.int64)),
+                  _w("W", 8, 5)]
     else:
         raise ValueError(name)
     return _model(nodes, inits, shape), shape
 
 
-FORMS = ("reshape_lift", "width_one", "size1_transpose", "bn_and_bias_lifted")
+FORMS = ("reshape_lift", "width_one", "size1_transpose", "bn_and_bias_lifted",
+         "channels_last_mean")
 
 
 @pytest.mark.parametrize("name", FORMS)
@@ -111,7 +122,7 @@ def test_relabels_fold_exactly_and_convert(name, tmp_path):
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, str(path))
     fm = read_float_model(path, "MAX78000")
-    assert "axes" in fm.canonical.dialects, fm.rewrites
+    assert {"axes", "channels-last"} & set(fm.canonical.dialects), fm.rewrites
     x = RNG.random((6, *shape)).astype(np.float32)
     sess = ort.InferenceSession(fm.model_bytes, providers=["CPUExecutionProvider"])
     got = sess.run(None, {fm.input_name: x})[0]
