@@ -44,6 +44,8 @@ from .dialects import Canonical, canonicalize, explained, folds_itself, handled_
 from .onnx_nodes import CONST_OPS, data_input, node_attr
 
 OPSET_MIN, OPSET_MAX = 11, 21
+# Ops of an output's layout change, which the host does (after the last layer).
+_OUTPUT_LAYOUT = ("Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity")
 # Ops that only pass values through at inference time.
 _ALIASES = ("Identity", "Dropout")
 # Ops the CPU finishes with after the accelerator (`--softmax` writes softmax.c).
@@ -64,8 +66,8 @@ _HINTS = {
     "Mul": "multiply activations only by per-channel constants right after a "
            "convolution or dense layer (folded into its weights)",
     "Div": "divide only by constants right after a convolution or dense layer",
-    "Upsample": "use ConvTranspose2d (3x3, stride 2) to upsample",
-    "Resize": "use ConvTranspose2d (3x3, stride 2) to upsample",
+    "Upsample": "Upsample left opset 10: export the model again (torch and tf2onnx "
+                "write Resize, from which nearest 2x upsampling converts)",
     "LSTM": "the accelerator runs feed-forward convolutional networks only",
     "GRU": "the accelerator runs feed-forward convolutional networks only",
     "Split": "split channels with separate convolutions instead",
@@ -242,6 +244,59 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
     if len(shape) == 2:
         return int(shape[1]), 1
     return 1, 1
+
+
+def _squeezed(node, shape: tuple[int, ...], const) -> tuple[int, ...]:
+    """The shape (with the batch) after a Squeeze or Unsqueeze node."""
+    axes = node_attr(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = const(node.input[1])
+    axes = [] if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+    if node.op_type == "Squeeze":
+        drop = {a % len(shape) for a in axes} if axes else \
+            {k for k, d in enumerate(shape) if d == 1}
+        return tuple(d for k, d in enumerate(shape) if k not in drop)
+    out = list(shape)
+    rank = len(shape) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        out.insert(a, 1)
+    return tuple(out)
+
+
+def _auto_pads(auto: str, spatial, kernel, strides, dil, transpose: bool):
+    """Explicit pads (before..., after...) of a convolution's auto_pad on known sizes
+    (ONNX: SAME pads the total so that out = ceil(in / stride), the odd one after for
+    SAME_UPPER, before for SAME_LOWER); None for a transposed one's SAME."""
+    nd = len(kernel)
+    if auto == "VALID":
+        return [0] * (2 * nd)
+    if transpose or auto not in ("SAME_UPPER", "SAME_LOWER"):
+        return None
+    before, after = [], []
+    for a in range(nd):
+        n, s, k = int(spatial[a]), int(strides[a]), int(kernel[a])
+        total = max((-(-n // s) - 1) * s + (k - 1) * int(dil[a]) + 1 - n, 0)
+        small, big = total // 2, total - total // 2
+        before.append(small if auto == "SAME_UPPER" else big)
+        after.append(big if auto == "SAME_UPPER" else small)
+    return before + after
+
+
+def _moved_axis(op: str, shape: tuple[int, ...], rest: tuple[int, ...]) -> str:
+    """What a reshape the accelerator cannot do moves: the channel axis, named."""
+    src, dst = (1, *shape), (1, *rest)
+    from .dialects.axes import pairing
+
+    r = pairing(src, dst)
+    text = f"{op} {_ints(src)} -> {_ints(dst)}"
+    if r is None:
+        return f"{text} mixes axes: values move between channels and positions"
+    where = [k for k, s in enumerate(r.axis) if s == 1]
+    if not where:
+        return f"{text} drops the channel axis (axis 1, {shape[0]} channel)"
+    return (f"{text} moves the {shape[0]} channels (axis 1) to axis {where[0]}: the "
+            "accelerator keeps each channel on its own processor, and this makes them "
+            "positions")
 
 
 class _Walker:
@@ -615,8 +670,32 @@ class _Walker:
         self.values[name] = value
 
     # aliases
+    def _only_to_output(self, name: str) -> bool:
+        """`name` is read by nothing but a graph output, possibly through reshapes and
+        transposes that each have one reader (the output's own layout change)."""
+        outs = {o.name for o in self.model.graph.output}
+        for _ in range(len(self.model.graph.node) + 1):
+            if self.uses.get(name, 0) != 1:
+                return False
+            if name in outs:
+                return True
+            reader = next(n for n in self.model.graph.node if name in n.input)
+            if reader.op_type not in _OUTPUT_LAYOUT or reader.input[0] != name:
+                return False
+            name = reader.output[0]
+        return False
+
+    def _host_side(self, node, v) -> bool:
+        """Pass on a value the host reads (after the output's transpose)."""
+        if isinstance(v, tuple) and v and v[0] == "cpu" and node.op_type in _OUTPUT_LAYOUT:
+            self.values[node.output[0]] = v
+            return True
+        return False
+
     def op_Identity(self, node) -> None:
         v = self.data(node)
+        if self._host_side(node, v):
+            return
         if v is None:
             self.consts[node.output[0]] = self.consts[node.input[0]]
         else:
@@ -637,6 +716,8 @@ class _Walker:
 
     def op_Transpose(self, node) -> None:
         v = self.data(node)
+        if self._host_side(node, v):
+            return
         perm = tuple(int(p) for p in node_attr(node, "perm", []))
         if v is None:
             self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], perm)
@@ -644,6 +725,15 @@ class _Walker:
         if (self.layout is not None and node.output[0] == self.layout.output[0]) or \
                 perm == tuple(range(len(perm))):
             self.set(node, v)  # the input's layout change: part of the input mapping
+            return
+        if self._only_to_output(node.output[0]) and len(getattr(v, "shape", ())) > 1:
+            # The output's layout change (a channels-last model's image output): the
+            # accelerator's result is the tensor before it, channels-first, and the host
+            # reads it so (as it flattens an output), the report naming that tensor.
+            self.rewrites.append(f"{node.name or node.output[0]}: the output's transpose "
+                                 f"{_ints(perm)} is left to the host (the result is "
+                                 f"{node.input[0]}, channels-first)")
+            self.values[node.output[0]] = ("cpu", v, node.input[0])
             return
         raise _fail("transpose", self.where(node), f"a transpose {_ints(perm)} inside the "
                     "network", "the accelerator keeps data channels-first: transpose only "
@@ -667,7 +757,14 @@ class _Walker:
         if nd not in (1, 2) or (transpose and nd != 2):
             raise _fail("conv-rank", where, f"{nd}-D convolution",
                         "use Conv1d, Conv2d or ConvTranspose2d")
-        fields, in_shape = self.layer_input(self.data(node), node)
+        data = self.data(node)
+        if transpose:
+            # A transposed layer reads a tensor the accelerator holds: pooling or an
+            # element-wise operation in front of it is a layer of its own (with pooling
+            # folded in, the reference's and the simulator's output shapes differ, and
+            # no vendor case combines the two).
+            data = self.act(data, where)
+        fields, in_shape = self.layer_input(data, node)
         if len(in_shape) != nd + 1:  # (C, L) or (C, H, W): as many axes as the kernel
             raise _fail("conv-rank", where, f"a {nd}-D kernel on data of shape "
                         f"{tuple(in_shape)}", "check the model")
@@ -676,14 +773,17 @@ class _Walker:
         strides = _pair(node_attr(node, "strides"), nd, 1)
         dil = _pair(node_attr(node, "dilations"), nd, 1)
         pads = [int(p) for p in (node_attr(node, "pads") or [0] * (2 * nd))]
-        if node_attr(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise _fail("auto-pad", where, "auto_pad padding",
-                        "export with explicit pads (onnxsim folds most exporters' SAME "
-                        "padding into explicit pads)")
+        auto = node_attr(node, "auto_pad", b"NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else str(auto)
+        if auto != "NOTSET":
+            pads = _auto_pads(auto, in_shape[1:], w.shape[2:], strides, dil, transpose)
+            if pads is None:
+                raise _fail("auto-pad", where, f"auto_pad {auto}",
+                            "export with explicit pads (onnxsim folds most exporters' "
+                            "SAME padding into explicit pads)")
+        op_given = node_attr(node, "output_padding")
         if pads[:nd] != pads[nd:]:
-            raise _fail("padding", where, f"asymmetric padding {pads}",
-                        "use the same padding on both sides (e.g. 'same' padding of an odd "
-                        "kernel)")
+            w, kernel, pads, op_given = self._even_padding(node, w, pads, nd, dil, transpose)
         padding = (pads[0], 0 if nd == 1 else pads[1])
         b = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         cout = w.shape[1] * groups if transpose else w.shape[0]
@@ -691,7 +791,7 @@ class _Walker:
         spatial = in_shape[1:]
         sub = (1, 1)
         if transpose:
-            op_pad = _pair(node_attr(node, "output_padding"), 2, 0)
+            op_pad = _pair(op_given, 2, 0)
             out_sp = tuple((spatial[a] - 1) * strides[a] - 2 * padding[a] +
                            dil[a] * (kernel[a] - 1) + op_pad[a] + 1 for a in range(2))
             extra = {"output_padding": op_pad}
@@ -714,6 +814,7 @@ class _Walker:
                     f"stride-1 convolution + 1x1 stride-{strides[0]} pooling in the next "
                     "layer")
                 strides = (1, 1)
+        self._positive(node, in_shape, out_sp)
         out_shape = (cout, *out_sp)
         fields.update(operator=operator, output_channels=cout, output_dim=_dims(out_shape),
                       kernel_size=kernel, padding=padding, stride=strides, dilation=dil,
@@ -722,6 +823,50 @@ class _Walker:
                        out_shape, node.output[0], [node.name or node.output[0]],
                        subsample=sub)
         self.set(node, draft)
+
+    def _even_padding(self, node, w, pads, nd, dil, transpose):
+        """Unequal padding made equal where the result is the same (seed 000: the
+        accelerator pads both sides of an axis alike). A 1-D convolution padded b before
+        and e after is the one padded max(b, e) on both sides with |e - b| zero taps
+        added to its kernel on the side that had less (each output still reads the same
+        inputs with the same weights). A transposed convolution padded b before and e
+        after with output padding o keeps outputs b .. of its full result; the
+        accelerator's (padding p, output padding 1) keeps p .., as many: the same when
+        e - o = b - 1. Returns (weights, kernel, pads, output padding)."""
+        where = self.where(node)
+        kernel = _pair(w.shape[2:], nd, 1)
+        if nd == 1 and not transpose and dil[0] == 1:
+            b, e = pads
+            extra = np.zeros((*w.shape[:2], abs(e - b)), w.dtype)
+            w = np.concatenate([extra, w] if e > b else [w, extra], axis=2)
+            self.rewrites.append(f"{node.name or node.output[0]}: padding ({b}, {e}) = "
+                                 f"padding {max(b, e)} on both sides with the kernel "
+                                 f"widened to {w.shape[2]} by zero taps")
+            return w, _pair(w.shape[2:], 1, 1), [max(b, e)] * 2, None
+        op = [int(v) for v in (node_attr(node, "output_padding") or [0] * nd)]
+        if transpose and all(pads[nd + a] - op[a] == pads[a] - 1 for a in range(nd)):
+            self.rewrites.append(f"{node.name or node.output[0]}: padding {pads} with output"
+                                 f" padding {op} = padding {pads[:nd]} on both sides with "
+                                 "output padding 1")
+            return w, kernel, [*pads[:nd], *pads[:nd]], [1] * nd
+        if transpose:
+            raise _fail("padding", where, f"a transposed convolution padded {_ints(pads[:nd])}"
+                        f" before and {_ints(pads[nd:])} after with output padding "
+                        f"{_ints(op)}: it keeps its full result from position "
+                        f"{_ints(pads[:nd])} to {_ints(pads[nd:])} - {_ints(op)} from the "
+                        "end; the accelerator (padding p, output padding 1) drops p at the "
+                        "start and p - 1 at the end, and no kernel of the same size moves "
+                        "the result by one position",
+                        "export it with padding p and output padding 1 (PyTorch "
+                        "ConvTranspose2d(3, stride=2, padding=1, output_padding=1)); in "
+                        "Keras, Conv2DTranspose(padding=\"valid\") followed by "
+                        "Cropping2D(((1, 0), (1, 0)))")
+        raise _fail("padding", where, f"padding {_ints(pads[:nd])} before and "
+                    f"{_ints(pads[nd:])} after; the accelerator pads both sides alike, and "
+                    f"a {'x'.join(str(k) for k in kernel[:nd])} kernel cannot be widened "
+                    "to make up the difference here",
+                    "pad both sides alike (e.g. 'same' padding with stride 1, or with "
+                    "stride 2 on an odd input size)")
 
     def _dense_input(self, node, v) -> tuple[dict, int]:
         """Fields for a dense layer's input and its number of inputs."""
@@ -1075,9 +1220,24 @@ class _Walker:
             if ceil != out_sp:
                 raise _fail("pool-ceil", where, "ceil_mode pooling reads past the data",
                             "use ceil_mode=False or an input size the window divides")
+        self._positive(node, in_shape, out_sp)
         shape = (in_shape[0], *out_sp)
         self.set(node, _Pool(inner, kernel, strides, dil, average, shape,
                              node.name or node.output[0], node.output[0], vector))
+
+    def _positive(self, node, in_shape, out_sp) -> None:
+        """Every output axis holds data: a window longer than its (padded) data is a
+        model made for another input size (a model-level code: no layer is at fault,
+        so no CPU fallback is proposed)."""
+        if all(int(n) > 0 for n in out_sp):
+            return
+        raise Ai8xError("model.input-shape", self.where(node),
+                        f"the window does not fit the data: {_ints(in_shape[1:])} "
+                        f"positions per channel ({_ints(in_shape)} per sample) are fewer "
+                        "than the window needs, so it has no output",
+                        "check the input shape the model was exported with (the model "
+                        f"declares {_ints(self.model_shape)} per sample, after the batch "
+                        "axis): the data reaching this node is too short for its window")
 
     def op_MaxPool(self, node) -> None:
         if len(node.output) > 1 and node.output[1]:
@@ -1095,6 +1255,13 @@ class _Walker:
         self._pool(node, False, glob=True)
 
     def op_ReduceMean(self, node) -> None:
+        self._reduce(node, average=True)
+
+    def op_ReduceMax(self, node) -> None:
+        self._reduce(node, average=False)
+
+    def _reduce(self, node, average: bool) -> None:
+        """A mean or maximum over every spatial axis: global pooling."""
         v = self.data(node)
         axes = node_attr(node, "axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
@@ -1102,13 +1269,89 @@ class _Walker:
         rank = 1 + len(getattr(v, "shape", ()) or ())
         ax = sorted(int(a) % rank for a in (axes if axes is not None else []))
         if rank < 3 or ax != list(range(2, rank)):
-            raise _fail("reduce", self.where(node), f"ReduceMean over axes {ax}",
-                        "average over the spatial axes only (global average pooling)")
-        self._pool(node, True, glob=True, vector=not node_attr(node, "keepdims", 1))
+            raise _fail("reduce", self.where(node), f"{node.op_type} over axes {ax}",
+                        f"{'average' if average else 'take the maximum'} over the spatial "
+                        "axes only (global pooling)")
+        self._pool(node, average, glob=True, vector=not node_attr(node, "keepdims", 1))
+
+    # upsampling
+    def op_Resize(self, node) -> None:
+        """Nearest upsampling by 2 in both axes of 2-D data (the canonical Resize that
+        dialects/movement.py writes for every exporter's spelling of it) = a stride-2
+        3x3 transposed convolution (padding 1, output padding 1, seed 000's only
+        ConvTranspose2d) whose kernel is [0, 1, 1] x [0, 1, 1] per channel: output
+        (2i + a, 2j + b) reads exactly input (i, j) with weight 1 (the zero-inserted
+        input has one value under the kernel's ones at each position). Input and output
+        share one scale, so the weights quantize to 64 with a shift of 1: exact."""
+        from .dialects.movement import CANONICAL_RESIZE
+
+        where = self.where(node)
+        v = self.data(node)
+        scales = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] \
+            else None
+        shape = getattr(v, "shape", None)
+        mode = {k: node_attr(node, k) for k in CANONICAL_RESIZE}
+        mode = {k: x.decode() if isinstance(x, bytes) else x for k, x in mode.items()}
+        factors = None if scales is None else tuple(float(x) for x in
+                                                    np.asarray(scales).reshape(-1))
+        if mode == CANONICAL_RESIZE and shape is not None and len(shape) == 2 and \
+                factors == (1.0, 1.0, 2.0):
+            self._upsample_1d(node, v)
+            return
+        if mode != CANONICAL_RESIZE or shape is None or len(shape) != 3 or \
+                factors != (1.0, 1.0, 2.0, 2.0):
+            what = "nearest" if mode == CANONICAL_RESIZE else \
+                f"{mode.get('mode') or 'nearest'} ({mode.get('coordinate_transformation_mode')})"
+            raise _fail("upsample", where, f"{what} resize by "
+                        f"{'computed sizes' if factors is None else _ints(factors[2:])} "
+                        f"of data {_ints(shape) if shape else '?'}; the accelerator "
+                        "upsamples by 2 in every spatial axis, nearest neighbour (a "
+                        "transposed convolution with a fixed kernel)",
+                        "upsample by 2 with nearest neighbour (nn.Upsample(scale_factor=2),"
+                        " Keras UpSampling2D(2) / UpSampling1D(2))")
+        self.set(node, self._upsampling(node, self.act(v, where), node.output[0]))
+
+    def _upsampling(self, node, a: _Act, tensor: str | None) -> _Draft:
+        """The ConvTranspose2d layer (pending) upsampling `a` (C, H, W) by 2."""
+        fields, in_shape = self.layer_input(a, node)  # held data, as in _conv
+        c, h, w = in_shape
+        k1 = np.array([0.0, 1.0, 1.0])
+        weights = np.zeros((c, c, 3, 3))
+        weights[np.arange(c), np.arange(c)] = np.outer(k1, k1)
+        out_shape = (c, 2 * h, 2 * w)
+        fields.update(operator=Op.CONVTRANSPOSE2D, output_channels=c,
+                      output_dim=(2 * h, 2 * w), kernel_size=(3, 3), padding=(1, 1),
+                      stride=(2, 2), dilation=(1, 1), conv_groups=1, output_padding=(1, 1),
+                      name=_layer_name(node))
+        self.rewrites.append(f"{node.name or node.output[0]}: nearest 2x upsampling = "
+                             "ConvTranspose2d 3x3 stride 2, kernel [0,1,1]x[0,1,1] per "
+                             "channel")
+        return _Draft(fields, weights, np.zeros(c), 1, out_shape, tensor,
+                      [node.name or node.output[0]], same_scale=True)
+
+    def _upsample_1d(self, node, v) -> None:
+        """Nearest 2x upsampling of 1-D data (C, L): the data read as (C, L, 1) (the
+        same memory), upsampled in both axes, (C, 2L, 2) with two equal columns, then
+        a 1x2 max pooling (stride 1: the stride must be square) keeps one of them (the
+        maximum of two equal values), read as (C, 2L). Exact, two layers (the pooling
+        is a layer of its own: a 1-D layer's pooling is 1-D)."""
+        where = self.where(node)
+        a = self.act(v, where)
+        c, n = a.shape
+        up = self.act(self._upsampling(node, _Act(a.src, (c, n, 1)), None), where)
+        pool = _Pool(up, (1, 2), (1, 1), (1, 1), False, (c, 2 * n, 1),
+                     f"{node.name or node.output[0]}_columns", node.output[0])
+        out = self.act(pool, where)
+        self.rewrites.append(f"{node.name or node.output[0]}: 1-D data upsampled as "
+                             f"({c}, {n}, 1), one of the two equal columns kept by a 1x2 "
+                             "max pooling")
+        self.set(node, _Act(out.src, (c, 2 * n)))
 
     # reshaping
     def op_Flatten(self, node) -> None:
         v = self.data(node)
+        if self._host_side(node, v):
+            return
         if int(node_attr(node, "axis", 1)) != 1:
             raise _fail("flatten", self.where(node), "Flatten with axis other than 1",
                         "flatten all but the batch axis")
@@ -1125,7 +1368,9 @@ class _Walker:
             self.set(node, _Flat(a, node.name or node.output[0]))
 
     def op_Reshape(self, node) -> None:
-        v = self.data(node)
+        if self._host_side(node, self.data(node)):
+            return
+        v = self.subsampled(self.data(node))  # a strided convolution's own shape
         target = self.const(node.input[1])
         if v is None or target is None:
             raise _fail("reshape", self.where(node), "a reshape with a computed shape",
@@ -1136,6 +1381,10 @@ class _Walker:
         if not t:
             raise _fail("reshape", self.where(node), "a reshape to a scalar",
                         "only flatten (N, C, H, W) -> (N, C*H*W) before a dense layer")
+        if not int(node_attr(node, "allowzero", 0)):
+            # 0 copies the input's dimension there (ONNX Reshape without allowzero)
+            full = (1, *src_shape)
+            t = [full[k] if x == 0 and k < len(full) else x for k, x in enumerate(t)]
         t[0] = 1 if t[0] in (0, -1) else t[0]
         if t[0] != 1:
             raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} merges "
@@ -1148,30 +1397,44 @@ class _Walker:
             raise _fail("reshape", self.where(node), f"reshape to {_ints(target)} of "
                         f"{_ints(src_shape)}", "check the model")
         self.reshapes[node.output[0]] = tuple(rest)
-        if len(rest) == 1:
+        if len(rest) == 1 and len(src_shape) > 1 and int(np.prod(src_shape[1:])) > 1:
             self._flatten(node, v)
-        elif tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
+            return
+        self._relabel(node, v, tuple(rest))
+
+    def _relabel(self, node, v, rest: tuple[int, ...]) -> None:
+        """A reshape that the accelerator does by reading the same memory with other
+        dimensions: a channel's values stay on its processor in the same order (seed
+        000: each processor holds its channels' pixels row by row), so any reshape that
+        keeps the channel count first is the next layer's input_dim (the vendor's
+        `in_dim`); a (C,) vector is (C, 1, ...) and back. Anything else moves values
+        between channels: refused, naming the axis."""
+        where = self.where(node)
+        src_shape = v.inner.shape if isinstance(v, _Flat) else v.shape
+        if tuple(rest) == tuple(src_shape) and isinstance(v, _Act | _Draft | _Pool):
             self.set(node, v)
-        elif isinstance(v, (_Flat, _Act, _Draft)) and all(x == 1 for x in rest[1:]):
-            # (N, F) -> (N, F, 1, 1): a vector stays a vector
-            inner = v.inner if isinstance(v, _Flat) else self.act(v, self.where(node))
-            if int(np.prod(inner.shape[1:])) != 1:
-                raise _fail("reshape", self.where(node), f"reshape {src_shape} -> "
-                            f"{tuple(rest)} has no hardware equivalent",
-                            "only flatten before a dense layer")
-            self.set(node, _Act(inner.src, (rest[0],)))
-        else:
-            raise _fail("reshape", self.where(node), f"reshape {src_shape} -> "
-                        f"{tuple(rest)} has no hardware equivalent",
-                        "only flatten (N, C, H, W) -> (N, C*H*W) before a dense layer")
+            return
+        inner = v.inner if isinstance(v, _Flat) else self.act(v, where)
+        shape = inner.shape
+        if rest and rest[0] == shape[0] and len(rest) <= 3 and \
+                int(np.prod(rest)) == int(np.prod(shape)) and \
+                (len(rest) > 1 or int(np.prod(shape[1:])) == 1):
+            self.set(node, _Act(inner.src, tuple(rest)))
+            return
+        raise _fail("rank", where, _moved_axis(node.op_type, shape, rest),
+                    "keep the channels as the second axis (N, C, ...) and change only "
+                    "the spatial axes, or reshape once into (N, C*H*W) right before a "
+                    "dense layer")
 
     def op_Squeeze(self, node) -> None:
-        v = self.data(node)
-        a = v.inner if isinstance(v, _Flat) else self.act(v, self.where(node))
-        if int(np.prod(a.shape[1:] or (1,))) != 1:
-            raise _fail("squeeze", self.where(node), "Squeeze of data with spatial extent",
-                        "flatten before the dense layer")
-        self.set(node, _Act(a.src, (a.shape[0],)))
+        if self._host_side(node, self.data(node)):
+            return
+        v = self.subsampled(self.data(node))
+        src = v.inner.shape if isinstance(v, _Flat) else getattr(v, "shape", None)
+        if v is None or src is None:
+            raise _fail("reshape", self.where(node), f"{node.op_type} of a constant or "
+                        "shape value", "fold constants (onnxsim) before converting")
+        self._relabel(node, v, _squeezed(node, (1, *src), self.const)[1:])
 
     op_Unsqueeze = op_Squeeze
 

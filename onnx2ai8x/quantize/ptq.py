@@ -437,8 +437,12 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
     mapping = _mapping(fm, input_scale)
     # A float average is closest to the rounded mean (the accelerator's
     # --avg-pool-rounding, seed 000 "Pooling"); an exact vendor export keeps the
-    # hardware default its training used (truncation).
-    rounding = exact is None
+    # hardware default its training used (truncation). The mode is one for the whole
+    # network, and a Conv1d layer's average pooling truncates whatever it says (the
+    # vendor's 1-D pooling, custom_ops.builder): with one, every layer truncates.
+    rounding = exact is None and not any(
+        lay.operator.one_d and lay.pool_average and tuple(lay.pool) != (1, 1)
+        for lay in layers)
     out_idx = list(fm.outputs)
     output_scales = tuple(out_scale[i] for i in out_idx)
     q_outs = _quantized_outputs(qnet, mapping, x, rounding)

@@ -38,12 +38,15 @@ def _recognizers(options: dict) -> tuple[Recognizer, ...]:
     facts a dialect's file does not carry (DialectOptions)."""
     from functools import partial
 
-    from . import qdq, qonnx, tf2onnx, vendor_export
+    from . import axes, movement, qdq, qonnx, tf2onnx, vendor_export
 
     # QONNX before QDQ (it writes Brevitas' QCDQ form, which the QDQ dialect reads); the
-    # quantized dialects before tf2onnx's channels-last rules, which read float graphs
+    # quantized dialects before tf2onnx's channels-last rules, which read float graphs;
+    # data movement and relabels last, on whatever form the exporters' rules left (any
+    # exporter's)
     return (partial(vendor_export.recognize, shift_quantile=options.get("shift_quantile")),
-            qonnx.recognize, qdq.recognize, tf2onnx.recognize)
+            qonnx.recognize, qdq.recognize, tf2onnx.recognize, movement.recognize,
+            axes.recognize)
 
 
 def handled_ops() -> frozenset[str]:

@@ -55,7 +55,8 @@ _Q, _DQ = "QuantizeLinear", "DequantizeLinear"
 # Ops that move integers without arithmetic: they commute with a monotonic quantizer,
 # so they run on the float value (same scale and zero point on both sides).
 _MOVERS = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze",
-           "Identity", "Dropout")
+           "Identity", "Dropout", "Tile", "Expand", "DepthToSpace", "SpaceToDepth",
+           "Resize")  # (Resize: nearest only, checked where it is met)
 # Ops whose output lies within the bounds of their (first) input.
 _BOUNDED = (*_MOVERS, "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean")
 _TAIL = ("Softmax", "LogSoftmax", "Sigmoid")
@@ -458,11 +459,14 @@ class _Rewriter:
     # -- integers through ops that only move them ---------------------------------------
     def mover(self, node) -> None:
         data = [i for i in node.input if i in self.quant]
-        if node.op_type not in _MOVERS or data != [node.input[0]]:
+        mode = next((a.s for a in node.attribute if a.name == "mode"), b"nearest")
+        if node.op_type not in _MOVERS or data != [node.input[0]] or \
+                (node.op_type == "Resize" and mode not in (b"nearest", "nearest")):
             raise _fail("qdq-integer-op", node, f"{node.op_type} reads the quantized "
                         f"integers {data[0]}", "dequantize (DequantizeLinear) before "
-                        "arithmetic; only MaxPool, Flatten, Reshape, Transpose, "
-                        "Squeeze and Unsqueeze may run on integers")
+                        "arithmetic; only operations that move values (MaxPool, Flatten, "
+                        "Reshape, Transpose, Squeeze, Unsqueeze, Tile, Expand, "
+                        "DepthToSpace, nearest Resize) may run on integers")
         info = self.quant[node.input[0]]
         node.input[0] = self._value(node, info, f"{node.input[0]}__value",
                                     f"{node.name or node.output[0]}__clamp")

@@ -14,7 +14,8 @@ converted by tf2onnx 1.17, `tests/float_onnx/keras/`):
   the dense layer reads the values in (H, W, C) order, the accelerator flattens in
   (C, H, W) order, so the dense weights' rows are permuted;
 - `Conv1D` and 1-D pooling as 2-D operations on an `Unsqueeze`d height of 1, with a
-  `Squeeze` after each; the input `Unsqueeze` then `Transpose (0, 3, 1, 2)`;
+  `Squeeze` after each; the input `Unsqueeze` then `Transpose (0, 3, 1, 2)` (the
+  Transpose moved first here; the height of 1 is any exporter's relabel, `axes.py`);
 - `Rescaling` / `Normalization` as `Mul` / `Add` / `Sub` / `Div` by constants on the input
   before the layout change.
 
@@ -35,6 +36,14 @@ import numpy as np
 
 from ...errors import Ai8xError
 from .base import Recognition
+from .graph import Graph as _Graph
+from .graph import attr as _attr
+from .graph import axes_of as _axes
+from .graph import copy_node as _copy
+from .graph import dims_text as _dims
+from .graph import graph_input as _graph_input
+from .graph import label as _label
+from .graph import perm_of as _perm
 
 DIALECT = "tf2onnx"
 _UNARY = ("Relu", "Abs", "Clip", "Identity", "Dropout", "LeakyRelu", "Sigmoid")
@@ -46,125 +55,6 @@ def _refuse(code: str, where: str, message: str, hint: str) -> Ai8xError:
                      "model)", hint)
 
 
-def _dims(values) -> str:
-    """A shape or list for a message: (8, 8, 1), no numpy reprs."""
-    return "(" + ", ".join(str(int(v)) for v in np.asarray(values).reshape(-1)) + ")"
-
-
-class _Graph:
-    """A mutable copy of a model's nodes and constants, with inferred shapes."""
-
-    def __init__(self, model) -> None:
-        import onnx
-        from onnx import numpy_helper
-
-        self.model = model
-        self.nodes = [_copy(n) for n in model.graph.node]
-        self.consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-        self.outputs = {o.name for o in model.graph.output}
-        self.input = _graph_input(model).name
-        self.rewrites: list[str] = []
-        self._count = 0
-        self.onnx = onnx
-        self.shapes: dict[str, tuple[int, ...]] = {}
-        self.infer()
-
-    def infer(self) -> None:
-        m = self.build()
-        try:
-            m = self.onnx.shape_inference.infer_shapes(m)
-        except Exception:  # noqa: BLE001 - shapes stay unknown; rules needing them skip
-            return
-        self.shapes = {}
-        for vi in [*m.graph.input, *m.graph.value_info, *m.graph.output]:
-            dims = vi.type.tensor_type.shape.dim
-            if vi.type.tensor_type.HasField("shape") and all(d.HasField("dim_value")
-                                                             for d in dims):
-                self.shapes[vi.name] = tuple(int(d.dim_value) for d in dims)
-
-    def build(self):
-        from onnx import numpy_helper
-
-        m = self.onnx.ModelProto()
-        m.CopyFrom(self.model)
-        del m.graph.node[:]
-        m.graph.node.extend(self.nodes)
-        # (old exporters also list initializers as graph inputs: those stay)
-        used = {i for n in self.nodes for i in n.input} | {i.name for i in m.graph.input}
-        del m.graph.initializer[:]
-        m.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), k)
-                                   for k, v in self.consts.items() if k in used)
-        del m.graph.value_info[:]
-        return m
-
-    # -- queries -----------------------------------------------------------------------
-    def readers(self, name: str) -> list:
-        return [n for n in self.nodes if name in n.input]
-
-    def only_reader(self, name: str):
-        """The one node reading `name`, if `name` is not also a graph output."""
-        r = self.readers(name)
-        return r[0] if len(r) == 1 and name not in self.outputs else None
-
-    def producer(self, name: str):
-        return next((n for n in self.nodes if name in n.output), None)
-
-    def const(self, name: str):
-        return self.consts.get(name)
-
-    # -- edits -------------------------------------------------------------------------
-    def fresh(self, base: str) -> str:
-        self._count += 1
-        return f"{base}__cf{self._count}"
-
-    def add_const(self, base: str, value) -> str:
-        name = self.fresh(base)
-        self.consts[name] = np.asarray(value)
-        return name
-
-    def replace(self, old: list, new: list) -> None:
-        """Put `new` where the last of `old` was (its inputs are all computed by then)."""
-        at = max(self.nodes.index(n) for n in old)
-        for n in new:
-            self.nodes.insert(at + 1, n)
-            at += 1
-        for n in old:
-            self.nodes.remove(n)
-
-    def node(self, op: str, inputs, outputs, name: str, **attrs):
-        return self.onnx.helper.make_node(op, list(inputs), list(outputs), name=name, **attrs)
-
-
-def _copy(node):
-    import onnx
-
-    n = onnx.NodeProto()
-    n.CopyFrom(node)
-    return n
-
-
-def _graph_input(model):
-    inits = {i.name for i in model.graph.initializer}
-    return next(i for i in model.graph.input if i.name not in inits)
-
-
-def _attr(node, name: str, default=None):
-    import onnx
-
-    for a in node.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
-def _perm(node) -> tuple[int, ...]:
-    return tuple(int(p) for p in _attr(node, "perm", []) or [])
-
-
-def _label(node) -> str:
-    return f"node {node.name or node.output[0]} ({node.op_type})"
-
-
 def _to_last(rank: int) -> tuple[int, ...]:
     """The permutation channels-first -> channels-last: (0, 2, ..., rank-1, 1)."""
     return (0, *range(2, rank), 1)
@@ -173,14 +63,6 @@ def _to_last(rank: int) -> tuple[int, ...]:
 def _to_first(rank: int) -> tuple[int, ...]:
     return (0, rank - 1, *range(1, rank - 1))
 
-
-def _axes(g: _Graph, node) -> tuple[int, ...] | None:
-    """Unsqueeze/Squeeze axes (attribute before opset 13, input after)."""
-    if len(node.input) > 1 and node.input[1]:
-        c = g.const(node.input[1])
-        return None if c is None else tuple(int(a) for a in np.asarray(c).reshape(-1))
-    a = _attr(node, "axes")
-    return None if a is None else tuple(int(x) for x in a)
 
 
 # -- the rules: each returns True when it rewrote something ------------------------------
@@ -241,46 +123,30 @@ def _unsqueeze_then_transpose(g: _Graph) -> bool:
     return False
 
 
-def _height_one(g: _Graph) -> bool:
-    """Unsqueeze(2) -> Conv / MaxPool / AveragePool over a height of 1 -> Squeeze(2) is
-    the 1-D operation (Keras Conv1D, MaxPooling1D)."""
-    for un in g.nodes:
-        if un.op_type != "Unsqueeze" or _axes(g, un) not in ((2,), (-2,)):
+def _transpose_then_drop(g: _Graph) -> bool:
+    """Transpose(p) then a reshape that only drops size-1 axes = the reshape dropping
+    the same axes first, then the smaller transpose (TFLite's Conv1D output: to
+    channels-last, then the height of 1 squeezed), so the transpose can move on."""
+    from .axes import relabel_of
+
+    for t in g.nodes:
+        p = _perm(t) if t.op_type == "Transpose" else ()
+        drop = g.only_reader(t.output[0]) if p else None
+        r = relabel_of(g, drop) if drop is not None else None
+        src = g.shapes.get(t.input[0])
+        if r is None or src is None or len(r.dst) >= len(r.src) or None in r.axis or \
+                drop.input[0] != t.output[0] or t.input[0] == g.input:
             continue
-        op = g.only_reader(un.output[0])
-        if op is None or op.op_type not in ("Conv", "MaxPool", "AveragePool") or \
-                op.input[0] != un.output[0] or len(g.shapes.get(op.output[0], ())) != 4:
-            continue
-        sq = g.only_reader(op.output[0])
-        if sq is None or sq.op_type != "Squeeze" or _axes(g, sq) not in ((2,), (-2,)):
-            continue
-        kernel = list(_attr(op, "kernel_shape", []) or [])
-        w = g.const(op.input[1]) if op.op_type == "Conv" else None
-        if op.op_type == "Conv":
-            if w is None or w.ndim != 4:
-                continue
-            kernel = list(w.shape[2:])
-        strides = list(_attr(op, "strides", [1, 1]) or [1, 1])
-        dil = list(_attr(op, "dilations", [1, 1]) or [1, 1])
-        pads = list(_attr(op, "pads", [0, 0, 0, 0]) or [0, 0, 0, 0])
-        if kernel[0] != 1 or strides[0] != 1 or dil[0] != 1 or pads[0] or pads[2] or \
-                _attr(op, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            continue
-        attrs = {k: v for k, v in ((a.name, _attr(op, a.name)) for a in op.attribute)
-                 if k not in ("kernel_shape", "strides", "dilations", "pads")}
-        attrs.update(kernel_shape=[kernel[1]], strides=[strides[1]], dilations=[dil[1]],
-                     pads=[pads[1], pads[3]])
-        if op.op_type == "MaxPool":
-            attrs.pop("dilations")
-        if op.op_type == "AveragePool":
-            attrs.pop("dilations")
-        inputs = [un.input[0], *op.input[1:]]
-        if w is not None:
-            inputs[1] = g.add_const(op.input[1], w[:, :, 0, :])
-        new = g.node(op.op_type, inputs, sq.output, op.name, **attrs)
-        g.replace([un, op, sq], [new])
-        g.rewrites.append(f"{_label(op)}: a 2-D {op.op_type} over a height of 1 between "
-                          "Unsqueeze and Squeeze = the 1-D operation")
+        kept = [p[a] for a in r.axis]  # the original axes the result keeps, its order
+        order = sorted(kept)
+        mid = g.fresh(drop.output[0])
+        shape = g.add_const("shape", np.array([src[a] for a in order], np.int64))
+        new = [g.node("Reshape", [t.input[0], shape], [mid], drop.name),
+               g.node("Transpose", [mid], drop.output, t.name,
+                      perm=[order.index(a) for a in kept])]
+        g.replace([t, drop], new)
+        g.rewrites.append(f"{_label(t)} then {_label(drop)}: the size-1 axes dropped "
+                          "first, then the transpose")
         return True
     return False
 
@@ -430,7 +296,11 @@ def _mean_moved(g: _Graph, t, node, p, mid, after):
     if keep:
         return [g.node("ReduceMean", inputs, [mid], node.name, **attrs), after], why
     if kept != sorted(kept):
-        return None
+        # the kept axes in the transposed order: a smaller transpose after the mean
+        order = sorted(kept)
+        return [g.node("ReduceMean", inputs, [mid], node.name, **attrs),
+                g.node("Transpose", [mid], node.output, t.name,
+                       perm=[order.index(q) for q in kept])], why
     return [g.node("ReduceMean", inputs, node.output, node.name, **attrs)], why
 
 
@@ -649,6 +519,10 @@ def _check_padding(g: _Graph) -> None:
         if pads[:nd] == pads[nd:]:
             continue
         size = g.shapes.get(node.input[0])
+        kernel = list(_attr(node, "kernel_shape", []) or [])
+        if node.op_type == "Conv" and size and len(size) == 4 and any(
+                size[2 + a] == 1 and kernel[a:a + 1] == [1] for a in range(2)):
+            continue  # Conv1D on a height of 1: a 1-D convolution (axes.py), made even
         sizes = f" on a {' x '.join(str(d) for d in size[2:])} input" if size else ""
         strides = _attr(node, "strides", [1] * nd) or [1] * nd
         raise _refuse("same-padding", _label(node), f"stride "
@@ -662,8 +536,8 @@ def _check_padding(g: _Graph) -> None:
                       "tf2onnx")
 
 
-_RULES = (_reshape_as_transpose, _unsqueeze_then_transpose, _height_one, _tensordot,
-          _split_shared, _push_transpose, _input_arith)
+_RULES = (_reshape_as_transpose, _unsqueeze_then_transpose, _transpose_then_drop,
+          _tensordot, _split_shared, _push_transpose, _input_arith)
 
 
 def _is_tf2onnx(model) -> bool:
@@ -706,9 +580,11 @@ def recognize(model) -> Recognition | None:
 
 def _rewritten(model) -> _Graph:
     """The model with every rule applied until none applies, its padding checked."""
+    from .axes import MERGE_RULES
+
     g = _Graph(model)
     for _ in range(10 * len(g.nodes) + 10):
-        if not any(rule(g) for rule in _RULES):
+        if not any(rule(g) for rule in (*_RULES, *MERGE_RULES)):
             break
         g.infer()
     if _is_tf2onnx(model):

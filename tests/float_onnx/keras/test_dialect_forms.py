@@ -130,7 +130,9 @@ def test_form_is_rewritten_exactly_and_converts(name, tmp_path):
     scale = 255.0 if name == "input_offset" else 1.0
     x = (RNG.uniform(0, 1, (16, *SHAPES.get(name, (8, 8, 3)))) * scale).astype(np.float32)
     fm = read_float_model(path, "MAX78000")
-    assert fm.canonical.dialects == ("tf2onnx",)
+    # tf2onnx's rules, then at most the exporter-independent passes (movement, axes)
+    assert fm.canonical.dialects[0] == "tf2onnx"
+    assert set(fm.canonical.dialects[1:]) <= {"movement", "axes"}, fm.canonical.dialects
     sess = ort.InferenceSession(fm.model_bytes, providers=["CPUExecutionProvider"])
     got = sess.run(None, {fm.input_name: x})[0]
     np.testing.assert_allclose(got, float_run(path, x), rtol=1e-4, atol=1e-4)

@@ -105,7 +105,7 @@ EXPECTED_REWRITES = {
                  "into the first layer's weights",),
     "rgb_concat": ("(Tensordot) = MatMul", "a 1x1 convolution", "cancel",
                    "dense weights' rows permuted"),
-    "rows_conv1d": ("Transpose (0, 2, 1) then Unsqueeze", "= the 1-D operation",
+    "rows_conv1d": ("Transpose (0, 2, 1) then Unsqueeze", "does nothing along the size-1 axes",
                     "dense weights' rows permuted"),
 }
 
