@@ -16,10 +16,11 @@ flatter or penalize the figure; the wall-clock rate is printed beside it.
 
 `--engines` (issue 36 item 6) runs the same candidates, as bytes, through
 `onnx2ai8x.api.check_many` on a local process pool and on a Dask LocalCluster with 1
-and 2 workers (one thread each) and prints candidates per second, wall clock, of a warm
-pass (the first pass, which starts the workers and imports the stages in them, is not
-timed). Wall clock is what a sweep waits for, so the figure depends on what else the
-machine runs: the load average is printed with it.
+and 2 workers (one thread each; Dask with 1 and with 8 candidates per task) and prints
+candidates per second, wall clock, of a warm pass (the first pass, which starts the
+workers and imports the stages in them, is not timed). Wall clock is what a sweep waits
+for, so the figure depends on what else the machine runs: the load average is printed
+with it.
 """
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def sweep(models, check) -> tuple[float, float, int]:
     return time.process_time() - cpu, time.perf_counter() - wall, fits
 
 
-def engine_rate(models, executor, repeat: int) -> tuple[float, int]:
+def engine_rate(models, executor, repeat: int, chunksize: int = 1) -> tuple[float, int]:
     """Candidates per second (wall) of the best of `repeat` warm passes of check_many on
     `executor`; how many fit."""
     from onnx2ai8x import api
@@ -97,7 +98,8 @@ def engine_rate(models, executor, repeat: int) -> tuple[float, int]:
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        results = api.check_many(models, "MAX78000", executor=executor)
+        results = api.check_many(models, "MAX78000", executor=executor,
+                                 chunksize=chunksize)
         best = min(best, time.perf_counter() - start)
     return len(models) / best, sum(r.ok for r in results)
 
@@ -124,9 +126,11 @@ def engines(space, workers: tuple[int, ...], repeat: int) -> None:
     for n in workers:
         with LocalCluster(n_workers=n, threads_per_worker=1, dashboard_address=None) as c, \
                 Client(c) as client:
-            rate, _ = engine_rate(models, client.get_executor(), repeat)
-        print(f"Dask LocalCluster, {n}  : {rate:6.1f} candidates per second "
-              f"({rate / here:.2f}x this process)")
+            for chunk in (1, 8):
+                rate, _ = engine_rate(models, client.get_executor(), repeat, chunk)
+                print(f"Dask LocalCluster, {n} worker{'s' if n > 1 else ' '}, {chunk} "
+                      f"per task: {rate:6.1f} candidates per second "
+                      f"({rate / here:.2f}x this process)")
 
 
 def main() -> int:

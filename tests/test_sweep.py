@@ -88,10 +88,18 @@ def test_check_many_here_in_order_with_errors_as_values(reference) -> None:
     _assert_sweep(api.check_many(_candidates(), "MAX78000"), reference)
 
 
-def test_check_many_on_a_process_pool(reference) -> None:
+@pytest.mark.parametrize("chunksize", [1, 3])
+def test_check_many_on_a_process_pool(reference, chunksize) -> None:
     with ProcessPoolExecutor(max_workers=2) as pool:
-        results = api.check_many(_candidates(), "MAX78000", executor=pool)
+        results = api.check_many(_candidates(), "MAX78000", executor=pool,
+                                 chunksize=chunksize)
     _assert_sweep(results, reference)
+
+
+def test_chunksize_must_be_positive() -> None:
+    with pytest.raises(Ai8xError) as err:
+        api.check_many(_candidates(), "MAX78000", chunksize=0)
+    assert err.value.exit_code == 2
 
 
 def test_options_reach_every_candidate() -> None:
@@ -118,7 +126,7 @@ def test_check_many_on_dask(reference) -> None:
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         results = api.check_many(_candidates(), "MAX78000",
-                                 executor=client.get_executor())
+                                 executor=client.get_executor(), chunksize=2)
     _assert_sweep(results, reference)
 
 
