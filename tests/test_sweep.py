@@ -143,3 +143,20 @@ def test_check_many_on_ray(reference) -> None:
     finally:
         ray.shutdown()
     _assert_sweep(results, reference)
+
+
+def test_engines_example_sweeps_every_model(reference) -> None:
+    """examples/sweep/engines.py: a verdict for every example model on both devices,
+    the same whether the sweep runs here or on a process pool."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "examples" / "sweep"))
+    import engines
+
+    here = engines.sweep(None)
+    models = sorted((ROOT / "examples").rglob("*.onnx"))
+    assert len(here) == 2 * len(models)
+    digits = f"{DIGITS.relative_to(ROOT)} on MAX78000: {reference.cycles} cycles"
+    assert digits in here
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        assert engines.sweep(pool) == here
