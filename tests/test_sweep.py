@@ -160,3 +160,21 @@ def test_engines_example_sweeps_every_model(reference) -> None:
     assert digits in here
     with ProcessPoolExecutor(max_workers=2) as pool:
         assert engines.sweep(pool) == here
+
+
+def test_a_network_crosses_whole_and_checks_the_same(reference) -> None:
+    """A candidate as a Network value (what ai8x_torch.export.to_network gives a search)
+    pickles whole and checks as the file does. It is bigger than the ONNX file (its
+    weights are int64 arrays: 125 kB against 19 kB for digits), so the README names the
+    bytes as the smaller form to send."""
+    from onnx2ai8x.devices import get_device
+    from onnx2ai8x.frontend import front_end
+
+    network = front_end(DIGITS.read_bytes(), get_device("MAX78000")).read
+    data = pickle.dumps(network)
+    back = pickle.loads(data)
+    # (a Network holds arrays, so == is not value equality: the round trip is)
+    assert pickle.dumps(back) == data
+    assert len(data) < 8 * DIGITS.stat().st_size, (len(data), DIGITS.stat().st_size)
+    (swept,) = api.check_many([back], "MAX78000")
+    assert swept.result.cycles == reference.cycles
