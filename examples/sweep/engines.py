@@ -27,10 +27,12 @@ class RayExecutor(Executor):
         import ray
 
         self._ray = ray
+        self._tasks: dict = {}  # one remote function per function: Ray ships it once
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
-        task = self._ray.remote(fn)
-        return task.remote(*args, **kwargs).future()
+        if fn not in self._tasks:
+            self._tasks[fn] = self._ray.remote(fn)
+        return self._tasks[fn].remote(*args, **kwargs).future()
 
 
 def candidates() -> list[tuple[str, bytes, str]]:
