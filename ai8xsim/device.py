@@ -57,7 +57,13 @@ class Device:
     cnt_inc_offs: int | None
     xpch_max_offs: int
     wptr_inc_bits: int  # LCTRL1 write pointer increment, from bit 4
+    # The layer count register (CNNx16_n_LCNT_MAX): the last layer a run executes in
+    # bits 0-7, the layer it starts at in bits 8-15 (izer/backend/max7800x.py writes
+    # last | start << 8). `max_start_layer` is the highest start the part takes
+    # (izer/tornadocnn.py MAX_START_LAYER): 0 on the MAX78000, whose runs always begin
+    # at layer 0 (the vendor tool refuses --start-layer there), any layer on the MAX78002.
     reg_lcnt_max: int = 2
+    max_start_layer: int = 0
     reg_ctl: int = 0
     # The SRAM test register and the bits that start a memory's built-in self-test,
     # which leaves that memory zeroed (--zero-sram; izer/tornadocnn.py REG_SRAM_TEST,
@@ -197,6 +203,7 @@ MAX78002 = Device(
     mp_stride_offs=4,
     stream_regs=(0x2000, 0x2008, 0x2010), ctl_binary_bit=30,
     ctl_unmodelled=((21, "simple 1-bit weights"),),
+    max_start_layer=127,
 )
 
 DEVICES = {"MAX78000": MAX78000, "MAX78002": MAX78002}

@@ -828,14 +828,31 @@ def _link(m: Machine, layer: int) -> tuple[bool, int | None]:
     return bool(v >> 8 & 1), (v & 0x7F) if v >> 7 & 1 else None
 
 
-def register_order(m: Machine, start: int = 0, budget: int | None = None) -> list[int]:
-    """The layers the sequencer runs without snoop units: from layer `start` to the layer
-    count register, each followed by its next-layer target or by the next layer, up to a
-    stop bit (or `budget` layers, by default the device's layer count)."""
-    last = m.ctl(0, m.dev.reg_lcnt_max) & 0xFF
+def layer_count(m: Machine) -> tuple[int, int]:
+    """(start layer, last layer) of the layer count register of quadrant 0: a run
+    executes layers start..last (bits 8-15 and 0-7). A start the part does not take
+    (the MAX78000 has no start field: its runs begin at layer 0) is refused as not
+    modelled, since what the hardware does with those bits is not described."""
+    value = m.ctl(0, m.dev.reg_lcnt_max)
+    start, last = value >> 8 & 0xFF, value & 0xFF
+    if start > m.dev.max_start_layer:
+        raise NotModelled(
+            f"the layer count register starts the run at layer {start}, but the "
+            f"{m.dev.name} starts at layer {m.dev.max_start_layer} at most (its vendor "
+            "tool refuses --start-layer there; write the start field as 0)")
+    return start, last
+
+
+def register_order(m: Machine, start: int | None = None,
+                   budget: int | None = None) -> list[int]:
+    """The layers the sequencer runs without snoop units: from layer `start` (by default
+    the layer count register's start field) to the register's last layer, each followed
+    by its next-layer target or by the next layer, up to a stop bit (or `budget` layers,
+    by default the device's layer count)."""
+    first, last = layer_count(m)
     budget = m.dev.max_layers if budget is None else budget
     order: list[int] = []
-    layer = start
+    layer = first if start is None else start
     while layer <= last and len(order) < budget:
         order.append(layer)
         stop, target = _link(m, layer)
@@ -855,7 +872,7 @@ def check_order(m: Machine, order: tuple[int, ...], snoop: str | None) -> None:
     layer's `snoop_sequence` there), never past a stop bit. Without snoop units the order
     is the registers' own, and a stated one must equal it.
     """
-    last = m.ctl(0, m.dev.reg_lcnt_max) & 0xFF
+    first, last = layer_count(m)
     if len(order) > 4 * m.dev.max_layers:
         # a loop through the next-layer fields could run on; a statement this long is
         # a mistake, not a known answer
@@ -868,8 +885,9 @@ def check_order(m: Machine, order: tuple[int, ...], snoop: str | None) -> None:
                 f"the project programs no snoop unit, so its layer order is the "
                 f"registers' ({', '.join(map(str, own))}); the stated order differs")
         return
-    if not order or order[0] != 0:
-        raise LayerOrderError("the sequencer starts at layer 0: the order must begin with 0")
+    if not order or order[0] != first:
+        raise LayerOrderError(f"the sequencer starts at layer {first} (the layer count "
+                              f"register's start field): the order must begin with {first}")
     for prev, layer in zip(order, order[1:], strict=False):
         stop, target = _link(m, prev)
         if stop:

@@ -1,5 +1,6 @@
-"""The sequencer: which layers run, in what order, from layer 0 to the layer count
-register (or the stop and next-layer fields), the streaming chain first.
+"""The sequencer: which layers run, in what order, from the layer count register's start
+field (layer 0 unless the project sets it) to its last layer (or the stop and
+next-layer fields), the streaming chain first.
 
 Split from `engine` (one layer's computation) so that `stream` (the streaming layers,
 built on the engine's layer model) is imported by the sequencer and imports only the
@@ -13,6 +14,7 @@ from .engine import (
     LayerResult,
     check_order,
     decode,
+    layer_count,
     register_order,
     run_layer,
     snoop_use,
@@ -32,11 +34,17 @@ def _lead_layers(m: Machine, snoop: str | None,
     ctl = m.ctl(0, dev.reg_ctl)
     if not ctl & (CTL_STREAM | CTL_FIFO):
         return []
+    start, last = layer_count(m)
+    if start:
+        # the vendor tool refuses --start-layer with streaming or a FIFO: layer 0 is
+        # the one that reads them
+        raise NotModelled(f"a run starting at layer {start} with streaming or FIFO "
+                          "input is not modelled (the FIFOs feed layer 0)")
     if snoop is not None:
         raise NotModelled(f"snoop units ({snoop}) with streaming or FIFO input are not "
                           "modelled")
     if ctl & CTL_STREAM:
-        chain = streaming_layers(m, m.ctl(0, dev.reg_lcnt_max) & 0xFF)
+        chain = streaming_layers(m, last)
         if stop_after is not None:
             chain = [ll for ll in chain if ll <= stop_after]
         return run_streaming(m, chain, bool(ctl & CTL_FIFO))
@@ -49,8 +57,10 @@ def _lead_layers(m: Machine, snoop: str | None,
 
 def run(m: Machine, stop_after: int | None = None,
         order: tuple[int, ...] | None = None) -> list[LayerResult]:
-    """All layers from 0 to the layer count register (or the stop/next-layer fields);
-    with `stop_after`, none after that layer (as the one-shot mode lets a debugger).
+    """The layers the layer count register asks for: from its start field (0 unless the
+    project sets it; the MAX78002 may start later) to its last layer, or to the
+    stop/next-layer fields; with `stop_after`, none after that layer (as the one-shot
+    mode lets a debugger).
 
     `order`: the layers in the order the project is stated to run them. A project whose
     snoop units choose the order needs one (without, NotModelled); the layers then run
@@ -72,7 +82,7 @@ def run(m: Machine, stop_after: int | None = None,
         m.runs += 1
         return results
     todo = list(order[seen:]) if order is not None else \
-        register_order(m, seen, dev.max_layers - seen)
+        register_order(m, seen if seen else None, dev.max_layers - seen)
     for layer in todo:
         what = unmodelled(m, layer)
         if what is not None:

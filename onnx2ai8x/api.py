@@ -413,5 +413,67 @@ def import_izer(config_file: str | Path, checkpoint_file: str | Path,
     return Imported(model=model, output=output)
 
 
-__all__ = ["Ai8xError", "Checked", "Converted", "Imported", "Quantized", "check",
-           "convert", "import_izer", "quantize", "run", "verify"]
+@dataclass(frozen=True)
+class Swept:
+    """One candidate of a sweep (`sweep`, `check_many`): what the call returned, or the
+    Ai8xError that refused the candidate. A refusal is a value, so one candidate that
+    does not fit does not stop the others; any other exception is a fault of the
+    converter, not an answer about the candidate, and propagates."""
+
+    index: int  # the candidate's position in the sequence given
+    result: object = None  # Checked for check_many; the function's value for sweep
+    error: Ai8xError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _swept(function, index: int, candidate, common: dict) -> Swept:
+    """One call of a sweep: a refusal becomes the candidate's value."""
+    try:
+        return Swept(index, function(candidate, **common))
+    except Ai8xError as exc:
+        return Swept(index, error=exc)
+
+
+def _swept_chunk(function, first: int, chunk: list, common: dict) -> list[Swept]:
+    """A run of consecutive candidates, as a worker process runs it: module level, so an
+    executor pickles it by name."""
+    return [_swept(function, first + k, c, common) for k, c in enumerate(chunk)]
+
+
+def sweep(function, candidates, *, executor=None, chunksize: int = 1,
+          **common) -> list[Swept]:
+    """`function(candidate, **common)` for every candidate, as `Swept` values in the
+    order of `candidates` (whatever order the calls finish in).
+
+    `executor`: any `concurrent.futures.Executor` (a `ProcessPoolExecutor`, a Dask
+    `distributed.Client.get_executor()`, ...); without one the calls run here, one
+    after another. With a process executor `function` must be importable by name (a
+    module-level function) and the candidates and results cross process boundaries by
+    pickle: models as bytes or `Network` values, results as the frozen values the API
+    returns (`Checked` pickles to a few kB). `chunksize`: candidates per task; a
+    scheduler with a cost per task (Dask) keeps its workers busier with several."""
+    items = list(candidates)
+    if chunksize < 1:
+        raise Ai8xError("usage.bad-input", "chunksize", f"chunksize is {chunksize}",
+                        "give 1 or more candidates per task", exit_code=EXIT_USAGE)
+    if executor is None:
+        return _swept_chunk(function, 0, items, common)
+    futures = [executor.submit(_swept_chunk, function, i, items[i:i + chunksize], common)
+               for i in range(0, len(items), chunksize)]
+    return [swept for f in futures for swept in f.result()]
+
+
+def check_many(models, device: str | Device | None = None, *, executor=None,
+               chunksize: int = 1, **options) -> list[Swept]:
+    """`check` of every model in `models` (paths, ONNX bytes or Networks) for `device`
+    with the same `options`, on `executor` (see `sweep`): one `Swept` per model, in
+    order, its `result` the `Checked` value or its `error` the refusal."""
+    return sweep(check, models, executor=executor, chunksize=chunksize, device=device,
+                 **options)
+
+
+__all__ = ["Ai8xError", "Checked", "Converted", "Imported", "Quantized", "Swept", "check",
+           "check_many", "convert", "import_izer", "quantize", "run", "sweep", "verify"]

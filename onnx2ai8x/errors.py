@@ -102,6 +102,12 @@ class Ai8xError(Exception):
         self.exit_code = exit_code
         super().__init__(self.render())
 
+    def __reduce__(self):
+        # Pickled by its fields, not by the rendered text Exception keeps in `args` (the
+        # constructor takes other arguments): a sweep's worker process returns a refused
+        # candidate's error as a value (api.check_many), and it must arrive whole.
+        return (_rebuild_error, (type(self), dict(self.__dict__)))
+
     @classmethod
     def many(cls, diagnostics: list[Diagnostic]) -> Ai8xError:
         first = diagnostics[0]
@@ -117,3 +123,11 @@ class Ai8xError(Exception):
         if len(self.diagnostics) > MAX_SHOWN:
             shown.append(f"... and {len(self.diagnostics) - MAX_SHOWN} more errors")
         return "\n".join(shown)
+
+
+def _rebuild_error(cls: type, state: dict) -> Ai8xError:
+    """An Ai8xError (or subclass) from its pickled fields (Ai8xError.__reduce__)."""
+    error = cls.__new__(cls)
+    error.__dict__.update(state)
+    Exception.__init__(error, error.render())
+    return error
