@@ -66,7 +66,7 @@ def test_quantize_refuses_the_loss_and_names_the_layer(bad_model, tmp_path: Path
     assert "SQNR dB" in stderr and "clipped %" in stderr
     assert "collapses first at layer 1 `conv2`" in stderr and "/conv2/Conv" in stderr
     assert "--accept-loss" in stderr
-    assert not out.exists() and not (tmp_path / "report.json").exists()
+    assert not out.exists() and not (tmp_path / "q.report.json").exists()
 
 
 def test_convert_with_calibration_refuses_it_too(bad_model, tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_accept_loss_converts_with_a_warning(bad_model, tmp_path: Path) -> None:
                            "--accept-loss"])
     assert code == 0, stderr
     assert "warning[quantize.loss]" in stderr and "`conv2`" in stderr
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "q.report.json").read_text())
     # the report holds the figures the guard judged (not a rubber stamp)
     assert report["model_sqnr_db"] < 10 or report["top1_agreement_decided"] < 0.9
     sqnr = {r["name"]: r["sqnr_db"] for r in report["layers"]}
@@ -105,7 +105,7 @@ def test_a_model_that_quantizes_well_is_unaffected(tmp_path: Path) -> None:
                                 "-o", out])
     assert code == 0, stderr
     assert "quantize.loss" not in stderr + stdout
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "q.report.json").read_text())
     assert report["model_sqnr_db"] >= 10 and report["top1_agreement_decided"] >= 0.9
 
 

@@ -60,7 +60,7 @@ def _check_quantized(p: Pattern, model_path: Path, tmp_path: Path, x: np.ndarray
                                 model_path, "--calibration", cal, "-o", out,
                                 "--device", p.device])
     assert code == 0, stderr
-    assert "SQNR dB" in stdout and (tmp_path / "report.json").is_file()
+    assert "SQNR dB" in stdout and (tmp_path / "q.report.json").is_file()
     model = onnx.load(str(out))
     onnx.checker.check_model(model, full_check=True)
     ref = float_run(model_path, x)
@@ -107,7 +107,7 @@ def test_qdq_model_from_onnxruntime(tmp_path: Path) -> None:
     ops = {n.op_type for n in onnx.load(str(qdq)).graph.node}
     assert {"QuantizeLinear", "DequantizeLinear"} <= ops and "Relu" not in ops
     _check_quantized(p, qdq, tmp_path, x, single_layer=False)
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "q.report.json").read_text())
     assert report["qdq"] is True and report["qdq_scales"] == "re-calibrated"
     # The quantized QDQ model tracks the original float model too.
     got = quantized_float_output(onnx.load(str(tmp_path / "q.onnx")), x)
@@ -123,7 +123,7 @@ def test_stride2_rewrite_is_reported(tmp_path: Path) -> None:
                                 "-o", tmp_path / "q.onnx"])
     assert code == 0, stderr
     assert "stride-2 convolution = stride-1 convolution + 1x1 stride-2 pooling" in stdout
-    report = json.loads((tmp_path / "report.json").read_text())
+    report = json.loads((tmp_path / "q.report.json").read_text())
     assert len(report["rewrites"]) == 1
     # The hardware layers: a stride-1 convolution, the next one pooling 1x1 stride 2.
     from onnx2ai8x.importer.onnx_reader import read_model

@@ -169,7 +169,7 @@ def test_unsupported_pattern_is_one_clear_error(name: str, tmp_path: Path) -> No
     assert "hint:" in stderr
     assert "Traceback" not in stderr and "internal error" not in stderr
     assert "np." not in stderr  # no numpy reprs such as np.int64(8) in messages
-    assert not out.exists() and not (tmp_path / "report.json").exists()
+    assert not out.exists() and not (tmp_path / "q.report.json").exists()
     # The main form refuses it the same way and writes no project.
     code, _, stderr2 = cli([path, "--device", "MAX78000", "--calibration",
                             tmp_path / "cal.npy", "-o", tmp_path / "proj"])
