@@ -441,10 +441,10 @@ def convert(request: ConvertRequest) -> ConvertResult:
         }
         timing = _PhaseTiming(result, options)
 
-        def finish(directory: Path) -> dict[str, bytes]:
+        def finish(directory: Path, rendered) -> dict[str, bytes]:
             if not request.options.get("allow_oversize"):
-                _check_footprint(directory, result.device, request.output)
-            return timing.files(directory)
+                _check_footprint(rendered.sources(), result.device, request.output)
+            return timing.files(rendered.words)
 
         write_project(result.hw, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
@@ -459,23 +459,24 @@ def convert(request: ConvertRequest) -> ConvertResult:
                          quant=result.quant, report=result.report, stem=stem)
 
 
-def _check_footprint(directory: Path, device: Device, output: Path) -> None:
+def _check_footprint(sources: dict[str, bytes], device: Device, output: Path) -> None:
     """Before the project is in place: its firmware, estimated from its sources, fits
     the part's flash and SRAM (emit/footprint.py), or the conversion stops (exit 1)."""
-    from .emit.footprint import check_fit, estimate, project_files
+    from .emit.footprint import check_fit, estimate
 
-    check_fit(estimate(project_files(directory), device), device, str(output))
+    check_fit(estimate(sources, device), device, str(output))
 
 
 class _PhaseTiming:
-    """Adds where the time goes (onnx2ai8x.phases) to the report, counted from the C as
-    written: `files(directory)` is write_project's `finish`."""
+    """Adds where the time goes (onnx2ai8x.phases) to the report, from the words the
+    project's phase functions move as rendered (emit/project.PhaseWords):
+    `files(words)` is called by write_project's `finish`."""
 
     def __init__(self, result, options) -> None:
         self.result, self.options = result, options
         self.report_json, self.text = result.report_json, ""
 
-    def files(self, directory: Path) -> dict[str, bytes]:
+    def files(self, words) -> dict[str, bytes]:
         import json
 
         from .emit.firmware import options_clock_plan
@@ -486,10 +487,13 @@ class _PhaseTiming:
         clock = options_clock_plan(placement.device, hw.choices.pipeline, options)
         run = clock.run or clock.load
         final = placement.network.layers[placement.final_layer]
-        report = phase_report(directory, system_mhz=clock.system_mhz,
+        counts = {"weights": words.weights, "bias": words.bias,
+                  "configure": words.configure, "input": words.input,
+                  "unload": words.unload}
+        report = phase_report(counts, fifo=words.fifo, system_mhz=clock.system_mhz,
                               run_mhz=run.base_mhz // run.divider,
                               inference_cycles=self.result.report.total_cycles,
-                              fast_fifo=options.fast_fifo, mlator=options.mlator,
+                              fast_fifo=hw.choices.fast_fifo, mlator=words.mlator,
                               softmax=options.softmax, outputs=final.output_channels)
         data = json.loads(self.report_json)
         data["phases"] = phases_json(report)
