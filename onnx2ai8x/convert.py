@@ -313,7 +313,9 @@ def reference_outputs(hw: HwNetwork, sample: np.ndarray) -> list[np.ndarray]:
     wanted = known_answer_layers(hw.placement)
     model = build_proto(simulated_network(hw.placement),
                         avg_pool_rounding=hw.choices.avg_pool_rounding, outputs=wanted)
-    session = custom_ops.session(model)
+    # one sample: onnxruntime's pool of intra-op threads would cost more to start (and
+    # spin, on a shared machine) than it saves
+    session = custom_ops.session(model, threads=1)
     inp = session.get_inputs()[0]
     outputs = session.run(None, {inp.name: sample[np.newaxis].astype(np.int8)})
     # a data buffer's state output follows the layer outputs (docs/design.md section 1);
