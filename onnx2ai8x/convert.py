@@ -337,6 +337,7 @@ class ConvertResult:
     quant: object | None = None  # quantize.ptq.QuantResult of a float model
     report: object | None = None  # report.Report (the Python API returns it)
     stem: str = "model"  # the project's side files' name: STEM.onnx, STEM.yaml
+    phases: object | None = None  # phases.PhaseReport: where the time goes
 
 
 @contextmanager
@@ -458,7 +459,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
     return ConvertResult(summary=result.summary, report_json=result.report_json,
                          board=project_board(result.device, options.board),
                          warnings=result.warnings, layer_order=_snoop_order(result.hw),
-                         quant=result.quant, report=result.report, stem=stem)
+                         quant=result.quant, report=result.report, stem=stem,
+                         phases=timing.report)
 
 
 def _check_footprint(sources: dict[str, bytes], device: Device, output: Path) -> None:
@@ -477,6 +479,7 @@ class _PhaseTiming:
     def __init__(self, result, options) -> None:
         self.result, self.options = result, options
         self.report_json, self.text = result.report_json, ""
+        self.report = None  # the PhaseReport, once the project is rendered
 
     def files(self, words) -> dict[str, bytes]:
         import json
@@ -497,6 +500,7 @@ class _PhaseTiming:
                               inference_cycles=self.result.report.total_cycles,
                               fast_fifo=hw.choices.fast_fifo, mlator=words.mlator,
                               softmax=options.softmax, outputs=final.output_channels)
+        self.report = report
         data = json.loads(self.report_json)
         data["phases"] = phases_json(report)
         self.report_json = json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -77,6 +77,60 @@ class PhaseReport:
     dominant: str  # of the per-inference phases
     dominant_overall: str  # including the one-time loads
     model: tuple[str, ...]
+    per_inference_us: float = 0.0  # the timed per-inference phases added up
+    # with CPU segments (--cpu-fallback): their share of the compute time (the CPU
+    # segments and the accelerator's inference), the one figure every message states
+    cpu_share: float | None = None
+
+
+def share_text(share: float) -> str:
+    """A share as every message prints it (one rounding, so no two lines disagree)."""
+    return f"{100 * share:.1f}%"
+
+
+def cpu_share(cpu_us: float, accelerator_us: float | None) -> float | None:
+    """The CPU's share of one inference's compute time, to four places."""
+    if not accelerator_us and not cpu_us:
+        return None
+    return round(cpu_us / (cpu_us + (accelerator_us or 0)), 4)
+
+
+def _report(phases: list[Phase], model: tuple[str, ...],
+            share: float | None = None) -> PhaseReport:
+    timed = [p for p in phases if p.us is not None]
+    dominant = max((p for p in timed if p.per_inference), key=lambda p: p.us or 0).name
+    overall = max(timed, key=lambda p: p.us or 0).name
+    total = round(sum(p.us or 0 for p in timed if p.per_inference), 1)
+    return PhaseReport(tuple(phases), dominant, overall, model, total, share)
+
+
+CPU_SEGMENT_SOURCE = ("cpu-*: the Arm core's layers (--cpu-fallback), the M4 cycle model "
+                      "of report.json's partition.cpu_cycle_model at the core's clock")
+
+
+def with_cpu_segments(report: PhaseReport,
+                      segments: list[tuple[str, int, float]]) -> PhaseReport:
+    """`report` with the layers the Arm core runs as phases: `segments` are (name, M4
+    cycles, core MHz) of `cpu-stem` (before the input load: it computes the
+    accelerator's input), `cpu-midN` (after the inference it interrupts) and `cpu-head`
+    (after the unload it reads). The dominant phases, the total and the CPU share
+    follow."""
+    rows = [Phase(name, "cpu", 0, cycles, int(mhz), _us(cycles, mhz), True)
+            for name, cycles, mhz in segments]
+    after = {"cpu-stem": "configure", "cpu-head": "unload"}
+    phases = list(report.phases)
+    for row in rows:
+        anchor = after.get(row.name, "inference")
+        names = [p.name for p in phases]
+        # after its anchor and the segments already placed behind it
+        at = names.index(anchor) + 1
+        while at < len(phases) and phases[at].name.startswith("cpu-"):
+            at += 1
+        phases.insert(at, row)
+    cpu_us = sum(r.us or 0 for r in rows)
+    inference = next(p for p in phases if p.name == "inference")
+    return _report(phases, (*report.model, CPU_SEGMENT_SOURCE),
+                   cpu_share(cpu_us, inference.us))
 
 
 def _us(cycles: int | None, mhz: int) -> float | None:
@@ -109,9 +163,6 @@ def phase_report(words: Mapping[str, int], *, fifo: bool, system_mhz: int, run_m
         # softmax runs on the core over the outputs; there is no public measurement of
         # its cost, so it is not given a time
         phases.append(Phase("softmax", "not modelled", outputs, None, system_mhz, None, True))
-    timed = [p for p in phases if p.us is not None]
-    dominant = max((p for p in timed if p.per_inference), key=lambda p: p.us or 0).name
-    overall = max(timed, key=lambda p: p.us or 0).name
     model = (CPU_STORE_SOURCE, FIFO_WORD_SOURCE,
              "unload: a word read back costs what a word stored does (no separate "
              "measurement)",
@@ -119,7 +170,7 @@ def phase_report(words: Mapping[str, int], *, fifo: bool, system_mhz: int, run_m
              "of the options",
              "energy: not given in joules (no public per-phase measurement); words moved "
              "per phase and accelerator cycles are the quantities that drive it")
-    return PhaseReport(tuple(phases), dominant, overall, model)
+    return _report(phases, model)
 
 
 def render_phases(report: PhaseReport) -> str:
@@ -133,6 +184,12 @@ def render_phases(report: PhaseReport) -> str:
         flag = "  <- dominant" if p.name == report.dominant else ""
         lines.append(f"  {p.name:<10} {p.how:<12} {p.words:>9,} {cycles:>12} "
                      f"{p.clock_mhz:>4} {us:>10}{mark}{flag}")
+    lines.append(f"  {'total per inference':<36} {report.per_inference_us:>25,.1f}"
+                 + (" (softmax not timed)" if any(p.us is None for p in report.phases)
+                    else ""))
+    if report.cpu_share is not None:
+        lines.append(f"  CPU share of the compute time (cpu-* rows and inference): "
+                     f"{share_text(report.cpu_share)}")
     lines.append(f"  model: {CPU_STORE_CYCLES} cycles per stored word, {FIFO_WORD_CYCLES} per "
                  "FIFO word (sources in report.json, phases.model)")
     return "\n".join(lines) + "\n"
