@@ -463,7 +463,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
                          phases=timing.report)
 
 
-def _check_footprint(sources: dict[str, bytes], device: Device, output: Path) -> None:
+def _check_footprint(sources: dict[str, str], device: Device, output: Path) -> None:
     """Before the project is in place: its firmware, estimated from its sources, fits
     the part's flash and SRAM (emit/footprint.py), or the conversion stops (exit 1)."""
     from .emit.footprint import check_fit, estimate

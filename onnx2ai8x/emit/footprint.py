@@ -22,6 +22,7 @@ the emitter writes:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,10 +107,11 @@ def _statements(text: str) -> int:
     return text.count(";")
 
 
-def estimate(files: dict[str, bytes], device: Device) -> Footprint:
-    """The footprint of the project made of `files` (name -> contents)."""
-    sources = {name: data.decode("utf-8", "replace") for name, data in files.items()
-               if name.endswith((".c", ".h"))}
+def estimate(files: Mapping[str, bytes | str], device: Device) -> Footprint:
+    """The footprint of the project made of `files` (name -> contents, as written or as
+    rendered text)."""
+    sources = {name: data if isinstance(data, str) else data.decode("utf-8", "replace")
+               for name, data in files.items() if name.endswith((".c", ".h"))}
     counts = _macros(sources)
     # with --no-kat main.c no longer calls check_output(), and the linker
     # (--gc-sections) drops it with the expected output it reads

@@ -405,9 +405,10 @@ class Rendered:
     files: Mapping[str, str]
     words: PhaseWords
 
-    def sources(self) -> dict[str, bytes]:
-        """The C sources and headers at the project's top level (emit/footprint.py)."""
-        return {name: text.encode("utf-8") for name, text in self.files.items()
+    def sources(self) -> dict[str, str]:
+        """The C sources and headers at the project's top level (emit/footprint.py), as
+        text: no second copy of the sample data and the kernel stream."""
+        return {name: text for name, text in self.files.items()
                 if "/" not in name and name.endswith((".c", ".h"))}
 
 
