@@ -367,8 +367,8 @@ def convert_cmd(
     dev = _device(args.device, args.model)
     sdk = _build_sdk(args) if args.build else None
     result = _convert(args, dev)
-    if result.quant_table is not None and args.progress and not args.cpu_fallback:
-        typer.echo(result.quant_table)  # a float model: how it was quantized
+    if result.quant_table is not None and args.progress:
+        typer.echo(result.quant_table)  # a float model: how it was quantized, every path
     _warn(result.warnings)
     built = None
     if args.build:

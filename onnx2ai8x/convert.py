@@ -319,7 +319,9 @@ def reference_outputs(hw: HwNetwork, sample: np.ndarray) -> list[np.ndarray]:
     wanted = known_answer_layers(hw.placement)
     model = build_proto(simulated_network(hw.placement),
                         avg_pool_rounding=hw.choices.avg_pool_rounding, outputs=wanted)
-    session = custom_ops.session(model)
+    # one sample: onnxruntime's pool of intra-op threads would cost more to start (and
+    # spin, on a shared machine) than it saves
+    session = custom_ops.session(model, threads=1)
     inp = session.get_inputs()[0]
     outputs = session.run(None, {inp.name: sample[np.newaxis].astype(np.int8)})
     # a data buffer's state output follows the layer outputs (docs/design.md section 1);
@@ -341,6 +343,7 @@ class ConvertResult:
     quant: object | None = None  # quantize.ptq.QuantResult of a float model
     report: object | None = None  # report.Report (the Python API returns it)
     stem: str = "model"  # the project's side files' name: STEM.onnx, STEM.yaml
+    phases: object | None = None  # phases.PhaseReport: where the time goes
 
 
 @contextmanager
@@ -447,10 +450,10 @@ def convert(request: ConvertRequest) -> ConvertResult:
         }
         timing = _PhaseTiming(result, options)
 
-        def finish(directory: Path) -> dict[str, bytes]:
+        def finish(directory: Path, rendered) -> dict[str, bytes]:
             if not request.options.get("allow_oversize"):
-                _check_footprint(directory, result.device, request.output)
-            return timing.files(directory)
+                _check_footprint(rendered.sources(), result.device, request.output)
+            return timing.files(rendered.words)
 
         write_project(result.hw, request.output, options=options,
                       sample=sample, outputs=outputs, overwrite=request.overwrite,
@@ -464,7 +467,8 @@ def convert(request: ConvertRequest) -> ConvertResult:
     return ConvertResult(summary=result.summary, report_json=result.report_json,
                          board=project_board(result.device, options.board),
                          warnings=result.warnings, layer_order=_snoop_order(result.hw),
-                         quant=result.quant, report=result.report, stem=stem)
+                         quant=result.quant, report=result.report, stem=stem,
+                         phases=timing.report)
 
 
 def _tail_left(quant, options: EmitOptions) -> tuple[str, ...]:
@@ -482,23 +486,25 @@ def _source_name(model, network: Network) -> str:
     return f"the network `{network.name}` (given in memory)"
 
 
-def _check_footprint(directory: Path, device: Device, output: Path) -> None:
+def _check_footprint(sources: dict[str, str], device: Device, output: Path) -> None:
     """Before the project is in place: its firmware, estimated from its sources, fits
     the part's flash and SRAM (emit/footprint.py), or the conversion stops (exit 1)."""
-    from .emit.footprint import check_fit, estimate, project_files
+    from .emit.footprint import check_fit, estimate
 
-    check_fit(estimate(project_files(directory), device), device, str(output))
+    check_fit(estimate(sources, device), device, str(output))
 
 
 class _PhaseTiming:
-    """Adds where the time goes (onnx2ai8x.phases) to the report, counted from the C as
-    written: `files(directory)` is write_project's `finish`."""
+    """Adds where the time goes (onnx2ai8x.phases) to the report, from the words the
+    project's phase functions move as rendered (emit/project.PhaseWords):
+    `files(words)` is called by write_project's `finish`."""
 
     def __init__(self, result, options) -> None:
         self.result, self.options = result, options
         self.report_json, self.text = result.report_json, ""
+        self.report = None  # the PhaseReport, once the project is rendered
 
-    def files(self, directory: Path) -> dict[str, bytes]:
+    def files(self, words) -> dict[str, bytes]:
         import json
 
         from .emit.firmware import options_clock_plan
@@ -509,11 +515,15 @@ class _PhaseTiming:
         clock = options_clock_plan(placement.device, hw.choices.pipeline, options)
         run = clock.run or clock.load
         final = placement.network.layers[placement.final_layer]
-        report = phase_report(directory, system_mhz=clock.system_mhz,
+        counts = {"weights": words.weights, "bias": words.bias,
+                  "configure": words.configure, "input": words.input,
+                  "unload": words.unload}
+        report = phase_report(counts, fifo=words.fifo, system_mhz=clock.system_mhz,
                               run_mhz=run.base_mhz // run.divider,
                               inference_cycles=self.result.report.total_cycles,
-                              fast_fifo=options.fast_fifo, mlator=options.mlator,
+                              fast_fifo=hw.choices.fast_fifo, mlator=words.mlator,
                               softmax=options.softmax, outputs=final.output_channels)
+        self.report = report
         data = json.loads(self.report_json)
         data["phases"] = phases_json(report)
         self.report_json = json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -134,6 +134,16 @@ def _named_device(model) -> str | None:
     names none (an unreadable model is reported as such)."""
     if isinstance(model, Network):
         return model.device
+    if is_path(model):
+        # the metadata alone: the front end decodes the model once, later
+        from . import onnxpb
+
+        try:
+            named = dict(reversed(onnxpb.read_metadata(model))).get("ai8x.device")
+        except (onnxpb.DecodeError, OSError, ValueError):
+            named = None  # not well-formed: load_onnx says why
+        if named is not None:
+            return named
     proto = load_onnx(model)
     for prop in getattr(proto, "metadata_props", ()):
         if prop.key == "ai8x.device":

@@ -18,6 +18,7 @@ reads the same with or without the onnx package.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -364,6 +365,56 @@ def load(path: str | bytes | Any) -> ModelProto:
     whose text fields are not UTF-8: see check_text)."""
     with open(path, "rb") as fh:
         return decode(fh.read())
+
+
+_METADATA_FIELD = 14  # ModelProto.metadata_props (onnx.proto)
+_MAX_VARINT_BYTES = 10
+
+
+def _varint(handle) -> int:
+    value = shift = 0
+    for _ in range(_MAX_VARINT_BYTES):
+        byte = handle.read(1)
+        if not byte:
+            raise DecodeError("the file ends inside a field")
+        value |= (byte[0] & 0x7F) << shift
+        if byte[0] < 0x80:
+            return value
+        shift += 7
+    raise DecodeError("a field's number or length is too long")
+
+
+def read_metadata(path: str | Path) -> list[tuple[str, str]]:
+    """The model file's metadata_props, in order, read without decoding the rest: every
+    other top-level field of the ModelProto is skipped by its length, unread (the
+    device a model names, without decoding its graph a second time). Raises DecodeError
+    where the file is not a well-formed sequence of fields; load() then says why."""
+    props = []
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        while fh.tell() < size:
+            key = _varint(fh)
+            field, wire = key >> 3, key & 7
+            if wire == 0:
+                _varint(fh)
+                continue
+            skip = {1: 8, 5: 4}.get(wire)
+            if skip is None:
+                if wire != 2:
+                    raise DecodeError(f"field {field} has wire type {wire}")
+                skip = _varint(fh)
+                if field == _METADATA_FIELD:
+                    data = fh.read(skip)
+                    if len(data) != skip:
+                        raise DecodeError("the file ends inside a field")
+                    entry = StringStringEntryProto.FromString(data)
+                    check_text(entry)
+                    props.append((entry.key, entry.value))
+                    continue
+            if fh.tell() + skip > size:
+                raise DecodeError("the file ends inside a field")
+            fh.seek(skip, os.SEEK_CUR)
+    return props
 
 
 def decode(data: bytes) -> ModelProto:

@@ -7,18 +7,20 @@ registers and the input into the accelerator; after it the core reads the output
 whole finds the loads dominate for many networks (MAX78000_SDK #74: cats-dogs,
 documented at 2549 us of inference, measured 12481 us with its FIFO input load).
 
-The loads are COUNTED, not estimated: the virtual accelerator's reader
-(ai8xsim.creader) follows main() of the written project into each phase function and
-collects every store, memcpy word, FIFO word and read it performs. The time of a load is
-then words x cycles per word at the core's clock, with the cycles-per-word model below
+The loads are COUNTED, not estimated: the emitter knows every word each phase function
+of the project it writes moves (emit/project.PhaseWords: the kernel stream, the bias
+bytes, the register stores, the input words copied or pushed into FIFOs, every read of
+cnn_unload, loops included), and the virtual accelerator runs the written cnn_unload()
+to check that count (ai8xsim/unload.py, tests/power). The time of a load is then
+words x cycles per word at the core's clock, with the cycles-per-word model below
 and its source. The inference runs at the accelerator clock the options select
 (emit/firmware.clock_plan). No energy figure is given: the relative quantities that
 drive it (words moved per phase, accelerator cycles x processors) are.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 # ---- the cycles-per-word model (core clock cycles per 32-bit word) -------------------
 # A word copied by the core into accelerator memory (memcpy32 of input, the kernel
@@ -75,86 +77,92 @@ class PhaseReport:
     dominant: str  # of the per-inference phases
     dominant_overall: str  # including the one-time loads
     model: tuple[str, ...]
+    per_inference_us: float = 0.0  # the timed per-inference phases added up
+    # with CPU segments (--cpu-fallback): their share of the compute time (the CPU
+    # segments and the accelerator's inference), the one figure every message states
+    cpu_share: float | None = None
 
 
-@dataclass
-class _Count:
-    words: int = 0
-    fifo_words: int = 0
+def share_text(share: float) -> str:
+    """A share as every message prints it (one rounding, so no two lines disagree)."""
+    return f"{100 * share:.1f}%"
 
 
-def count_phase_words(project: str | Path) -> dict[str, _Count]:
-    """Per phase function: the words its C stores into the accelerator (memcpy and
-    table-loop words, single stores), the words it pushes into a FIFO, and for
-    cnn_unload the words it reads. The first execution of each function in main()'s
-    order is counted (a measurement loop repeats the same work)."""
-    from ai8xsim.creader import Call, Feed, Load, Unload, Write, read_project
+def cpu_share(cpu_us: float, accelerator_us: float | None) -> float | None:
+    """The CPU's share of one inference's compute time, to four places."""
+    if not accelerator_us and not cpu_us:
+        return None
+    return round(cpu_us / (cpu_us + (accelerator_us or 0)), 4)
 
-    ops = read_project(project).operations
-    names = dict((fn, phase) for phase, fn in PHASE_FUNCTIONS)
-    counts: dict[str, _Count] = {}
-    stack: list[str] = []
-    done: set[str] = set()
-    for op in ops:
-        if isinstance(op, Call):
-            if op.enter:
-                stack.append(op.name)
-            elif stack:
-                left = stack.pop()
-                if left in names:
-                    done.add(left)
-            continue
-        owner = next((fn for fn in stack if fn in names), None)
-        if owner is None or owner in done:
-            continue
-        count = counts.setdefault(names[owner], _Count())
-        if isinstance(op, Load):
-            # an express (packed) kernel run starts with one byte store of its own
-            count.words += len(op.words) + (1 if op.express else 0)
-        elif isinstance(op, Write):
-            count.words += 1
-        elif isinstance(op, Feed):
-            count.fifo_words += len(op.words)
-        elif isinstance(op, Unload):
-            count.words += sum(n for _, n in op.runs)
-    return counts
+
+def _report(phases: list[Phase], model: tuple[str, ...],
+            share: float | None = None) -> PhaseReport:
+    timed = [p for p in phases if p.us is not None]
+    dominant = max((p for p in timed if p.per_inference), key=lambda p: p.us or 0).name
+    overall = max(timed, key=lambda p: p.us or 0).name
+    total = round(sum(p.us or 0 for p in timed if p.per_inference), 1)
+    return PhaseReport(tuple(phases), dominant, overall, model, total, share)
+
+
+CPU_SEGMENT_SOURCE = ("cpu-*: the Arm core's layers (--cpu-fallback), the M4 cycle model "
+                      "of report.json's partition.cpu_cycle_model at the core's clock")
+
+
+def with_cpu_segments(report: PhaseReport,
+                      segments: list[tuple[str, int, float]]) -> PhaseReport:
+    """`report` with the layers the Arm core runs as phases: `segments` are (name, M4
+    cycles, core MHz) of `cpu-stem` (before the input load: it computes the
+    accelerator's input), `cpu-midN` (after the inference it interrupts) and `cpu-head`
+    (after the unload it reads). The dominant phases, the total and the CPU share
+    follow."""
+    rows = [Phase(name, "cpu", 0, cycles, int(mhz), _us(cycles, mhz), True)
+            for name, cycles, mhz in segments]
+    after = {"cpu-stem": "configure", "cpu-head": "unload"}
+    phases = list(report.phases)
+    for row in rows:
+        anchor = after.get(row.name, "inference")
+        names = [p.name for p in phases]
+        # after its anchor and the segments already placed behind it
+        at = names.index(anchor) + 1
+        while at < len(phases) and phases[at].name.startswith("cpu-"):
+            at += 1
+        phases.insert(at, row)
+    cpu_us = sum(r.us or 0 for r in rows)
+    inference = next(p for p in phases if p.name == "inference")
+    return _report(phases, (*report.model, CPU_SEGMENT_SOURCE),
+                   cpu_share(cpu_us, inference.us))
 
 
 def _us(cycles: int | None, mhz: int) -> float | None:
     return None if cycles is None else round(cycles / mhz, 1)
 
 
-def phase_report(project: str | Path, *, system_mhz: int, run_mhz: int,
+def phase_report(words: Mapping[str, int], *, fifo: bool, system_mhz: int, run_mhz: int,
                  inference_cycles: int, fast_fifo: bool, mlator: bool, softmax: bool,
                  outputs: int) -> PhaseReport:
-    """The phases of the project written in `project`. `system_mhz`: the core clock;
-    `run_mhz`: the accelerator clock of the inference; `inference_cycles`: the
-    accelerator estimate (map/latency.py)."""
-    counts = count_phase_words(project)
+    """The phases of a project whose phase functions move `words` (phase name -> 32-bit
+    words; emit/project.PhaseWords, the values the templates lay out); `fifo`: the
+    input is pushed into FIFOs. `system_mhz`: the core clock; `run_mhz`: the accelerator
+    clock of the inference; `inference_cycles`: the accelerator estimate
+    (map/latency.py)."""
     phases = []
     for name, _ in PHASE_FUNCTIONS:
-        c = counts.get(name, _Count())
-        if name == "input" and c.fifo_words:
-            how, words = ("fast-fifo" if fast_fifo else "fifo"), c.fifo_words
-            cycles = words * FIFO_WORD_CYCLES
+        count = words.get(name, 0)
+        if name == "input" and fifo:
+            how, cycles = ("fast-fifo" if fast_fifo else "fifo"), count * FIFO_WORD_CYCLES
         elif name == "unload":
-            how, words = ("mlator" if mlator else "cpu"), c.words
-            cycles = words * UNLOAD_WORD_CYCLES
+            how, cycles = ("mlator" if mlator else "cpu"), count * UNLOAD_WORD_CYCLES
         else:
-            how, words = "cpu", c.words + c.fifo_words
-            cycles = words * CPU_STORE_CYCLES
+            how, cycles = "cpu", count * CPU_STORE_CYCLES
         if name == "unload":
             phases.append(Phase("inference", "accelerator", 0, inference_cycles, run_mhz,
                                 _us(inference_cycles, run_mhz), True))
-        phases.append(Phase(name, how, words, cycles, system_mhz, _us(cycles, system_mhz),
+        phases.append(Phase(name, how, count, cycles, system_mhz, _us(cycles, system_mhz),
                             name in ("input", "unload")))
     if softmax:
         # softmax runs on the core over the outputs; there is no public measurement of
         # its cost, so it is not given a time
         phases.append(Phase("softmax", "not modelled", outputs, None, system_mhz, None, True))
-    timed = [p for p in phases if p.us is not None]
-    dominant = max((p for p in timed if p.per_inference), key=lambda p: p.us or 0).name
-    overall = max(timed, key=lambda p: p.us or 0).name
     model = (CPU_STORE_SOURCE, FIFO_WORD_SOURCE,
              "unload: a word read back costs what a word stored does (no separate "
              "measurement)",
@@ -162,7 +170,7 @@ def phase_report(project: str | Path, *, system_mhz: int, run_mhz: int,
              "of the options",
              "energy: not given in joules (no public per-phase measurement); words moved "
              "per phase and accelerator cycles are the quantities that drive it")
-    return PhaseReport(tuple(phases), dominant, overall, model)
+    return _report(phases, model)
 
 
 def render_phases(report: PhaseReport) -> str:
@@ -176,6 +184,12 @@ def render_phases(report: PhaseReport) -> str:
         flag = "  <- dominant" if p.name == report.dominant else ""
         lines.append(f"  {p.name:<10} {p.how:<12} {p.words:>9,} {cycles:>12} "
                      f"{p.clock_mhz:>4} {us:>10}{mark}{flag}")
+    lines.append(f"  {'total per inference':<36} {report.per_inference_us:>25,.1f}"
+                 + (" (softmax not timed)" if any(p.us is None for p in report.phases)
+                    else ""))
+    if report.cpu_share is not None:
+        lines.append(f"  CPU share of the compute time (cpu-* rows and inference): "
+                     f"{share_text(report.cpu_share)}")
     lines.append(f"  model: {CPU_STORE_CYCLES} cycles per stored word, {FIFO_WORD_CYCLES} per "
                  "FIFO word (sources in report.json, phases.model)")
     return "\n".join(lines) + "\n"

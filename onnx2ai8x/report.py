@@ -184,7 +184,7 @@ def render_table(report: Report) -> str:
            "  ".join("-" * w for w in widths)]
     out += [line(r) for r in body]
     out.append("")
-    out.append(f"cycles (estimate): {report.total_cycles:,} (startup {report.startup_cycles})")
+    out.append(f"cycles (estimate): {report.total_cycles:,} (startup {report.startup_cycles:,})")
     out.append(f"MACs: {report.total_macs:,}")
     out.append(f"weights: {report.weight_bytes:,} bytes; kernel memory "
                f"{report.kernel_columns_used:,}/{report.kernel_columns_total:,} columns "
@@ -194,7 +194,7 @@ def render_table(report: Report) -> str:
                f"({report.data_memory_pct:.2f}%)")
     if report.data_buffer is not None:
         kb = report.data_buffer
-        out.append(f"data buffer `{kb.name}`: {kb.channels} channels x {kb.length} on "
+        out.append(f"data buffer `{kb.name}`: {kb.channels:,} channels x {kb.length:,} on "
                    f"processors {kb.processor_map} at {kb.offset:#06x} (kept across "
                    "inferences)")
     out += [f"note: {note}" for note in report.notes]

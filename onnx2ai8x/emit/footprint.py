@@ -22,6 +22,7 @@ the emitter writes:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,6 @@ _ARRAY = re.compile(r"^\s*static\s+(const\s+)?(u?int(?:8|16|32)_t)\s+(\w+)\s*"
 # a constant record of 32-bit fields with its values in place (the Arm-core layers'
 # `cpu_window_t` geometry, cpu/templates/cpu_layers.c.j2)
 _RECORD = re.compile(r"^\s*static\s+const\s+\w+_t\s+\w+\s*=\s*\{([^{};]*)\}\s*;", re.M)
-_MACRO = re.compile(r"^#define\s+(\w+)\s*\{(.*?)\}", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -59,13 +59,44 @@ class Footprint:
         return self.code + self.weights + self.known_answer + self.other_flash
 
 
+_MACRO_HEAD = re.compile(r"#define\s+(\w+)\s*\{")
+_EMPTY_BETWEEN = re.compile(r",\s*,")
+
+
+def _macro_bodies(text: str):
+    """(name, body) of each `#define NAME { body }` starting a line (found with str.find:
+    a regular expression anchored at line starts tries every character of the sample
+    data and the kernel stream)."""
+    start = text.find("#define")
+    while start >= 0:
+        head = _MACRO_HEAD.match(text, start) if start == 0 or text[start - 1] == "\n" \
+            else None
+        end = text.find("}", head.end()) if head else -1
+        if end < 0:
+            start = text.find("#define", start + 1)
+            continue
+        yield head.group(1), text[head.end():end]
+        start = text.find("#define", end + 1)
+
+
+def _items(body: str) -> int:
+    """The comma-separated items of an initializer that hold something."""
+    if _EMPTY_BETWEEN.search(body):
+        return len([t for t in body.split(",") if t.strip()])
+    first = body.find(",")
+    if first < 0:
+        return 1 if body.strip() else 0
+    last = body.rfind(",")
+    return (body.count(",") + 1 - (not body[:first].strip())
+            - (not body[last + 1:].strip()))
+
+
 def _macros(sources: dict[str, str]) -> dict[str, int]:
     """Element count of every `#define NAME { ... }` initializer."""
     counts = {}
     for text in sources.values():
-        for m in _MACRO.finditer(text):
-            body = re.sub(r"\\\n", " ", m.group(2))
-            counts[m.group(1)] = len([t for t in body.split(",") if t.strip()])
+        for name, body in _macro_bodies(text):
+            counts[name] = _items(re.sub(r"\\\n", " ", body))
     return counts
 
 
@@ -76,10 +107,11 @@ def _statements(text: str) -> int:
     return text.count(";")
 
 
-def estimate(files: dict[str, bytes], device: Device) -> Footprint:
-    """The footprint of the project made of `files` (name -> contents)."""
-    sources = {name: data.decode("utf-8", "replace") for name, data in files.items()
-               if name.endswith((".c", ".h"))}
+def estimate(files: Mapping[str, bytes | str], device: Device) -> Footprint:
+    """The footprint of the project made of `files` (name -> contents, as written or as
+    rendered text)."""
+    sources = {name: data if isinstance(data, str) else data.decode("utf-8", "replace")
+               for name, data in files.items() if name.endswith((".c", ".h"))}
     counts = _macros(sources)
     # with --no-kat main.c no longer calls check_output(), and the linker
     # (--gc-sections) drops it with the expected output it reads

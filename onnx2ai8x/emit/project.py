@@ -64,6 +64,39 @@ class FifoFeed:
         return max(self.lengths)
 
 
+@dataclass(frozen=True)
+class PhaseWords:
+    """The 32-bit words each phase function of a written project moves, taken from the
+    values its templates lay out (onnx2ai8x.phases turns them into time): the first run
+    of each function main() calls, as a measurement loop repeats the same work."""
+
+    weights: int  # cnn_load_weights: the kernel stream's words, an express byte store a run
+    bias: int  # cnn_load_bias: one 32-bit store per bias byte (memcpy_8to32)
+    configure: int  # cnn_configure: its register stores
+    input: int  # load_input: the words it copies into data memory or pushes into FIFOs
+    fifo: bool  # load_input pushes into the input FIFOs
+    unload: int  # cnn_unload: the words it reads (0 when main() does not call it)
+    mlator: bool  # cnn_unload reads (some of) the output through the mlator
+
+
+STORES = ("=", "|=", "&=")  # a register write's forms that store (not wait or check)
+
+
+def _phase_words(data: ProjectData, program: RegisterProgram, fifo: FifoFeed | None,
+                 unload: Unload, mexpress: bool) -> PhaseWords:
+    express = 1 if mexpress else 0
+    return PhaseWords(
+        weights=sum(len(words) + express for _, words in data.kernels),
+        bias=sum(len(values) for _, values in data.bias),
+        configure=sum(1 for w in program.cnn_configure if w.op in STORES),
+        input=sum(fifo.lengths) if fifo is not None else sum(len(w) for _, w in data.inputs),
+        fifo=fifo is not None,
+        # main() reads the output through cnn_unload (softmax_layer calls it too) whenever
+        # the function is written
+        unload=unload.reads if unload.function else 0,
+        mlator=unload.function and unload.uses_mlator)
+
+
 def _tuples(items: Sequence) -> tuple:
     """Records `(int, ..., [ints])` as tuples of Python ints (map/tuple run in C: the
     kernel stream alone has tens of thousands of words)."""
@@ -291,6 +324,15 @@ def render_project(lowered: HwNetwork, program: RegisterProgram, data: ProjectDa
                    ) -> dict[str, str]:
     """File name -> text of the C project (pure); `stem` names the side files the
     README lists (the model file's stem; default: the network's name)."""
+    return _rendered(lowered, program, data, options, sample, name, stem,
+                     cpu_tail, source)[0]
+
+
+def _rendered(lowered: HwNetwork, program: RegisterProgram, data: ProjectData,
+              options: EmitOptions, sample: np.ndarray | None, name: str | None,
+              stem: str | None, cpu_tail: tuple[str, ...] = (),
+              source: str | None = None) -> tuple[dict[str, str], PhaseWords]:
+    """render_project's files, and the words its phase functions move."""
     placement, hw, choices = lowered.placement, lowered.view, lowered.choices
     check_device_options(options, placement.device)
     dual_core.check_fast_fifo(hw, options)
@@ -358,40 +400,60 @@ def render_project(lowered: HwNetwork, program: RegisterProgram, data: ProjectDa
         tmpl = env.get_template(template)
         out[target] = tmpl.render(**ctx)
     out.update(vscode_files(device, board))
-    return out
+    return out, _phase_words(data, program, fifo, unload, choices.mexpress)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A project as rendered, before it is moved into place: its files (name -> text)
+    and the words its phase functions move."""
+
+    files: Mapping[str, str]
+    words: PhaseWords
+
+    def sources(self) -> dict[str, str]:
+        """The C sources and headers at the project's top level (emit/footprint.py), as
+        text: no second copy of the sample data and the kernel stream."""
+        return {name: text for name, text in self.files.items()
+                if "/" not in name and name.endswith((".c", ".h"))}
 
 
 def write_project(hw: HwNetwork, out_dir: Path | str, *,
                   options: EmitOptions, sample: np.ndarray, outputs: list[np.ndarray],
                   overwrite: bool = False, extra_files: Mapping[str, bytes] | None = None,
                   data: ProjectData | None = None, stem: str | None = None,
-                  finish: Callable[[Path], Mapping[str, bytes]] | None = None,
+                  finish: Callable[[Path, Rendered], Mapping[str, bytes]] | None = None,
                   cpu_tail: tuple[str, ...] = (), source: str | None = None) -> None:
     """Write the C project for a lowered network to `out_dir` (atomically).
 
     `data` overrides the memory contents (tests); normally they come from the kernel/bias
     allocation and the data-section functions. `stem`: the name of the extra files
     (`STEM.yaml`, `STEM.onnx`) the README lists (default: the network's name).
-    `finish(directory)` returns more files, computed from the project as written (before
-    it is moved into place). `cpu_tail`: the model's final operators the application
-    applies (--cpu-tail), which the README and main.c state; `source`: what the README
-    names as the project's source (default: the network's name).
+    `finish(directory, rendered)` returns more files, computed from the project as
+    rendered (before it is moved into place). `cpu_tail`: the model's final operators the
+    application applies (--cpu-tail), which the README and main.c state; `source`: what
+    the README names as the project's source (default: the network's name).
     """
     if data is None:
         data = project_data(hw, sample, outputs, options)
     program = register_program(hw, data.memory)
-    files = render_project(hw, program, data, options, sample, stem=stem,
-                           cpu_tail=cpu_tail, source=source)
+    files, words = _rendered(hw, program, data, options, sample, None, stem, cpu_tail,
+                             source)
+    rendered = Rendered(files, words)
 
     def fill(tmp: Path) -> None:
+        made = {tmp}
         for fname, text in sorted(files.items()):
-            (tmp / fname).parent.mkdir(exist_ok=True)
-            (tmp / fname).write_text(text, encoding="utf-8")
+            path = tmp / fname
+            if path.parent not in made:
+                path.parent.mkdir(exist_ok=True)
+                made.add(path.parent)
+            path.write_bytes(text.encode("utf-8"))
         for fname, blob in sorted((extra_files or {}).items()):
             (tmp / fname).write_bytes(blob)
-        # files computed from the written C (the report's phase counts), before the
+        # files computed from the project (the report's phase counts), before the
         # directory is moved into place
-        for fname, blob in sorted((finish(tmp) if finish else {}).items()):
+        for fname, blob in sorted((finish(tmp, rendered) if finish else {}).items()):
             (tmp / fname).write_bytes(blob)
 
     write_dir_atomic(Path(out_dir), fill, overwrite)

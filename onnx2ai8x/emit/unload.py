@@ -380,6 +380,20 @@ class Unload:
             for run in lay.runs for loops, _ in run.blocks)
 
     @property
+    def reads(self) -> int:
+        """Words `cnn_unload` reads from the accelerator: every read of every run, a loop
+        body's as often as the loop runs, and the mlator's priming read after each
+        set-up (the phase table's unload, onnx2ai8x.phases)."""
+        total = 0
+        for lay in self.layers:
+            if lay.kind == "mlator":
+                total += sum(run.reads + (run.setup is not None) for group in lay.groups
+                             for channel in group.channels for run in channel.runs)
+            else:
+                total += sum(run.reads for run in lay.runs)
+        return total
+
+    @property
     def uses_offs(self) -> bool:
         return any(lay.kind == "mlator" or (lay.kind == "bytes" and lay.indexed)
                    for lay in self.layers)

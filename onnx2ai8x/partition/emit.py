@@ -148,6 +148,15 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
     text, data = cpu_report(part, result)
     report = json.loads(result.report_json)
     report["partition"] = data
+    summary = result.summary
+    if result.phases is not None:
+        # the CPU's layers are phases of the inference too (issue 35 item 4)
+        from ..phases import phases_json, render_phases, with_cpu_segments
+
+        phases = with_cpu_segments(result.phases, [(s["segment"], s["cycles"],
+                                                    data["cpu_mhz"]) for s in data["segments"]])
+        report["phases"] = phases_json(phases)
+        summary = summary.replace(render_phases(result.phases), render_phases(phases))
     report_json = json.dumps(report, indent=2, sort_keys=True) + "\n"
     files["report.json"] = report_json
     from .reference import full_model
@@ -158,7 +167,7 @@ def add_cpu_files(request, joined, result) -> tuple[str, str]:
     (out / f"{stem}_with_cpu.onnx").write_bytes(full.SerializeToString(deterministic=True))
     for name, body in files.items():
         (out / name).write_text(body)
-    return text + result.summary, report_json
+    return text + summary, report_json
 
 
 def _readme_with_cpu_files(readme: str, stem: str) -> str:

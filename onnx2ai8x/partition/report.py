@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from ..phases import cpu_share, share_text
+
 CPU_DOMINATES = 0.5  # the CPU's share of one inference's compute time that warns
 BANNER = "=" * 78
 
@@ -56,7 +58,7 @@ def cpu_report(part, result) -> tuple[str, dict]:
         segs.append({"segment": where, "layers": len(seg.ops), "macs": total_m,
                      "cycles": total_c, "us": round(total_c / cpu_mhz, 3)})
     cpu_us = sum(s["us"] for s in segs)
-    share = cpu_us / (cpu_us + acc_us) if acc_us else None
+    share = cpu_share(cpu_us, acc_us) if acc_us else None
     data = {"stem_nodes": list(part.split.stem), "head_nodes": list(part.split.head),
             "between_nodes": [list(b) for b in part.split.between],
             "between_after_layers": list(part.quant.last_layers),
@@ -65,13 +67,13 @@ def cpu_report(part, result) -> tuple[str, dict]:
             "refusals": list(part.split.reasons), "cpu_layers": rows, "segments": segs,
             "cpu_mhz": cpu_mhz, "accelerator_us": acc_us,
             "accelerator_cycles": acc_cycles, "cpu_us": round(cpu_us, 3),
-            "cpu_share": None if share is None else round(share, 4),
+            "cpu_share": share,
             "cpu_cycle_model": _model()}
     data["sequence"] = _sequence(part, result)
     warn = None
     if share is not None and share > CPU_DOMINATES:
         worst = sorted(rows, key=lambda r: -r["cycles"])[:3]
-        warn = (f"warning: the CPU takes {100 * share:.0f}% of the inference's compute "
+        warn = (f"warning: the CPU takes {share_text(share)} of the inference's compute "
                 f"time; change {', '.join(r['layer'] for r in worst)} to layers the "
                 "accelerator runs (3x3 or 1x1 kernels, its activations, a Linear over at "
                 "most 16x16 pixels)")
@@ -104,7 +106,7 @@ def _text(part, rows, segs, acc_us, acc_cycles, share, warn) -> str:
                    f"{part.split.acc_input}")
     out.append(f"  accelerator: {part.split.acc_input} -> {part.split.acc_output} "
                f"({acc_cycles:,} cycles" +
-               (f", {acc_us:.1f} us)" if acc_us is not None else ")"))
+               (f", {acc_us:,.1f} us)" if acc_us is not None else ")"))
     for k, (seg, after) in enumerate(zip(part.between, part.quant.last_layers,
                                          strict=True)):
         out.append(f"  CPU mid{k}:    {len(seg.ops)} layer(s) after accelerator layer "
@@ -120,9 +122,9 @@ def _text(part, rows, segs, acc_us, acc_cycles, share, warn) -> str:
             f"{r['cycles']:>12,}" for r in rows]
     for s in segs:
         out.append(f"  {s['segment']} total: {s['macs']:,} MACs, {s['cycles']:,} cycles "
-                   f"({s['us']:.1f} us)")
+                   f"({s['us']:,.1f} us)")
     if share is not None:
-        out.append(f"  CPU share of the compute time: {100 * share:.1f}% (CPU at the "
+        out.append(f"  CPU share of the compute time: {share_text(share)} (CPU at the "
                    "system clock; the M4 cycle model is in report.json, "
                    "partition.cpu_cycle_model)")
     if warn:

@@ -103,14 +103,14 @@ class QuantResult:
         elif not s["calibration_samples"]:
             lines.append(f"{s['source']} (no calibration data: ranges from its scales)")
         else:
-            lines.append(f"calibration: {s['calibration_samples']} samples, method "
+            lines.append(f"calibration: {s['calibration_samples']:,} samples, method "
                          f"{s['method']}")
         if s.get("top1_agreement") is not None:
             lines.append(f"top-1 agreement float/quantized {100 * s['top1_agreement']:.2f} "
-                         f"% on {s['calibration_samples']} samples")
+                         f"% on {s['calibration_samples']:,} samples")
         if s.get("top1_agreement_decided") is not None:
             lines.append(f"  {100 * s['top1_agreement_decided']:.2f} % on the "
-                         f"{s['decided_samples']} samples the float model decides beyond "
+                         f"{s['decided_samples']:,} samples the float model decides beyond "
                          "the output's quantization noise")
         if s.get("model_sqnr_db") is not None:
             lines.append(f"output SQNR {s['model_sqnr_db']:.1f} dB")

@@ -1,9 +1,11 @@
 """Where the time goes (issue 29): the load counts are the words the generated C writes.
 
-onnx2ai8x.phases counts each phase by following main() through the virtual
-accelerator's reader. Here the same numbers are taken from the project's text another
-way: the kernel stream's run lengths in weights.h, the byte counts of the bias copies,
-the SAMPLE_INPUT_n tables (each word is copied or pushed once), the unload buffer.
+The report takes each phase's words from the values the emitter laid out
+(emit/project.PhaseWords). Here the same numbers are taken from the project's text:
+the kernel stream's run lengths in weights.h, the byte counts of the bias copies, the
+register stores of cnn_configure, the SAMPLE_INPUT_n tables (each word is copied or
+pushed once), and the words the written cnn_unload() reads when the virtual
+accelerator runs it (ai8xsim/unload.py).
 """
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from onnx2ai8x.phases import CPU_STORE_CYCLES, FIFO_WORD_CYCLES, count_phase_words
+from ai8xsim.unload import run_unload
+from onnx2ai8x.phases import CPU_STORE_CYCLES, FIFO_WORD_CYCLES
 from tests.conftest import GOLDEN
 from tests.golden import pipeline
 
@@ -51,26 +54,27 @@ def _convert(name: str, tmp: Path, *extra: str) -> Path:
 def test_load_counts_are_the_words_the_c_writes(name: str, extra: tuple[str, ...],
                                                 tmp_path: Path) -> None:
     project = _convert(name, tmp_path, *extra)
-    counts = count_phase_words(project)
+    report = json.loads((project / "report.json").read_text())["phases"]
+    rows = {p["name"]: p for p in report["phases"]}
     text = {p.name: p.read_text() for p in project.iterdir() if p.suffix in (".c", ".h")}
-    assert counts["weights"].words == _kernel_words(text["weights.h"])
+    assert rows["weights"]["words"] == _kernel_words(text["weights.h"])
     bias = sum(int(n) for n in re.findall(r"memcpy_8to32\([^;]*sizeof\(uint8_t\)\s*\*\s*(\d+)",
                                           text["cnn.c"]))
-    assert counts.get("bias", None) is None and bias == 0 or counts["bias"].words == bias
+    assert rows["bias"]["words"] == bias
+    configure = re.search(r"int cnn_configure\(void\)\n\{(.*?)\n\}", text["cnn.c"], re.S)
+    assert rows["configure"]["words"] == len(re.findall(r"\) (?:=|\|=|&=) 0x",
+                                                        configure.group(1)))
     sample = sum(len(_macro(text["sampledata.h"], m))
                  for m in re.findall(r"#define\s+(SAMPLE_INPUT_\d+)", text["sampledata.h"]))
     fifo = "--fifo" in pipeline.cli_options(pipeline.case_json(name)["vendor_args"])
-    assert (counts["input"].fifo_words if fifo else counts["input"].words) == sample
-    unload = int(re.search(r"ml_data\[(\d+)\]", text["main.c"]).group(1))
-    assert counts["unload"].words == unload
-
-    report = json.loads((project / "report.json").read_text())["phases"]
-    rows = {p["name"]: p for p in report["phases"]}
-    assert rows["weights"]["cycles"] == counts["weights"].words * CPU_STORE_CYCLES
+    assert rows["input"]["words"] == sample
+    assert rows["unload"]["words"] == run_unload(project).words
+    assert rows["weights"]["cycles"] == rows["weights"]["words"] * CPU_STORE_CYCLES
     per_word = FIFO_WORD_CYCLES if fifo else CPU_STORE_CYCLES
     assert rows["input"]["cycles"] == sample * per_word
     assert rows["input"]["how"] == ("fifo" if fifo else "cpu")
-    assert rows["unload"]["how"] == ("mlator" if "--mlator" in extra else "cpu")
+    # the mlator only where cnn_unload uses it (a 32-bit output is read word by word)
+    assert rows["unload"]["how"] == ("mlator" if "mlat" in text["cnn.c"] else "cpu")
     timed = [r for r in report["phases"] if r["us"] is not None and r["per_inference"]]
     assert report["dominant"] == max(timed, key=lambda r: r["us"])["name"]
     assert any("Bell Labs" in line for line in report["model"])
