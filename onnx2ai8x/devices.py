@@ -129,6 +129,10 @@ class Device:
 
     # --- layers and channels ---
     max_layers: int
+    # the highest layer a run may start at (seed 000, "The MAX78002 hardware supports
+    # starting a network at any pre-programmed layer"; the vendor tool's MAX_START_LAYER:
+    # 0 on MAX78000, whose every run starts at layer 0)
+    max_start_layer: int
     max_channels: int  # per layer, input and output (16 passes x 64 processors)
     channels_per_pass: int  # one pass reads at most one channel per processor
     max_passes: int  # the input-expansion field holds up to 16 passes
@@ -355,6 +359,7 @@ MAX78000 = Device(
     kernel_words_small=768, kernel_words_large=768, kernel_bytes_per_word=9,
     bias_instances=4, bias_bytes_per_instance=512,
     max_layers=32,
+    max_start_layer=0,
     # The guide: 1024 input/output channels per layer.
     max_channels=1024, channels_per_pass=PROCESSORS, max_passes=16,
     # The guide says rows/columns up to 1023; the tool accepts 1024 (MAX_ROW_COL).
@@ -415,6 +420,7 @@ MAX78002 = Device(
     kernel_words_small=4096, kernel_words_large=5120, kernel_bytes_per_word=9,
     bias_instances=4, bias_bytes_per_instance=2048,
     max_layers=128,
+    max_start_layer=127,
     # The guide says 2048 channels per layer; the tool limits every device to 16 passes of
     # 64 processors (MAX_CHANNELS) and its register field holds 16 passes, so 1024.
     max_channels=1024, channels_per_pass=PROCESSORS, max_passes=16,

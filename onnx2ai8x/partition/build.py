@@ -139,6 +139,7 @@ def partition(model: Path, device: Device, request: QuantizeRequest) -> Partitio
                         "save float samples", exit_code=EXIT_USAGE)
     x = x.astype(np.float32)
     split = find_split(model, device, x, _try_parts(device, request, True))
+    _check_start_layer(split, device)
     results = list(split.results)
     if split.head and results:  # the head reads the last part's 8-bit output
         results[-1] = _requantize_last(split, request, device, x)
@@ -201,6 +202,22 @@ def _chain(split: Split, results: list) -> Chain:
         p.key, p.value = key, meta[key]
     return Chain(parts=tuple(results), network=network, model=model,
                  last_layers=tuple(lasts))
+
+
+def _check_start_layer(split: Split, device: Device) -> None:
+    """A CPU segment between accelerator layers resumes the accelerator at the layer after
+    it: a run that starts at a layer other than 0, which only a part with a start field in
+    its layer-count register can do (seed 000: MAX78002 "supports starting a network at
+    any pre-programmed layer"; on MAX78000 every run starts at layer 0, so the second run
+    would compute the first layers again, over the CPU's result)."""
+    if not split.between or device.max_start_layer > 0:
+        return
+    raise Ai8xError("partition.start-layer", split.between[0][0],
+                    f"a CPU segment between accelerator layers needs a second accelerator "
+                    f"run starting after it, and {device.name} starts every run at layer 0",
+                    "convert for MAX78002 (--device MAX78002), which starts a run at any "
+                    "layer, or change the model so that the layers between runs are ones "
+                    "the accelerator runs")
 
 
 def _check_junction(split: Split, k: int, before, after) -> None:
