@@ -242,6 +242,11 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
     return 1, 1
 
 
+def _pools(value) -> bool:
+    """A pending value the consuming layer would pool (or subsample) on its way in."""
+    return isinstance(value, _Pool) or (isinstance(value, _Elt) and value.pool is not None)
+
+
 class _Walker:
     """One walk over the simplified graph; builds the layer list (no shared state)."""
 
@@ -665,7 +670,12 @@ class _Walker:
         if nd not in (1, 2) or (transpose and nd != 2):
             raise _fail("conv-rank", where, f"{nd}-D convolution",
                         "use Conv1d, Conv2d or ConvTranspose2d")
-        fields, in_shape = self.layer_input(self.data(node), node)
+        data = self.data(node)
+        if transpose and _pools(self.subsampled(data)):
+            # A transposed layer does not pool: its pooling is a layer of its own (see
+            # the legalize rule convtranspose2d-pool for why).
+            data = self.act(data, where)
+        fields, in_shape = self.layer_input(data, node)
         if len(in_shape) != nd + 1:  # (C, L) or (C, H, W): as many axes as the kernel
             raise _fail("conv-rank", where, f"a {nd}-D kernel on data of shape "
                         f"{tuple(in_shape)}", "check the model")
