@@ -1103,6 +1103,14 @@ class _Walker:
         self._pool(node, False, glob=True)
 
     def op_ReduceMean(self, node) -> None:
+        self._reduce(node, True)
+
+    def op_ReduceMax(self, node) -> None:
+        # the maximum over every spatial position is a max pooling whose window is the
+        # whole frame (global max pooling: torch's dynamo exporter writes amax this way)
+        self._reduce(node, False)
+
+    def _reduce(self, node, average: bool) -> None:
         v = self.data(node)
         axes = node_attr(node, "axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
@@ -1110,9 +1118,11 @@ class _Walker:
         rank = 1 + len(getattr(v, "shape", ()) or ())
         ax = sorted(int(a) % rank for a in (axes if axes is not None else []))
         if rank < 3 or ax != list(range(2, rank)):
-            raise _fail("reduce", self.where(node), f"ReduceMean over axes {ax}",
-                        "average over the spatial axes only (global average pooling)")
-        self._pool(node, True, glob=True, vector=not node_attr(node, "keepdims", 1))
+            what = "average" if average else "maximum"
+            raise _fail("reduce", self.where(node), f"{node.op_type} over axes {ax}",
+                        f"take the {what} over the spatial axes only (global "
+                        f"{'average' if average else 'max'} pooling)")
+        self._pool(node, average, glob=True, vector=not node_attr(node, "keepdims", 1))
 
     # reshaping
     def op_Flatten(self, node) -> None:

@@ -88,7 +88,7 @@ def _clamp_for(act, s_y: float) -> tuple[int, int]:
 
 
 PASS_THROUGH = frozenset({"Flatten", "Reshape", "Transpose", "MaxPool", "Squeeze",
-                          "Unsqueeze", "Identity", "Dropout"})
+                          "Unsqueeze", "Identity", "Dropout", "ReduceMax", "GlobalMaxPool"})
 FUSED_ACT = frozenset({"Relu", "Clip"})
 
 
@@ -257,6 +257,13 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
                            axis=_per_sample_axis(_attr(node, "axis", 0), len(shape)))]
     if op == "Add" and node.input[1] not in consts:
         return [_add(node, out, act, scales, shape)]
+    if op in ("ReduceMean", "ReduceMax", "GlobalMaxPool"):
+        return _reduce(model, node, out, scales, shape, consts)
+    if op == "BatchNormalization" or (op in ("Add", "Sub", "Mul", "Div") and
+                                      _one_const(node, consts)):
+        return [_affine(model, node, out, scales, shape, consts)]
+    if op == "Mul":
+        return [_mul(model, node, out, scales, shape)]
     raise _unsupported(name, f"{op} has no CPU operator", "replace it with a supported "
                        "operation (convolution, dense, pooling, activation, softmax, ...)")
 
@@ -310,3 +317,98 @@ def _weighted(model, node, out: str, act, scales: dict, consts: dict, bias=None)
                         dilations=_attr(node, "dilations", ()),
                         group=_attr(node, "group", 1), act_min=lo, act_max=hi)
     return ops.dense(name, x, out, in_shape, wq, bq, m, s, act_min=lo, act_max=hi)
+
+
+def _reduce(model, node, out: str, scales: dict, shape, consts: dict) -> list:
+    """A mean or maximum over spatial axes: an average or max pooling whose window spans
+    them, then a reshape when the axes are dropped (keepdims 0)."""
+    from ..cpu import ops
+
+    name, x, rank = node.name, node.input[0], len(shape) + 1
+    axes = _attr(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = consts.get(node.input[1])
+    if node.op_type == "GlobalMaxPool" or axes is None:
+        axes = range(2, rank) if node.op_type == "GlobalMaxPool" else range(rank)
+    axes = sorted({int(a) % rank for a in np.asarray(axes).reshape(-1)})
+    if not axes or axes[0] < 2:
+        raise _unsupported(name, f"a {node.op_type} over axes {axes} (the batch or channel "
+                           "axis)", "reduce over the spatial axes only (global pooling)")
+    kernel = [shape[a - 1] if a in axes else 1 for a in range(2, rank)]
+    pooled = tuple([shape[0], *[1 if a in axes else shape[a - 1] for a in range(2, rank)]])
+    keep = _attr(node, "keepdims", 1) or node.op_type == "GlobalMaxPool"
+    mid = out if keep else f"{out}/pooled"
+    if node.op_type == "ReduceMean":
+        m, s = ops.avgpool_requant(int(np.prod(kernel)), scales[x] / scales[out])
+        pool = ops.avgpool(f"{name}/pool" if not keep else name, x, mid, shape, kernel, m, s,
+                           strides=kernel)
+    else:  # the maximum keeps the input's scale (PASS_THROUGH)
+        pool = ops.maxpool(f"{name}/pool" if not keep else name, x, mid, shape, kernel,
+                           strides=kernel)
+    if keep:
+        return [pool]
+    return [pool, ops.reshape(name, mid, out, pooled, shape_of(model, out))]
+
+
+def _one_const(node, consts: dict) -> bool:
+    return (node.input[0] in consts) != (node.input[1] in consts)
+
+
+def _channel_values(name: str, c, shape) -> np.ndarray:
+    """A constant that is one value, or one per channel, of a (C, ...) tensor."""
+    arr = np.asarray(c, np.float64)
+    rank = len(shape) + 1
+    full = (1,) * max(0, rank - arr.ndim) + arr.shape
+    if arr.size == 1:
+        return np.full(shape[0], float(arr.reshape(-1)[0]))
+    if len(full) == rank and full[0] == 1 and full[1] == shape[0] and \
+            all(d == 1 for d in full[2:]):
+        return arr.reshape(-1)
+    raise _unsupported(name, f"a constant of shape {tuple(arr.shape)} that is not one value "
+                       f"per channel of a {(1, *shape)} tensor",
+                       "use a scalar or a per-channel constant (shape (1, C, 1, 1))")
+
+
+def _affine(model, node, out: str, scales: dict, shape, consts: dict):
+    """x * k + b per channel (BatchNormalization that follows no convolution, or
+    Add/Sub/Mul/Div with a constant: an input normalization) as a depthwise 1x1
+    convolution: one int8 weight per channel, its scale per channel, so k is exact to
+    8 bits and the rescaling to the output is the channel's multiplier and shift."""
+    from ..cpu import ops
+
+    op, name = node.op_type, node.name
+    if op == "BatchNormalization":
+        x = node.input[0]
+        gamma, beta, mean, var = (np.asarray(consts[n], np.float64).reshape(-1)
+                                  for n in node.input[1:5])
+        k = gamma / np.sqrt(var + float(_attr(node, "epsilon", 1e-5)))
+        b = beta - mean * k
+    else:
+        first_const = node.input[0] in consts
+        x = node.input[1] if first_const else node.input[0]
+        c = _channel_values(name, consts[node.input[0 if first_const else 1]], shape)
+        if op == "Div" and (first_const or np.any(c == 0)):
+            raise _unsupported(name, "a division by data or by zero",
+                               "divide only by non-zero constants")
+        k, b = {"Add": (np.ones_like(c), c), "Mul": (c, np.zeros_like(c)),
+                "Div": (1.0 / c, np.zeros_like(c)),
+                "Sub": (-np.ones_like(c), c) if first_const else (np.ones_like(c), -c)}[op]
+    w = k.reshape(-1, 1, *([1] * (len(shape) - 1)))
+    wq, ws = per_channel(w)
+    s_x, s_y = scales[x], scales[out]
+    bq = np.floor(b / (s_x * ws) + 0.5)
+    m, s = _requant_channels(s_x * ws / s_y)
+    return ops.conv(name, x, out, shape, wq, bq, m, s, group=shape[0])
+
+
+def _mul(model, node, out: str, scales: dict, shape):
+    """The product of two tensors (a gate): a * b * M / 2**s, b may broadcast."""
+    from ..cpu import ops
+
+    a, b = node.input[0], node.input[1]
+    b_shape = shape_of(model, b)
+    if len(b_shape) != len(shape):
+        raise _unsupported(node.name, f"a product of tensors of shapes {shape} and "
+                           f"{b_shape}", "multiply tensors of the same rank")
+    m, s = ops.requant_params(scales[a] * scales[b] / scales[out])
+    return ops.mul(node.name, a, b, out, shape, m, s, b_shape=b_shape)
