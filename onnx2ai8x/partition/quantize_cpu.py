@@ -206,7 +206,9 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
     """The CPU operators of one float node (its fused activation writing `out`)."""
     from ..cpu import ops
 
-    op, x = node.op_type, node.input[0]
+    op = node.op_type
+    # the data input (a constant may come first: c - x, c * x)
+    x = next((i for i in node.input if i and i not in consts), node.input[0])
     name = node.name
     shape = shape_of(model, x)
     if op in ("Clip",) or _lut_fn(node) is not None:
@@ -390,9 +392,15 @@ def _affine(model, node, out: str, scales: dict, shape, consts: dict):
         if op == "Div" and (first_const or np.any(c == 0)):
             raise _unsupported(name, "a division by data or by zero",
                                "divide only by non-zero constants")
-        k, b = {"Add": (np.ones_like(c), c), "Mul": (c, np.zeros_like(c)),
-                "Div": (1.0 / c, np.zeros_like(c)),
-                "Sub": (-np.ones_like(c), c) if first_const else (np.ones_like(c), -c)}[op]
+        one, zero = np.ones_like(c), np.zeros_like(c)
+        if op == "Add":
+            k, b = one, c
+        elif op == "Mul":
+            k, b = c, zero
+        elif op == "Div":
+            k, b = 1.0 / c, zero
+        else:  # Sub: x - c, or c - x
+            k, b = (-one, c) if first_const else (one, -c)
     w = k.reshape(-1, 1, *([1] * (len(shape) - 1)))
     wq, ws = per_channel(w)
     s_x, s_y = scales[x], scales[out]
