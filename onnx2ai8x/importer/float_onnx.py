@@ -172,6 +172,21 @@ class _Cat:
 
 
 @dataclass
+class _Gain:
+    """The model input scaled per channel (an input normalization's division by the
+    standard deviation): the convolutions that read it take the factors into their
+    weights, along their input channels."""
+
+    inner: _Act
+    gain: np.ndarray  # (C,)
+    node: str
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.inner.shape
+
+
+@dataclass
 class _Flat:
     """Flattened data: only a dense layer reads it (flatten: true)."""
 
@@ -240,6 +255,20 @@ def _dims(shape: tuple[int, ...]) -> tuple[int, int]:
     if len(shape) == 2:
         return int(shape[1]), 1
     return 1, 1
+
+
+def _input_gain_folded(w: np.ndarray, gain: np.ndarray, groups: int,
+                       transpose: bool) -> np.ndarray:
+    """Convolution weights that read the input multiplied by `gain` per input channel:
+    each weight scaled by the gain of the input channel it reads."""
+    w = np.asarray(w, np.float64)
+    tail = (1,) * (w.ndim - 2)
+    if transpose:  # (in, out / groups, k...)
+        return w * gain.reshape(-1, 1, *tail)
+    cin_g = w.shape[1]
+    per = w.shape[0] // max(groups, 1)  # output channels per group
+    idx = (np.arange(w.shape[0])[:, None] // per) * cin_g + np.arange(cin_g)[None, :]
+    return w * gain[idx].reshape(*idx.shape, *tail)
 
 
 def _pools(value) -> bool:
@@ -327,6 +356,12 @@ class _Walker:
             out = self.finish(value)
         elif isinstance(value, (_Pool, _Elt, _Cat)):
             out = self.passthrough(value)
+        elif isinstance(value, _Gain):
+            raise _fail("input-gain", where, "the model input scaled per channel (node "
+                        f"{value.node}) is read by something other than a convolution",
+                        "let a convolution read the normalized input first (its weights "
+                        "take the factors), scale every channel alike, or pass "
+                        "--cpu-fallback")
         elif isinstance(value, _Flat):
             raise _fail("flatten", where, "a flattened tensor feeds something other than "
                         "a dense layer (Gemm / MatMul)",
@@ -671,6 +706,9 @@ class _Walker:
             raise _fail("conv-rank", where, f"{nd}-D convolution",
                         "use Conv1d, Conv2d or ConvTranspose2d")
         data = self.data(node)
+        gain = None
+        if isinstance(data, _Gain):
+            gain, data = data.gain, data.inner
         if transpose and _pools(self.subsampled(data)):
             # A transposed layer does not pool: its pooling is a layer of its own (see
             # the legalize rule convtranspose2d-pool for why).
@@ -693,6 +731,8 @@ class _Walker:
                         "use the same padding on both sides (e.g. 'same' padding of an odd "
                         "kernel)")
         padding = (pads[0], 0 if nd == 1 else pads[1])
+        if gain is not None:
+            w = _input_gain_folded(w, gain, groups, transpose)
         b = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         cout = w.shape[1] * groups if transpose else w.shape[0]
         bias = np.zeros(cout) if b is None else b.astype(np.float64)
@@ -964,6 +1004,8 @@ class _Walker:
                                  "into the input mapping")
             self.set(node, v)
             return
+        if self._input_gain(node, v, c, divide, b is None):
+            return
         d = self._draft_for_fold(v, node)
         after_act = False
         if d is None and isinstance(v, _Draft) and v.done and v.tensor in node.input and \
@@ -984,6 +1026,32 @@ class _Walker:
                 d.clip_max = d.clip_max * float(k[0])
         self._scale_draft(d, k)
         self._absorb(d, node)
+
+    def _input_gain(self, node, v, c, divide: bool, data_first: bool) -> bool:
+        """The model input multiplied or divided per channel (an input normalization:
+        (x - mean) / std): a pending gain the convolutions reading it fold into their
+        weights. Exact: the accelerator pads the offset input with zeros, as the model
+        pads the normalized one."""
+        if isinstance(v, _Gain):
+            inner, base = v.inner, v.gain
+        elif isinstance(v, _Act) and v.src < 0:
+            inner, base = v, np.ones(v.shape[0])
+        else:
+            return False
+        data = node.input[0 if data_first else 1]
+        arr = np.asarray(c, np.float64)
+        rank = 1 + len(inner.shape)
+        full = (1,) * (rank - arr.ndim) + arr.shape if arr.ndim <= rank else None
+        if self.uses.get(data, 0) != 1 or full is None or full[0] != 1 or \
+                full[1] not in (1, inner.shape[0]) or any(d != 1 for d in full[2:]) or \
+                (divide and np.any(arr == 0)):
+            return False
+        vec = np.broadcast_to(arr.reshape(-1), (inner.shape[0],))
+        gain = base * (1.0 / vec if divide else vec)
+        self.rewrites.append(f"{node.name or node.output[0]}: per-channel input scaling "
+                             "folded into the weights of the convolutions reading it")
+        self.set(node, _Gain(inner, gain, node.name or node.output[0]))
+        return True
 
     # activations
     def _activation(self, node, code: int, clip_max: float | None = None) -> None:

@@ -1,0 +1,102 @@
+"""Two idioms the accelerator runs exactly, without --cpu-fallback:
+
+* a maximum over the spatial axes (`x.amax((2, 3))`, ONNX ReduceMax; torch's default
+  exporter writes global max pooling this way) is a max pooling whose window is the
+  whole frame;
+* an input normalization `(x - mean) / std` with per-channel constants: the mean is
+  the input mapping's offset (ai8x.input_offset), the division is folded into the
+  weights of the convolution that reads the input, along its input channels (exact:
+  the accelerator pads the offset input with zeros as the model pads the normalized
+  one).
+
+Each converts, passes `verify`, and the quantized model (input mapped with nothing but
+the model's metadata) computes the float model within 8-bit noise. A normalized input
+that something other than a convolution reads is refused with a hint, and the hint's
+flag converts it.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from onnx2ai8x import api
+from onnx2ai8x.errors import Ai8xError
+
+from .helpers import float_run, metadata, quantized_float_output, sqnr_db
+
+torch = pytest.importorskip("torch")
+
+MEAN = (0.485, 0.456, 0.406, 0.5)
+STD = (0.229, 0.224, 0.225, 0.3)
+
+
+def _net(kind: str):
+    from torch import nn
+
+    torch.manual_seed(5)
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mean", torch.tensor(MEAN).reshape(1, 4, 1, 1))
+            self.register_buffer("std", torch.tensor(STD).reshape(1, 4, 1, 1))
+            groups = 4 if kind == "norm_depthwise" else 1
+            if kind == "norm_transposed":
+                self.a = nn.ConvTranspose2d(4, 8, 3, stride=2, padding=1, output_padding=1)
+            else:
+                self.a = nn.Conv2d(4, 4 if groups > 1 else 8, 3, padding=1, groups=groups)
+            self.fc = nn.Linear(8, 5)
+
+        def forward(self, x):
+            if kind.startswith("amax"):
+                y = torch.relu(self.a(x))
+                return self.fc(y.amax((2, 3))) if kind == "amax" else y.amax((2, 3),
+                                                                              keepdim=True)
+            if kind == "norm_pool_first":
+                return torch.relu(self.a(nn.functional.max_pool2d((x - self.mean) /
+                                                                   self.std, 2)))
+            return torch.relu(self.a((x - self.mean) / self.std))
+
+    return Net().eval()
+
+
+def _convert(kind: str, tmp: Path, device: str = "MAX78000", **kw):
+    path = tmp / f"{kind}.onnx"
+    torch.onnx.export(_net(kind), torch.zeros(1, 4, 8, 8), str(path), dynamo=False,
+                      input_names=["x"], output_names=["y"])
+    x = np.random.default_rng(2).uniform(0, 1, (32, 4, 8, 8)).astype(np.float32)
+    cal = tmp / "cal.npy"
+    np.save(cal, x)
+    return path, x, api.convert(path, device, tmp / "p", calibration=cal, **kw)
+
+
+@pytest.mark.parametrize(("kind", "device"), [
+    ("amax", "MAX78000"), ("amax_keep", "MAX78000"), ("norm", "MAX78000"),
+    ("norm_depthwise", "MAX78002"), ("norm_transposed", "MAX78000")])
+def test_converts_on_the_accelerator(kind: str, device: str, tmp_path: Path) -> None:
+    path, x, done = _convert(kind, tmp_path, device)
+    assert not list(done.output.rglob("cpu_layers.c"))  # nothing runs on the Arm core
+    assert api.verify(done.output).passed
+    model = onnx.load(str(done.model_file))
+    ref = float_run(path, x)
+    got = quantized_float_output(model, x).reshape(ref.shape)
+    assert sqnr_db(ref, got) >= 25.0, kind
+    if kind.startswith("norm"):
+        offset = json.loads(metadata(model)["ai8x.input_offset"])
+        np.testing.assert_allclose(offset, [-m for m in MEAN], rtol=1e-6)
+
+
+def test_a_normalized_input_pooled_first_is_refused_and_the_flag_converts(
+        tmp_path: Path) -> None:
+    with pytest.raises(Ai8xError) as info:
+        _convert("norm_pool_first", tmp_path)
+    d = info.value.diagnostics[0]
+    assert d.code == "float.input-gain" and "--cpu-fallback" in d.hint
+    (tmp_path / "flag").mkdir()
+    _, _, done = _convert("norm_pool_first", tmp_path / "flag", cpu_fallback=True)
+    assert list(done.output.rglob("cpu_layers.c"))
+    assert api.verify(done.output).passed
