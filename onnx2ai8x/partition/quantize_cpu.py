@@ -135,6 +135,9 @@ def segment_ops(model, names: tuple[str, ...], scales: dict) -> list:
     k = 0
     while k < len(nodes):
         node = nodes[k]
+        if node.op_type == "Constant" or not node.input:
+            k += 1  # a constant (its value is in `consts`): nothing runs
+            continue
         act, out, step, bias = None, node.output[0], 1, None
 
         if node.op_type == "MatMul" and _follows(nodes, k + step, out, ("Add",), readers) \

@@ -17,7 +17,7 @@ RNG = np.random.default_rng(28)
 # cannot take either, residual jumps over CPU layers)
 CONVERTS = {"leaky_relu", "sigmoid_mid", "softmax_mid", "tanh", "clip_negative",
             "maxpool_padding", "reshape_not_flatten", "transposed_conv_input",
-            "global_pool_too_big"}
+            "global_pool_too_big", "batchnorm_on_input"}
 
 
 @pytest.mark.parametrize("name", CASES)
