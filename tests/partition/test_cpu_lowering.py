@@ -198,3 +198,19 @@ def test_input_normalization_stem_converts_with_cpu_fallback(tmp_path: Path) -> 
               _const("std", np.array([0.229, 0.224, 0.225]).reshape(1, 3, 1, 1))]
     code, out, err = _convert([sub, div, c0, relu], i0 + consts, tmp_path, "norm")
     assert code == 0, err
+
+
+def test_a_constant_node_in_a_segment_runs_nothing() -> None:
+    """A Constant node among a segment's nodes (onnxruntime's QOperator export writes
+    Resize's scales this way) is a value, not an operator."""
+    k = helper.make_node("Constant", [], ["c"], name="k",
+                         value=numpy_helper.from_array(_vec([1.0, 2.0, 0.5, -1.0]), "v"))
+    mul = helper.make_node("Mul", ["x", "c"], ["y"], name="n")
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 4, 4])]
+    graph = helper.make_graph([k, mul], "t", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = onnx.shape_inference.infer_shapes(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    scales = calibrated_scales(model, [mul], _samples(model, 4)["x"], {})
+    ops = segment_ops(model, ("k", "n"), scales)
+    assert [op.name for op in ops] == ["n"]
