@@ -173,13 +173,16 @@ class _Cat:
 
 @dataclass
 class _Gain:
-    """The model input scaled per channel (an input normalization's division by the
-    standard deviation): the convolutions that read it take the factors into their
-    weights, along their input channels."""
+    """A value scaled per channel, then offset per channel (the division of an input
+    normalization; a BatchNormalization that follows no convolution): the convolutions
+    that read it take the factors into their weights along their input channels, the
+    offsets into their bias."""
 
-    inner: _Act
+    inner: object  # the model input, or a pending value (a pooling) or layer output
     gain: np.ndarray  # (C,)
-    node: str
+    node: str  # where the scaling is made: "node NAME (OP)"
+    shift: np.ndarray | None = None  # (C,), added after the gain
+    batchnorm: bool = False  # made by a BatchNormalization (its refusal's words)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -265,10 +268,15 @@ def _input_gain_folded(w: np.ndarray, gain: np.ndarray, groups: int,
     tail = (1,) * (w.ndim - 2)
     if transpose:  # (in, out / groups, k...)
         return w * gain.reshape(-1, 1, *tail)
+    idx = _input_channels(w, groups)
+    return w * gain[idx].reshape(*idx.shape, *tail)
+
+
+def _input_channels(w: np.ndarray, groups: int) -> np.ndarray:
+    """For (out, in / groups, k...) weights: the input channel each [out, j] reads."""
     cin_g = w.shape[1]
     per = w.shape[0] // max(groups, 1)  # output channels per group
-    idx = (np.arange(w.shape[0])[:, None] // per) * cin_g + np.arange(cin_g)[None, :]
-    return w * gain[idx].reshape(*idx.shape, *tail)
+    return (np.arange(w.shape[0])[:, None] // per) * cin_g + np.arange(cin_g)[None, :]
 
 
 def _pools(value) -> bool:
@@ -357,11 +365,16 @@ class _Walker:
         elif isinstance(value, (_Pool, _Elt, _Cat)):
             out = self.passthrough(value)
         elif isinstance(value, _Gain):
-            raise _fail("input-gain", where, "the model input scaled per channel (node "
-                        f"{value.node}) is read by something other than a convolution",
-                        "let a convolution read the normalized input first (its weights "
-                        "take the factors), scale every channel alike, or pass "
-                        "--cpu-fallback")
+            if value.batchnorm:
+                raise _fail("batchnorm", value.node, "BatchNormalization that neither "
+                            "follows a convolution or dense layer nor is read by one "
+                            f"(it cannot be folded; read by {where})",
+                            "place BatchNormalization right after a Conv / Linear, "
+                            "before the activation; or pass --cpu-fallback")
+            raise _fail("input-gain", value.node, "a per-channel scaling read by "
+                        f"something other than a convolution ({where})",
+                        "let a convolution read the scaled data first (its weights take "
+                        "the factors), or pass --cpu-fallback")
         elif isinstance(value, _Flat):
             raise _fail("flatten", where, "a flattened tensor feeds something other than "
                         "a dense layer (Gemm / MatMul)",
@@ -706,9 +719,9 @@ class _Walker:
             raise _fail("conv-rank", where, f"{nd}-D convolution",
                         "use Conv1d, Conv2d or ConvTranspose2d")
         data = self.data(node)
-        gain = None
-        if isinstance(data, _Gain):
-            gain, data = data.gain, data.inner
+        scaled = data if isinstance(data, _Gain) else None
+        if scaled is not None:
+            data = scaled.inner
         if transpose and _pools(self.subsampled(data)):
             # A transposed layer does not pool: its pooling is a layer of its own (see
             # the legalize rule convtranspose2d-pool for why).
@@ -731,11 +744,11 @@ class _Walker:
                         "use the same padding on both sides (e.g. 'same' padding of an odd "
                         "kernel)")
         padding = (pads[0], 0 if nd == 1 else pads[1])
-        if gain is not None:
-            w = _input_gain_folded(w, gain, groups, transpose)
         b = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         cout = w.shape[1] * groups if transpose else w.shape[0]
         bias = np.zeros(cout) if b is None else b.astype(np.float64)
+        if scaled is not None:
+            w, bias = self._fold_scaling(node, scaled, w, bias, groups, transpose, padding)
         spatial = in_shape[1:]
         sub = (1, 1)
         if transpose:
@@ -871,6 +884,8 @@ class _Walker:
         v = self.data(node)
         d = self._draft_for_fold(v, node)
         where = self.where(node)
+        if d is None and self._pending_batchnorm(node, v):
+            return
         if d is None:
             raise _fail("batchnorm", where, "BatchNormalization that does not directly "
                         "follow a convolution or dense layer (it cannot be folded)",
@@ -884,6 +899,27 @@ class _Walker:
         self._scale_draft(d, k)
         d.bias = d.bias + beta
         self._absorb(d, node)
+
+    def _pending_batchnorm(self, node, v) -> bool:
+        """A BatchNormalization after a pooling or a layer's activation (or on the input):
+        a per-channel gain and offset the next convolution folds in (_fold_scaling)."""
+        if isinstance(v, _Draft):
+            v = self.act(v, self.where(node))
+        if not isinstance(v, (_Act, _Pool, _Gain)) or getattr(v, "vector", False):
+            return False
+        gamma, beta, mean, var = (np.asarray(self.consts[n], np.float64).reshape(-1)
+                                  for n in node.input[1:5])
+        k = gamma / np.sqrt(var + float(node_attr(node, "epsilon", 1e-5)))
+        shift = beta - mean * k
+        if isinstance(v, _Gain):  # k (g x + s) + t
+            inner, gain = v.inner, v.gain * k
+            shift = shift + k * (v.shift if v.shift is not None else 0.0)
+        else:
+            inner, gain = v, k
+        self.rewrites.append(f"{node.name or node.output[0]}: BatchNormalization folded "
+                             "into the convolution that reads it")
+        self.set(node, _Gain(inner, gain, self.where(node), shift, batchnorm=True))
+        return True
 
     def _absorb(self, d: _Draft, node) -> None:
         d.tensor = node.output[0]
@@ -1027,13 +1063,35 @@ class _Walker:
         self._scale_draft(d, k)
         self._absorb(d, node)
 
+    def _fold_scaling(self, node, scaled: _Gain, w, bias, groups: int, transpose: bool,
+                      padding) -> tuple[np.ndarray, np.ndarray]:
+        """Weights and bias of a convolution reading `scaled` (gain, then shift, per
+        input channel). The shift is exact only where the convolution reads no padding
+        (the hardware pads with zeros, the model pads the shifted values) and no
+        inserted zeros (a transposed convolution)."""
+        shift = scaled.shift
+        if shift is not None and np.any(shift != 0):
+            if transpose or any(padding):
+                raise _fail("batchnorm", scaled.node, "a per-channel offset before the "
+                            f"{'transposed' if transpose else 'padded'} convolution "
+                            f"{self.where(node)} (the accelerator pads and upsamples with "
+                            "zeros, not with the offset)",
+                            "place BatchNormalization right after a Conv / Linear, before "
+                            "the activation; or pass --cpu-fallback")
+            idx = _input_channels(w, groups)
+            extra = (np.asarray(w, np.float64) *
+                     shift[idx].reshape(*idx.shape, *(1,) * (w.ndim - 2)))
+            bias = bias + extra.reshape(w.shape[0], -1).sum(axis=1)
+        return _input_gain_folded(w, scaled.gain, groups, transpose), bias
+
     def _input_gain(self, node, v, c, divide: bool, data_first: bool) -> bool:
         """The model input multiplied or divided per channel (an input normalization:
         (x - mean) / std): a pending gain the convolutions reading it fold into their
         weights. Exact: the accelerator pads the offset input with zeros, as the model
         pads the normalized one."""
+        shift = None
         if isinstance(v, _Gain):
-            inner, base = v.inner, v.gain
+            inner, base, shift = v.inner, v.gain, v.shift
         elif isinstance(v, _Act) and v.src < 0:
             inner, base = v, np.ones(v.shape[0])
         else:
@@ -1047,15 +1105,19 @@ class _Walker:
                 (divide and np.any(arr == 0)):
             return False
         vec = np.broadcast_to(arr.reshape(-1), (inner.shape[0],))
-        gain = base * (1.0 / vec if divide else vec)
+        factor = 1.0 / vec if divide else vec
+        gain = base * factor
+        shift = None if shift is None else shift * factor
         self.rewrites.append(f"{node.name or node.output[0]}: per-channel input scaling "
                              "folded into the weights of the convolutions reading it")
-        self.set(node, _Gain(inner, gain, node.name or node.output[0]))
+        self.set(node, _Gain(inner, gain, self.where(node), shift))
         return True
 
     # activations
     def _activation(self, node, code: int, clip_max: float | None = None) -> None:
         v = self.data(node)
+        if isinstance(v, _Gain):
+            self.act(v, self.where(node))  # (refused: an activation does not fold it)
         d = self._draft_for_fold(v, node)
         if d is None and isinstance(v, (_Act, _Elt, _Pool, _Cat, _Draft)):
             d = self.identity(v, node, node.input[0],

@@ -50,8 +50,13 @@ def _net(kind: str):
             else:
                 self.a = nn.Conv2d(4, 4 if groups > 1 else 8, 3, padding=1, groups=groups)
             self.fc = nn.Linear(8, 5)
+            self.bn = nn.BatchNorm2d(8)
+            self.b = nn.Conv2d(8, 4, 3, padding=1 if kind == "bn_before_padded" else 0)
 
         def forward(self, x):
+            if kind.startswith("bn_"):  # a BatchNormalization after a pooling
+                y = nn.functional.max_pool2d(torch.relu(self.a(x)), 2)
+                return torch.relu(self.b(self.bn(y)))
             if kind.startswith("amax"):
                 y = torch.relu(self.a(x))
                 return self.fc(y.amax((2, 3))) if kind == "amax" else y.amax((2, 3),
@@ -61,7 +66,13 @@ def _net(kind: str):
                                                                    self.std, 2)))
             return torch.relu(self.a((x - self.mean) / self.std))
 
-    return Net().eval()
+    net = Net()
+    with torch.no_grad():  # statistics that move the values
+        net.bn.running_mean.uniform_(-0.2, 0.2)
+        net.bn.running_var.uniform_(0.5, 2.0)
+        net.bn.weight.uniform_(0.5, 1.5)
+        net.bn.bias.uniform_(-0.3, 0.3)
+    return net.eval()
 
 
 def _convert(kind: str, tmp: Path, device: str = "MAX78000", **kw):
@@ -76,7 +87,8 @@ def _convert(kind: str, tmp: Path, device: str = "MAX78000", **kw):
 
 @pytest.mark.parametrize(("kind", "device"), [
     ("amax", "MAX78000"), ("amax_keep", "MAX78000"), ("norm", "MAX78000"),
-    ("norm_depthwise", "MAX78002"), ("norm_transposed", "MAX78000")])
+    ("norm_depthwise", "MAX78002"), ("norm_transposed", "MAX78000"),
+    ("bn_after_pool", "MAX78000")])
 def test_converts_on_the_accelerator(kind: str, device: str, tmp_path: Path) -> None:
     path, x, done = _convert(kind, tmp_path, device)
     assert not list(done.output.rglob("cpu_layers.c"))  # nothing runs on the Arm core
@@ -98,5 +110,20 @@ def test_a_normalized_input_pooled_first_is_refused_and_the_flag_converts(
     assert d.code == "float.input-gain" and "--cpu-fallback" in d.hint
     (tmp_path / "flag").mkdir()
     _, _, done = _convert("norm_pool_first", tmp_path / "flag", cpu_fallback=True)
+    assert list(done.output.rglob("cpu_layers.c"))
+    assert api.verify(done.output).passed
+
+
+def test_a_batchnorm_before_a_padded_convolution_is_refused_and_the_flag_converts(
+        tmp_path: Path) -> None:
+    """Its offset would have to apply to the padding, which the accelerator fills with
+    zeros: refused, naming the BatchNormalization; --cpu-fallback runs it on the CPU."""
+    with pytest.raises(Ai8xError) as info:
+        _convert("bn_before_padded", tmp_path)
+    d = info.value.diagnostics[0]
+    assert d.code == "float.batchnorm" and "BatchNormalization" in d.where
+    assert "--cpu-fallback" in d.hint
+    (tmp_path / "flag").mkdir()
+    _, _, done = _convert("bn_before_padded", tmp_path / "flag", cpu_fallback=True)
     assert list(done.output.rglob("cpu_layers.c"))
     assert api.verify(done.output).passed
