@@ -937,6 +937,8 @@ class _Walker:
             c = self.consts[node.input[1] if b is None else node.input[0]]
             if (kind == ELTWISE_ADD or b is None) and self._input_offset(node, v, c, kind):
                 return
+            if isinstance(v, _Gain) and self._gain_offset(node, v, c, kind, b is None):
+                return
             d = self._draft_for_fold(v, node)
             vec = None if d is None else self._channel_vector(c, d, node)
             if vec is None:
@@ -1085,32 +1087,56 @@ class _Walker:
         return _input_gain_folded(w, scaled.gain, groups, transpose), bias
 
     def _input_gain(self, node, v, c, divide: bool, data_first: bool) -> bool:
-        """The model input multiplied or divided per channel (an input normalization:
-        (x - mean) / std): a pending gain the convolutions reading it fold into their
+        """The model input, a pooling or a layer's output multiplied or divided per
+        channel (an input normalization (x - mean) / std; tf2onnx's BatchNormalization
+        as Mul + Add): a pending gain the convolutions reading it fold into their
         weights. Exact: the accelerator pads the offset input with zeros, as the model
         pads the normalized one."""
-        shift = None
+        shift, batchnorm = None, False
         if isinstance(v, _Gain):
-            inner, base, shift = v.inner, v.gain, v.shift
-        elif isinstance(v, _Act) and v.src < 0:
+            inner, base, shift, batchnorm = v.inner, v.gain, v.shift, v.batchnorm
+        elif isinstance(v, (_Act, _Pool)) and not getattr(v, "vector", False):
             inner, base = v, np.ones(v.shape[0])
         else:
             return False
-        data = node.input[0 if data_first else 1]
-        arr = np.asarray(c, np.float64)
-        rank = 1 + len(inner.shape)
-        full = (1,) * (rank - arr.ndim) + arr.shape if arr.ndim <= rank else None
-        if self.uses.get(data, 0) != 1 or full is None or full[0] != 1 or \
-                full[1] not in (1, inner.shape[0]) or any(d != 1 for d in full[2:]) or \
-                (divide and np.any(arr == 0)):
+        vec = self._per_channel(node, c, inner.shape, 0 if data_first else 1)
+        if vec is None or (divide and np.any(vec == 0)):
             return False
-        vec = np.broadcast_to(arr.reshape(-1), (inner.shape[0],))
         factor = 1.0 / vec if divide else vec
         gain = base * factor
         shift = None if shift is None else shift * factor
         self.rewrites.append(f"{node.name or node.output[0]}: per-channel input scaling "
                              "folded into the weights of the convolutions reading it")
-        self.set(node, _Gain(inner, gain, self.where(node), shift))
+        self.set(node, _Gain(inner, gain, self.where(node), shift, batchnorm))
+        return True
+
+    def _per_channel(self, node, c, shape, data_index: int) -> np.ndarray | None:
+        """A constant that is one value, or one per channel, of data of `shape` (C, ...)
+        that only this node reads; else None."""
+        arr = np.asarray(c, np.float64)
+        rank = 1 + len(shape)
+        full = (1,) * (rank - arr.ndim) + arr.shape if arr.ndim <= rank else None
+        if self.uses.get(node.input[data_index], 0) != 1 or full is None or \
+                full[0] != 1 or full[1] not in (1, shape[0]) or \
+                any(d != 1 for d in full[2:]):
+            return None
+        return np.broadcast_to(arr.reshape(-1), (shape[0],)).astype(np.float64)
+
+    def _gain_offset(self, node, v: _Gain, c, kind: int, data_first: bool) -> bool:
+        """A per-channel constant added to (subtracted from) a pending scaling: its
+        offset (tf2onnx's BatchNormalization: Mul, then Add)."""
+        vec = self._per_channel(node, c, v.shape, 0 if data_first else 1)
+        if vec is None:
+            return False
+        shift = np.zeros(v.gain.shape) if v.shift is None else v.shift
+        gain = v.gain
+        if kind == ELTWISE_ADD:
+            shift = shift + vec
+        elif data_first:  # x - c
+            shift = shift - vec
+        else:  # c - x
+            gain, shift = -gain, vec - shift
+        self.set(node, _Gain(v.inner, gain, v.node, shift, v.batchnorm))
         return True
 
     # activations

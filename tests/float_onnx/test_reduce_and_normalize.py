@@ -127,3 +127,41 @@ def test_a_batchnorm_before_a_padded_convolution_is_refused_and_the_flag_convert
     _, _, done = _convert("bn_before_padded", tmp_path / "flag", cpu_fallback=True)
     assert list(done.output.rglob("cpu_layers.c"))
     assert api.verify(done.output).passed
+
+
+def test_a_batchnorm_written_as_mul_and_add_folds_too(tmp_path: Path) -> None:
+    """tf2onnx writes an unfused Keras BatchNormalization as Mul, then Add, of
+    per-channel constants; after a pooling, read by an unpadded convolution."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(8)
+
+    def const(name, *shape, lo=-0.3, hi=0.3):
+        return numpy_helper.from_array(rng.uniform(lo, hi, shape).astype(np.float32), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["a"], name="conv0",
+                              kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["r"], name="relu0"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("Mul", ["p", "k"], ["m"], name="bn/mul"),
+             helper.make_node("Add", ["m", "t"], ["n"], name="bn/add"),
+             helper.make_node("Conv", ["n", "w1", "b1"], ["c"], name="conv1",
+                              kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["c"], ["y"], name="relu1")]
+    inits = [const("w0", 8, 4, 3, 3), const("b0", 8), const("k", 1, 8, 1, 1, lo=0.5, hi=2),
+             const("t", 1, 8, 1, 1), const("w1", 4, 8, 3, 3), const("b1", 4)]
+    graph = helper.make_graph(
+        nodes, "bn_mul_add", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                            [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    path = tmp_path / "bn_mul_add.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    x = rng.uniform(0, 1, (32, 4, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "cal.npy", x)
+    done = api.convert(path, "MAX78000", tmp_path / "p", calibration=tmp_path / "cal.npy")
+    assert not list(done.output.rglob("cpu_layers.c"))
+    assert api.verify(done.output).passed
+    ref = float_run(path, x)
+    got = quantized_float_output(onnx.load(str(done.model_file)), x).reshape(ref.shape)
+    assert sqnr_db(ref, got) >= 20.0
