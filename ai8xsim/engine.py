@@ -473,6 +473,12 @@ def unmodelled(m: Machine, layer: int) -> str | None:
             if lctl >> bit & 1:
                 return what
     lr = decode(m, layer)
+    if lr.transposed and lr.pool != (1, 1):
+        # The vendor tool writes the same registers for pool strides 1 and 2 here (the
+        # stride register 0, the counters on the unpooled frame) and states different
+        # known answers, so the registers do not say what such a layer computes; no
+        # golden case pools in a transposed layer (legalize rule convtranspose2d-pool).
+        return "pooling in a transposed layer (POST bit 28 with LCTRL0 bit 7)"
     if lr.calcx4 and (not dev.mask_regions or lr.out_count is None):
         return "processing four output channels per step (POST bit 29) on this device"
     if lr.calcx4 and (not lr.is_conv or lr.depthwise or lr.kernel != (3, 3)):

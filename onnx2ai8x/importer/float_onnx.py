@@ -176,6 +176,24 @@ class _Cat:
 
 
 @dataclass
+class _Gain:
+    """A value scaled per channel, then offset per channel (the division of an input
+    normalization; a BatchNormalization that follows no convolution): the convolutions
+    that read it take the factors into their weights along their input channels, the
+    offsets into their bias."""
+
+    inner: object  # the model input, or a pending value (a pooling) or layer output
+    gain: np.ndarray  # (C,)
+    node: str  # where the scaling is made: "node NAME (OP)"
+    shift: np.ndarray | None = None  # (C,), added after the gain
+    batchnorm: bool = False  # made by a BatchNormalization (its refusal's words)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.inner.shape
+
+
+@dataclass
 class _Flat:
     """Flattened data: only a dense layer reads it (flatten: true)."""
 
@@ -299,6 +317,30 @@ def _moved_axis(op: str, shape: tuple[int, ...], rest: tuple[int, ...]) -> str:
             "positions")
 
 
+def _input_gain_folded(w: np.ndarray, gain: np.ndarray, groups: int,
+                       transpose: bool) -> np.ndarray:
+    """Convolution weights that read the input multiplied by `gain` per input channel:
+    each weight scaled by the gain of the input channel it reads."""
+    w = np.asarray(w, np.float64)
+    tail = (1,) * (w.ndim - 2)
+    if transpose:  # (in, out / groups, k...)
+        return w * gain.reshape(-1, 1, *tail)
+    idx = _input_channels(w, groups)
+    return w * gain[idx].reshape(*idx.shape, *tail)
+
+
+def _input_channels(w: np.ndarray, groups: int) -> np.ndarray:
+    """For (out, in / groups, k...) weights: the input channel each [out, j] reads."""
+    cin_g = w.shape[1]
+    per = w.shape[0] // max(groups, 1)  # output channels per group
+    return (np.arange(w.shape[0])[:, None] // per) * cin_g + np.arange(cin_g)[None, :]
+
+
+def _pools(value) -> bool:
+    """A pending value the consuming layer would pool (or subsample) on its way in."""
+    return isinstance(value, _Pool) or (isinstance(value, _Elt) and value.pool is not None)
+
+
 class _Walker:
     """One walk over the simplified graph; builds the layer list (no shared state)."""
 
@@ -379,6 +421,17 @@ class _Walker:
             out = self.finish(value)
         elif isinstance(value, (_Pool, _Elt, _Cat)):
             out = self.passthrough(value)
+        elif isinstance(value, _Gain):
+            if value.batchnorm:
+                raise _fail("batchnorm", value.node, "BatchNormalization that neither "
+                            "follows a convolution or dense layer nor is read by one "
+                            f"(it cannot be folded; read by {where})",
+                            "place BatchNormalization right after a Conv / Linear, "
+                            "before the activation; or pass --cpu-fallback")
+            raise _fail("input-gain", value.node, "a per-channel scaling read by "
+                        f"something other than a convolution ({where})",
+                        "let a convolution read the scaled data first (its weights take "
+                        "the factors), or pass --cpu-fallback")
         elif isinstance(value, _Flat):
             raise _fail("flatten", where, "a flattened tensor feeds something other than "
                         "a dense layer (Gemm / MatMul)",
@@ -758,11 +811,14 @@ class _Walker:
             raise _fail("conv-rank", where, f"{nd}-D convolution",
                         "use Conv1d, Conv2d or ConvTranspose2d")
         data = self.data(node)
+        scaled = data if isinstance(data, _Gain) else None
+        if scaled is not None:
+            data = scaled.inner
         if transpose:
             # A transposed layer reads a tensor the accelerator holds: pooling or an
-            # element-wise operation in front of it is a layer of its own (with pooling
-            # folded in, the reference's and the simulator's output shapes differ, and
-            # no vendor case combines the two).
+            # element-wise operation in front of it is a layer of its own (a transposed
+            # layer's registers cannot state a pooling stride: the legalize rule
+            # convtranspose2d-pool).
             data = self.act(data, where)
         fields, in_shape = self.layer_input(data, node)
         if len(in_shape) != nd + 1:  # (C, L) or (C, H, W): as many axes as the kernel
@@ -788,6 +844,8 @@ class _Walker:
         b = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         cout = w.shape[1] * groups if transpose else w.shape[0]
         bias = np.zeros(cout) if b is None else b.astype(np.float64)
+        if scaled is not None:
+            w, bias = self._fold_scaling(node, scaled, w, bias, groups, transpose, padding)
         spatial = in_shape[1:]
         sub = (1, 1)
         if transpose:
@@ -968,6 +1026,8 @@ class _Walker:
         v = self.data(node)
         d = self._draft_for_fold(v, node)
         where = self.where(node)
+        if d is None and self._pending_batchnorm(node, v):
+            return
         if d is None:
             raise _fail("batchnorm", where, "BatchNormalization that does not directly "
                         "follow a convolution or dense layer (it cannot be folded)",
@@ -981,6 +1041,27 @@ class _Walker:
         self._scale_draft(d, k)
         d.bias = d.bias + beta
         self._absorb(d, node)
+
+    def _pending_batchnorm(self, node, v) -> bool:
+        """A BatchNormalization after a pooling or a layer's activation (or on the input):
+        a per-channel gain and offset the next convolution folds in (_fold_scaling)."""
+        if isinstance(v, _Draft):
+            v = self.act(v, self.where(node))
+        if not isinstance(v, (_Act, _Pool, _Gain)) or getattr(v, "vector", False):
+            return False
+        gamma, beta, mean, var = (np.asarray(self.consts[n], np.float64).reshape(-1)
+                                  for n in node.input[1:5])
+        k = gamma / np.sqrt(var + float(node_attr(node, "epsilon", 1e-5)))
+        shift = beta - mean * k
+        if isinstance(v, _Gain):  # k (g x + s) + t
+            inner, gain = v.inner, v.gain * k
+            shift = shift + k * (v.shift if v.shift is not None else 0.0)
+        else:
+            inner, gain = v, k
+        self.rewrites.append(f"{node.name or node.output[0]}: BatchNormalization folded "
+                             "into the convolution that reads it")
+        self.set(node, _Gain(inner, gain, self.where(node), shift, batchnorm=True))
+        return True
 
     def _absorb(self, d: _Draft, node) -> None:
         d.tensor = node.output[0]
@@ -997,6 +1078,8 @@ class _Walker:
             v = a if b is None else b
             c = self.consts[node.input[1] if b is None else node.input[0]]
             if (kind == ELTWISE_ADD or b is None) and self._input_offset(node, v, c, kind):
+                return
+            if isinstance(v, _Gain) and self._gain_offset(node, v, c, kind, b is None):
                 return
             d = self._draft_for_fold(v, node)
             vec = None if d is None else self._channel_vector(c, d, node)
@@ -1101,6 +1184,8 @@ class _Walker:
                                  "into the input mapping")
             self.set(node, v)
             return
+        if self._input_gain(node, v, c, divide, b is None):
+            return
         d = self._draft_for_fold(v, node)
         after_act = False
         if d is None and isinstance(v, _Draft) and v.done and v.tensor in node.input and \
@@ -1122,9 +1207,85 @@ class _Walker:
         self._scale_draft(d, k)
         self._absorb(d, node)
 
+    def _fold_scaling(self, node, scaled: _Gain, w, bias, groups: int, transpose: bool,
+                      padding) -> tuple[np.ndarray, np.ndarray]:
+        """Weights and bias of a convolution reading `scaled` (gain, then shift, per
+        input channel). The shift is exact only where the convolution reads no padding
+        (the hardware pads with zeros, the model pads the shifted values) and no
+        inserted zeros (a transposed convolution)."""
+        shift = scaled.shift
+        if shift is not None and np.any(shift != 0):
+            if transpose or any(padding):
+                raise _fail("batchnorm", scaled.node, "a per-channel offset before the "
+                            f"{'transposed' if transpose else 'padded'} convolution "
+                            f"{self.where(node)} (the accelerator pads and upsamples with "
+                            "zeros, not with the offset)",
+                            "place BatchNormalization right after a Conv / Linear, before "
+                            "the activation; or pass --cpu-fallback")
+            idx = _input_channels(w, groups)
+            extra = (np.asarray(w, np.float64) *
+                     shift[idx].reshape(*idx.shape, *(1,) * (w.ndim - 2)))
+            bias = bias + extra.reshape(w.shape[0], -1).sum(axis=1)
+        return _input_gain_folded(w, scaled.gain, groups, transpose), bias
+
+    def _input_gain(self, node, v, c, divide: bool, data_first: bool) -> bool:
+        """The model input, a pooling or a layer's output multiplied or divided per
+        channel (an input normalization (x - mean) / std; tf2onnx's BatchNormalization
+        as Mul + Add): a pending gain the convolutions reading it fold into their
+        weights. Exact: the accelerator pads the offset input with zeros, as the model
+        pads the normalized one."""
+        shift, batchnorm = None, False
+        if isinstance(v, _Gain):
+            inner, base, shift, batchnorm = v.inner, v.gain, v.shift, v.batchnorm
+        elif isinstance(v, (_Act, _Pool)) and not getattr(v, "vector", False):
+            inner, base = v, np.ones(v.shape[0])
+        else:
+            return False
+        vec = self._per_channel(node, c, inner.shape, 0 if data_first else 1)
+        if vec is None or (divide and np.any(vec == 0)):
+            return False
+        factor = 1.0 / vec if divide else vec
+        gain = base * factor
+        shift = None if shift is None else shift * factor
+        self.rewrites.append(f"{node.name or node.output[0]}: per-channel input scaling "
+                             "folded into the weights of the convolutions reading it")
+        self.set(node, _Gain(inner, gain, self.where(node), shift, batchnorm))
+        return True
+
+    def _per_channel(self, node, c, shape, data_index: int) -> np.ndarray | None:
+        """A constant that is one value, or one per channel, of data of `shape` (C, ...)
+        that only this node reads; else None."""
+        arr = np.asarray(c, np.float64)
+        rank = 1 + len(shape)
+        full = (1,) * (rank - arr.ndim) + arr.shape if arr.ndim <= rank else None
+        if self.uses.get(node.input[data_index], 0) != 1 or full is None or \
+                full[0] != 1 or full[1] not in (1, shape[0]) or \
+                any(d != 1 for d in full[2:]):
+            return None
+        return np.broadcast_to(arr.reshape(-1), (shape[0],)).astype(np.float64)
+
+    def _gain_offset(self, node, v: _Gain, c, kind: int, data_first: bool) -> bool:
+        """A per-channel constant added to (subtracted from) a pending scaling: its
+        offset (tf2onnx's BatchNormalization: Mul, then Add)."""
+        vec = self._per_channel(node, c, v.shape, 0 if data_first else 1)
+        if vec is None:
+            return False
+        shift = np.zeros(v.gain.shape) if v.shift is None else v.shift
+        gain = v.gain
+        if kind == ELTWISE_ADD:
+            shift = shift + vec
+        elif data_first:  # x - c
+            shift = shift - vec
+        else:  # c - x
+            gain, shift = -gain, vec - shift
+        self.set(node, _Gain(v.inner, gain, v.node, shift, v.batchnorm))
+        return True
+
     # activations
     def _activation(self, node, code: int, clip_max: float | None = None) -> None:
         v = self.data(node)
+        if isinstance(v, _Gain):
+            self.act(v, self.where(node))  # (refused: an activation does not fold it)
         d = self._draft_for_fold(v, node)
         if d is None and isinstance(v, (_Act, _Elt, _Pool, _Cat, _Draft)):
             d = self.identity(v, node, node.input[0],

@@ -89,6 +89,7 @@ def _clamp_for(act, s_y: float) -> tuple[int, int]:
 
 PASS_THROUGH = frozenset({"Flatten", "Reshape", "Transpose", "MaxPool", "Squeeze",
                           "Unsqueeze", "Identity", "Dropout", "Resize", "Upsample",
+                          "ReduceMax", "GlobalMaxPool",
                           # a quantized model's grid on a CPU tensor: the CPU keeps its
                           # own scale, the grid's range is a clamp (_op)
                           "QuantizeLinear", "DequantizeLinear"})
@@ -144,6 +145,9 @@ def segment_ops(model, names: tuple[str, ...], scales: dict) -> list:
     k = 0
     while k < len(nodes):
         node = nodes[k]
+        if node.op_type == "Constant" or not node.input:
+            k += 1  # a constant (its value is in `consts`): nothing runs
+            continue
         act, out, step, bias = None, node.output[0], 1, None
 
         if node.op_type == "MatMul" and _follows(nodes, k + step, out, ("Add",), readers) \
@@ -216,6 +220,7 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
     from ..cpu import ops
 
     op = node.op_type
+    # the data input (a constant may come first: c - x, c * x)
     x = next((i for i in node.input if i and i not in consts), node.input[0])
     name = node.name
     shape = shape_of(model, x)
@@ -268,21 +273,13 @@ def _op(model, node, out: str, act, scales: dict, consts: dict):
         return [_add(node, out, act, scales, shape)]
     if op in ("QuantizeLinear", "DequantizeLinear"):
         return [_grid_op(node, x, out, shape, scales, consts)]
-    if op == "GlobalMaxPool":
-        return [ops.maxpool(name, x, out, shape, list(shape[1:]))]
-    if op in ("ReduceMax", "ReduceMean") and _spatial_reduction(node, shape, consts):
-        # over every spatial axis: a global pooling, then the output's own shape
-        pooled = f"{out}/pooled"
-        if op == "ReduceMax":
-            first = ops.maxpool(name, x, pooled, shape, list(shape[1:]))
-        else:
-            m, s = ops.avgpool_requant(int(np.prod(shape[1:])), scales[x] / scales[out])
-            first = ops.avgpool(name, x, pooled, shape, list(shape[1:]), m, s)
-        return [first, ops.reshape(f"{name}/shape", pooled, out, first.out_shape,
-                                   shape_of(model, out))]
-    affine = _affine_of(node, shape, consts)
-    if affine is not None:
-        return [_affine(node, x, out, shape, *affine, act, scales)]
+    if op in ("ReduceMean", "ReduceMax", "GlobalMaxPool"):
+        return _reduce(model, node, out, scales, shape, consts)
+    if op == "BatchNormalization" or (op in ("Add", "Sub", "Mul", "Div") and
+                                      _one_const(node, consts)):
+        return [_affine(model, node, out, scales, shape, consts)]
+    if op == "Mul":
+        return [_mul(model, node, out, scales, shape)]
     raise _unsupported(name, f"{op} has no CPU operator", "replace it with a supported "
                        "operation (convolution, dense, pooling, activation, softmax, ...)")
 
@@ -308,57 +305,6 @@ def _grid_op(node, x: str, out: str, shape, scales: dict, consts: dict):
     lo, hi = scale[0] * (info.min - z), scale[0] * (info.max - z)
     table = ops.lut_table(lambda v: np.clip(v, lo, hi), scales[x], scales[out])
     return ops.lut(node.name, x, out, shape, table)
-
-
-def _spatial_reduction(node, shape, consts: dict) -> bool:
-    """A ReduceMax / ReduceMean over exactly the spatial axes (axes from the attribute,
-    or from the second input since opset 18)."""
-    axes = _attr(node, "axes")
-    if axes is None and len(node.input) > 1 and node.input[1] in consts:
-        axes = np.asarray(consts[node.input[1]]).reshape(-1).tolist()
-    rank = len(shape) + 1
-    return axes is not None and sorted(int(a) % rank for a in axes) == \
-        list(range(2, rank))
-
-
-def _affine_of(node, shape, consts: dict):
-    """(a, b) per channel when the node computes y = a * x + b channel by channel (an
-    unfused BatchNormalization, an input normalization's Sub/Div by constants), else
-    None."""
-    op, channels = node.op_type, shape[0]
-
-    def per_channel(name: str):
-        c = np.asarray(consts[name], np.float64)
-        rank = len(shape) + 1
-        if c.ndim > rank:
-            return None
-        full = c.reshape((1,) * (rank - c.ndim) + c.shape)
-        if full.shape[0] != 1 or any(d != 1 for d in full.shape[2:]) or \
-                full.shape[1] not in (1, channels):
-            return None
-        return np.broadcast_to(full.reshape(-1), (channels,)).astype(np.float64)
-
-    if op == "BatchNormalization" and all(i in consts for i in node.input[1:5]):
-        gamma, beta, mean, var = (np.asarray(consts[i], np.float64).reshape(-1)
-                                  for i in node.input[1:5])
-        a = gamma / np.sqrt(var + float(_attr(node, "epsilon", 1e-5)))
-        return a, beta - mean * a
-    if op not in ("Add", "Sub", "Mul", "Div") or len(node.input) != 2:
-        return None
-    first = node.input[0] in consts
-    c = per_channel(node.input[0 if first else 1]) if \
-        node.input[0 if first else 1] in consts else None
-    if c is None or (op == "Div" and (first or np.any(c == 0))):
-        return None
-    one, zero = np.ones(channels), np.zeros(channels)
-    return {"Add": (one, c), "Sub": (-one, c) if first else (one, -c), "Mul": (c, zero),
-            "Div": (1.0 / np.where(c == 0, 1.0, c), zero)}[op]
-
-
-def _affine(node, x: str, out: str, shape, a, b, act, scales: dict):
-    """y = a * x + b per channel as a depthwise 1x1 convolution: int8 weights per
-    channel, int32 bias, (M, s) per channel, the fused activation as its clamp."""
-    return _channel_affine(node.name, x, out, shape, a, b, act, scales[x], scales[out])
 
 
 def offset_op(name: str, x: str, out: str, shape, offset, s_x: float, s_y: float):
@@ -516,3 +462,104 @@ def _weighted(model, node, out: str, act, scales: dict, consts: dict, bias=None)
                         dilations=_attr(node, "dilations", ()),
                         group=_attr(node, "group", 1), act_min=lo, act_max=hi)
     return ops.dense(name, x, out, in_shape, wq, bq, m, s, act_min=lo, act_max=hi)
+
+
+def _reduce(model, node, out: str, scales: dict, shape, consts: dict) -> list:
+    """A mean or maximum over spatial axes: an average or max pooling whose window spans
+    them, then a reshape when the axes are dropped (keepdims 0)."""
+    from ..cpu import ops
+
+    name, x, rank = node.name, node.input[0], len(shape) + 1
+    axes = _attr(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = consts.get(node.input[1])
+    if node.op_type == "GlobalMaxPool" or axes is None:
+        axes = range(2, rank) if node.op_type == "GlobalMaxPool" else range(rank)
+    axes = sorted({int(a) % rank for a in np.asarray(axes).reshape(-1)})
+    if not axes or axes[0] < 2:
+        raise _unsupported(name, f"a {node.op_type} over axes {axes} (the batch or channel "
+                           "axis)", "reduce over the spatial axes only (global pooling)")
+    kernel = [shape[a - 1] if a in axes else 1 for a in range(2, rank)]
+    pooled = tuple([shape[0], *[1 if a in axes else shape[a - 1] for a in range(2, rank)]])
+    keep = _attr(node, "keepdims", 1) or node.op_type == "GlobalMaxPool"
+    mid = out if keep else f"{out}/pooled"
+    if node.op_type == "ReduceMean":
+        m, s = ops.avgpool_requant(int(np.prod(kernel)), scales[x] / scales[out])
+        pool = ops.avgpool(f"{name}/pool" if not keep else name, x, mid, shape, kernel, m, s,
+                           strides=kernel)
+    else:  # the maximum keeps the input's scale (PASS_THROUGH)
+        pool = ops.maxpool(f"{name}/pool" if not keep else name, x, mid, shape, kernel,
+                           strides=kernel)
+    if keep:
+        return [pool]
+    return [pool, ops.reshape(name, mid, out, pooled, shape_of(model, out))]
+
+
+def _one_const(node, consts: dict) -> bool:
+    return (node.input[0] in consts) != (node.input[1] in consts)
+
+
+def _channel_values(name: str, c, shape) -> np.ndarray:
+    """A constant that is one value, or one per channel, of a (C, ...) tensor."""
+    arr = np.asarray(c, np.float64)
+    rank = len(shape) + 1
+    full = (1,) * max(0, rank - arr.ndim) + arr.shape
+    if arr.size == 1:
+        return np.full(shape[0], float(arr.reshape(-1)[0]))
+    if len(full) == rank and full[0] == 1 and full[1] == shape[0] and \
+            all(d == 1 for d in full[2:]):
+        return arr.reshape(-1)
+    raise _unsupported(name, f"a constant of shape {tuple(arr.shape)} that is not one value "
+                       f"per channel of a {(1, *shape)} tensor",
+                       "use a scalar or a per-channel constant (shape (1, C, 1, 1))")
+
+
+def _affine(model, node, out: str, scales: dict, shape, consts: dict):
+    """x * k + b per channel (BatchNormalization that follows no convolution, or
+    Add/Sub/Mul/Div with a constant: an input normalization) as a depthwise 1x1
+    convolution: one int8 weight per channel, its scale per channel, so k is exact to
+    8 bits and the rescaling to the output is the channel's multiplier and shift."""
+    from ..cpu import ops
+
+    op, name = node.op_type, node.name
+    if op == "BatchNormalization":
+        x = node.input[0]
+        gamma, beta, mean, var = (np.asarray(consts[n], np.float64).reshape(-1)
+                                  for n in node.input[1:5])
+        k = gamma / np.sqrt(var + float(_attr(node, "epsilon", 1e-5)))
+        b = beta - mean * k
+    else:
+        first_const = node.input[0] in consts
+        x = node.input[1] if first_const else node.input[0]
+        c = _channel_values(name, consts[node.input[0 if first_const else 1]], shape)
+        if op == "Div" and (first_const or np.any(c == 0)):
+            raise _unsupported(name, "a division by data or by zero",
+                               "divide only by non-zero constants")
+        one, zero = np.ones_like(c), np.zeros_like(c)
+        if op == "Add":
+            k, b = one, c
+        elif op == "Mul":
+            k, b = c, zero
+        elif op == "Div":
+            k, b = 1.0 / c, zero
+        else:  # Sub: x - c, or c - x
+            k, b = (-one, c) if first_const else (one, -c)
+    w = k.reshape(-1, 1, *([1] * (len(shape) - 1)))
+    wq, ws = per_channel(w)
+    s_x, s_y = scales[x], scales[out]
+    bq = np.floor(b / (s_x * ws) + 0.5)
+    m, s = _requant_channels(s_x * ws / s_y)
+    return ops.conv(name, x, out, shape, wq, bq, m, s, group=shape[0])
+
+
+def _mul(model, node, out: str, scales: dict, shape):
+    """The product of two tensors (a gate): a * b * M / 2**s, b may broadcast."""
+    from ..cpu import ops
+
+    a, b = node.input[0], node.input[1]
+    b_shape = shape_of(model, b)
+    if len(b_shape) != len(shape):
+        raise _unsupported(node.name, f"a product of tensors of shapes {shape} and "
+                           f"{b_shape}", "multiply tensors of the same rank")
+    m, s = ops.requant_params(scales[a] * scales[b] / scales[out])
+    return ops.mul(node.name, a, b, out, shape, m, s, b_shape=b_shape)

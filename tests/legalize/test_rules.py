@@ -159,6 +159,9 @@ VIOLATIONS = {
     "pool-last-operands": (MAX78000, lambda: network(passthrough(
         "poollast", 8, 8, eltwise=ELTWISE_ADD, operands=3, pool_first=False, pool=(2, 2),
         pool_stride=(2, 2), pooled_dim=(4, 4), output_dim=(4, 4))), "poollast"),
+    "convtranspose2d-pool": (MAX78000, lambda: network(convtranspose2d(
+        "poolup", dim=8, pool=(2, 2), pool_stride=(2, 2), pooled_dim=(4, 4),
+        output_dim=(8, 8))), "poolup"),
     "channels": (MAX78000, lambda: network(conv2d("wide_ch", 4, 1100)), "wide_ch"),
     "dimensions": (MAX78000, lambda: network(conv2d(
         "big", 1, 4, 1030, kernel_size=(1, 1), padding=(0, 0))), "big"),

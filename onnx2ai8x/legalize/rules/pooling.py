@@ -92,10 +92,37 @@ def pool_last_operands(layer, network, device):
     return None
 
 
+def convtranspose2d_pool(layer, network, device):
+    """A ConvTranspose2d layer does not pool or subsample its input.
+
+    Vendor tool: it accepts pooling in a ConvTranspose2d layer (seed 000 lists
+    FusedMaxPoolConvTranspose2d) and states the known answer of pool, then upsample,
+    but for a transposed layer it leaves the pooling stride field of the stride register
+    at 0 and counts the rows of the unpooled input: on MAX78000, pool strides 1 and 2
+    give the same registers apart from the TRAM bound, with different known answers (an
+    8x8 input pooled 2x2: 8x8 and 14x14 outputs). What the accelerator computes is
+    known for neither, and no golden case pools in a transposed layer. A pooling layer
+    of its own, then the transposed convolution, computes the same exactly.
+    """
+    if layer.pool == (1, 1) and tuple(layer.pool_stride) == (1, 1):
+        return None
+    pooling = ("pooling " + dims(layer.pool, False) if layer.pool != (1, 1)
+               else "subsampling")
+    return diag("convtranspose2d-pool", layer.name,
+                f"{pooling} with stride {dims(layer.pool_stride, False)} in a "
+                "ConvTranspose2d layer: the registers the vendor tool writes for it do not "
+                "state the pooling stride, so what the accelerator computes is unknown",
+                "pool in a layer of its own before the transposed convolution (sidecar: "
+                "a passthrough layer with the pooling keys, then the convtranspose2d "
+                "layer; ai8x_torch: ai8x.MaxPool2d or ai8x.AvgPool2d, then "
+                "ai8x.ConvTranspose2d)")
+
+
 RULES: tuple[Rule, ...] = (
     Rule("pool-size", pool_size),
     Rule("pool-stride", pool_stride),
     Rule("pool-dilation", pool_dilation),
     Rule("pool-channels", pool_channels, applies_to=only(Op.NONE)),
     Rule("pool-last-operands", pool_last_operands),
+    Rule("convtranspose2d-pool", convtranspose2d_pool, applies_to=only(Op.CONVTRANSPOSE2D)),
 )
