@@ -27,8 +27,8 @@ class Case:
 # tests/partition/test_start_layer.py)
 CASES = (
     # (the model's output is channels-last: tf2onnx's Transpose after the last
-    # convolution runs on the CPU as a head)
-    Case("keras_stem5", "MAX78000", (16, 16, 3), ("stem", "head"), KERAS / "stem5.onnx"),
+    # convolution is left to the host, the project's output channels-first; issue 34)
+    Case("keras_stem5", "MAX78000", (16, 16, 3), ("stem",), KERAS / "stem5.onnx"),
     Case("torch_stem7_stride2", "MAX78000", (3, 32, 32), ("stem",)),
     Case("torch_leaky_between", "MAX78002", (3, 16, 16), ("mid",)),
     Case("keras_dense_head", "MAX78000", (32, 32, 3), ("head",), KERAS / "dense_head.onnx"),
@@ -38,15 +38,13 @@ CASES = (
     # a LeakyReLU and a rank lift to 2-D, a 2-D part; Keras' Reshape sits between
     # tf2onnx's Transposes, so the segment also reorders the axes)
     Case("torch_lift_between", "MAX78002", (4, 32), ("mid",)),
-    Case("keras_lift_between", "MAX78002", (32, 4), ("mid", "head"),
+    Case("keras_lift_between", "MAX78002", (32, 4), ("mid",),
          KERAS / "lift_between.onnx"),
     # issue 34 (the matrix's dead ends of --cpu-fallback): a BatchNorm after a ReLU (not
-    # foldable) between accelerator layers, a per-channel input normalization (Sub, Div)
-    # as the stem and a global max over the spatial axes (ReduceMax) as the head
+    # foldable) between accelerator layers. (The input normalization stem, the ReduceMax
+    # head and Keras' BatchNorm between layers now fold into the accelerator's layers:
+    # tests/float_onnx/test_reduce_and_normalize.py.)
     Case("torch_bn_between", "MAX78002", (3, 16, 16), ("mid",)),
-    Case("torch_norm_stem_max_head", "MAX78000", (3, 16, 16), ("stem", "head")),
-    Case("keras_bn_between", "MAX78002", (16, 16, 3), ("mid", "head"),
-         KERAS / "bn_between.onnx"),
 )
 
 

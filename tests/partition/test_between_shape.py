@@ -156,8 +156,7 @@ def test_cpu_channel_ops_compute_the_float_node(op: str, const_first: bool) -> N
 
 
 @pytest.mark.parametrize("name", ["torch_lift_between", "keras_lift_between",
-                                  "torch_bn_between", "torch_norm_stem_max_head",
-                                  "keras_bn_between"])
+                                  "torch_bn_between"])
 def test_split_model_computes_the_float_model(name: str, tmp_path: Path) -> None:
     """The split pipeline (stem, accelerator parts with the CPU segments between them,
     head) computes the float model on its calibration samples: output SQNR above 25 dB
