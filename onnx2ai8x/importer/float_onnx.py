@@ -427,11 +427,11 @@ class _Walker:
                             "follows a convolution or dense layer nor is read by one "
                             f"(it cannot be folded; read by {where})",
                             "place BatchNormalization right after a Conv / Linear, "
-                            "before the activation; or pass --cpu-fallback")
+                            "before the activation")
             raise _fail("input-gain", value.node, "a per-channel scaling read by "
                         f"something other than a convolution ({where})",
                         "let a convolution read the scaled data first (its weights take "
-                        "the factors), or pass --cpu-fallback")
+                        "the factors)")
         elif isinstance(value, _Flat):
             raise _fail("flatten", where, "a flattened tensor feeds something other than "
                         "a dense layer (Gemm / MatMul)",
@@ -1221,7 +1221,7 @@ class _Walker:
                             f"{self.where(node)} (the accelerator pads and upsamples with "
                             "zeros, not with the offset)",
                             "place BatchNormalization right after a Conv / Linear, before "
-                            "the activation; or pass --cpu-fallback")
+                            "the activation")
             idx = _input_channels(w, groups)
             extra = (np.asarray(w, np.float64) *
                      shift[idx].reshape(*idx.shape, *(1,) * (w.ndim - 2)))

@@ -78,7 +78,7 @@ def test_between_segment_must_keep_the_shape(tmp_path: Path) -> None:
     c1, i1 = _conv("a", "b", "big_stride", 8, 8, k=5, stride=2)
     c2, i2 = _conv("b", "y", "conv2", 8, 8)
     model, cal = _save([c0, c1, c2], i0 + i1 + i2, tmp_path, "between")
-    code, _, err = cli([model, "--device", "MAX78000", "--calibration", cal, "-o",
+    code, _, err = cli([model, "--device", "MAX78002", "--calibration", cal, "-o",
                         tmp_path / "p", "--cpu-fallback"])
     assert code == 1, err
     assert err.startswith("error[partition.between-shape]") and "big_stride" in err
