@@ -362,7 +362,7 @@ def convert_cmd(
     result = _convert(args, dev)
     if result.quant_table is not None and args.progress and not args.cpu_fallback:
         typer.echo(result.quant_table)  # a float model: how it was quantized
-    _warn(result.warnings)
+    _warn(result.warnings, args.quiet)
     built = None
     if args.build:
         from .emit.build import build_project
@@ -440,18 +440,22 @@ def _print_verified(args: ConvertArgs, checked) -> None:
     elif "assumed_layer_order" in checked.data:
         # a PASS that holds for one order only is said even under --quiet
         steps = " -> ".join(map(str, checked.data["assumed_layer_order"]))
-        typer.echo(f"note: verify assumed the layer order {steps} (the sidecar's "
-                   "simulated_sequence): the snoop units that choose it are not modelled",
+        typer.echo(f"note[verify.assumed-order] verify assumed the layer order {steps} "
+                   "(the sidecar's simulated_sequence): the snoop units that choose it are "
+                   "not modelled",
                    err=True)
     if not checked.passed:
         raise typer.Exit(checked.exit_code)
 
 
-def _warn(warnings: tuple[str, ...]) -> None:
-    """Warnings go to stderr whatever --quiet or --json say: the output is written, but
-    the user should know what it does not follow (a sidecar that contradicts the model)."""
+def _warn(warnings: tuple[str, ...], quiet: bool = False) -> None:
+    """Warnings and notes go to stderr (under --json too: stdout holds the document),
+    except under --quiet, which means errors only. Each carries its code
+    (`warning[code]`)."""
     from .errors import plain
 
+    if quiet:
+        return
     for text in warnings:
         typer.echo(plain(text), err=True)
 
@@ -483,7 +487,7 @@ def check_cmd(
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
                    overlap_data=overlap_data, onnx_checker=True)
-    _warn(result.warnings)
+    _warn(result.warnings, quiet)
     if json_out:
         typer.echo(result.report_json)
     elif not quiet:
@@ -617,7 +621,7 @@ def quantize_cmd(
                       calibration_method=calibration_method, percentile=percentile,
                       weight_bits=weight_bits, accept_loss=accept_loss,
                       shift_quantile=shift_quantile)
-    _warn(result.warnings)
+    _warn(result.warnings, quiet)
     if json_out:
         data = json.loads(result.report_json)
         # where they were written
@@ -739,43 +743,62 @@ def _argv_with_default_command(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
-    try:
-        only = args[0] if args and args[0] in COMMANDS else None
-        code = build_app(only)(args=args, prog_name="onnx2ai8x", standalone_mode=False)
-        if isinstance(code, int) and code:  # typer.Exit(n) inside a command (verify FAIL)
-            return code
-    except Ai8xError as exc:
-        typer.echo(exc.render(), err=True)
-        return exc.exit_code
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort as exc:
-        # Click turns an EOFError anywhere below into Abort: a reader met the end of a file
-        # (empty or truncated) before it expected it.
-        if isinstance(exc.__cause__, EOFError):
-            typer.echo("error[input.truncated] an input file ended early (it is empty or "
-                       f"truncated: {str(exc.__cause__)[:200]})\n  hint: check the files "
-                       "passed on the command line", err=True)
-            return EXIT_INVALID
-        typer.echo("aborted: the command was interrupted", err=True)
-        return EXIT_INVALID
-    except typer.TyperException as exc:  # usage errors from the command-line parser
-        show = getattr(exc, "show", None)
-        if show is not None:
-            show()
-        else:
-            typer.echo(str(exc), err=True)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
-        typer.echo(f"internal error: {type(exc).__name__}: {exc}\n"
-                   "  hint: this is a bug in onnx2ai8x; please report it with the model "
-                   "and command line", err=True)
-        return EXIT_INVALID
+    """Run the command line `argv`; its exit code. Every outcome is reported as
+    console.py says (JSON documents under --json, errors only under --quiet, a
+    traceback only under --debug, 130 on Ctrl-C)."""
+    from . import console
+
+    with console.Interrupts() as interrupts:
+        raw, debug = console.take_debug(list(sys.argv[1:] if argv is None else argv))
+        args = _argv_with_default_command(raw)
+        conv = console.conventions(args, debug)
+        try:
+            code = _dispatch(raw, args)
+            # Typer answers a KeyboardInterrupt inside a command with a bare 130
+            return console.report_interrupt(conv) if code == console.EXIT_INTERRUPTED \
+                else code
+        except Ai8xError as exc:
+            return console.report_error(conv, exc)
+        except typer.Exit as exc:
+            return exc.exit_code
+        except typer.Abort as exc:
+            return _aborted(conv, exc, interrupts.seen)
+        except typer.TyperException as exc:  # usage errors from the command-line parser
+            return console.report_usage(conv, exc.format_message(),
+                                        getattr(exc, "show", None))
+        except KeyboardInterrupt:
+            return console.report_interrupt(conv)
+        except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
+            if interrupts.seen:  # what an interrupt broke on its way out
+                return console.report_interrupt(conv)
+            return console.report_internal(conv, exc, EXIT_INVALID)
+
+
+def _dispatch(raw: list[str], args: list[str]) -> int:
+    """Parse `args` and run the command they name (raises what the command raises)."""
+    from .console import mistyped_command
+
+    typo = mistyped_command(raw, SUBCOMMANDS)
+    if typo is not None:
+        raise typo
+    only = args[0] if args and args[0] in COMMANDS else None
+    code = build_app(only)(args=args, prog_name="onnx2ai8x", standalone_mode=False)
+    if isinstance(code, int) and code:  # typer.Exit(n) inside a command (verify FAIL)
+        return code
     return 0
+
+
+def _aborted(conv, exc: typer.Abort, interrupted: bool) -> int:
+    """Click turns a KeyboardInterrupt and an EOFError anywhere below into Abort."""
+    from . import console
+
+    if isinstance(exc.__cause__, EOFError) and not interrupted:
+        # a reader met the end of a file (empty or truncated) before it expected it
+        return console.report_error(conv, Ai8xError(
+            "input.truncated", "an input file",
+            f"ended early (it is empty or truncated: {str(exc.__cause__)[:200]})",
+            "check the files passed on the command line"))
+    return console.report_interrupt(conv)
 
 
 def _json_dumps(value: object) -> str:
