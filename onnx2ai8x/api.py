@@ -22,6 +22,9 @@ gives, and the same errors.
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +69,10 @@ class Converted:
     # the project's ai8x-ONNX (annotated; for a float model the quantized one)
     model_file: Path | None = None
     quant_table: str | None = None  # a float model's quantization, as a table
+    # where the time of an inference goes (phases.PhaseReport: weights, bias, configure,
+    # input, inference, unload, softmax), counted from the written C; the phases of
+    # report.json. None for a project split with the Arm core (cpu_fallback).
+    phases: object | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,12 @@ def _require_file(path, what: str, *, directory: bool = False) -> None:
         raise Ai8xError("usage.missing-file", str(path),
                         f"{what} cannot be opened ({getattr(exc, 'strerror', None) or exc})",
                         "check the path", exit_code=EXIT_USAGE) from None
+    if what == "model" and not directory:
+        from .modelfile import confused_model
+
+        confused = confused_model(Path(path))
+        if confused is not None:
+            raise confused
     if not found:
         raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
                         "pass the directory the converter wrote" if directory
@@ -156,16 +169,17 @@ def check(model, device: str | Device | None = None, *, sidecar: Path | None = N
           onnx_checker: bool = False) -> Checked:
     """Legalize and map `model` for `device`; nothing is written. A standard float
     model is quantized first with `calibration` (an .npy path or an array), as
-    `convert` would. `onnx_checker` also runs the onnx package's checker (the command
-    line does; it costs the onnx import). Raises Ai8xError when the model does not
-    fit."""
-    _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
-            (calibration, "calibration data"))
-    dev = target_device(device, model)
-    result = plan_any(model, dev, sidecar,
-                      _quantize_request(calibration, calibration_method, percentile,
-                                        weight_bits, None, accept_loss, None),
-                      onnx_checker=onnx_checker, fifo=fifo, overlap_data=overlap_data)
+    `convert` would. `sidecar`: a path, YAML text (the `sidecar` a Checked holds) or a
+    dict. `onnx_checker` also runs the onnx package's checker (the command line does;
+    it costs the onnx import). Raises Ai8xError when the model does not fit."""
+    with sidecar_file(sidecar) as sidecar:
+        _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
+                (calibration, "calibration data"))
+        dev = target_device(device, model)
+        result = plan_any(model, dev, sidecar,
+                          _quantize_request(calibration, calibration_method, percentile,
+                                            weight_bits, None, accept_loss, None),
+                          onnx_checker=onnx_checker, fifo=fifo, overlap_data=overlap_data)
     return Checked(report=result.report, warnings=result.warnings, summary=result.summary,
                    report_json=result.report_json, sidecar=result.sidecar_text)
 
@@ -190,7 +204,20 @@ def convert(model, device: str | Device | None, output: str | Path, *,
     integers (a vendor export). `cpu_fallback`: the layers the accelerator refuses run
     on the Arm core (a float model file with `calibration`, split where needed).
     `progress`: a progress bar over the stages on stderr (interactive terminals only).
+    `sidecar`: a path, YAML text (a Checked's `sidecar`) or a dict.
     """
+    with sidecar_file(sidecar) as sidecar:
+        return _convert(model, device, output, sidecar=sidecar, sample=sample,
+                        overwrite=overwrite, calibration=calibration,
+                        calibration_method=calibration_method, percentile=percentile,
+                        weight_bits=weight_bits, labels=labels, accept_loss=accept_loss,
+                        shift_quantile=shift_quantile, cpu_fallback=cpu_fallback,
+                        progress=progress, **options)
+
+
+def _convert(model, device, output, *, sidecar, sample, overwrite, calibration,
+             calibration_method, percentile, weight_bits, labels, accept_loss,
+             shift_quantile, cpu_fallback, progress, **options) -> Converted:
     from .convert import ConvertRequest
 
     if sample is not None and not is_path(sample):
@@ -198,6 +225,9 @@ def convert(model, device: str | Device | None, output: str | Path, *,
                         "as an .npy file", "numpy.save it and pass the path",
                         exit_code=EXIT_USAGE)
     output = Path(output)
+    from .makepath import check_make_path
+
+    check_make_path(output, "project directory", "an output directory")
     inputs = _inputs((model, "model"), (sidecar, "sidecar"), (sample, "sample input"),
                      (calibration, "calibration data"), (labels, "labels"),
                      (weight_bits, "weight-bits file"))
@@ -215,7 +245,62 @@ def convert(model, device: str | Device | None, output: str | Path, *,
                      summary=result.summary, report_json=result.report_json,
                      board=result.board, layer_order=result.layer_order,
                      model_file=output / f"{result.stem}.onnx",
-                     quant_table=None if quant is None else quant.table())
+                     quant_table=None if quant is None else quant.table(),
+                     phases=getattr(result, "phases", None))
+
+
+@contextmanager
+def sidecar_file(sidecar) -> Iterator[Path | str | None]:
+    """A sidecar given as a path as it is; given as YAML text (a string with a line
+    break: the `sidecar` a Checked holds) or a dict, written to a private temporary
+    `sidecar.yaml` for the call, and its errors name it `sidecar` instead of that
+    file."""
+    if sidecar is None or isinstance(sidecar, Path) or (
+            isinstance(sidecar, str) and "\n" not in sidecar):
+        yield sidecar
+        return
+    import tempfile
+
+    text = _sidecar_text(sidecar)
+    with tempfile.TemporaryDirectory(prefix="onnx2ai8x-sidecar-") as tmp:
+        path = Path(tmp) / "sidecar.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            yield path
+        except Ai8xError as err:
+            raise _renamed(err, str(path), "sidecar") from None
+
+
+def _sidecar_text(sidecar) -> str:
+    """YAML text of a sidecar given as text or a mapping."""
+    if isinstance(sidecar, str):
+        return sidecar
+    if isinstance(sidecar, bytes):
+        return sidecar.decode("utf-8", "replace")
+    if isinstance(sidecar, dict):
+        import yaml
+
+        try:
+            return yaml.safe_dump(sidecar, sort_keys=False)
+        except yaml.YAMLError as exc:
+            raise Ai8xError("usage.bad-input", "sidecar", f"the sidecar dict cannot be "
+                            f"written as YAML ({str(exc).splitlines()[0][:200]})",
+                            "use plain Python values: str, int, float, bool, list, dict",
+                            exit_code=EXIT_USAGE) from None
+    raise Ai8xError("usage.bad-input", "sidecar",
+                    f"a sidecar is a path, YAML text or a dict, not {type(sidecar).__name__}",
+                    "pass the sidecar file's path, its text, or yaml.safe_load of it",
+                    exit_code=EXIT_USAGE)
+
+
+def _renamed(err: Ai8xError, old: str, new: str) -> Ai8xError:
+    """`err` with the file name `old` replaced by `new` everywhere it is quoted."""
+    diags = [dataclasses.replace(d, where=d.where.replace(old, new),
+                                 message=d.message.replace(old, new),
+                                 hint=d.hint.replace(old, new)) for d in err.diagnostics]
+    renamed = Ai8xError.many(diags)
+    renamed.exit_code = err.exit_code
+    return renamed
 
 
 def _run_convert(request, cpu_fallback: bool):
@@ -322,7 +407,7 @@ def run(model, sample) -> dict[str, object]:
 
     from .frontend import load_onnx
     from .network import Network
-    from .runner import fit_to_input
+    from .runner import run_session
     from .samples import checked_values, load_sample
 
     if isinstance(model, Network):
@@ -332,10 +417,8 @@ def run(model, sample) -> dict[str, object]:
     else:
         proto = load_onnx(model)
     x = load_sample(Path(sample)) if is_path(sample) else checked_values(sample, "sample")
-    session = custom_ops.session(proto)
-    inp = session.get_inputs()[0]
-    outputs = session.run(None, {inp.name: fit_to_input(x, len(inp.shape), "sample")})
-    return dict(zip([o.name for o in session.get_outputs()], outputs, strict=True))
+    names, outputs = run_session(custom_ops.session(proto), x, "sample", "model")
+    return dict(zip(names, outputs, strict=True))
 
 
 def import_izer(config_file: str | Path, checkpoint_file: str | Path,

@@ -380,7 +380,12 @@ def _build_sdk(args: ConvertArgs):
     from .emit.build import check_build_tools, find_sdk
 
     check_build_tools(riscv=args.options["riscv"])
-    return find_sdk(args.maxim_path, args.out)
+    sdk = find_sdk(args.maxim_path, args.out)
+    if sdk is not None:
+        from .makepath import check_make_path
+
+        check_make_path(sdk, "MSDK", "an SDK directory (--maxim-path, MAXIM_PATH)")
+    return sdk
 
 
 def _convert(args: ConvertArgs, dev):

@@ -166,8 +166,8 @@ def option_warnings(options: EmitOptions, asked: dict) -> tuple[str, ...]:
     """Warnings for options another option overrides (`asked`: the command line's
     values)."""
     if options.energy and asked.get("timer") is not None:
-        return ("warning[options.timer-ignored] --timer: ignored with --energy: the power "
-                "monitor times the "
+        return ("warning[options.timer-ignored] --timer is ignored with --energy: the "
+                "power monitor times the "
                 "measurement loops (drop --timer)",)
     return ()
 

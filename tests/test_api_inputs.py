@@ -1,0 +1,213 @@
+"""The Python API and the command line on the inputs users confuse (issue 35, items 5
+and 6): every bad input is an Ai8xError, a sidecar comes as a path, text or a dict,
+the report's phases are typed fields, hints name keyword arguments through the API and
+flags through the command line, and paths the SDK's make cannot take are refused before
+anything is written."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from onnx2ai8x import api
+from onnx2ai8x.cli import main
+from onnx2ai8x.errors import Ai8xError, as_keywords
+from onnx2ai8x.makepath import MAKE_UNSAFE, unsafe_character
+
+ROOT = Path(__file__).resolve().parents[1]
+DIGITS = ROOT / "examples" / "digits" / "digits.onnx"
+SAMPLE = ROOT / "examples" / "digits" / "sample.npy"
+FLOAT = ROOT / "examples" / "digits_float" / "digits_float.onnx"
+
+
+# ---------------------------------------------------------------- api.run
+
+@pytest.mark.parametrize("shape", [(3, 5, 5), (1, 8, 9), (2, 2), (1, 1, 8, 8, 1)])
+def test_run_with_a_misshapen_array_is_an_ai8x_error(tmp_path, shape):
+    x = np.zeros(shape, dtype=np.int64)
+    with pytest.raises(Ai8xError) as from_array:
+        api.run(DIGITS, x)
+    np.save(tmp_path / "x.npy", x)
+    with pytest.raises(Ai8xError) as from_file:
+        api.run(DIGITS, tmp_path / "x.npy")
+    assert from_array.value.code == from_file.value.code == "usage.bad-input"
+
+
+def test_run_of_a_float_model_names_it(tmp_path, capsys):
+    with pytest.raises(Ai8xError) as err:
+        api.run(FLOAT, np.zeros((1, 8, 8), dtype=np.int64))
+    assert err.value.code == "model.float" and "quantize" in str(err.value)
+    assert main(["run", str(FLOAT), "--input", str(SAMPLE)]) == 1
+    assert "error[model.float]" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- sidecar forms
+
+def test_check_takes_back_its_own_sidecar_as_text_and_as_a_dict(tmp_path):
+    first = api.check(DIGITS, "MAX78000")
+    as_text = api.check(DIGITS, "MAX78000", sidecar=first.sidecar)
+    as_dict = api.check(DIGITS, "MAX78000", sidecar=yaml.safe_load(first.sidecar))
+    path = tmp_path / "s.yaml"
+    path.write_text(first.sidecar)
+    as_path = api.check(DIGITS, "MAX78000", sidecar=path)
+    as_str_path = api.check(DIGITS, "MAX78000", sidecar=str(path))
+    for got in (as_text, as_dict, as_path, as_str_path):
+        assert got.report == first.report
+    assert as_text.sidecar == as_dict.sidecar  # the same placement, the same text
+
+
+def test_sidecar_text_errors_name_the_sidecar_and_its_line():
+    text = api.check(DIGITS, "MAX78000").sidecar
+    bad = text.replace("out_offset: 0x0040", "out_offset: 0x0042", 1)
+    line = next(i for i, ln in enumerate(bad.splitlines(), 1) if "0x0042" in ln)
+    with pytest.raises(Ai8xError) as err:
+        api.check(DIGITS, "MAX78000", sidecar=bad)
+    assert err.value.diagnostics[0].where.startswith(f"sidecar:{line}: ")
+    assert "onnx2ai8x-sidecar-" not in str(err.value)  # no private temporary path
+
+
+@pytest.mark.parametrize("value", [42, 3.5, ["layers"], object()])
+def test_a_sidecar_of_another_type_is_an_ai8x_error(value):
+    with pytest.raises(Ai8xError) as err:
+        api.check(DIGITS, "MAX78000", sidecar=value)
+    assert err.value.code == "usage.bad-input"
+
+
+def test_a_dict_sidecar_with_values_yaml_cannot_write_is_an_ai8x_error():
+    data = yaml.safe_load(api.check(DIGITS, "MAX78000").sidecar)
+    data["layers"][0]["processors"] = io.BytesIO()
+    with pytest.raises(Ai8xError) as err:
+        api.check(DIGITS, "MAX78000", sidecar=data)
+    assert err.value.code == "usage.bad-input"
+
+
+# ---------------------------------------------------------------- typed phases
+
+def test_convert_returns_the_phases_as_typed_fields(tmp_path):
+    result = api.convert(DIGITS, "MAX78000", tmp_path / "p")
+    phases = result.phases
+    assert phases is not None
+    written = json.loads((tmp_path / "p" / "report.json").read_text())["phases"]
+    names = [p.name for p in phases.phases]
+    assert names == [p["name"] for p in written["phases"]]
+    assert [p.words for p in phases.phases] == [p["words"] for p in written["phases"]]
+    assert phases.dominant == written["dominant"]
+
+
+# ---------------------------------------------------------------- hints per front
+
+def _overlapping_sidecar() -> dict:
+    data = yaml.safe_load(api.check(DIGITS, "MAX78000").sidecar)
+    fc = next(lay for lay in data["layers"] if lay["name"] == "fc")
+    conv3 = next(lay for lay in data["layers"] if lay["name"] == "conv3")
+    fc["out_offset"] = conv3["out_offset"]  # the output over its own input
+    return data
+
+
+def test_hints_name_keyword_arguments_through_the_api_and_flags_through_the_cli(
+        tmp_path, capsys):
+    data = _overlapping_sidecar()
+    with pytest.raises(Ai8xError) as err:
+        api.check(DIGITS, "MAX78000", sidecar=data)
+    assert err.value.code == "map.overlap"
+    assert "overlap_data=True" in str(err.value) and "--overlap-data" not in str(err.value)
+    # the same diagnostic on the command line
+    path = tmp_path / "over.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["check", str(DIGITS), "--sidecar", str(path)]) == 1
+    out = capsys.readouterr().err
+    assert "--overlap-data" in out and "overlap_data=True" not in out
+    # and with the keyword the hint names, the API converts it
+    assert api.check(DIGITS, "MAX78000", sidecar=data, overlap_data=True).layers
+
+
+@pytest.mark.parametrize("cli,kw", [
+    ("pass --overlap-data", "pass overlap_data=True"),
+    ("or pass --accept-loss", "or pass accept_loss=True"),
+    ("--timer 99", "timer=99"),
+    ("use --calibration-method max", 'use calibration_method="max"'),
+    ("--no-mexpress", "mexpress=False"),
+    ("drop --fifo (the input", "drop fifo=True (the input"),
+    ("check the --sidecar path", "check the sidecar path"),
+    ("--sample-input x.npy", 'sample="x.npy"'),
+    ("see onnx2ai8x convert --help", "see onnx2ai8x convert --help"),
+    ("drop --build", "drop --build"),
+])
+def test_options_render_as_keyword_arguments(cli, kw):
+    assert as_keywords(cli) == kw
+
+
+# ---------------------------------------------------------------- confused inputs
+
+def _checkpoint(path: Path, legacy: bool) -> Path:
+    torch = pytest.importorskip("torch")
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, path,
+               _use_new_zipfile_serialization=not legacy)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "legacy-checkpoint", "directory",
+                                  "project", "empty", "npy"])
+def test_confused_model_inputs_are_named(tmp_path, capsys, kind):
+    if kind in ("checkpoint", "legacy-checkpoint"):
+        model = _checkpoint(tmp_path / "net.pth.tar", kind == "legacy-checkpoint")
+        needle = "PyTorch checkpoint"
+    elif kind == "directory":
+        model = tmp_path / "models"
+        model.mkdir()
+        needle = "a directory"
+    elif kind == "project":
+        model = tmp_path / "proj"
+        model.mkdir()
+        for name in ("cnn.c", "main.c"):
+            (model / name).write_text("int x;\n")
+        needle = "onnx2ai8x verify"
+    elif kind == "empty":
+        model = tmp_path / "m.onnx"
+        model.write_bytes(b"")
+        needle = "empty"
+    else:
+        model = tmp_path / "x.npy"
+        np.save(model, np.zeros(3))
+        needle = "numpy array"
+    with pytest.raises(Ai8xError) as err:
+        api.check(model, "MAX78000")
+    assert err.value.code == "usage.model-kind" and needle in str(err.value)
+    assert main([str(model), "--device", "MAX78000", "-o", str(tmp_path / "out")]) == 2
+    text = capsys.readouterr().err
+    assert "error[usage.model-kind]" in text and needle in text
+    if "checkpoint" in kind:
+        assert "import-izer" in text and "Wire format" not in text
+    assert not (tmp_path / "out").exists()
+
+
+# ---------------------------------------------------------------- make paths
+
+@pytest.mark.parametrize("ch", sorted(MAKE_UNSAFE))
+def test_output_paths_make_cannot_take_are_refused_before_writing(tmp_path, capsys, ch):
+    out = tmp_path / f"my{ch}project"
+    with pytest.raises(Ai8xError) as err:
+        api.convert(DIGITS, "MAX78000", out)
+    assert err.value.code == "usage.make-path" and MAKE_UNSAFE[ch] in str(err.value)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    assert main([str(DIGITS), "-o", str(out)]) == 2
+    assert "error[usage.make-path]" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_parent_directory_with_a_space_is_refused_too(tmp_path):
+    parent = tmp_path / "my models"
+    parent.mkdir()
+    with pytest.raises(Ai8xError) as err:
+        api.convert(DIGITS, "MAX78000", parent / "digits")
+    assert "a space" in str(err.value)
+    assert list(parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("ch", list("#=*?[]!~,{}@^+-_.") + ["\u00e9"])
+def test_characters_the_sdk_builds_with_are_accepted(tmp_path, ch):
+    assert unsafe_character(tmp_path / f"a{ch}b") is None
