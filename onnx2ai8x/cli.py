@@ -359,7 +359,12 @@ def convert_cmd(
     args = ConvertArgs.from_cli(**locals())
     dev = _device(args.device, args.model)
     sdk = _build_sdk(args) if args.build else None
-    result = _convert(args, dev)
+    from .console import heartbeat
+
+    # calibration takes seconds to minutes; a terminal has the progress bar's clock
+    with heartbeat("converting (calibrating the float model)",
+                   args.progress and args.calibration is not None and not sys.stderr.isatty()):
+        result = _convert(args, dev)
     if result.quant_table is not None and args.progress and not args.cpu_fallback:
         typer.echo(result.quant_table)  # a float model: how it was quantized
     _warn(result.warnings, args.quiet)
@@ -367,7 +372,8 @@ def convert_cmd(
     if args.build:
         from .emit.build import build_project
 
-        built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
+        with heartbeat(f"building the firmware with make in {args.out}", args.progress):
+            built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
     checked = _verify_written(result) if args.verify else None
     _print_convert(args, dev, result, built, checked)
     if checked is not None:
@@ -619,13 +625,15 @@ def quantize_cmd(
     Example: onnx2ai8x quantize model.onnx --calibration x.npy -o model-q.onnx
     """
     from .api import quantize
+    from .console import heartbeat
 
-    result = quantize(model, _device(device, model), calibration=calibration,
-                      output=output, report=report,
-                      overwrite=overwrite, labels=labels,
-                      calibration_method=calibration_method, percentile=percentile,
-                      weight_bits=weight_bits, accept_loss=accept_loss,
-                      shift_quantile=shift_quantile)
+    with heartbeat("quantizing with the calibration data", not (quiet or json_out)):
+        result = quantize(model, _device(device, model), calibration=calibration,
+                          output=output, report=report,
+                          overwrite=overwrite, labels=labels,
+                          calibration_method=calibration_method, percentile=percentile,
+                          weight_bits=weight_bits, accept_loss=accept_loss,
+                          shift_quantile=shift_quantile)
     _warn(result.warnings, quiet)
     if json_out:
         data = json.loads(result.report_json)

@@ -170,3 +170,37 @@ def test_sigint_at_any_moment_exits_130_with_interrupted(tmp_path, delay):
         return
     assert proc.returncode == 130, (proc.returncode, err)
     assert "interrupted" in err and "internal error" not in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- heartbeat
+
+def test_heartbeat_speaks_only_for_slow_steps(capsys):
+    from onnx2ai8x.console import heartbeat
+
+    with heartbeat("fast step", True, after=0.5, every=0.5):
+        pass
+    assert capsys.readouterr().err == ""
+    with heartbeat("slow step", True, after=0.1, every=0.1):
+        time.sleep(0.45)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 2 and all(ln.startswith("slow step... (") for ln in lines)
+    with heartbeat("silent step", False, after=0.05, every=0.05):
+        time.sleep(0.2)
+    assert capsys.readouterr().err == ""
+
+
+def test_build_says_it_is_still_building(capsys, tmp_path, monkeypatch):
+    """`--build` runs make for 20-40 s: a line every few seconds, not silence."""
+    import onnx2ai8x.emit.build as build
+    from onnx2ai8x.errors import Ai8xError
+
+    def slow_build(*a, **k):
+        time.sleep(2.6)
+        raise Ai8xError("build.failed", "p", "stopped here", "")
+
+    monkeypatch.setattr(cli, "_build_sdk", lambda args: None)
+    monkeypatch.setattr(build, "build_project", slow_build)
+    code, out, err = _main(capsys, str(DIGITS), "-o", str(tmp_path / "p"), "--build")
+    assert code == 1 and "building the firmware with make" in err, err
+    code, out, err = _main(capsys, str(DIGITS), "-o", str(tmp_path / "q"), "--build", "-q")
+    assert "building the firmware" not in err
