@@ -172,6 +172,14 @@ def check(model, device: str | Device | None = None, *, sidecar: Path | None = N
     `convert` would. `sidecar`: a path, YAML text (the `sidecar` a Checked holds) or a
     dict. `onnx_checker` also runs the onnx package's checker (the command line does;
     it costs the onnx import). Raises Ai8xError when the model does not fit."""
+    from .arguments import check_model, check_option, check_path
+
+    check_model(model)
+    check_path(weight_bits, "weight_bits")
+    check_path(calibration, "calibration", array=True)
+    for name, value in (("fifo", fifo), ("overlap_data", overlap_data),
+                        ("accept_loss", accept_loss)):
+        check_option(name, "bool", value)
     with sidecar_file(sidecar) as sidecar:
         _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
                 (calibration, "calibration data"))
@@ -218,8 +226,18 @@ def convert(model, device: str | Device | None, output: str | Path, *,
 def _convert(model, device, output, *, sidecar, sample, overwrite, calibration,
              calibration_method, percentile, weight_bits, labels, accept_loss,
              shift_quantile, cpu_fallback, progress, **options) -> Converted:
+    from .arguments import check_model, check_option, check_path
     from .convert import ConvertRequest
 
+    check_model(model)
+    check_path(output, "output", required=True)
+    for name, value in (("sample", sample), ("weight_bits", weight_bits),
+                        ("labels", labels)):
+        check_path(value, name)
+    check_path(calibration, "calibration", array=True)
+    for name, value in (("overwrite", overwrite), ("accept_loss", accept_loss),
+                        ("cpu_fallback", cpu_fallback), ("progress", progress)):
+        check_option(name, "bool", value)
     if sample is not None and not is_path(sample):
         raise Ai8xError("usage.bad-input", "sample", "the known-answer sample is given "
                         "as an .npy file", "numpy.save it and pass the path",
@@ -335,6 +353,11 @@ def _options(given: dict, device: Device) -> dict:
         raise Ai8xError("usage.option", unknown[0], "not an option of convert",
                         "see `onnx2ai8x convert --help`: its options by their Python "
                         "names (--max-checklines is max_checklines)", exit_code=EXIT_USAGE)
+    from .arguments import check_option
+
+    kinds = {name: f.type for name, f in EmitOptions.__dataclass_fields__.items()}
+    for name, value in given.items():
+        check_option(name, str(kinds.get(name, "bool")), value)
     EmitOptions.from_cli(device, **given)  # values in range before any work
     return dict(given)
 
@@ -349,8 +372,14 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
     .npy path or an array; not needed for an export of integer weights). With `output`,
     the model and its report (`report`, default report.json beside it) are written;
     without, nothing is."""
+    from .arguments import check_model, check_path
     from .frontend import front_end
 
+    check_model(model)
+    check_path(calibration, "calibration", array=True)
+    for name, value in (("output", output), ("report", report), ("labels", labels),
+                        ("weight_bits", weight_bits)):
+        check_path(value, name)
     inputs = _inputs((model, "model"), (calibration, "calibration data"),
                      (labels, "labels"), (weight_bits, "weight-bits file"))
     if output is not None:
@@ -385,8 +414,15 @@ def verify(project: str | Path, *, model=None, stop_after: int | None = None,
     With `model` (path or in memory), name the first layer whose output differs from
     the reference. Writes only with `stop_after` (into `dump`, default
     PROJECT/verify-layerN)."""
+    from .arguments import check_count, check_layer_order, check_model, check_path
     from .verification import verify as run_verify
 
+    check_path(project, "project", required=True)
+    if model is not None:
+        check_model(model)
+    check_path(dump, "dump")
+    check_count(stop_after, "stop_after")
+    check_layer_order(layer_order)
     _inputs((model, "model"))
     _require_file(project, "project directory", directory=True)
     return run_verify(Path(project), model=model, stop_after=stop_after,
@@ -397,6 +433,10 @@ def run(model, sample) -> dict[str, object]:
     """Run the ai8x-ONNX `model` bit-exactly on onnxruntime with the ai8x kernels:
     output name -> array. `sample`: an .npy path or an array of integers in
     [-128, 127] ((C, H, W), (C, L) or with a batch dimension)."""
+    from .arguments import check_model, check_path
+
+    check_model(model)
+    check_path(sample, "sample", array=True, required=True)
     _inputs((model, "model"), (sample, "input"))
     if is_path(model) and is_path(sample):
         from .runner import run_file
@@ -428,6 +468,12 @@ def import_izer(config_file: str | Path, checkpoint_file: str | Path,
     `checkpoint_file`) as ai8x-ONNX. `sample`: an input .npy giving the input shape
     (else the first layer's `in_dim`). With `output`, the model is written there
     (atomically); without, nothing is. Needs PyTorch (the checkpoint's format)."""
+    from .arguments import check_path
+
+    check_path(config_file, "config_file", required=True)
+    check_path(checkpoint_file, "checkpoint_file", required=True)
+    check_path(sample, "sample")
+    check_path(output, "output")
     dev = target_device(device, None)
     inputs = _inputs((config_file, "config file"), (checkpoint_file, "checkpoint file"),
                      (sample, "sample"))

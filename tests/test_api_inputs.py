@@ -211,3 +211,40 @@ def test_a_parent_directory_with_a_space_is_refused_too(tmp_path):
 @pytest.mark.parametrize("ch", list("#=*?[]!~,{}@^+-_.") + ["\u00e9"])
 def test_characters_the_sdk_builds_with_are_accepted(tmp_path, ch):
     assert unsafe_character(tmp_path / f"a{ch}b") is None
+
+
+# ---------------------------------------------------------------- arguments by kind
+
+_WRONG = [None, 123, 1.5, b"garbage", np.zeros(3), [1, 2], {"a": 1}, object(), True]
+_PROJECT = ROOT / "no-such-project"
+
+
+def _calls(v):
+    return {
+        "check model": lambda: api.check(v, "MAX78000"),
+        "check fifo": lambda: api.check(DIGITS, "MAX78000", fifo=v),
+        "check calibration": lambda: api.check(DIGITS, "MAX78000", calibration=v),
+        "run model": lambda: api.run(v, SAMPLE),
+        "run sample": lambda: api.run(DIGITS, v),
+        "convert output": lambda: api.convert(DIGITS, "MAX78000", v),
+        "convert timer": lambda: api.convert(DIGITS, "MAX78000", "unused", timer=v),
+        "convert fifo": lambda: api.convert(DIGITS, "MAX78000", "unused", fifo=v),
+        "convert board": lambda: api.convert(DIGITS, "MAX78000", "unused", board=v),
+        "verify project": lambda: api.verify(v),
+        "verify layer order": lambda: api.verify(_PROJECT, layer_order=v),
+        "verify stop_after": lambda: api.verify(_PROJECT, stop_after=v),
+        "quantize model": lambda: api.quantize(v, "MAX78000"),
+        "quantize calibration": lambda: api.quantize(FLOAT, "MAX78000", calibration=v),
+    }
+
+
+@pytest.mark.parametrize("call", sorted(_calls(None)))
+@pytest.mark.parametrize("value", _WRONG, ids=lambda v: type(v).__name__)
+def test_every_api_argument_of_the_wrong_kind_is_an_ai8x_error(tmp_path, monkeypatch,
+                                                               call, value):
+    monkeypatch.chdir(tmp_path)
+    try:
+        _calls(value)[call]()
+    except Ai8xError:
+        pass  # refused as a user's mistake (or, for a legal value, a later check)
+    assert not (tmp_path / "unused").exists() or call.startswith("convert")
