@@ -142,7 +142,8 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, decide: 
         problems += unpermitted_overlaps(examined)
     problems += fifo_input_read_once(network, examined.choices.fifo)
     if problems:
-        raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
+        raise Ai8xError.many(_one_per_cause(
+            [text.relocate(d, network, positions) for d in problems]))
     from .sidecar.agreement import model_contradictions
 
     warnings = tuple(
@@ -151,6 +152,22 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, decide: 
         for w in model_contradictions(sidecar, network))
     assert hw is not None  # no problems: the check allocated the weights
     return hw, decision, warnings
+
+
+_DERIVED = "(not written in this entry: derived)"  # sidecar/partial.SidecarText.relocate
+
+
+def _one_per_cause(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """One diagnosis per cause (issue 35): a key the user did not write takes its value
+    from a key written elsewhere (a reader's `in_offset` is its producer's `out_offset`),
+    so the same fault found again at the derived key repeats the diagnosis of the
+    written one, which names the line to edit; the repetition is dropped."""
+    def fault(d: Diagnostic) -> tuple[str, str]:
+        return d.code, d.message.replace(f"`{d.key}`", "`*`") if d.key else d.message
+
+    written = {fault(d) for d in diags if _DERIVED not in d.where}
+    kept = [d for d in diags if _DERIVED not in d.where or fault(d) not in written]
+    return kept or diags
 
 
 def _overlap_notes(hp: HwPlacement) -> tuple[str, ...]:

@@ -68,6 +68,9 @@ def test_sidecar_text_errors_name_the_sidecar_and_its_line():
         api.check(DIGITS, "MAX78000", sidecar=bad)
     assert err.value.diagnostics[0].where.startswith(f"sidecar:{line}: ")
     assert "onnx2ai8x-sidecar-" not in str(err.value)  # no private temporary path
+    # one diagnosis per cause: the reader's derived in_offset (the same 0x0042) is not
+    # diagnosed a second time
+    assert [d.code for d in err.value.diagnostics] == ["map.alignment"], str(err.value)
 
 
 @pytest.mark.parametrize("value", [42, 3.5, ["layers"], object()])
