@@ -518,6 +518,8 @@ def sidecar_cmd(
     weight_bits: WeightBitsOpt = None,
     accept_loss: AcceptLossOpt = False,
     overwrite: OverwriteFileOpt = False,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
 
@@ -537,11 +539,15 @@ def sidecar_cmd(
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
                    overlap_data=overlap_data)
-    _warn(result.warnings)
-    if output is None:
-        typer.echo(result.sidecar, nl=False)
-    else:
+    _warn(result.warnings, quiet)
+    if output is not None:
         write_text_atomic(output, result.sidecar)
+    if json_out:
+        typer.echo(_json_dumps({"sidecar": result.sidecar,
+                                "output": None if output is None else str(output)}))
+    elif output is None:
+        typer.echo(result.sidecar, nl=False)
+    elif not quiet:
         typer.echo(f"wrote {output}")
 
 
@@ -554,6 +560,8 @@ def run_cmd(
     output: OutputFileOpt("Where to write the result (.npy, or .npz with one array per "
                           "graph output when there are several).") = None,
     overwrite: OverwriteFileOpt = False,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels.
 
@@ -568,12 +576,18 @@ def run_cmd(
         check_output(output, (model, input), directory=False, overwrite=overwrite)
         check_array_output(output)
     outputs = run(model, input)
-    if output is None:
+    if output is not None:
+        save_arrays_atomic(output, list(outputs), list(outputs.values()))
+    if json_out:
+        typer.echo(_json_dumps({
+            "outputs": {name: {"shape": list(arr.shape), "dtype": str(arr.dtype),
+                               "values": arr.tolist()} for name, arr in outputs.items()},
+            "output": None if output is None else str(output)}))
+    elif output is None:
         for name, arr in outputs.items():
             typer.echo(f"{name}: shape {tuple(arr.shape)} dtype {arr.dtype}")
             typer.echo(np.array2string(arr, threshold=64))
-    else:
-        save_arrays_atomic(output, list(outputs), list(outputs.values()))
+    elif not quiet:
         typer.echo(f"wrote {output} ({', '.join(outputs)})")
 
 
@@ -589,6 +603,8 @@ def import_izer_cmd(
     sample: Annotated[Path | None, typer.Option(
         "--sample", help="Sample input (.npy) giving the input shape.")] = None,
     overwrite: OverwriteFileOpt = False,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX.
 
@@ -599,7 +615,10 @@ def import_izer_cmd(
 
     import_izer(config_file, checkpoint_file, _device(device), sample=sample,
                 output=output, overwrite=overwrite)
-    typer.echo(f"wrote {output}")
+    if json_out:
+        typer.echo(_json_dumps({"output": str(output)}))
+    elif not quiet:
+        typer.echo(f"wrote {output}")
 
 
 def quantize_cmd(

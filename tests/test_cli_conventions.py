@@ -204,3 +204,24 @@ def test_build_says_it_is_still_building(capsys, tmp_path, monkeypatch):
     assert code == 1 and "building the firmware with make" in err, err
     code, out, err = _main(capsys, str(DIGITS), "-o", str(tmp_path / "q"), "--build", "-q")
     assert "building the firmware" not in err
+
+
+# ---------------------------------------------------------------- every command
+
+@pytest.mark.parametrize("command", list(cli.SUBCOMMANDS))
+def test_every_command_takes_json_and_quiet(capsys, command):
+    assert main([command, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--json" in text and "--quiet" in text
+
+
+def test_run_and_sidecar_print_json_documents(capsys, tmp_path):
+    sample = DIGITS.parent / "sample.npy"
+    code, out, _ = _main(capsys, "run", str(DIGITS), "--input", str(sample), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["outputs"]["fc/output"]["shape"] == [1, 10, 1, 1]
+    code, out, _ = _main(capsys, "sidecar", str(DIGITS), "--json")
+    assert code == 0 and json.loads(out)["sidecar"].startswith("---")
+    code, out, err = _main(capsys, "run", str(DIGITS), "--input", str(sample), "-o",
+                           str(tmp_path / "y.npy"), "-q")
+    assert code == 0 and out == "" and err == "" and (tmp_path / "y.npy").is_file()
