@@ -7,8 +7,10 @@ initialization it cut short. This module imports nothing heavy: it takes SIGINT,
 imports and runs the command line, which takes it over for the command's run
 (console.Interrupts).
 """
+# the signal module's C core: `signal` itself imports enum (about 10 ms), time in which
+# an interrupt would still meet Python's default handler
+import _signal
 import os
-import signal
 import sys
 
 EXIT_INTERRUPTED = 130
@@ -21,7 +23,7 @@ def run() -> None:
         interrupted.append(signum)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_interrupt)
+    _signal.signal(_signal.SIGINT, on_interrupt)
     try:
         from .cli import run as run_cli
 
