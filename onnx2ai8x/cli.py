@@ -38,7 +38,10 @@ def _new_app() -> typer.Typer:
             "  onnx2ai8x float.onnx --device MAX78000 --calibration x.npy\n\n"
             "  onnx2ai8x verify model/ --model model.onnx\n\n"
             "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
-            "--sample sample.npy --device MAX78000 -o net.onnx"
+            "--sample sample.npy --device MAX78000 -o net.onnx\n\n"
+            "Every command takes --json (one JSON document on stdout, errors included) and "
+            "--quiet (errors only); --debug (or ONNX2AI8X_DEBUG=1) shows the traceback of "
+            "an internal error."
         ),
     )
 
