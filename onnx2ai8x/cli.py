@@ -496,11 +496,15 @@ def check_cmd(
     Example: onnx2ai8x check model.onnx --device MAX78002 --json
     """
     from .api import check
+    from .console import heartbeat
 
-    result = check(model, _device(device, model), sidecar=sidecar, calibration=calibration,
-                   calibration_method=calibration_method, percentile=percentile,
-                   weight_bits=weight_bits, accept_loss=accept_loss,
-                   overlap_data=overlap_data, onnx_checker=True)
+    with heartbeat("checking (calibrating the float model)",
+                   calibration is not None and not (quiet or json_out)):
+        result = check(model, _device(device, model), sidecar=sidecar,
+                       calibration=calibration, calibration_method=calibration_method,
+                       percentile=percentile, weight_bits=weight_bits,
+                       accept_loss=accept_loss, overlap_data=overlap_data,
+                       onnx_checker=True)
     _warn(result.warnings, quiet)
     if json_out:
         typer.echo(result.report_json)
