@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import EXIT_USAGE, Ai8xError
-from .samples import checked_header, load_sample
+from .samples import checked_header, load_sample, npy_errors
 
 
 def check_sample_shape(path: Path, input_shape: tuple, *, one: bool = False) -> None:
@@ -120,7 +120,7 @@ def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
         return None  # the values are read once, by load_sample
     try:
         raw = np.load(input_path, allow_pickle=False)
-    except (OSError, ValueError):
+    except npy_errors():
         return None  # load_sample reports it
     if raw.dtype.kind != "f":
         return None

@@ -251,3 +251,30 @@ def test_every_api_argument_of_the_wrong_kind_is_an_ai8x_error(tmp_path, monkeyp
     except Ai8xError:
         pass  # refused as a user's mistake (or, for a legal value, a later check)
     assert not (tmp_path / "unused").exists() or call.startswith("convert")
+
+
+# ---------------------------------------------------------------- found by the campaign
+
+def _npy_with_a_stray_header_byte(path: Path, dtype=np.int64) -> Path:
+    """An .npy file whose header dict lost its closing brace to a byte 0xa0 (as the
+    campaign's case did): numpy's legacy header filter raises tokenize.TokenError,
+    which is neither ValueError nor SyntaxError."""
+    buf = io.BytesIO()
+    np.save(buf, np.zeros((1, 8, 8), dtype=dtype))
+    data = bytearray(buf.getvalue())
+    data[data.index(b"}")] = 0xA0
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_stray_byte_in_an_npy_header_is_a_damaged_file_not_a_crash(tmp_path, capsys):
+    x = _npy_with_a_stray_header_byte(tmp_path / "x.npy")
+    for argv in (["run", str(DIGITS), "--input", str(x)],
+                 [str(DIGITS), "--sample-input", str(x), "-o", str(tmp_path / "p")],
+                 [str(FLOAT), "--device", "MAX78000", "--calibration",
+                  str(_npy_with_a_stray_header_byte(tmp_path / "c.npy", np.float32)),
+                  "-o", str(tmp_path / "q")]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code in (1, 2) and "internal error" not in err, err
+        assert "error[usage.bad-input]" in err
