@@ -424,6 +424,8 @@ def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
                                 "flash_bytes": dev.flash_bytes, "sram_bytes": dev.sram_bytes}
         if checked is not None:
             data["verify"] = checked.data
+            if not checked.passed:  # the project is written; the outcome is not a PASS
+                data.update(ok=False, exit_code=checked.exit_code)
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not args.quiet:
         typer.echo(result.summary)

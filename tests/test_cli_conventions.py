@@ -225,3 +225,17 @@ def test_run_and_sidecar_print_json_documents(capsys, tmp_path):
     code, out, err = _main(capsys, "run", str(DIGITS), "--input", str(sample), "-o",
                            str(tmp_path / "y.npy"), "-q")
     assert code == 0 and out == "" and err == "" and (tmp_path / "y.npy").is_file()
+
+
+def test_convert_verify_failure_under_json_says_so_in_the_document(capsys, tmp_path,
+                                                                    monkeypatch):
+    from types import SimpleNamespace
+
+    failed = SimpleNamespace(passed=False, exit_code=1, data={"verdict": "FAIL"},
+                             text="FAIL: ...")
+    monkeypatch.setattr(cli, "_verify_written", lambda result: failed)
+    code, out, err = _main(capsys, str(DIGITS), "-o", str(tmp_path / "p"), "--verify",
+                           "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["ok"] is False and doc["exit_code"] == 1
+    assert doc["verify"]["verdict"] == "FAIL" and "layers" in doc

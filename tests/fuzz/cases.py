@@ -853,7 +853,9 @@ def json_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
         if not argv or argv[0] not in takes_json:
             argv = ["convert", *argv[1:]]
         if "--json" not in argv:
-            argv.insert(rng.randint(1, len(argv)), "--json")
+            # before a `--`, after which it would be an argument, not the option
+            end = argv.index("--") if "--" in argv else len(argv)
+            argv.insert(rng.randint(1, end), "--json")
         if rng.random() < 0.2:
             argv.append(rng.choice(["-q", "--quiet", "--debug"]))
         cases.append(Case("json", f"{i:04d}", tuple(argv), case.files, case.symlinks,

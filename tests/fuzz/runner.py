@@ -140,6 +140,8 @@ def json_problems(code: int | None, stdout: str, stderr: str) -> list[str]:
         return [f"--json: stdout is not one JSON document: {stdout[:200]!r}"]
     if code in (None, 0) or not isinstance(doc, dict) or "verdict" in doc:
         return []  # a report, or verify's verdict document
+    if "verify" in doc and doc.get("ok") is False and doc.get("exit_code") == code:
+        return []  # convert --verify: the report with a verdict other than PASS
     errors = doc.get("errors")
     if doc.get("ok") is not False or doc.get("exit_code") != code or not errors \
             or not all(isinstance(e, dict) and e.get("code") for e in errors):
