@@ -210,3 +210,25 @@ def heartbeat(what: str, enabled: bool, *, after: float = HEARTBEAT_AFTER_S,
     finally:
         done.set()
         worker.join()
+
+
+@contextlib.contextmanager
+def foreign_stderr_silenced() -> Iterator[None]:
+    """A third-party library's own stderr output (onnxsim's C++ core prints `WARNING:
+    failed to run "MaxPool" op ... Traceback (most recent call last)` for a node it
+    cannot fold, then goes on) kept from the user: what it could not do, the converter
+    says in its own words. File descriptor 2 goes to a scratch file for the block."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as scratch:
+            os.dup2(scratch.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)

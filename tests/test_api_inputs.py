@@ -278,3 +278,38 @@ def test_a_stray_byte_in_an_npy_header_is_a_damaged_file_not_a_crash(tmp_path, c
         err = capsys.readouterr().err
         assert code in (1, 2) and "internal error" not in err, err
         assert "error[usage.bad-input]" in err
+
+
+def test_batchnorm_statistics_that_are_not_constants_are_refused(tmp_path):
+    """(campaign seed 3535, float case 573: a KeyError for a running variance that no
+    initializer, input or node gives)"""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 1, 3, 3))
+                                     .astype(np.float32), "w")]
+    inits += [numpy_helper.from_array(np.ones(4, np.float32), n)
+              for n in ("gamma", "beta", "mean")]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+         helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"],
+                          ["y"])], "bn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    cal = rng.uniform(-1, 1, (4, 1, 8, 8)).astype(np.float32)
+    with pytest.raises(Ai8xError) as err:
+        api.check(model.SerializeToString(), "MAX78000", calibration=cal)
+    assert "internal" not in err.value.code
+
+
+def test_foreign_stderr_is_silenced_and_restored(capfd):
+    import os
+
+    from onnx2ai8x.console import foreign_stderr_silenced
+
+    with foreign_stderr_silenced():
+        os.write(2, b"Traceback (most recent call last): from a C++ library\n")
+    os.write(2, b"ours\n")
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "ours" in err
