@@ -22,6 +22,9 @@ gives, and the same errors.
 """
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +69,10 @@ class Converted:
     # the project's ai8x-ONNX (annotated; for a float model the quantized one)
     model_file: Path | None = None
     quant_table: str | None = None  # a float model's quantization, as a table
+    # where the time of an inference goes (phases.PhaseReport: weights, bias, configure,
+    # input, inference, unload, softmax), counted from the written C; the phases of
+    # report.json. None for a project split with the Arm core (cpu_fallback).
+    phases: object | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,12 @@ def _require_file(path, what: str, *, directory: bool = False) -> None:
         raise Ai8xError("usage.missing-file", str(path),
                         f"{what} cannot be opened ({getattr(exc, 'strerror', None) or exc})",
                         "check the path", exit_code=EXIT_USAGE) from None
+    if what == "model" and not directory:
+        from .modelfile import confused_model
+
+        confused = confused_model(Path(path))
+        if confused is not None:
+            raise confused
     if not found:
         raise Ai8xError("usage.missing-file", str(path), f"{what} not found",
                         "pass the directory the converter wrote" if directory
@@ -163,19 +176,28 @@ def check(model, device: str | Device | None = None, *, sidecar: Path | None = N
           onnx_checker: bool = False, cpu_tail: bool = False) -> Checked:
     """Legalize and map `model` for `device`; nothing is written. A standard float
     model is quantized first with `calibration` (an .npy path or an array), as
-    `convert` would. `onnx_checker` also runs the onnx package's checker (the command
-    line does; it costs the onnx import). `cpu_tail`: the application applies the
-    model's final Softmax, LogSoftmax or Sigmoid (else such a model is refused: the
-    accelerator does not compute them). Raises Ai8xError when the model does not
-    fit."""
-    _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
-            (calibration, "calibration data"))
-    dev = target_device(device, model)
-    result = plan_any(model, dev, sidecar,
-                      _quantize_request(calibration, calibration_method, percentile,
-                                        weight_bits, None, accept_loss, None,
-                                        cpu_tail=cpu_tail),
-                      onnx_checker=onnx_checker, fifo=fifo, overlap_data=overlap_data)
+    `convert` would. `sidecar`: a path, YAML text (the `sidecar` a Checked holds) or a
+    dict. `onnx_checker` also runs the onnx package's checker (the command line does;
+    it costs the onnx import). `cpu_tail`: the application applies the model's final
+    Softmax, LogSoftmax or Sigmoid (else such a model is refused: the accelerator does
+    not compute them). Raises Ai8xError when the model does not fit."""
+    from .arguments import check_model, check_option, check_path
+
+    check_model(model)
+    check_path(weight_bits, "weight_bits")
+    check_path(calibration, "calibration", array=True)
+    for name, value in (("fifo", fifo), ("overlap_data", overlap_data),
+                        ("accept_loss", accept_loss), ("cpu_tail", cpu_tail)):
+        check_option(name, "bool", value)
+    with sidecar_file(sidecar) as sidecar:
+        _inputs((model, "model"), (sidecar, "sidecar"), (weight_bits, "weight-bits file"),
+                (calibration, "calibration data"))
+        dev = target_device(device, model)
+        result = plan_any(model, dev, sidecar,
+                          _quantize_request(calibration, calibration_method, percentile,
+                                            weight_bits, None, accept_loss, None,
+                                            cpu_tail=cpu_tail),
+                          onnx_checker=onnx_checker, fifo=fifo, overlap_data=overlap_data)
     return Checked(report=result.report, warnings=result.warnings, summary=result.summary,
                    report_json=result.report_json, sidecar=result.sidecar_text)
 
@@ -204,14 +226,41 @@ def convert(model, device: str | Device | None, output: str | Path, *,
     say so); without it (or `softmax=True` for a Softmax, or `cpu_fallback`) such a
     model is refused.
     `progress`: a progress bar over the stages on stderr (interactive terminals only).
+    `sidecar`: a path, YAML text (a Checked's `sidecar`) or a dict.
     """
+    with sidecar_file(sidecar) as sidecar:
+        return _convert(model, device, output, sidecar=sidecar, sample=sample,
+                        overwrite=overwrite, calibration=calibration,
+                        calibration_method=calibration_method, percentile=percentile,
+                        weight_bits=weight_bits, labels=labels, accept_loss=accept_loss,
+                        shift_quantile=shift_quantile, cpu_fallback=cpu_fallback,
+                        cpu_tail=cpu_tail, progress=progress, **options)
+
+
+def _convert(model, device, output, *, sidecar, sample, overwrite, calibration,
+             calibration_method, percentile, weight_bits, labels, accept_loss,
+             shift_quantile, cpu_fallback, cpu_tail, progress, **options) -> Converted:
+    from .arguments import check_model, check_option, check_path
     from .convert import ConvertRequest
 
+    check_model(model)
+    check_path(output, "output", required=True)
+    for name, value in (("sample", sample), ("weight_bits", weight_bits),
+                        ("labels", labels)):
+        check_path(value, name)
+    check_path(calibration, "calibration", array=True)
+    for name, value in (("overwrite", overwrite), ("accept_loss", accept_loss),
+                        ("cpu_fallback", cpu_fallback), ("cpu_tail", cpu_tail),
+                        ("progress", progress)):
+        check_option(name, "bool", value)
     if sample is not None and not is_path(sample):
         raise Ai8xError("usage.bad-input", "sample", "the known-answer sample is given "
                         "as an .npy file", "numpy.save it and pass the path",
                         exit_code=EXIT_USAGE)
     output = Path(output)
+    from .makepath import check_make_path
+
+    check_make_path(output, "project directory", "an output directory")
     inputs = _inputs((model, "model"), (sidecar, "sidecar"), (sample, "sample input"),
                      (calibration, "calibration data"), (labels, "labels"),
                      (weight_bits, "weight-bits file"))
@@ -230,7 +279,62 @@ def convert(model, device: str | Device | None, output: str | Path, *,
                      summary=result.summary, report_json=result.report_json,
                      board=result.board, layer_order=result.layer_order,
                      model_file=output / f"{result.stem}.onnx",
-                     quant_table=None if quant is None else quant.table())
+                     quant_table=None if quant is None else quant.table(),
+                     phases=getattr(result, "phases", None))
+
+
+@contextmanager
+def sidecar_file(sidecar) -> Iterator[Path | str | None]:
+    """A sidecar given as a path as it is; given as YAML text (a string with a line
+    break: the `sidecar` a Checked holds) or a dict, written to a private temporary
+    `sidecar.yaml` for the call, and its errors name it `sidecar` instead of that
+    file."""
+    if sidecar is None or isinstance(sidecar, Path) or (
+            isinstance(sidecar, str) and "\n" not in sidecar):
+        yield sidecar
+        return
+    import tempfile
+
+    text = _sidecar_text(sidecar)
+    with tempfile.TemporaryDirectory(prefix="onnx2ai8x-sidecar-") as tmp:
+        path = Path(tmp) / "sidecar.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            yield path
+        except Ai8xError as err:
+            raise _renamed(err, str(path), "sidecar") from None
+
+
+def _sidecar_text(sidecar) -> str:
+    """YAML text of a sidecar given as text or a mapping."""
+    if isinstance(sidecar, str):
+        return sidecar
+    if isinstance(sidecar, bytes):
+        return sidecar.decode("utf-8", "replace")
+    if isinstance(sidecar, dict):
+        import yaml
+
+        try:
+            return yaml.safe_dump(sidecar, sort_keys=False)
+        except yaml.YAMLError as exc:
+            raise Ai8xError("usage.bad-input", "sidecar", f"the sidecar dict cannot be "
+                            f"written as YAML ({str(exc).splitlines()[0][:200]})",
+                            "use plain Python values: str, int, float, bool, list, dict",
+                            exit_code=EXIT_USAGE) from None
+    raise Ai8xError("usage.bad-input", "sidecar",
+                    f"a sidecar is a path, YAML text or a dict, not {type(sidecar).__name__}",
+                    "pass the sidecar file's path, its text, or yaml.safe_load of it",
+                    exit_code=EXIT_USAGE)
+
+
+def _renamed(err: Ai8xError, old: str, new: str) -> Ai8xError:
+    """`err` with the file name `old` replaced by `new` everywhere it is quoted."""
+    diags = [dataclasses.replace(d, where=d.where.replace(old, new),
+                                 message=d.message.replace(old, new),
+                                 hint=d.hint.replace(old, new)) for d in err.diagnostics]
+    renamed = Ai8xError.many(diags)
+    renamed.exit_code = err.exit_code
+    return renamed
 
 
 def _run_convert(request, cpu_fallback: bool):
@@ -285,6 +389,11 @@ def _options(given: dict, device: Device) -> dict:
         raise Ai8xError("usage.option", unknown[0], "not an option of convert",
                         "see `onnx2ai8x convert --help`: its options by their Python "
                         "names (--max-checklines is max_checklines)", exit_code=EXIT_USAGE)
+    from .arguments import check_option
+
+    kinds = {name: f.type for name, f in EmitOptions.__dataclass_fields__.items()}
+    for name, value in given.items():
+        check_option(name, str(kinds.get(name, "bool")), value)
     EmitOptions.from_cli(device, **given)  # values in range before any work
     return dict(given)
 
@@ -302,8 +411,14 @@ def quantize(model, device: str | Device | None = None, *, calibration=None,
     the model and its report (`report`, default OUTPUT_STEM.report.json beside it) are
     written;
     without, nothing is."""
+    from .arguments import check_model, check_path
     from .frontend import front_end
 
+    check_model(model)
+    check_path(calibration, "calibration", array=True)
+    for name, value in (("output", output), ("report", report), ("labels", labels),
+                        ("weight_bits", weight_bits)):
+        check_path(value, name)
     inputs = _inputs((model, "model"), (calibration, "calibration data"),
                      (labels, "labels"), (weight_bits, "weight-bits file"))
     if output is not None:
@@ -347,8 +462,15 @@ def verify(project: str | Path, *, model=None, stop_after: int | None = None,
     With `model` (path or in memory), name the first layer whose output differs from
     the reference. Writes only with `stop_after` (into `dump`, default
     PROJECT/verify-layerN)."""
+    from .arguments import check_count, check_layer_order, check_model, check_path
     from .verification import verify as run_verify
 
+    check_path(project, "project", required=True)
+    if model is not None:
+        check_model(model)
+    check_path(dump, "dump")
+    check_count(stop_after, "stop_after")
+    check_layer_order(layer_order)
     _inputs((model, "model"))
     _require_file(project, "project directory", directory=True)
     return run_verify(Path(project), model=model, stop_after=stop_after,
@@ -359,6 +481,10 @@ def run(model, sample) -> dict[str, object]:
     """Run the ai8x-ONNX `model` bit-exactly on onnxruntime with the ai8x kernels:
     output name -> array. `sample`: an .npy path or an array of integers in
     [-128, 127] ((C, H, W), (C, L) or with a batch dimension)."""
+    from .arguments import check_model, check_path
+
+    check_model(model)
+    check_path(sample, "sample", array=True, required=True)
     _inputs((model, "model"), (sample, "input"))
     if is_path(model) and is_path(sample):
         from .runner import run_file
@@ -369,7 +495,7 @@ def run(model, sample) -> dict[str, object]:
 
     from .frontend import load_onnx
     from .network import Network
-    from .runner import fit_to_input
+    from .runner import run_session
     from .samples import checked_values, load_sample
 
     if isinstance(model, Network):
@@ -379,10 +505,8 @@ def run(model, sample) -> dict[str, object]:
     else:
         proto = load_onnx(model)
     x = load_sample(Path(sample)) if is_path(sample) else checked_values(sample, "sample")
-    session = custom_ops.session(proto)
-    inp = session.get_inputs()[0]
-    outputs = session.run(None, {inp.name: fit_to_input(x, len(inp.shape), "sample")})
-    return dict(zip([o.name for o in session.get_outputs()], outputs, strict=True))
+    names, outputs = run_session(custom_ops.session(proto), x, "sample", "model")
+    return dict(zip(names, outputs, strict=True))
 
 
 def import_izer(config_file: str | Path, checkpoint_file: str | Path,
@@ -392,6 +516,12 @@ def import_izer(config_file: str | Path, checkpoint_file: str | Path,
     `checkpoint_file`) as ai8x-ONNX. `sample`: an input .npy giving the input shape
     (else the first layer's `in_dim`). With `output`, the model is written there
     (atomically); without, nothing is. Needs PyTorch (the checkpoint's format)."""
+    from .arguments import check_path
+
+    check_path(config_file, "config_file", required=True)
+    check_path(checkpoint_file, "checkpoint_file", required=True)
+    check_path(sample, "sample")
+    check_path(output, "output")
     dev = target_device(device, None)
     inputs = _inputs((config_file, "config file"), (checkpoint_file, "checkpoint file"),
                      (sample, "sample"))

@@ -38,7 +38,10 @@ def _new_app() -> typer.Typer:
             "  onnx2ai8x float.onnx --device MAX78000 --calibration x.npy\n\n"
             "  onnx2ai8x verify model/ --model model.onnx\n\n"
             "  onnx2ai8x import-izer --config-file net.yaml --checkpoint-file q.pth.tar "
-            "--sample sample.npy --device MAX78000 -o net.onnx"
+            "--sample sample.npy --device MAX78000 -o net.onnx\n\n"
+            "Every command takes --json (one JSON document on stdout, errors included) and "
+            "--quiet (errors only); --debug (or ONNX2AI8X_DEBUG=1) shows the traceback of "
+            "an internal error."
         ),
     )
 
@@ -366,15 +369,21 @@ def convert_cmd(
     args = ConvertArgs.from_cli(**locals())
     dev = _device(args.device, args.model)
     sdk = _build_sdk(args) if args.build else None
-    result = _convert(args, dev)
+    from .console import heartbeat
+
+    # calibration takes seconds to minutes; a terminal has the progress bar's clock
+    with heartbeat("converting (calibrating the float model)",
+                   args.progress and args.calibration is not None and not sys.stderr.isatty()):
+        result = _convert(args, dev)
     if result.quant_table is not None and args.progress:
         typer.echo(result.quant_table)  # a float model: how it was quantized, every path
-    _warn(result.warnings)
+    _warn(result.warnings, args.quiet)
     built = None
     if args.build:
         from .emit.build import build_project
 
-        built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
+        with heartbeat(f"building the firmware with make in {args.out}", args.progress):
+            built = build_project(args.out, dev, board=result.board, maxim_path=sdk)
     checked = _verify_written(result) if args.verify else None
     _print_convert(args, dev, result, built, checked)
     if checked is not None:
@@ -387,7 +396,12 @@ def _build_sdk(args: ConvertArgs):
     from .emit.build import check_build_tools, find_sdk
 
     check_build_tools(riscv=args.options["riscv"])
-    return find_sdk(args.maxim_path, args.out)
+    sdk = find_sdk(args.maxim_path, args.out)
+    if sdk is not None:
+        from .makepath import check_make_path
+
+        check_make_path(sdk, "MSDK", "an SDK directory (--maxim-path, MAXIM_PATH)")
+    return sdk
 
 
 def _convert(args: ConvertArgs, dev):
@@ -422,6 +436,8 @@ def _print_convert(args: ConvertArgs, dev, result, built, checked=None) -> None:
                     "bss": rv.sizes.bss, "flash": rv.flash, "sram": rv.sram}
         if checked is not None:
             data["verify"] = checked.data
+            if not checked.passed:  # the project is written; the outcome is not a PASS
+                data.update(ok=False, exit_code=checked.exit_code)
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
     elif not args.quiet:
         typer.echo(result.summary)
@@ -452,18 +468,22 @@ def _print_verified(args: ConvertArgs, checked) -> None:
     elif "assumed_layer_order" in checked.data:
         # a PASS that holds for one order only is said even under --quiet
         steps = " -> ".join(map(str, checked.data["assumed_layer_order"]))
-        typer.echo(f"note: verify assumed the layer order {steps} (the sidecar's "
-                   "simulated_sequence): the snoop units that choose it are not modelled",
+        typer.echo(f"note[verify.assumed-order] verify assumed the layer order {steps} "
+                   "(the sidecar's simulated_sequence): the snoop units that choose it are "
+                   "not modelled",
                    err=True)
     if not checked.passed:
         raise typer.Exit(checked.exit_code)
 
 
-def _warn(warnings: tuple[str, ...]) -> None:
-    """Warnings go to stderr whatever --quiet or --json say: the output is written, but
-    the user should know what it does not follow (a sidecar that contradicts the model)."""
+def _warn(warnings: tuple[str, ...], quiet: bool = False) -> None:
+    """Warnings and notes go to stderr (under --json too: stdout holds the document),
+    except under --quiet, which means errors only. Each carries its code
+    (`warning[code]`)."""
     from .errors import plain
 
+    if quiet:
+        return
     for text in warnings:
         typer.echo(plain(text), err=True)
 
@@ -491,12 +511,16 @@ def check_cmd(
     Example: onnx2ai8x check model.onnx --device MAX78002 --json
     """
     from .api import check
+    from .console import heartbeat
 
-    result = check(model, _device(device, model), sidecar=sidecar, calibration=calibration,
-                   calibration_method=calibration_method, percentile=percentile,
-                   weight_bits=weight_bits, accept_loss=accept_loss,
-                   overlap_data=overlap_data, onnx_checker=True, cpu_tail=cpu_tail)
-    _warn(result.warnings)
+    with heartbeat("checking (calibrating the float model)",
+                   calibration is not None and not (quiet or json_out)):
+        result = check(model, _device(device, model), sidecar=sidecar,
+                       calibration=calibration, calibration_method=calibration_method,
+                       percentile=percentile, weight_bits=weight_bits,
+                       accept_loss=accept_loss, overlap_data=overlap_data,
+                       onnx_checker=True, cpu_tail=cpu_tail)
+    _warn(result.warnings, quiet)
     if json_out:
         typer.echo(result.report_json)
     elif not quiet:
@@ -517,6 +541,8 @@ def sidecar_cmd(
     accept_loss: AcceptLossOpt = False,
     overwrite: OverwriteFileOpt = False,
     cpu_tail: CpuTailOpt = False,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write the inferred network description (sidecar YAML) only.
 
@@ -536,11 +562,15 @@ def sidecar_cmd(
                    calibration_method=calibration_method, percentile=percentile,
                    weight_bits=weight_bits, accept_loss=accept_loss,
                    overlap_data=overlap_data, cpu_tail=cpu_tail)
-    _warn(result.warnings)
-    if output is None:
-        typer.echo(result.sidecar, nl=False)
-    else:
+    _warn(result.warnings, quiet)
+    if output is not None:
         write_text_atomic(output, result.sidecar)
+    if json_out:
+        typer.echo(_json_dumps({"sidecar": result.sidecar,
+                                "output": None if output is None else str(output)}))
+    elif output is None:
+        typer.echo(result.sidecar, nl=False)
+    elif not quiet:
         typer.echo(f"wrote {output}")
 
 
@@ -553,6 +583,8 @@ def run_cmd(
     output: OutputFileOpt("Where to write the result (.npy, or .npz with one array per "
                           "graph output when there are several).") = None,
     overwrite: OverwriteFileOpt = False,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Run MODEL.onnx bit-exactly on onnxruntime with the ai8x kernels.
 
@@ -568,12 +600,18 @@ def run_cmd(
                      kind="array")
         check_array_output(output)
     outputs = run(model, input)
-    if output is None:
+    if output is not None:
+        save_arrays_atomic(output, list(outputs), list(outputs.values()))
+    if json_out:
+        typer.echo(_json_dumps({
+            "outputs": {name: {"shape": list(arr.shape), "dtype": str(arr.dtype),
+                               "values": arr.tolist()} for name, arr in outputs.items()},
+            "output": None if output is None else str(output)}))
+    elif output is None:
         for name, arr in outputs.items():
             typer.echo(f"{name}: shape {tuple(arr.shape)} dtype {arr.dtype}")
             typer.echo(np.array2string(arr, threshold=64))
-    else:
-        save_arrays_atomic(output, list(outputs), list(outputs.values()))
+    elif not quiet:
         typer.echo(f"wrote {output} ({', '.join(outputs)})")
 
 
@@ -589,6 +627,8 @@ def import_izer_cmd(
     sample: Annotated[Path | None, typer.Option(
         "--sample", help="Sample input (.npy) giving the input shape.")] = None,
     overwrite: OverwriteFileOpt = False,
+    quiet: QuietOpt = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Import a vendor project (sidecar YAML + quantized checkpoint) into ai8x-ONNX.
 
@@ -599,7 +639,10 @@ def import_izer_cmd(
 
     import_izer(config_file, checkpoint_file, _device(device), sample=sample,
                 output=output, overwrite=overwrite)
-    typer.echo(f"wrote {output}")
+    if json_out:
+        typer.echo(_json_dumps({"output": str(output)}))
+    elif not quiet:
+        typer.echo(f"wrote {output}")
 
 
 def quantize_cmd(
@@ -626,14 +669,16 @@ def quantize_cmd(
     Example: onnx2ai8x quantize model.onnx --calibration x.npy -o model-q.onnx
     """
     from .api import quantize
+    from .console import heartbeat
 
-    result = quantize(model, _device(device, model), calibration=calibration,
-                      output=output, report=report,
-                      overwrite=overwrite, labels=labels,
-                      calibration_method=calibration_method, percentile=percentile,
-                      weight_bits=weight_bits, accept_loss=accept_loss,
-                      shift_quantile=shift_quantile, cpu_tail=cpu_tail)
-    _warn(result.warnings)
+    with heartbeat("quantizing with the calibration data", not (quiet or json_out)):
+        result = quantize(model, _device(device, model), calibration=calibration,
+                          output=output, report=report,
+                          overwrite=overwrite, labels=labels,
+                          calibration_method=calibration_method, percentile=percentile,
+                          weight_bits=weight_bits, accept_loss=accept_loss,
+                          shift_quantile=shift_quantile, cpu_tail=cpu_tail)
+    _warn(result.warnings, quiet)
     if json_out:
         data = json.loads(result.report_json)
         # where they were written
@@ -755,43 +800,62 @@ def _argv_with_default_command(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _argv_with_default_command(list(sys.argv[1:] if argv is None else argv))
-    try:
-        only = args[0] if args and args[0] in COMMANDS else None
-        code = build_app(only)(args=args, prog_name="onnx2ai8x", standalone_mode=False)
-        if isinstance(code, int) and code:  # typer.Exit(n) inside a command (verify FAIL)
-            return code
-    except Ai8xError as exc:
-        typer.echo(exc.render(), err=True)
-        return exc.exit_code
-    except typer.Exit as exc:
-        return exc.exit_code
-    except typer.Abort as exc:
-        # Click turns an EOFError anywhere below into Abort: a reader met the end of a file
-        # (empty or truncated) before it expected it.
-        if isinstance(exc.__cause__, EOFError):
-            typer.echo("error[input.truncated] an input file ended early (it is empty or "
-                       f"truncated: {str(exc.__cause__)[:200]})\n  hint: check the files "
-                       "passed on the command line", err=True)
-            return EXIT_INVALID
-        typer.echo("aborted: the command was interrupted", err=True)
-        return EXIT_INVALID
-    except typer.TyperException as exc:  # usage errors from the command-line parser
-        show = getattr(exc, "show", None)
-        if show is not None:
-            show()
-        else:
-            typer.echo(str(exc), err=True)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        typer.echo("interrupted", err=True)
-        return 130
-    except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
-        typer.echo(f"internal error: {type(exc).__name__}: {exc}\n"
-                   "  hint: this is a bug in onnx2ai8x; please report it with the model "
-                   "and command line", err=True)
-        return EXIT_INVALID
+    """Run the command line `argv`; its exit code. Every outcome is reported as
+    console.py says (JSON documents under --json, errors only under --quiet, a
+    traceback only under --debug, 130 on Ctrl-C)."""
+    from . import console
+
+    with console.Interrupts() as interrupts:
+        raw, debug = console.take_debug(list(sys.argv[1:] if argv is None else argv))
+        args = _argv_with_default_command(raw)
+        conv = console.conventions(args, debug)
+        try:
+            code = _dispatch(raw, args)
+            # Typer answers a KeyboardInterrupt inside a command with a bare 130
+            return console.report_interrupt(conv) if code == console.EXIT_INTERRUPTED \
+                else code
+        except Ai8xError as exc:
+            return console.report_error(conv, exc)
+        except typer.Exit as exc:
+            return exc.exit_code
+        except typer.Abort as exc:
+            return _aborted(conv, exc, interrupts.seen)
+        except typer.TyperException as exc:  # usage errors from the command-line parser
+            return console.report_usage(conv, exc.format_message(),
+                                        getattr(exc, "show", None))
+        except KeyboardInterrupt:
+            return console.report_interrupt(conv)
+        except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for users
+            if interrupts.seen:  # what an interrupt broke on its way out
+                return console.report_interrupt(conv)
+            return console.report_internal(conv, exc, EXIT_INVALID)
+
+
+def _dispatch(raw: list[str], args: list[str]) -> int:
+    """Parse `args` and run the command they name (raises what the command raises)."""
+    from .console import mistyped_command
+
+    typo = mistyped_command(raw, SUBCOMMANDS)
+    if typo is not None:
+        raise typo
+    only = args[0] if args and args[0] in COMMANDS else None
+    code = build_app(only)(args=args, prog_name="onnx2ai8x", standalone_mode=False)
+    if isinstance(code, int) and code:  # typer.Exit(n) inside a command (verify FAIL)
+        return code
     return 0
+
+
+def _aborted(conv, exc: typer.Abort, interrupted: bool) -> int:
+    """Click turns a KeyboardInterrupt and an EOFError anywhere below into Abort."""
+    from . import console
+
+    if isinstance(exc.__cause__, EOFError) and not interrupted:
+        # a reader met the end of a file (empty or truncated) before it expected it
+        return console.report_error(conv, Ai8xError(
+            "input.truncated", "an input file",
+            f"ended early (it is empty or truncated: {str(exc.__cause__)[:200]})",
+            "check the files passed on the command line"))
+    return console.report_interrupt(conv)
 
 
 def _json_dumps(value: object) -> str:

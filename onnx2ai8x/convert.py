@@ -147,7 +147,8 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, decide: 
         problems += unpermitted_overlaps(examined)
     problems += fifo_input_read_once(network, examined.choices.fifo)
     if problems:
-        raise Ai8xError.many([text.relocate(d, network, positions) for d in problems])
+        raise Ai8xError.many(_one_per_cause(
+            [text.relocate(d, network, positions) for d in problems]))
     from .sidecar.agreement import model_contradictions
 
     warnings = tuple(
@@ -156,6 +157,22 @@ def _place(network: Network, device: Device, sidecar_path: Path | None, decide: 
         for w in model_contradictions(sidecar, network))
     assert hw is not None  # no problems: the check allocated the weights
     return hw, decision, warnings, None
+
+
+_DERIVED = "(not written in this entry: derived)"  # sidecar/partial.SidecarText.relocate
+
+
+def _one_per_cause(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """One diagnosis per cause (issue 35): a key the user did not write takes its value
+    from a key written elsewhere (a reader's `in_offset` is its producer's `out_offset`),
+    so the same fault found again at the derived key repeats the diagnosis of the
+    written one, which names the line to edit; the repetition is dropped."""
+    def fault(d: Diagnostic) -> tuple[str, str]:
+        return d.code, d.message.replace(f"`{d.key}`", "`*`") if d.key else d.message
+
+    written = {fault(d) for d in diags if _DERIVED not in d.where}
+    kept = [d for d in diags if _DERIVED not in d.where or fault(d) not in written]
+    return kept or diags
 
 
 def _overlap_notes(hp: HwPlacement) -> tuple[str, ...]:
@@ -468,7 +485,7 @@ def convert(request: ConvertRequest) -> ConvertResult:
                          board=project_board(result.device, options.board),
                          warnings=result.warnings, layer_order=_snoop_order(result.hw),
                          quant=result.quant, report=result.report, stem=stem,
-                         phases=timing.report)
+                         phases=timing.phases)
 
 
 def _tail_left(quant, options: EmitOptions) -> tuple[str, ...]:
@@ -502,7 +519,7 @@ class _PhaseTiming:
     def __init__(self, result, options) -> None:
         self.result, self.options = result, options
         self.report_json, self.text = result.report_json, ""
-        self.report = None  # the PhaseReport, once the project is rendered
+        self.phases = None  # the PhaseReport, once counted
 
     def files(self, words) -> dict[str, bytes]:
         import json
@@ -523,11 +540,11 @@ class _PhaseTiming:
                               inference_cycles=self.result.report.total_cycles,
                               fast_fifo=hw.choices.fast_fifo, mlator=words.mlator,
                               softmax=options.softmax, outputs=final.output_channels)
-        self.report = report
         data = json.loads(self.report_json)
         data["phases"] = phases_json(report)
         self.report_json = json.dumps(data, indent=2, sort_keys=True) + "\n"
         self.text = render_phases(report)
+        self.phases = report
         return {"report.json": self.report_json.encode()}
 
 

@@ -67,6 +67,50 @@ def plain(text: str) -> str:
     return _NUMPY_ARRAY.sub(lambda m: " ".join(m.group(1).split()), text)
 
 
+# ---- one diagnostic, two fronts (issue 35) --------------------------------------------
+# A diagnostic names the options that fix it as the command line spells them
+# (`--overlap-data`): that is its one stored form. The command line prints it so; the
+# Python API (str() of an Ai8xError) names the keyword argument of the same option
+# (`overlap_data=True`). The options the API takes under another name, and the ones
+# that take a value (the rest are switches, True when given):
+API_KEYWORDS = {"sample-input": "sample", "output": "output", "o": "output",
+                "checkpoint-file": "checkpoint_file", "config-file": "config_file"}
+VALUE_OPTIONS = frozenset({
+    "device", "output", "sidecar", "sample-input", "sample", "calibration", "labels",
+    "calibration-method", "percentile", "shift-quantile", "weight-bits", "max-checklines",
+    "timer", "boost", "board", "clock-divider", "model", "stop-after", "layer-order",
+    "input", "config-file", "checkpoint-file", "report"})
+# command-line switches with no keyword argument (the API caller builds, prints, ...)
+CLI_ONLY = frozenset({"build", "verify", "maxim-path", "json", "quiet", "help", "debug",
+                      "version"})
+_NUMBER = r"-?\d+(\.\d+)?(,\d+)*|0x[0-9a-fA-F]+"
+_WORDS = frozenset({"max", "mse", "percentile", "MAX78000", "MAX78002", "EvKit_V1",
+                    "FTHR_RevA"})  # option values that read as words
+_FLAG = re.compile(r"(?<![\w-])--(no-)?([a-z][a-z0-9]*(?:-[a-z0-9]+)*)"
+                   r"(?:([ =])([^\s,;:()`'\"]+))?")
+
+
+def as_keywords(text: str) -> str:
+    """`text` with each command-line option named as the API's keyword argument:
+    `--overlap-data` -> `overlap_data=True`, `--no-mexpress` -> `mexpress=False`,
+    `--calibration-method max` -> `calibration_method="max"`."""
+    def keyword(m: re.Match) -> str:
+        neg, name, sep, value = m.groups()
+        if name in CLI_ONLY or (neg and name in VALUE_OPTIONS):
+            return m.group(0)
+        kw = API_KEYWORDS.get(name, name.replace("-", "_"))
+        if name in VALUE_OPTIONS:
+            if value is not None and re.fullmatch(_NUMBER, value):
+                return f"{kw}={value}"
+            if value is not None and (value in _WORDS or re.search(r"[./]", value)):
+                return f'{kw}="{value}"'
+            return kw + (f"{sep}{value}" if value is not None else "")  # prose follows
+        tail = f"{sep}{value}" if value is not None else ""
+        return f"{kw}={'False' if neg else 'True'}{tail}"
+
+    return _FLAG.sub(keyword, text) if "--" in text else text
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One problem found in a model or sidecar (each part bounded in length)."""
@@ -85,11 +129,13 @@ class Diagnostic:
         object.__setattr__(self, "message", clip(plain(self.message), MAX_MESSAGE))
         object.__setattr__(self, "hint", clip(plain(self.hint), MAX_HINT))
 
-    def render(self) -> str:
+    def render(self, front: str = "cli") -> str:
+        """The diagnostic as the command line prints it (`front` "cli": options as
+        flags) or as the Python API shows it ("api": options as keyword arguments)."""
         text = f"error[{self.code}] {self.where}: {self.message}"
         if self.hint:
             text += f"\n  hint: {self.hint}"
-        return text
+        return as_keywords(text) if front == "api" else text
 
 
 class Ai8xError(Exception):
@@ -100,7 +146,8 @@ class Ai8xError(Exception):
                  diagnostics: tuple[Diagnostic, ...] = ()) -> None:
         self.diagnostics = diagnostics or (Diagnostic(code, where, message, hint),)
         self.exit_code = exit_code
-        super().__init__(self.render())
+        # str() is what a Python caller reads: options as keyword arguments
+        super().__init__(self.render(front="api"))
 
     def __reduce__(self):
         # Pickled by its fields, not by the rendered text Exception keeps in `args` (the
@@ -118,8 +165,8 @@ class Ai8xError(Exception):
     def code(self) -> str:
         return self.diagnostics[0].code
 
-    def render(self) -> str:
-        shown = [d.render() for d in self.diagnostics[:MAX_SHOWN]]
+    def render(self, front: str = "cli") -> str:
+        shown = [d.render(front) for d in self.diagnostics[:MAX_SHOWN]]
         if len(self.diagnostics) > MAX_SHOWN:
             shown.append(f"... and {len(self.diagnostics) - MAX_SHOWN} more errors")
         return "\n".join(shown)

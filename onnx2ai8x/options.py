@@ -166,7 +166,8 @@ def option_warnings(options: EmitOptions, asked: dict) -> tuple[str, ...]:
     """Warnings for options another option overrides (`asked`: the command line's
     values)."""
     if options.energy and asked.get("timer") is not None:
-        return ("warning: --timer is ignored with --energy: the power monitor times the "
+        return ("warning[options.timer-ignored] --timer is ignored with --energy: the "
+                "power monitor times the "
                 "measurement loops (drop --timer)",)
     return ()
 
@@ -356,8 +357,9 @@ class HwChoices:
     powerdown: bool = False
 
 
-IMPLIED_ZERO_SRAM = ("note: --zero-sram implied: the network's data buffer must be zero "
-                     "before the first inference, so cnn_init zeroes the memories")
+IMPLIED_ZERO_SRAM = ("note[options.zero-sram-implied] --zero-sram implied: the network's "
+                     "data buffer must be zero before the first inference, so cnn_init "
+                     "zeroes the memories")
 
 
 def decide_hardware(options: EmitOptions, device: Device, *, first_streams: bool = False,

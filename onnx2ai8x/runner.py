@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import EXIT_USAGE, Ai8xError
-from .samples import checked_header, load_sample
+from .samples import checked_header, load_sample, npy_errors
 
 
 def check_sample_shape(path: Path, input_shape: tuple, *, one: bool = False) -> None:
@@ -43,26 +43,40 @@ def run_file(model: Path, input_path: Path) -> tuple[list[str], list[np.ndarray]
         if declared is not None:
             check_sample_shape(input_path, declared)
         sample = load_sample(input_path)
-    session = _session(model)
+    return run_session(_session(model), sample, str(input_path), str(model))
+
+
+def run_session(session, sample: np.ndarray, where: str, model_where: str
+                ) -> tuple[list[str], list[np.ndarray]]:
+    """Run an onnxruntime `session` of an ai8x-ONNX model on `sample` (`where`: the
+    sample's name in messages, `model_where`: the model's): the output names and arrays.
+    A model that is not ai8x-ONNX, a sample of another shape and anything onnxruntime
+    refuses are Ai8xErrors, whether the sample came from a file or an array."""
     inputs = session.get_inputs()
     if len(inputs) != 1 or inputs[0].type != "tensor(int8)":
         kinds = ", ".join(f"{i.name}: {i.type}" for i in inputs) or "none"
-        raise Ai8xError("model.input", str(model),
+        if any("float" in i.type for i in inputs):
+            raise Ai8xError("model.float", model_where,
+                            f"a float model (inputs: {kinds}); run computes ai8x-ONNX, "
+                            "whose one input is int8", "quantize it first (onnx2ai8x "
+                            "quantize MODEL --calibration x.npy -o q.onnx, then run "
+                            "q.onnx), or run the float model with onnxruntime itself")
+        raise Ai8xError("model.input", model_where,
                         f"the model's inputs are ({kinds}); ai8x-ONNX takes one int8 "
                         "input", "export the model with ai8x_torch.export_onnx or "
                         "onnx2ai8x import-izer")
     inp = inputs[0]
-    x = fit_to_input(sample, len(inp.shape), str(input_path))
+    x = fit_to_input(sample, len(inp.shape), where)
     want = tuple(inp.shape[1:])
     if all(isinstance(d, int) for d in want) and tuple(x.shape[1:]) != want:
-        raise Ai8xError("usage.bad-input", str(input_path),
+        raise Ai8xError("usage.bad-input", where,
                         f"the sample has shape {tuple(x.shape[1:])}, the model takes "
                         f"{want}", "pass a sample of the model's input shape",
                         exit_code=EXIT_USAGE)
     try:
         outputs = session.run(None, {inp.name: x})
     except Exception as exc:  # noqa: BLE001 - onnxruntime's errors for a model it loaded
-        raise Ai8xError("model.run", str(model),
+        raise Ai8xError("model.run", model_where,
                         f"onnxruntime cannot run the model on this sample "
                         f"({str(exc).splitlines()[0][:300]})",
                         "check the model with `onnx2ai8x check` and the sample's shape"
@@ -113,7 +127,7 @@ def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
         return None  # the values are read once, by load_sample
     try:
         raw = np.load(input_path, allow_pickle=False)
-    except (OSError, ValueError):
+    except npy_errors():
         return None  # load_sample reports it
     if raw.dtype.kind != "f" and not (_codes_source(mapping) and raw.dtype.kind in "iu"):
         return None

@@ -23,6 +23,16 @@ def bad_sample(path: Path | str, message: str, hint: str = "save the sample with
     return Ai8xError("usage.bad-input", str(path), message, hint, exit_code=EXIT_USAGE)
 
 
+def npy_errors() -> tuple[type[BaseException], ...]:
+    """What numpy's .npy reader raises for a damaged file: besides ValueError, a header
+    it cannot parse as a Python literal raises SyntaxError, and one whose legacy filter
+    cannot tokenize it (a stray byte in the padding) tokenize.TokenError (issue 35's
+    fuzz campaign: an internal error from a sample with 0xa0 in its header)."""
+    from tokenize import TokenError
+
+    return (OSError, ValueError, TypeError, SyntaxError, TokenError, EOFError)
+
+
 def checked_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
     """Read the .npy header and check what it declares against the file before numpy
     allocates anything (a header may declare 10**12 values in a 100-byte file); the
@@ -54,7 +64,7 @@ def checked_header(path: Path) -> tuple[tuple[int, ...], np.dtype]:
     except OSError as exc:
         raise bad_sample(path, f"cannot read the sample ({exc.strerror})",
                           "check the path and its permissions") from None
-    except (ValueError, TypeError, SyntaxError) as exc:
+    except npy_errors() as exc:
         raise bad_sample(path, f"the .npy header is damaged ({str(exc)[:200]})") from None
     if dtype.hasobject or dtype.kind not in "iufb":
         raise bad_sample(path, f"the sample has dtype {dtype}, not numbers")
@@ -79,7 +89,7 @@ def load_sample(path: Path) -> np.ndarray:
     checked_header(path)
     try:
         sample = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except npy_errors() as exc:
         raise Ai8xError("usage.bad-input", str(path), f"not a readable .npy array ({exc})",
                         "save the sample with numpy.save", exit_code=EXIT_USAGE) from None
     return checked_values(sample, str(path))

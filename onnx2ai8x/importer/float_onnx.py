@@ -1033,8 +1033,14 @@ class _Walker:
                         "follow a convolution or dense layer (it cannot be folded)",
                         "place BatchNormalization right after a Conv / Linear, before the "
                         "activation")
-        gamma, beta, mean, var = (np.asarray(self.consts[n], np.float64)
-                                  for n in node.input[1:5])
+        given = [self.consts.get(n) for n in node.input[1:5]]
+        if len(given) < 4 or any(p is None for p in given):
+            # a parameter computed by the graph (or missing) cannot be folded into weights
+            raise _fail("batchnorm", where, "BatchNormalization whose scale, bias, mean "
+                        "and variance are not all constants (initializers)",
+                        "export the model in inference mode, with the statistics as "
+                        "initializers")
+        gamma, beta, mean, var = (np.asarray(p, np.float64) for p in given)
         eps = float(node_attr(node, "epsilon", 1e-5))
         k = gamma / np.sqrt(var + eps)
         d.bias = d.bias - mean
@@ -1678,7 +1684,10 @@ def _simplify(model, where: str):
     try:
         import onnxsim
 
-        simplified, ok = onnxsim.simplify(model, skip_fuse_bn=True)
+        from ..console import foreign_stderr_silenced
+
+        with foreign_stderr_silenced():
+            simplified, ok = onnxsim.simplify(model, skip_fuse_bn=True)
         if ok:
             model = simplified
     except Exception as exc:  # noqa: BLE001 - onnxsim raises many kinds

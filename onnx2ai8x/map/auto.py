@@ -689,6 +689,7 @@ def auto_map(network: Network, device: Device,
     if fifo:
         # The FIFOs write fixed processors (seed 000, "FIFOs"): HWC channels go to
         # 16q .. 16q + 3 of FIFO q; an input placed elsewhere could not be fed.
+        fifo_input_channels(network, device)
         first = dict(hints.get(0, {}))
         first.setdefault("processors", _fifo_map(network.input_shape[0]))
         hints = {**hints, 0: first}
@@ -859,6 +860,21 @@ def _buffer_writers(network: Network) -> dict[int, int]:
         elif lay.buffer_insert:
             out[ll] = buf.length - lay.buffer_insert
     return out
+
+
+def fifo_input_channels(network: Network, device: Device) -> None:
+    """Input loaded through the FIFOs (--fifo, --fast-fifo) has at most as many
+    channels as the four FIFOs carry: four HWC channels each, FIFO q writing processors
+    16q .. 16q + 3 (seed 000, "FIFOs"); a fifth FIFO, and the processors it would write,
+    do not exist. Load a wider input from memory (drop --fifo), or give the first layer
+    fewer input channels."""
+    channels = network.input_shape[0]
+    if channels > device.fifo_channels_hwc:
+        raise _fail(network, -1, "map.fifo-channels",
+                    f"{channels} input channels through the FIFOs; the {device.name}'s "
+                    f"four FIFOs carry at most {device.fifo_channels_hwc} (HWC, four per "
+                    "FIFO)", "drop --fifo (the input is then loaded from memory), or give "
+                    f"the first layer at most {device.fifo_channels_hwc} input channels")
 
 
 def _fifo_map(channels: int) -> int:

@@ -772,6 +772,11 @@ def unpermitted_overlaps(hp: HwPlacement) -> list[Diagnostic]:
         if network.layers[ll].buffer_shift or src.streaming:
             continue
         out = bufs[ll]
+        if _own_input_order(hp.placement, src, out) not in (True, None):
+            # One diagnosis per cause, the most specific: the accelerator's order
+            # clobbers input it still needs, which --overlap-data would not cure;
+            # _check_liveness names that (map.overwrite).
+            continue
         diags.append(Diagnostic(
             "map.overlap", _where(network, ll),
             f"the output (bytes {out.start:#x}-{out.end - 1:#x}) lands on the layer's own "

@@ -73,7 +73,8 @@ def cpu_report(part, result) -> tuple[str, dict]:
     warn = None
     if share is not None and share > CPU_DOMINATES:
         worst = sorted(rows, key=lambda r: -r["cycles"])[:3]
-        warn = (f"warning: the CPU takes {share_text(share)} of the inference's compute "
+        warn = (f"warning[cpu.share] the CPU takes {share_text(share)} of the inference's "
+                f"compute "
                 f"time; change {', '.join(r['layer'] for r in worst)} to layers the "
                 "accelerator runs (3x3 or 1x1 kernels, its activations, a Linear over at "
                 "most 16x16 pixels)")

@@ -87,7 +87,10 @@ def simplified(path: Path):
     try:
         import onnxsim
 
-        model, ok = onnxsim.simplify(model, skip_fuse_bn=True)
+        from ..console import foreign_stderr_silenced
+
+        with foreign_stderr_silenced():
+            model, ok = onnxsim.simplify(model, skip_fuse_bn=True)
     except Exception:  # noqa: BLE001 - the front end reports unsimplifiable models
         pass
     from collections import Counter

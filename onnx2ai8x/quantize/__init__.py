@@ -22,6 +22,8 @@ def load_array(path: Path | np.ndarray, what: str) -> np.ndarray:
     24: a 1 PiB allocation from a 128-byte calibration file)."""
     import numpy as np  # not at import: the command line reads this package's guard
 
+    from ..samples import npy_errors
+
     if isinstance(path, np.ndarray):  # given in memory (the Python API)
         return path
     try:
@@ -30,7 +32,7 @@ def load_array(path: Path | np.ndarray, what: str) -> np.ndarray:
             mapped.close()
             raise ValueError("it is an .npz archive, not one array")
         return np.array(mapped)
-    except (OSError, ValueError, MemoryError, EOFError) as exc:
+    except (*npy_errors(), MemoryError) as exc:
         raise Ai8xError("usage.bad-input", str(path), f"the {what} is not a readable .npy "
                         f"array ({str(exc)[:200] or type(exc).__name__})",
                         "save it with numpy.save", exit_code=EXIT_USAGE) from None

@@ -48,8 +48,8 @@ class QuantizationLoss(Ai8xError):
         super().__init__(diagnostic.code, diagnostic.where, diagnostic.message,
                          diagnostic.hint, exit_code=EXIT_INVALID)
 
-    def render(self) -> str:
-        return f"{self.table}\n{super().render()}"
+    def render(self, front: str = "cli") -> str:
+        return f"{self.table}\n{super().render(front)}"
 
 
 def _fmt(db: float) -> str:

@@ -154,13 +154,14 @@ def test_fast_fifo_limits_are_named_errors(tmp_path: Path, build, needle: str) -
         write_project(lowered(pl, options), tmp_path / "p", options=options, sample=sample,
                       outputs=[], data=data)
     assert err.value.code == "emit.fast-fifo" and lay.name in str(err.value)
-    assert needle in str(err.value) and "--fifo" in str(err.value)
+    assert needle in err.value.render() and "--fifo" in err.value.render()
     assert not (tmp_path / "p").exists()
 
 
 def test_fast_fifo_option_needs_riscv() -> None:
-    with pytest.raises(Ai8xError, match="--riscv"):
+    with pytest.raises(Ai8xError) as err:
         EmitOptions.from_cli(fast_fifo=True)
+    assert "--riscv" in err.value.render() and "riscv=True" in str(err.value)
     assert EmitOptions.from_cli(fast_fifo=True, riscv=True).uses_fifo
 
 

@@ -94,8 +94,12 @@ def test_accept_loss_converts_with_a_warning(bad_model, tmp_path: Path) -> None:
     assert sqnr["conv1"] > 20 and sqnr["conv2"] < 10
     proj = tmp_path / "proj"
     code, _, stderr = cli([path, "--device", "MAX78000", "--calibration", cal, "-o", proj,
-                           "--accept-loss", "-q"])
+                           "--accept-loss"])
     assert code == 0 and "warning[quantize.loss]" in stderr and (proj / "cnn.c").is_file()
+    # --quiet means errors only (issue 35)
+    code, _, stderr = cli([path, "--device", "MAX78000", "--calibration", cal, "-o",
+                           tmp_path / "proj-q", "--accept-loss", "-q"])
+    assert code == 0 and stderr == ""
 
 
 def test_a_model_that_quantizes_well_is_unaffected(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from onnx2ai8x.onnxpb import AttributeProto
 from .runner import Case
 
 KINDS = ("onnx", "sidecar", "sample", "checkpoint", "output", "options", "project", "float",
-         "cpu", "targets", "toplevel")
+         "cpu", "targets", "toplevel", "combos", "json")
 
 
 # --------------------------------------------------------------------------- bytes
@@ -874,8 +874,99 @@ def toplevel_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- combinations
+
+# Options of convert that change the project, each with values that are legal on their
+# own: the combinations are what is hostile (issue 35: --fifo on a 32-channel 1x1
+# network with --avg-pool-rounding reached an IndexError in the kernel search).
+_SWITCHES = ("--fifo", "--fast-fifo", "--fast-fifo-quad", "--softmax", "--mlator",
+             "--overlap-data", "--no-unload", "--no-kat", "--riscv", "--no-mexpress",
+             "--avg-pool-rounding", "--zero-sram", "--no-pipeline", "--no-pll",
+             "--max-speed", "--deepsleep", "--powerdown", "--no-wfi", "--one-shot",
+             "--forever", "--fifo-go", "--no-fifo-wait", "--energy", "--riscv-debug",
+             "--allow-oversize", "--verify", "--compact-weights")
+_VALUED = (("--timer", ("0", "3")), ("--max-checklines", ("1", "8", "64")),
+           ("--board", ("EvKit_V1", "FTHR_RevA")), ("--clock-divider", ("1", "4", "16")),
+           ("--boost", ("2.5",)))
+
+
+def combo_models() -> dict[str, tuple[bytes, bytes]]:
+    """Float models the combinations convert (with calibration data): a 1x1 network
+    behind a 1x1 stride-2 average pooling, 32 and 16 channels wide, and a 3x3 one of
+    3 channels on 32x32 pixels."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(35)
+    out = {}
+    for name, cin, k, dim in (("wide1x1", 32, 1, 16), ("narrow1x1", 16, 1, 16),
+                              ("rgb3x3", 3, 3, 32)):
+        w = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (24, cin, k, k))
+                                    .astype(np.float32), "w")
+        nodes = [helper.make_node("AveragePool", ["x"], ["p"], kernel_shape=[1, 1],
+                                  strides=[2, 2]),
+                 helper.make_node("Conv", ["p", "w"], ["c"], kernel_shape=[k, k],
+                                  pads=[k // 2] * 4),
+                 helper.make_node("Relu", ["c"], ["y"])]
+        graph = helper.make_graph(
+            nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                        [1, cin, dim, dim])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        out[name] = (model.SerializeToString(),
+                     _npy(rng.uniform(-1, 1, (8, cin, dim, dim)).astype(np.float32)))
+    return out
+
+
+def combo_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """convert with random combinations of legal options, on the digits example and on
+    the combination models, for both parts."""
+    cases = []
+    models = sorted(k for k in base if k.startswith("combo-") and k.endswith(".onnx"))
+    for i in range(count):
+        argv = ["convert", "model.onnx", "-o", "out", "--device",
+                rng.choice(["MAX78000", "MAX78002"])]
+        pick = rng.choice(["digits", *models])
+        files = {"model.onnx": base["model.onnx"]}
+        if pick != "digits":
+            files = {"model.onnx": base[pick], "cal.npy": base[pick.replace(".onnx", ".npy")]}
+            argv += ["--calibration", "cal.npy", "--accept-loss"]
+        argv += rng.sample(_SWITCHES, rng.randint(1, 5))
+        for option, values in rng.sample(_VALUED, rng.randint(0, 2)):
+            argv += [option, rng.choice(values)]
+        cases.append(Case("combos", f"{i:04d}", tuple(argv), files,
+                          outputs=("out", "report.json")))
+    return cases
+
+
+def json_cases(rng: random.Random, base: dict, count: int) -> list[Case]:
+    """Command lines of the other kinds (hostile options, samples, outputs, combinations,
+    projects) with --json: every outcome one JSON document on stdout, errors included."""
+    cases = []
+    sources = (option_cases, sample_cases, output_cases, combo_cases, project_cases)
+    takes_json = ("convert", "check", "quantize", "verify")
+    for i in range(count):
+        maker = rng.choice(sources)
+        case = maker(random.Random(rng.random()), base, rng.randint(1, 40))[-1]
+        argv = list(case.argv)
+        if argv and argv[0] in ("run", "sidecar", "import-izer"):
+            argv[0] = rng.choice(("check", "convert"))
+        if not argv or argv[0] not in takes_json:
+            argv = ["convert", *argv[1:]]
+        if "--json" not in argv:
+            # before a `--`, after which it would be an argument, not the option
+            end = argv.index("--") if "--" in argv else len(argv)
+            argv.insert(rng.randint(1, end), "--json")
+        if rng.random() < 0.2:
+            argv.append(rng.choice(["-q", "--quiet", "--debug"]))
+        cases.append(Case("json", f"{i:04d}", tuple(argv), case.files, case.symlinks,
+                          outputs=(*case.outputs, "out", "y.npy", "report.json"),
+                          json_out=True))
+    return cases
+
+
 GENERATORS = {"onnx": onnx_cases, "sidecar": sidecar_cases, "sample": sample_cases,
               "checkpoint": checkpoint_cases, "output": output_cases,
               "options": option_cases, "project": project_cases, "float": float_cases,
-              "cpu": cpu_cases, "targets": target_cases, "toplevel": toplevel_cases}
+              "cpu": cpu_cases, "targets": target_cases, "toplevel": toplevel_cases,
+              "combos": combo_cases, "json": json_cases}
 assert tuple(GENERATORS) == KINDS

@@ -44,6 +44,9 @@ class Case:
     files: dict = field(default_factory=dict)
     symlinks: dict = field(default_factory=dict)  # relative path -> link target
     outputs: tuple[str, ...] = ()  # paths the command may legitimately create/replace
+    # --json: stdout must be exactly one JSON document, an error one with its codes
+    # (issue 35: every outcome, errors included)
+    json_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ def _child(case: Case, root: Path, err_path: Path) -> None:
         os.environ["HOME"] = str(root / "home")
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
         fd = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        null = os.open(os.devnull, os.O_WRONLY)
+        null = os.open(_out_path(err_path) if case.json_out else os.devnull,
+                       os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(null, 1)
         os.dup2(fd, 2)
         import sys
@@ -119,6 +123,32 @@ def _child(case: Case, root: Path, err_path: Path) -> None:
 
         traceback.print_exc()
         os._exit(3)
+
+
+def _out_path(err_path: Path) -> Path:
+    return err_path.with_suffix(".stdout")
+
+
+def json_problems(code: int | None, stdout: str, stderr: str) -> list[str]:
+    """Under --json: stdout is one JSON document; a failure's says so with codes, and
+    its errors are not printed a second time as text."""
+    import json
+
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        return [f"--json: stdout is not one JSON document: {stdout[:200]!r}"]
+    if code in (None, 0) or not isinstance(doc, dict) or "verdict" in doc:
+        return []  # a report, or verify's verdict document
+    if "verify" in doc and doc.get("ok") is False and doc.get("exit_code") == code:
+        return []  # convert --verify: the report with a verdict other than PASS
+    errors = doc.get("errors")
+    if doc.get("ok") is not False or doc.get("exit_code") != code or not errors \
+            or not all(isinstance(e, dict) and e.get("code") for e in errors):
+        return [f"--json: the error document lacks ok/exit_code/coded errors: {stdout[:200]!r}"]
+    if "error[" in stderr:
+        return ["--json: the error was printed as text too"]
+    return []
 
 
 def run_case(case: Case, workdir: Path, time_limit: float = TIME_LIMIT_S) -> Outcome:
@@ -157,6 +187,12 @@ def run_case(case: Case, workdir: Path, time_limit: float = TIME_LIMIT_S) -> Out
         # and its traceback on stderr is caught below
         if code not in (0, 1, 2) and not (code == 3 and case.argv[:1] == ("verify",)):
             problems.append(f"traceback: exit code {code}")
+    if case.json_out and status is not None and not os.WIFSIGNALED(status):
+        out_path = _out_path(err_path)
+        stdout = out_path.read_text(errors="replace") if out_path.exists() else ""
+        problems += json_problems(code, stdout, stderr)
+        if '"internal"' in stdout:
+            problems.append("traceback: an internal error in the --json document")
     if "Traceback (most recent call last)" in stderr or "internal error" in stderr:
         lines = stderr.strip().splitlines()
         shown = [ln for ln in lines if "internal error" in ln or "Error" in ln] or lines

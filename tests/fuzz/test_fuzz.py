@@ -16,14 +16,14 @@ import pytest
 
 from onnx2ai8x.devices import MAX78000
 
-from .cases import GENERATORS, KINDS, PROJECT_FILES
+from .cases import GENERATORS, KINDS, PROJECT_FILES, combo_models
 from .runner import run_case
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "examples" / "digits"
 DEFAULT_CASES = {"onnx": 60, "sidecar": 40, "sample": 30, "checkpoint": 25,
                  "output": 31, "options": 40, "project": 80, "float": 40, "cpu": 30,
-                 "targets": 30, "toplevel": 30}
+                 "targets": 30, "toplevel": 30, "combos": 40, "json": 50}
 
 TINY_YAML = b"""arch: tiny
 dataset: fuzz
@@ -214,7 +214,9 @@ def base(tmp_path_factory) -> dict:
             "net.yaml": TINY_YAML, "net.pth.tar": ckpt, "net.npy": npy,
             "project": _project(tmp / "p"), "project-fifo": _project(tmp / "f", "--fifo"),
             "project-tree": _tree(tmp / "p"),
-            "project-up": _upsampling_project(tmp), **_float_base(), **_split_base(tmp)}
+            "project-up": _upsampling_project(tmp), **_float_base(), **_split_base(tmp),
+            **{f"combo-{name}.{ext}": data for name, pair in combo_models().items()
+               for ext, data in zip(("onnx", "npy"), pair, strict=True)}}
 
 
 _STATS: dict[str, list[float]] = {}  # per kind: seconds per case (tests/fuzz/conftest.py)

@@ -70,7 +70,7 @@ def test_refusal_hints_at_the_flag_and_the_split_is_deterministic(tmp_path: Path
         assert code == 0, err
         runs.append(_files(tmp_path / f"p{k}"))
     assert runs[0] == runs[1]
-    assert "CPU stem:" in out and "warning: the CPU takes" in out and "stem5" in out
+    assert "CPU stem:" in out and "warning[cpu.share] the CPU takes" in out and "stem5" in out
 
 
 def test_between_segment_must_keep_the_shape(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ CASE = "ai85-mnist"  # layers 0-3 conv2d with ReLU, layer 4 linear without activ
 def _convert(model: Path, sidecar: Path, out: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "onnx2ai8x.cli", str(model), "--device", "MAX78000",
-         "--sidecar", str(sidecar), "-o", str(out), "--quiet",
+         "--sidecar", str(sidecar), "-o", str(out),
          "--sample-input", str(GOLDEN / CASE / "sample.npy")],
         capture_output=True, text=True, timeout=300)
 
