@@ -115,6 +115,13 @@ class FloatModel:
     output_tensors: tuple[str, ...]  # the float model's outputs the layers correspond to
     rewrites: tuple[str, ...] = ()
     cpu_tail: tuple[str, ...] = ()
+    # the output's layout change left to the host (a channels-last model's Transpose of
+    # its one output): the axes, batch first, that take the accelerator's (N, C, ...) to
+    # the model's output; empty: none
+    output_perm: tuple[int, ...] = ()
+    # ... applied to the accelerator's output read in this shape per sample (the float
+    # tensor before the Transpose; the accelerator may hold it with a size-1 axis more)
+    output_shape: tuple[int, ...] = ()
     qdq: bool = False
     input_gain: float = 1.0  # the model multiplies its input by this first
     # ... after adding this per channel (canonical layout; empty: none)
@@ -375,6 +382,8 @@ class _Walker:
         self.parent: dict[int, int] = {}  # union-find over scale groups (-1: input)
         self.rewrites: list[str] = []
         self.cpu_tail: list[str] = []
+        self.output_perm: tuple[int, ...] = ()
+        self.output_shape: tuple[int, ...] = ()
         self.names: set[str] = set()
         self.materialized: dict[int, _Act] = {}
         # every value keyed by id() in `materialized`, kept alive: a freed value's id is
@@ -787,6 +796,7 @@ class _Walker:
                                  f"{_ints(perm)} is left to the host (the result is "
                                  f"{node.input[0]}, channels-first)")
             self.values[node.output[0]] = ("cpu", v, node.input[0])
+            self.output_perm, self.output_shape = perm, tuple(int(d) for d in v.shape)
             return
         raise _fail("transpose", self.where(node), f"a transpose {_ints(perm)} inside the "
                     "network", "the accelerator keeps data channels-first: transpose only "
@@ -1860,6 +1870,8 @@ def read_float_model(path_or_model, device: str | None = None,
         model_bytes=_dynamic_batch(model, walker.reshapes),
         output_tensors=tuple(walker.output_tensors),
         rewrites=(*canonical.rewrites, *walker.rewrites), cpu_tail=tuple(walker.cpu_tail),
+        output_perm=walker.output_perm if len(walker.outputs) == 1 else (),
+        output_shape=walker.output_shape if len(walker.outputs) == 1 else (),
         qdq="qdq" in canonical.dialects, canonical=canonical)
 
 

@@ -28,6 +28,10 @@ KEY_PERM = "ai8x.input_perm"
 KEY_SHAPE = "ai8x.input_shape"
 KEY_OFFSET = "ai8x.input_offset"
 KEY_OUTPUT_SCALES = "ai8x.output_scales"
+# the layout change of the output the host applies (a channels-last model's output
+# Transpose, left out of the accelerator's network): axes, batch first
+KEY_OUTPUT_PERM = "ai8x.output_perm"
+KEY_OUTPUT_SHAPE = "ai8x.output_shape"  # per sample, the shape the perm applies to
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import EXIT_USAGE, Ai8xError
 from ..network import ACT_ABS, ACT_RELU, Layer, Network
 from .calibrate import DEFAULT_METHOD, DEFAULT_PERCENTILE, METHODS, tensor_range
-from .mapping import KEY_OUTPUT_SCALES, InputMapping
+from .mapping import KEY_OUTPUT_PERM, KEY_OUTPUT_SCALES, KEY_OUTPUT_SHAPE, InputMapping
 
 SHIFT_MIN, SHIFT_MAX = -15, 15  # the final output shift (legalize rule output-shift)
 WEIGHT_BITS = (1, 2, 4, 8)
@@ -463,6 +463,9 @@ def quantize(fm, calibration: np.ndarray | None, options: QuantOptions = QuantOp
         onnx_support()  # the checker and shape inference know the ai8x ops
     meta = dict(mapping.metadata())
     meta[KEY_OUTPUT_SCALES] = json.dumps([float(s) for s in output_scales])
+    if fm.output_perm:  # the host applies the output's layout change (the front end)
+        meta[KEY_OUTPUT_PERM] = json.dumps(list(fm.output_perm))
+        meta[KEY_OUTPUT_SHAPE] = json.dumps(list(fm.output_shape))
     if net.device:
         meta["ai8x.device"] = net.device
     have = {p.key: p for p in model.metadata_props}

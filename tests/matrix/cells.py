@@ -172,8 +172,11 @@ def _source_layout(model, y: np.ndarray) -> np.ndarray:
     if perm is None:
         return y
     perm = json.loads(perm)
-    return np.transpose(y.reshape(len(y), *y.shape[1:]), perm) if len(perm) == y.ndim \
-        else y
+    shape = next((json.loads(p.value) for p in model.metadata_props
+                  if p.key == "ai8x.output_shape"), None)
+    if shape is not None and int(np.prod(shape)) == int(np.prod(y.shape[1:])):
+        y = y.reshape(len(y), *shape)  # the accelerator may hold a size-1 axis more
+    return np.transpose(y, perm) if len(perm) == y.ndim else y
 
 
 def follow(hint: str, device: str) -> list[tuple[str, dict, str]]:

@@ -230,11 +230,16 @@ def groups(layer, network, device):
         return diag("groups", layer.name,
                     f"groups={g} does not divide {layer.input_channels} input and "
                     f"{layer.output_channels} output channels", "use groups=1")
+    depthwise = g == layer.input_channels == layer.output_channels
     if not device.depthwise:
+        # MAX78002 takes a depthwise convolution only: the hint names it only for one
+        # (a hint is a promise, issue 34)
         return diag("groups", layer.name,
                     f"grouped/depthwise convolution (groups={g}) is not supported on "
                     f"{device.name}",
-                    "use groups=1, or target MAX78002 for depthwise convolutions")
+                    "use groups=1, or target MAX78002, which runs depthwise convolutions"
+                    if depthwise else "use groups=1 (of grouped convolutions, only "
+                    "depthwise ones run, and on the other part)")
     if g != layer.input_channels or g != layer.output_channels:
         return diag("groups", layer.name,
                     f"groups={g} must equal the input and output channels "
