@@ -125,6 +125,9 @@ def _float_input(model: Path, input_path: Path) -> np.ndarray | None:
         return None
     if mapping is None:
         return None  # the values are read once, by load_sample
+    _, dtype = checked_header(Path(input_path))
+    if dtype.kind != "f" and not (_codes_source(mapping) and dtype.kind in "iu"):
+        return None  # int8 codes for the accelerator: read once, by load_sample
     try:
         raw = np.load(input_path, allow_pickle=False)
     except npy_errors():

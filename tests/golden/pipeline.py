@@ -63,20 +63,22 @@ def imported_model(name: str, directory: Path) -> Path:
     return path
 
 
-def convert(model: Path, device: str, out: Path, *extra: str) -> subprocess.CompletedProcess:
+def convert(model: Path, device: str, out: Path, *extra: str,
+            quiet: bool = True) -> subprocess.CompletedProcess:
     """Run the converter as a user does: a separate process, the main command form.
     --allow-oversize: the golden cases are the vendor's simulation tests, written whether
     or not their firmware fits the part (two burn-in cases need about 115 % of the
-    MAX78000's flash for their known answer)."""
+    MAX78000's flash for their known answer). `quiet`: errors only (--quiet); without
+    it, warnings too."""
     return subprocess.run([sys.executable, "-m", "onnx2ai8x.cli", str(model),
-                           "--device", device, "-o", str(out), "--quiet",
-                           "--allow-oversize", *extra],
+                           "--device", device, "-o", str(out),
+                           *(("--quiet",) if quiet else ()), "--allow-oversize", *extra],
                           capture_output=True, text=True, timeout=600)
 
 
 def convert_case(name: str, tmp: Path, *, sidecar: bool, options: bool = True,
-                 extra: tuple[str, ...] = (), out: Path | None = None
-                 ) -> tuple[Path, subprocess.CompletedProcess]:
+                 extra: tuple[str, ...] = (), out: Path | None = None,
+                 quiet: bool = True) -> tuple[Path, subprocess.CompletedProcess]:
     """Import golden case `name` and convert it as a user does: with the case's
     network.yaml (`sidecar`) or mapped automatically, its sample, and (`options`) its
     vendor_args as converter options. Returns the project directory and the process."""
@@ -88,7 +90,7 @@ def convert_case(name: str, tmp: Path, *, sidecar: bool, options: bool = True,
         args += ["--sidecar", str(GOLDEN / name / "network.yaml")]
     if options:
         args += cli_options(case["vendor_args"])
-    return out, convert(model, case["device"], out, *args, *extra)
+    return out, convert(model, case["device"], out, *args, *extra, quiet=quiet)
 
 
 def c2trace_compare(project: Path, expected: dict, tmp: Path) -> subprocess.CompletedProcess:

@@ -28,7 +28,8 @@ _VENDORS = re.compile(r"Layer (\d+): (?:The input channel count|depth-wise convo
 def _our_hints(name: str, tmp: Path) -> tuple[set[tuple[str, int]], str]:
     if not GOLDEN.is_dir():
         pytest.skip("golden corpus absent")
-    _, proc = pipeline.convert_case(name, tmp, sidecar=True)
+    # not --quiet: the hints are warnings, which --quiet leaves out (issue 35)
+    _, proc = pipeline.convert_case(name, tmp, sidecar=True, quiet=False)
     assert proc.returncode == 0, proc.stderr
     return {(kind, int(ll)) for kind, ll in _OURS.findall(proc.stderr)}, proc.stderr
 

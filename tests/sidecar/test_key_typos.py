@@ -165,13 +165,11 @@ def test_a_partial_sidecar_says_which_of_its_keys_it_does_not_use(tmp_path, caps
     path = tmp_path / "hint.yaml"
     path.write_text("layers:\n  - name: conv1\n    processors: 0x0000000000000001\n"
                     "    output_shift: 3\n")
-    assert main(["check", str(DIGITS), "--device", "MAX78000", "--sidecar", str(path),
-                 "-q"]) == 0
+    assert main(["check", str(DIGITS), "--device", "MAX78000", "--sidecar", str(path)]) == 0
     err = capsys.readouterr().err
     assert f"warning[sidecar.restated] {path}:4:" in err and "`output_shift`" in err
     path.write_text("layers:\n  - name: conv1\n    processors: 0x0000000000000001\n")
-    assert main(["check", str(DIGITS), "--device", "MAX78000", "--sidecar", str(path),
-                 "-q"]) == 0
+    assert main(["check", str(DIGITS), "--device", "MAX78000", "--sidecar", str(path)]) == 0
     assert "restated" not in capsys.readouterr().err
 
 
