@@ -32,7 +32,8 @@ def _main(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("argv,code,error", [
     (("check", "missing.onnx", "--device", "MAX78000"), 2, "usage.missing-file"),
     (("check", str(DIGITS), "--device", "MAX78009"), 2, "usage.device"),
-    (("convert", str(DIGITS), "--timer", "99"), 2, "usage.option"),
+    # (-o: the default output, next to the example, may exist already, e.g. in CI)
+    (("convert", str(DIGITS), "-o", "p", "--timer", "99"), 2, "usage.option"),
     (("check", str(DIGITS), "--nonsense"), 2, "usage.command-line"),
     (("verify", "no-such-project"), 2, "usage.missing-file"),
     (("quantize", "missing.onnx", "-o", "q.onnx"), 2, "usage.missing-file"),
