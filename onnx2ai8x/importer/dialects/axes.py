@@ -355,14 +355,7 @@ def recognize(model) -> Recognition | None:
         if not any(rule(g) for rule in _RULES):
             break
         g.infer()
-    if not g.rewrites:
-        return None
-    out = g.build()
-    try:
-        out = g.onnx.shape_inference.infer_shapes(out)
-    except Exception:  # noqa: BLE001 - the walker reports what it cannot read
-        pass
-    return Recognition(model=out, dialect=DIALECT, rewrites=tuple(g.rewrites))
+    return g.recognition(DIALECT)
 
 
 __all__ = ["MERGE_RULES", "Relabel", "pairing", "recognize", "relabel_of"]

@@ -56,6 +56,20 @@ class Graph:
         del m.graph.value_info[:]
         return m
 
+    def recognition(self, dialect: str):
+        """The rewritten model as a pass's Recognition (shapes inferred where onnx can),
+        or None when the pass rewrote nothing."""
+        from .base import Recognition
+
+        if not self.rewrites:
+            return None
+        out = self.build()
+        try:
+            out = self.onnx.shape_inference.infer_shapes(out)
+        except Exception:  # noqa: BLE001 - the walker reports what it cannot read
+            pass
+        return Recognition(model=out, dialect=dialect, rewrites=tuple(self.rewrites))
+
     # -- queries -----------------------------------------------------------------------
     def readers(self, name: str) -> list:
         return [n for n in self.nodes if name in n.input]

@@ -287,14 +287,7 @@ def recognize(model) -> Recognition | None:
         if not _rewrite(g, tried) and not _crop_into_transposed(g):
             break
         g.infer()
-    if not g.rewrites:
-        return None
-    out = g.build()
-    try:
-        out = g.onnx.shape_inference.infer_shapes(out)
-    except Exception:  # noqa: BLE001 - the walker reports what it cannot read
-        pass
-    return Recognition(model=out, dialect=DIALECT, rewrites=tuple(g.rewrites))
+    return g.recognition(DIALECT)
 
 
 __all__ = ["CANONICAL_RESIZE", "recognize", "source_map", "upsampling"]
